@@ -1,0 +1,29 @@
+"""driftjoin: exact, adaptive, distributed stream joins on Apache Spark.
+
+The algorithm cores (``driftjoin.s3j``, ``driftjoin.swoop``, ``driftjoin.schemafree``,
+``driftjoin.hypercube``) are plain Python/numpy and never import Spark. The Spark
+operators are imported lazily, so ``import driftjoin`` stays cheap for core users.
+"""
+
+from __future__ import annotations
+
+from importlib import import_module
+from typing import Any
+
+__version__ = "0.1.0"
+
+_LAZY = {
+    "similarity_join": "driftjoin.spark.similarity",
+    "invalid_records": "driftjoin.spark.similarity",
+    "choose_threshold": "driftjoin.selectivity",
+    "local_session": "driftjoin.spark.session",
+}
+
+__all__ = sorted(_LAZY) + ["__version__"]
+
+
+def __getattr__(name: str) -> Any:
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module 'driftjoin' has no attribute {name!r}")
+    return getattr(import_module(module), name)
