@@ -1,0 +1,164 @@
+"""Distance functions for the similarity join, vectorised with numpy.
+
+Each metric is a ``Metric``: how vectors are prepared (angular and cosine work on unit
+vectors), the pairwise distance, and the metric used to *partition* the space. S3J's bounds
+(inner set <= t/2, outer set <= 2t, Criterion 1) rely on the triangle inequality, so the
+partitioning metric must be a true metric:
+
+- ``euclidean``, ``manhattan``, ``chebyshev``: the usual L2, L1, L-infinity distances.
+- ``angular``: the angle between two vectors divided by pi, in [0, 1]. A metric on directions.
+  Computed as ``2 * arcsin(|a - b| / 2) / pi`` on unit vectors, which stays accurate for tiny
+  angles where ``arccos`` of a dot product loses half its digits.
+- ``cosine``: ``1 - cos(a, b)`` in [0, 2]. Not a metric (the triangle inequality fails), so the
+  join partitions with ``angular`` and the threshold mapped exactly:
+  ``1 - cos <= t  <=>  angle / pi <= arccos(1 - t) / pi``.
+
+Distances that are not metrics and have no exact metric equivalent (e.g. squared Euclidean)
+are refused with a message that says what to use instead.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Callable
+
+import numpy as np
+
+FloatArray = np.ndarray
+
+#: Relative slack applied to every *inclusion* bound (Criterion 1, outer sets) so that
+#: floating-point rounding can never drop a pair; final acceptance is always the exact test
+#: ``distance <= threshold`` on the user's metric.
+BOUND_SLACK = 1e-9
+
+_REFUSED = {
+    "sqeuclidean": "squared Euclidean is not a metric; use metric='euclidean' with threshold=sqrt(t)",
+    "squared_euclidean": "squared Euclidean is not a metric; use metric='euclidean' with threshold=sqrt(t)",
+    "dot": "a dot product is a similarity, not a distance; use metric='cosine' or 'angular'",
+    "inner_product": "an inner product is a similarity, not a distance; use metric='cosine' or 'angular'",
+    "jaccard": "Jaccard is a set similarity; use driftjoin.topk_set_join for sets",
+    "hamming": "Hamming is defined on sets/bit strings; use driftjoin.topk_set_join for sets",
+}
+
+
+def _euclidean(a: FloatArray, b: FloatArray) -> FloatArray:
+    diff = a[:, None, :] - b[None, :, :]
+    return np.sqrt(np.einsum("ijk,ijk->ij", diff, diff))
+
+
+def _manhattan(a: FloatArray, b: FloatArray) -> FloatArray:
+    return np.abs(a[:, None, :] - b[None, :, :]).sum(axis=2)
+
+
+def _chebyshev(a: FloatArray, b: FloatArray) -> FloatArray:
+    return np.abs(a[:, None, :] - b[None, :, :]).max(axis=2)
+
+
+def _angular(a: FloatArray, b: FloatArray) -> FloatArray:
+    chord = _euclidean(a, b)
+    return 2.0 * np.arcsin(np.minimum(chord * 0.5, 1.0)) / math.pi
+
+
+def _cosine(a: FloatArray, b: FloatArray) -> FloatArray:
+    chord = _euclidean(a, b)
+    return 0.5 * chord * chord
+
+
+def _unit(v: FloatArray) -> FloatArray:
+    norms = np.linalg.norm(v, axis=1, keepdims=True)
+    return v / norms
+
+
+def _identity(v: FloatArray) -> FloatArray:
+    return v
+
+
+@dataclass(frozen=True)
+class Metric:
+    """A distance as the join uses it.
+
+    ``prepare`` maps raw vectors to the representation distances are computed on;
+    ``pairwise(a, b)`` returns the (len(a), len(b)) distance matrix; ``partition_name``
+    names the true metric used for partitioning and ``partition_threshold`` maps the user's
+    threshold onto it.
+    """
+
+    name: str
+    pairwise_fn: Callable[[FloatArray, FloatArray], FloatArray]
+    prepare: Callable[[FloatArray], FloatArray]
+    needs_nonzero: bool
+    max_threshold: float
+    partition_name: str
+
+    def pairwise(self, a: FloatArray, b: FloatArray, block: int = 2048) -> FloatArray:
+        """Distance matrix between the rows of ``a`` and ``b``, in row blocks to bound memory."""
+        if len(a) == 0 or len(b) == 0:
+            return np.zeros((len(a), len(b)))
+        if len(a) * len(b) * a.shape[1] <= 4_000_000:
+            return self.pairwise_fn(a, b)
+        step = max(1, 4_000_000 // max(1, len(b) * a.shape[1]))
+        return np.vstack([self.pairwise_fn(a[i : i + step], b) for i in range(0, len(a), step)])
+
+    def rowwise(self, a: FloatArray, b: FloatArray) -> FloatArray:
+        """Distance between ``a[i]`` and ``b[i]`` for every i."""
+        diff = a - b
+        if self.name == "manhattan":
+            return np.abs(diff).sum(axis=1)
+        if self.name == "chebyshev":
+            return np.abs(diff).max(axis=1)
+        chord = np.sqrt(np.einsum("ij,ij->i", diff, diff))
+        if self.name == "angular":
+            return 2.0 * np.arcsin(np.minimum(chord * 0.5, 1.0)) / math.pi
+        if self.name == "cosine":
+            return 0.5 * chord * chord
+        return chord
+
+    @property
+    def partition_metric(self) -> "Metric":
+        return METRICS[self.partition_name]
+
+    def partition_threshold(self, threshold: float) -> float:
+        """The user's threshold expressed on the partitioning metric."""
+        if self.name == "cosine":
+            return math.acos(max(-1.0, 1.0 - threshold)) / math.pi
+        return threshold
+
+
+METRICS: dict[str, Metric] = {
+    "euclidean": Metric("euclidean", _euclidean, _identity, False, math.inf, "euclidean"),
+    "manhattan": Metric("manhattan", _manhattan, _identity, False, math.inf, "manhattan"),
+    "chebyshev": Metric("chebyshev", _chebyshev, _identity, False, math.inf, "chebyshev"),
+    "angular": Metric("angular", _angular, _unit, True, 1.0, "angular"),
+    "cosine": Metric("cosine", _cosine, _unit, True, 2.0, "angular"),
+}
+
+
+def get_metric(name: str) -> Metric:
+    """Look a metric up by name, failing with a message that says what to change."""
+    key = name.strip().lower()
+    if key in METRICS:
+        return METRICS[key]
+    if key in _REFUSED:
+        raise ValueError(f"metric={name!r} is not supported: {_REFUSED[key]}")
+    raise ValueError(
+        f"unknown metric {name!r}; choose one of {', '.join(sorted(METRICS))}"
+    )
+
+
+def check_threshold(metric: Metric, threshold: float) -> float:
+    """Validate a distance threshold for ``metric`` and return it as a float."""
+    try:
+        t = float(threshold)
+    except (TypeError, ValueError):
+        raise ValueError(f"threshold must be a number, got {threshold!r}") from None
+    if not math.isfinite(t) or t <= 0:
+        raise ValueError(
+            f"threshold must be a finite distance > 0 (pairs with distance <= threshold join), got {threshold!r}"
+        )
+    if t > metric.max_threshold:
+        raise ValueError(
+            f"threshold {t} exceeds the largest {metric.name} distance ({metric.max_threshold}); "
+            "every pair would join: use a smaller threshold"
+        )
+    return t

@@ -1,0 +1,194 @@
+"""Similarity computation (S3J section 7.7), the state of one worker.
+
+A worker holds, per open window, the members of the worksets assigned to it, sorted by
+workset. When new members arrive, each is paired with the members already there and with the
+other new members of its workset, according to roles:
+
+- inner x inner: emitted without a similarity comparison (both within ``t/2`` of the
+  centroid, hence within ``t`` of each other);
+- inner x outlier, inner x outer, outlier x outlier, outlier x outer: compared;
+- outer x outer: never paired (that pair, if it joins, is met in another workset).
+
+Only records of different streams pair in a two-stream join. The distance of every emitted
+pair is computed for the output column; an inner x inner pair is dropped only if rounding puts
+its computed distance above the threshold, so the output is exactly ``{dist <= threshold}`` as
+the oracle computes it. Comparisons (the paper's count) exclude inner x inner pairs.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from driftjoin.distance import Metric
+from driftjoin.s3j.records import Records
+from driftjoin.s3j.workset import INNER, OUTER
+
+
+@dataclass
+class Pairs:
+    """Joined pairs as parallel arrays; ``left``/``right`` index into ``records``."""
+
+    left_id: np.ndarray
+    right_id: np.ndarray
+    distance: np.ndarray
+    window: np.ndarray
+    ingest: np.ndarray
+    workset: np.ndarray
+
+    def __len__(self) -> int:
+        return len(self.left_id)
+
+    @staticmethod
+    def concat(parts: list["Pairs"], id_dtype: np.dtype | type = np.int64) -> "Pairs":
+        if not parts:
+            z = np.zeros(0)
+            return Pairs(np.zeros(0, dtype=id_dtype), np.zeros(0, dtype=id_dtype), z, np.zeros(0, np.int64), z, np.zeros(0, np.int64))
+        return Pairs(*(np.concatenate([getattr(p, n) for p in parts]) for n in ("left_id", "right_id", "distance", "window", "ingest", "workset")))
+
+
+@dataclass
+class WorksetCounters:
+    """Per-workset statistics of one step: members by role, comparisons, pairs."""
+
+    inner: dict[int, int] = field(default_factory=dict)
+    outlier: dict[int, int] = field(default_factory=dict)
+    outer: dict[int, int] = field(default_factory=dict)
+    comparisons: dict[int, int] = field(default_factory=dict)
+    pairs: dict[int, int] = field(default_factory=dict)
+
+
+@dataclass
+class MemberTable:
+    """Members of the worksets of one window, sorted by workset id (global id)."""
+
+    workset: np.ndarray
+    role: np.ndarray
+    records: Records
+
+    def __len__(self) -> int:
+        return len(self.workset)
+
+    def nbytes(self) -> int:
+        return int(self.workset.nbytes + self.role.nbytes + self.records.nbytes())
+
+
+class SimilarityWorker:
+    """The state of one worker: member tables of open windows, keyed by window index."""
+
+    def __init__(self, metric: Metric, threshold: float, self_join: bool) -> None:
+        self.metric = metric
+        self.threshold = threshold
+        self.self_join = self_join
+        self.windows: dict[int, MemberTable] = {}
+
+    def expire_before(self, window: int) -> None:
+        for w in [w for w in self.windows if w < window]:
+            del self.windows[w]
+
+    def state_bytes(self) -> int:
+        return sum(t.nbytes() for t in self.windows.values())
+
+    def add(
+        self,
+        records: Records,
+        workset: np.ndarray,
+        role: np.ndarray,
+        counters: WorksetCounters | None = None,
+        *,
+        store: np.ndarray | None = None,
+    ) -> Pairs:
+        """Pair new members with the stored ones and with each other, then store them.
+
+        ``store`` (default all True) marks members that are kept after pairing; a member with
+        ``store=False`` probes the stored members only and is neither paired with the other
+        new members nor kept (used when a workset moves between workers inside a window).
+        """
+        if store is None:
+            store = np.ones(len(workset), dtype=bool)
+        out: list[Pairs] = []
+        for w in np.unique(records.window):
+            sel = np.nonzero(records.window == w)[0]
+            out.append(self._add_window(int(w), records.take(sel), workset[sel], role[sel], store[sel], counters))
+        return Pairs.concat(out, records.id.dtype)
+
+    def _add_window(
+        self, window: int, rec: Records, workset: np.ndarray, role: np.ndarray, store: np.ndarray, counters: WorksetCounters | None
+    ) -> Pairs:
+        order = np.argsort(workset, kind="stable")
+        rec, workset, role, store = rec.take(order), workset[order], role[order], store[order]
+        table = self.windows.get(window)
+        groups, starts = np.unique(workset, return_index=True)
+        ends = np.append(starts[1:], len(workset))
+        out: list[Pairs] = []
+        for g, s, e in zip(groups.tolist(), starts.tolist(), ends.tolist()):
+            new = rec.take(np.arange(s, e))
+            new_role = role[s:e]
+            new_store = store[s:e]
+            if table is not None:
+                lo, hi = np.searchsorted(table.workset, [g, g + 1])
+                if hi > lo:
+                    old = table.records.take(np.arange(lo, hi))
+                    out.append(self._pair(g, new, new_role, old, table.role[lo:hi], False, counters))
+            kept = np.nonzero(new_store)[0]
+            if len(kept) > 1:
+                sub = new.take(kept)
+                out.append(self._pair(g, sub, new_role[kept], sub, new_role[kept], True, counters))
+            if counters is not None:
+                for r, bucket in ((0, counters.inner), (1, counters.outlier), (2, counters.outer)):
+                    c = int(np.count_nonzero(new_role[kept] == r))
+                    if c:
+                        bucket[g] = bucket.get(g, 0) + c
+        keep = np.nonzero(store)[0]
+        if len(keep):
+            self._store(window, workset[keep], role[keep], rec.take(keep), table)
+        return Pairs.concat(out, rec.id.dtype)
+
+    def _store(self, window: int, workset: np.ndarray, role: np.ndarray, rec: Records, table: MemberTable | None) -> None:
+        if table is None:
+            self.windows[window] = MemberTable(workset, role, rec)
+            return
+        ws = np.concatenate([table.workset, workset])
+        order = np.argsort(ws, kind="stable")
+        self.windows[window] = MemberTable(
+            ws[order], np.concatenate([table.role, role])[order], Records.concat([table.records, rec]).take(order)
+        )
+
+    def _pair(
+        self, g: int, a: Records, a_role: np.ndarray, b: Records, b_role: np.ndarray, triangle: bool, counters: WorksetCounters | None
+    ) -> Pairs:
+        ok = ~((a_role[:, None] == OUTER) & (b_role[None, :] == OUTER))
+        if not self.self_join:
+            ok &= a.side[:, None] != b.side[None, :]
+        if triangle:
+            ok &= np.triu(np.ones((len(a), len(b)), dtype=bool), k=1)
+        free = (a_role[:, None] == INNER) & (b_role[None, :] == INNER)
+        if counters is not None:
+            n_cmp = int(np.count_nonzero(ok & ~free))
+            counters.comparisons[g] = counters.comparisons.get(g, 0) + n_cmp
+        ia, ib = np.nonzero(ok)
+        if len(ia) == 0:
+            return Pairs.concat([], a.id.dtype)
+        dist = self.metric.rowwise(a.vec[ia], b.vec[ib])
+        hit = dist <= self.threshold
+        if self.self_join:
+            hit &= a.id[ia] != b.id[ib]
+        ia, ib, dist = ia[hit], ib[hit], dist[hit]
+        if counters is not None and len(ia):
+            counters.pairs[g] = counters.pairs.get(g, 0) + len(ia)
+        left, right = a.id[ia], b.id[ib]
+        if self.self_join:
+            swap = right < left
+            left, right = np.where(swap, right, left), np.where(swap, left, right)
+        else:
+            swap = a.side[ia] == 1
+            left, right = np.where(swap, right, left), np.where(swap, left, right)
+        return Pairs(
+            left_id=left,
+            right_id=right,
+            distance=dist,
+            window=a.window[ia],
+            ingest=np.maximum(a.ingest[ia], b.ingest[ib]),
+            workset=np.full(len(ia), g, dtype=np.int64),
+        )

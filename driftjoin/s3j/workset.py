@@ -1,0 +1,166 @@
+"""Workset formulation (S3J section 7), the state of one space partition.
+
+For every record routed to space partition j (steps 1 to 5 of section 7):
+
+1. inner vs outer partition: records that are outer copies only join outer sets (step 5);
+2. an inner record joins the inner set of the workset whose centroid is within ``t/2``
+   (Definition 8; centroids are more than ``t`` apart, so there is at most one);
+3. otherwise, if it is more than ``t`` from every centroid, it becomes the centroid of a new
+   workset (Criterion 2), whose id is the next integer;
+4. otherwise it is an outlier (Definition 9) of the workset with the closest centroid;
+5. outer sets (Definition 10, ``t/2 < dist <= 2t``): an inner record joins the outer set of
+   every workset whose id is *smaller* than its own workset's id (the routing criterion); an
+   outer-partition record joins the outer set of every workset within ``2t``. Outer-partition
+   records are kept for the rest of their window so that a workset created later still meets
+   them (the last paragraph of 7.5).
+
+Records are processed in arrival order; the first four steps are vectorised against the
+centroids that existed before the batch and only records that are more than ``t/2`` from all
+of them go through the sequential path (they may meet a centroid created earlier in the batch).
+
+Correctness (used by the tests): a pair (x, y) with ``dist <= t`` and own worksets a <= b is
+met exactly once, in workset a: if a == b both are inner/outlier members of a; if a < b, y is
+within ``dist(y, x) + dist(x, c_a) <= 2t`` of ``c_a`` so y is in a's outer set, and x is never
+in b's outer set (a < b). An outer-partition record r and an inner record y of workset b meet
+only in b (outer x outer pairs are never compared).
+
+Worksets persist across windows; the outer buffer holds records of open windows only.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from driftjoin.distance import BOUND_SLACK, Metric
+from driftjoin.s3j.records import Records
+
+INNER = 0
+OUTLIER = 1
+OUTER = 2
+ROLE_NAMES = {INNER: "inner", OUTLIER: "outlier", OUTER: "outer"}
+
+
+@dataclass
+class Memberships:
+    """Workset memberships produced by one formulation step.
+
+    ``records`` holds every record referenced; membership k says that ``records[row[k]]`` is a
+    new member of local workset ``workset[k]`` with role ``role[k]``.
+    """
+
+    records: Records
+    row: np.ndarray
+    workset: np.ndarray
+    role: np.ndarray
+
+    def __len__(self) -> int:
+        return len(self.row)
+
+
+class WorksetFormulation:
+    """The state of one space partition: workset centroids and the outer buffer."""
+
+    def __init__(self, metric: Metric, threshold: float, dim: int) -> None:
+        self.metric = metric.partition_metric
+        self.t = metric.partition_threshold(threshold)
+        self.dim = dim
+        self.centroids = np.zeros((0, dim), dtype=np.float64)
+        self.outer_buffer = Records.empty(dim)
+
+    @property
+    def n_worksets(self) -> int:
+        return len(self.centroids)
+
+    def expire_before(self, window: int) -> None:
+        """Forget outer-buffer records of windows older than ``window``."""
+        keep = self.outer_buffer.window >= window
+        if not keep.all():
+            self.outer_buffer = self.outer_buffer.take(np.nonzero(keep)[0])
+
+    def formulate(self, batch: Records, is_outer: np.ndarray) -> Memberships:
+        """Assign a batch of records (in arrival order) to worksets; returns the new memberships."""
+        reach = 2.0 * self.t * (1.0 + BOUND_SLACK)
+        if len(self.outer_buffer) == 0 and self.outer_buffer.id.dtype != batch.id.dtype:
+            self.outer_buffer = Records.empty(self.dim, batch.id.dtype)
+        inner_rows = np.nonzero(~is_outer)[0]
+        outer_rows = np.nonzero(is_outer)[0]
+        k_before = self.n_worksets
+        own, own_role = self._assign_inner(batch.vec[inner_rows])
+        k_new = self.n_worksets
+
+        rows: list[np.ndarray] = [inner_rows]
+        worksets: list[np.ndarray] = [own]
+        roles: list[np.ndarray] = [own_role]
+
+        if self.n_worksets and len(batch):
+            dist = self.metric.pairwise(batch.vec, self.centroids)
+            near = dist <= reach
+            ids = np.arange(self.n_worksets)
+            own_of_row = np.full(len(batch), np.iinfo(np.int64).max, dtype=np.int64)
+            own_of_row[inner_rows] = own
+            near &= ids[None, :] < own_of_row[:, None]
+            r, w = np.nonzero(near)
+            rows.append(r)
+            worksets.append(w)
+            roles.append(np.full(len(r), OUTER, dtype=np.int8))
+
+        records = batch
+        if k_new > k_before and len(self.outer_buffer):
+            dist = self.metric.pairwise(self.outer_buffer.vec, self.centroids[k_before:])
+            r, w = np.nonzero(dist <= reach)
+            if len(r):
+                rows.append(len(batch) + r)
+                worksets.append(k_before + w)
+                roles.append(np.full(len(r), OUTER, dtype=np.int8))
+                records = Records.concat([batch, self.outer_buffer])
+
+        if len(outer_rows):
+            self.outer_buffer = Records.concat([self.outer_buffer, batch.take(outer_rows)])
+        row = np.concatenate(rows).astype(np.int64)
+        order = np.argsort(row, kind="stable")
+        return Memberships(
+            records=records,
+            row=row[order],
+            workset=np.concatenate(worksets).astype(np.int64)[order],
+            role=np.concatenate(roles).astype(np.int8)[order],
+        )
+
+    def _assign_inner(self, vec: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Steps 2 to 4 for inner-partition records, in arrival order."""
+        n = len(vec)
+        t, half = self.t, self.t / 2.0
+        own = np.full(n, -1, dtype=np.int64)
+        role = np.full(n, INNER, dtype=np.int8)
+        if n == 0:
+            return own, role
+        k0 = self.n_worksets
+        if k0:
+            dist = self.metric.pairwise(vec, self.centroids)
+            best = np.argmin(dist, axis=1)
+            best_d = dist[np.arange(n), best]
+        else:
+            best = np.full(n, -1, dtype=np.int64)
+            best_d = np.full(n, np.inf)
+        settled = best_d <= half
+        own[settled] = best[settled]
+        new_centroids: list[np.ndarray] = []
+        for i in np.nonzero(~settled)[0]:
+            b, d = int(best[i]), float(best_d[i])
+            if new_centroids:
+                dn = self.metric.pairwise(vec[i : i + 1], np.asarray(new_centroids))[0]
+                k = int(np.argmin(dn))
+                if dn[k] < d:
+                    b, d = k0 + k, float(dn[k])
+            if d <= half:
+                own[i] = b
+            elif d > t:
+                new_centroids.append(vec[i])
+                own[i] = k0 + len(new_centroids) - 1
+            else:
+                own[i] = b
+                role[i] = OUTLIER
+        if new_centroids:
+            self.centroids = np.vstack([self.centroids, np.asarray(new_centroids)])
+        return own, role
