@@ -1,0 +1,1 @@
+"""Synthetic stream generators (pure numpy), used by the Spark ``driftjoin`` data source."""
