@@ -1,0 +1,178 @@
+"""The stream join framework of section 3: index time, window, stock and three operations.
+
+``insert(set_id, tokens, ts, side)`` sets the index time to ``ts`` and joins the new set;
+``advance(ts)`` is the paper's ``set_index_time(t)``; ``topk()`` returns the join result.
+:class:`~driftjoin.swoop.join.Swoop` and :class:`~driftjoin.swoop.base.BaseTopK` differ only
+in how they maintain the stock, so the framework (validation, window, token order, expiry
+steps and the change stream) lives here and both produce identical outputs for identical input.
+
+Two-stream joins (``two_stream=True``; the paper's Appendix A is not part of the text we
+follow, so this is our definition). Every set carries a side, ``"R"`` or ``"S"``; both sides
+share one index time, one window duration ``w`` and one arrival numbering (the merged stream is
+in timestamp order). Only pairs from ``R x S`` are formed: a set of ``R`` is joined with the
+valid ``S`` sets and vice versa, never with a set of its own side. A pair is valid from the
+later set's arrival to ``min(t_r, t_s) + w``, the end time of the earlier set, exactly as in a
+self-join, and it is reported as ``(R set, S set)``.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from collections.abc import Hashable, Iterable
+
+from driftjoin.swoop.pairs import PairKey, SimilarPair, TopKChange
+from driftjoin.swoop.records import (
+    InvalidSetError,
+    SetRecord,
+    TokenOrder,
+    validate_set_id,
+    validate_side,
+    validate_time,
+    validate_tokens,
+)
+from driftjoin.swoop.similarity import WellBehavedSimilarity, get_similarity
+from driftjoin.swoop.window import Window
+
+
+class TopKJoin(ABC):
+    """Continuous top-k set similarity join over a sliding window (Definition 1)."""
+
+    def __init__(
+        self,
+        k: int,
+        similarity: str | WellBehavedSimilarity,
+        window: float,
+        *,
+        two_stream: bool = False,
+    ) -> None:
+        if isinstance(k, bool) or not isinstance(k, int) or k < 1:
+            raise ValueError(f"k must be a positive int, got {k!r}")
+        if isinstance(window, bool) or not isinstance(window, (int, float)) or not 0 < window < float("inf"):
+            raise ValueError(f"window must be a positive finite duration, got {window!r}")
+        self.k = k
+        self.similarity = get_similarity(similarity)
+        self.window = window
+        self.two_stream = two_stream
+        self.tokens = TokenOrder()
+        self._W = Window()
+        self._records: dict[int, SetRecord] = {}  # valid sets by arrival number
+        self._live_ids: dict[tuple[str | None, Hashable], int] = {}  # (side, set_id) -> seq
+        self._t_J: float | None = None
+        self._next_seq = 0
+
+    # -- the stock, provided by the algorithm -------------------------------------------------
+
+    @abstractmethod
+    def _stock_topk(self) -> list[PairKey]:
+        """The first ``k`` stock pairs."""
+
+    @abstractmethod
+    def _stock_kth(self) -> PairKey | None:
+        """The k-th stock pair, ``None`` if the stock holds fewer than ``k`` pairs."""
+
+    @abstractmethod
+    def _stock_between(self, lo: PairKey, hi: PairKey | None) -> Iterable[PairKey]:
+        """Stock pairs ``p`` with ``lo < p <= hi`` (``hi=None``: unbounded)."""
+
+    @abstractmethod
+    def _expire(self, t: float, expired: list[SetRecord]) -> list[PairKey]:
+        """Index time moves to ``t``; ``expired`` sets leave. Returns the removed pairs."""
+
+    @abstractmethod
+    def _join(self, record: SetRecord) -> tuple[list[PairKey], list[PairKey]]:
+        """Join a new set (not yet in the window). Returns ``(added, removed)`` pairs."""
+
+    # -- public API ----------------------------------------------------------------------------
+
+    @property
+    def index_time(self) -> float | None:
+        """``t_J``, ``None`` before the first operation."""
+        return self._t_J
+
+    @property
+    def window_size(self) -> int:
+        """``|W|``: number of valid sets."""
+        return len(self._W)
+
+    def insert(
+        self, set_id: Hashable, tokens: Iterable[str | int], ts: float, side: str | None = None
+    ) -> list[TopKChange]:
+        """``insert(r_i, t_i)``: set the index time to ``ts``, then join the new set.
+
+        Returns the top-k changes (see :mod:`driftjoin.swoop.pairs`). Raises
+        :class:`~driftjoin.swoop.records.InvalidSetError` (a ``ValueError``) for bad input,
+        leaving the join unchanged (policy in :mod:`driftjoin.swoop.records`).
+        """
+        set_id = validate_set_id(set_id)
+        distinct = validate_tokens(set_id, tokens)
+        ts = validate_time(ts, self._t_J, f"set {set_id!r}")
+        side = validate_side(set_id, side, self.two_stream)
+        live = self._live_ids.get((side, set_id))
+        if live is not None and self._records[live].end > ts:
+            raise InvalidSetError(f"set {set_id!r}: duplicate id of a set still in the window")
+        events = self._set_index_time(ts)
+        numbers = self.tokens.number(distinct)
+        record = SetRecord(
+            self._next_seq, set_id, side, ts, ts + self.window, numbers, len(numbers)
+        )
+        self._next_seq += 1
+        before = self._stock_kth()
+        added, removed = self._join(record)
+        self._W.append(record)
+        self._records[record.seq] = record
+        self._live_ids[(side, set_id)] = record.seq
+        self._changes(ts, before, added, removed, events)
+        return events
+
+    def advance(self, ts: float) -> list[TopKChange]:
+        """``set_index_time(t)``: move the index time to ``ts``, expiring sets and pairs."""
+        return self._set_index_time(validate_time(ts, self._t_J, "advance"))
+
+    def topk(self) -> list[SimilarPair]:
+        """``topk()``: the join result at the index time, in stock order."""
+        return [self._pair(key) for key in self._stock_topk()]
+
+    # -- internals -----------------------------------------------------------------------------
+
+    def _set_index_time(self, t: float) -> list[TopKChange]:
+        events: list[TopKChange] = []
+        W = self._W
+        while (g := W.oldest_end()) is not None and g <= t:
+            before = self._stock_kth()
+            expired = W.expire(g)
+            removed = self._expire(g, expired)
+            self._changes(g, before, [], removed, events)
+            for record in expired:
+                del self._records[record.seq]
+                del self._live_ids[(record.side, record.set_id)]
+        self._t_J = t
+        return events
+
+    def _changes(
+        self,
+        time: float,
+        before: PairKey | None,
+        added: list[PairKey],
+        removed: list[PairKey],
+        events: list[TopKChange],
+    ) -> None:
+        """Append the net top-k difference of one step (boundary ``before`` -> now)."""
+        after = self._stock_kth()
+        left = [p for p in removed if before is None or p <= before]
+        entered = [p for p in added if after is None or p <= after]
+        if before != after:
+            fresh = set(added)
+            if before is not None and (after is None or before < after):  # promotions
+                entered += [p for p in self._stock_between(before, after) if p not in fresh]
+            elif after is not None:  # demotions
+                left += [p for p in self._stock_between(after, before) if p not in fresh]
+        left.sort()
+        entered.sort()
+        events += [TopKChange(time, "leave", self._pair(p)) for p in left]
+        events += [TopKChange(time, "enter", self._pair(p)) for p in entered]
+
+    def _pair(self, key: PairKey) -> SimilarPair:
+        later, earlier = self._records[key[2]], self._records[key[3]]
+        if later.side == "S":
+            later, earlier = earlier, later
+        return SimilarPair(-key[0], later.set_id, earlier.set_id, -key[1])

@@ -1,0 +1,70 @@
+"""SWOOP: the continuous top-k set similarity join with inverted index and minimal stock.
+
+Per insert (Figure 3): expire sets and pairs up to the new index time (the window, the heads of
+the inverted lists and the head of the end time index ``E``), generate the candidates of the new
+set from the inverted index with the positional upper bound and the skyband lower bound
+(Algorithm 4), merge them into the minimal stock (Algorithm 6 with Algorithm 5), and append the
+set to the tails of its tokens' lists.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+from driftjoin.swoop.candidates import CandidateGenerator
+from driftjoin.swoop.framework import TopKJoin
+from driftjoin.swoop.index import InvertedIndex
+from driftjoin.swoop.pairs import PairKey
+from driftjoin.swoop.records import SetRecord
+from driftjoin.swoop.similarity import WellBehavedSimilarity
+from driftjoin.swoop.stock import Stock
+
+
+class Swoop(TopKJoin):
+    """SWOOP top-k join: ``Swoop(k, similarity, window, two_stream=False)``.
+
+    ``similarity`` is a name (``"jaccard"``, ``"cosine"``, ``"dice"``, ``"overlap"``,
+    ``"hamming"``) or a :class:`~driftjoin.swoop.similarity.WellBehavedSimilarity`;
+    ``window`` is the duration ``w``. ``shortest_list_first=False`` switches the lookup order
+    to the plain token order (the paper's SWOOP-noopt, section 7.2).
+    """
+
+    def __init__(
+        self,
+        k: int,
+        similarity: str | WellBehavedSimilarity,
+        window: float,
+        *,
+        two_stream: bool = False,
+        shortest_list_first: bool = True,
+    ) -> None:
+        super().__init__(k, similarity, window, two_stream=two_stream)
+        self.stock = Stock(k)
+        self.generator = CandidateGenerator(
+            self.similarity, self._W, self.stock, shortest_list_first=shortest_list_first
+        )
+        # one inverted index per side (a self-join has the single side None)
+        self._indexes: dict[str | None, InvertedIndex] = (
+            {"R": InvertedIndex(), "S": InvertedIndex()} if two_stream else {None: InvertedIndex()}
+        )
+
+    def _stock_topk(self) -> list[PairKey]:
+        return self.stock.topk()
+
+    def _stock_kth(self) -> PairKey | None:
+        return self.stock.kth()
+
+    def _stock_between(self, lo: PairKey, hi: PairKey | None) -> Iterable[PairKey]:
+        return self.stock.between(lo, hi)
+
+    def _expire(self, t: float, expired: list[SetRecord]) -> list[PairKey]:
+        for record in expired:
+            self._indexes[record.side].remove(record)
+        return self.stock.set_index_time(t)
+
+    def _join(self, record: SetRecord) -> tuple[list[PairKey], list[PairKey]]:
+        side = record.side
+        probe = self._indexes[("S" if side == "R" else "R") if self.two_stream else None]
+        candidates = self.generator.get_candidates(record, probe)
+        self._indexes[side].add(record)
+        return self.stock.insert(candidates) if candidates else ([], [])

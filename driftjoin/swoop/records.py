@@ -1,0 +1,142 @@
+"""Stream records: input validation (the bad-input policy) and the global token order.
+
+Bad-input policy, applied before the join state changes (a rejected insert leaves the join
+exactly as it was, consumes no sequence number and registers no token):
+
+* missing field: ``set_id``, ``tokens`` or ``ts`` is ``None``, or ``side`` is ``None`` in a
+  two-stream join -> :class:`InvalidSetError`;
+* ``tokens`` is a ``str``/``bytes`` (a common slip for a one-token set) or not iterable, or a
+  token is neither ``str`` nor ``int`` (``bool`` excluded) -> :class:`InvalidSetError`;
+* duplicate tokens within a set are dropped: sets are sets;
+* an empty set (no token after deduplication) -> :class:`InvalidSetError`; the caller is
+  expected to turn it into a dead-letter row;
+* ``ts`` not a finite real number, or ``ts`` smaller than the index time (out of order)
+  -> :class:`InvalidSetError` naming the expected minimum;
+* ``side`` not ``"R"``/``"S"`` in a two-stream join, or given at all in a self-join
+  -> :class:`InvalidSetError`;
+* a ``set_id`` (unhashable, or) equal to that of a set of the same side that is still valid
+  at ``ts`` -> :class:`InvalidSetError`.
+
+:class:`InvalidSetError` subclasses ``ValueError``, so ``except ValueError`` catches all of them.
+
+Token order (section 5.5). Tokens are mapped to ints in order of first appearance in the stream
+("frequent tokens are more likely to occur earlier"). A set is processed in descending token
+number, i.e. tokens that appeared later (presumably rarer) first. New tokens of one set are
+numbered in a fixed order (ints before strings, then by value), so the numbering does not depend
+on the iteration order of the caller's container (e.g. a ``set`` of strings under hash
+randomisation).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Hashable, Iterable
+from dataclasses import dataclass
+from numbers import Real
+
+SIDES = ("R", "S")
+
+
+class InvalidSetError(ValueError):
+    """A stream record violates the bad-input policy (see the module docstring)."""
+
+
+@dataclass(slots=True, frozen=True)
+class SetRecord:
+    """A valid set of window ``W``: arrival number, user id, side, timestamp, end time, tokens."""
+
+    seq: int
+    set_id: Hashable
+    side: str | None
+    ts: float
+    end: float
+    tokens: frozenset[int]
+    size: int
+
+
+class TokenOrder:
+    """Global token numbering by first appearance (the token-order heuristic of section 5.5)."""
+
+    def __init__(self) -> None:
+        self._ids: dict[str | int, int] = {}
+
+    def __len__(self) -> int:
+        return len(self._ids)
+
+    def number(self, tokens: Iterable[str | int]) -> frozenset[int]:
+        """Map validated, deduplicated tokens to their numbers, numbering new tokens first."""
+        ids = self._ids
+        out = [ids.get(tok) for tok in tokens]
+        if None in out:
+            fresh = sorted(
+                {tok for tok, num in zip(tokens, out) if num is None},
+                key=lambda tok: (isinstance(tok, str), tok),
+            )
+            for tok in fresh:
+                ids[tok] = len(ids)
+            out = [ids[tok] for tok in tokens]
+        return frozenset(out)  # type: ignore[arg-type]
+
+
+def validate_tokens(set_id: Hashable, tokens: object) -> list[str | int]:
+    """Check the ``tokens`` field and return its distinct tokens (first occurrence order)."""
+    if tokens is None:
+        raise InvalidSetError(f"set {set_id!r}: missing field 'tokens'")
+    if isinstance(tokens, (str, bytes, bytearray)):
+        raise InvalidSetError(
+            f"set {set_id!r}: 'tokens' must be a collection of tokens, not a single "
+            f"{type(tokens).__name__}"
+        )
+    try:
+        distinct = list(dict.fromkeys(tokens))  # type: ignore[call-overload]
+    except TypeError as exc:
+        raise InvalidSetError(
+            f"set {set_id!r}: 'tokens' must be an iterable of str or int tokens ({exc})"
+        ) from None
+    for tok in distinct:
+        if isinstance(tok, bool) or not isinstance(tok, (str, int)):
+            raise InvalidSetError(
+                f"set {set_id!r}: token {tok!r} of type {type(tok).__name__} is neither str nor int"
+            )
+    if not distinct:
+        raise InvalidSetError(f"set {set_id!r}: empty set (no tokens)")
+    return distinct
+
+
+def validate_time(ts: object, index_time: float | None, what: str) -> float:
+    """Check a timestamp against the index time; ``what`` names the operation in messages."""
+    if ts is None:
+        raise InvalidSetError(f"{what}: missing field 'ts'")
+    if isinstance(ts, bool) or not isinstance(ts, Real) or not math.isfinite(ts):
+        raise InvalidSetError(f"{what}: timestamp {ts!r} is not a finite real number")
+    if index_time is not None and ts < index_time:
+        raise InvalidSetError(
+            f"{what}: out-of-order timestamp {ts!r}: expected ts >= {index_time!r} (the index time)"
+        )
+    return ts  # type: ignore[return-value]
+
+
+def validate_side(set_id: Hashable, side: object, two_stream: bool) -> str | None:
+    """Check ``side`` for the join kind: ``None`` for a self-join, ``"R"``/``"S"`` otherwise."""
+    if not two_stream:
+        if side is not None:
+            raise InvalidSetError(
+                f"set {set_id!r}: side {side!r} given to a self-join (use two_stream=True)"
+            )
+        return None
+    if side is None:
+        raise InvalidSetError(f"set {set_id!r}: missing field 'side' (two-stream join)")
+    if side not in SIDES:
+        raise InvalidSetError(f"set {set_id!r}: side {side!r} is not one of {SIDES}")
+    return side  # type: ignore[return-value]
+
+
+def validate_set_id(set_id: object) -> Hashable:
+    """Check that ``set_id`` is present and hashable."""
+    if set_id is None:
+        raise InvalidSetError("missing field 'set_id'")
+    try:
+        hash(set_id)
+    except TypeError:
+        raise InvalidSetError(f"set id {set_id!r} is not hashable") from None
+    return set_id  # type: ignore[return-value]

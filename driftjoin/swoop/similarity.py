@@ -1,0 +1,186 @@
+"""Well-behaved set similarity functions (SWOOP Definition 4.1, Table 2).
+
+A similarity ``set_sim(r, s)`` is *well-behaved* when it can be written as
+``sim(l_r, l_s, o)`` of the two set sizes and their overlap ``o = |r & s|`` with
+
+1. ``sim(l_r, l_s, 0) == 0``,
+2. ``sim(l_r, l_s, o) == sim(l_s, l_r, o)``,
+3. ``sim`` non-decreasing in ``o`` for fixed sizes,
+4. ``sim`` non-decreasing in ``o = l_s`` (``s`` a subset of ``r``) for fixed ``l_r``,
+5. a function ``overlap(l_r, l_s, tau)``: the minimum overlap with ``sim >= tau``.
+
+SWOOP needs two bounds from it: the positional upper bound ``ub(l_r, rho)`` (Theorem 5.1,
+section 5.2) and ``overlap`` to verify a pre-candidate against the skyband lower bound
+(Algorithm 4, line 11).
+
+Floating point. Every ``sim`` is a chain of correctly rounded operations applied to an exact
+rational function of the integers ``(l_r, l_s, o)`` (Cosine is computed as
+``sqrt(o*o / (l_r*l_s))`` rather than ``o / sqrt(l_r*l_s)`` for that reason), so an inequality
+between two exact values also holds, non-strictly, between their float values. Hence the
+positional bound, computed in floats, never underestimates a float similarity, and equal exact
+similarities are equal floats (ties are real ties). ``overlap`` starts from the closed form of
+Table 2 and then steps to the true minimum *of the float function*, so ``o >= overlap(...)``
+holds exactly when ``sim(l_r, l_s, o) >= tau``.
+
+Hamming. Table 2 lists the Hamming *distance* ``d = l_r + l_s - 2o``, which decreases with the
+overlap and is not 0 for disjoint sets, so as printed it violates properties 1 and 3. We rank by
+ascending distance among pairs that share at least one token (Definition 1, condition 4) via the
+similarity ``1 / (1 + d)`` for ``o > 0`` and ``0`` for ``o == 0``. Its ``overlap`` is Table 2's
+``(l_r + l_s - tau' + 1) / 2`` with the distance bound ``tau' = 1 / tau``.
+"""
+
+from __future__ import annotations
+
+import math
+from abc import ABC, abstractmethod
+
+
+class WellBehavedSimilarity(ABC):
+    """A well-behaved similarity (Definition 4.1): ``sim(l_r, l_s, o)`` plus ``overlap``."""
+
+    name: str = ""
+
+    def __init__(self) -> None:
+        self._ub_profiles: dict[int, tuple[float, ...]] = {}
+
+    @abstractmethod
+    def sim(self, l_r: int, l_s: int, o: int) -> float:
+        """Similarity of two sets of sizes ``l_r``, ``l_s`` that share ``o`` tokens."""
+
+    @abstractmethod
+    def _overlap_estimate(self, l_r: int, l_s: int, tau: float) -> float:
+        """Table 2's closed form for the required overlap (a real number, >= 0 for tau > 0)."""
+
+    def overlap(self, l_r: int, l_s: int, tau: float) -> int:
+        """Minimum overlap ``o`` with ``sim(l_r, l_s, o) >= tau`` (property 5).
+
+        Returns ``min(l_r, l_s) + 1`` when no feasible overlap reaches ``tau`` and ``0`` when
+        ``tau <= 0``. Exact with respect to the float ``sim``: the Table 2 estimate is only the
+        starting point of a short walk to the boundary (``sim`` is monotone in ``o``).
+        """
+        if tau <= 0:
+            return 0
+        top = min(l_r, l_s)
+        estimate = self._overlap_estimate(l_r, l_s, tau)
+        o = top + 1 if estimate > top else max(0, math.ceil(estimate))
+        sim = self.sim
+        while o > 0 and sim(l_r, l_s, o - 1) >= tau:
+            o -= 1
+        while o <= top and sim(l_r, l_s, o) < tau:
+            o += 1
+        return o
+
+    def set_sim(self, r: frozenset[object] | set[object], s: frozenset[object] | set[object]) -> float:
+        """``set_sim(r, s)`` computed from the sets themselves."""
+        return self.sim(len(r), len(s), len(r & s))
+
+    def ub(self, l_r: int, rho: int) -> float:
+        """Positional upper bound ``ub(l_r, rho) = sim(l_r, l_r - rho + 1, l_r - rho + 1)``.
+
+        A set first met in the ``rho``-th inverted list of ``r`` (1-based) misses at least
+        ``rho - 1`` tokens of ``r``, so its similarity to ``r`` is at most this (Theorem 5.1).
+        """
+        rest = l_r - rho + 1
+        return self.sim(l_r, rest, rest)
+
+    def ub_profile(self, l_r: int) -> tuple[float, ...]:
+        """``(ub(l_r, 1), ..., ub(l_r, l_r))``, cached per set size (it is used per new set)."""
+        profile = self._ub_profiles.get(l_r)
+        if profile is None:
+            profile = tuple(self.ub(l_r, rho) for rho in range(1, l_r + 1))
+            self._ub_profiles[l_r] = profile
+        return profile
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}()"
+
+
+class Jaccard(WellBehavedSimilarity):
+    """``|r & s| / |r | s|`` = ``o / (l_r + l_s - o)``."""
+
+    name = "jaccard"
+
+    def sim(self, l_r: int, l_s: int, o: int) -> float:
+        return o / (l_r + l_s - o)
+
+    def _overlap_estimate(self, l_r: int, l_s: int, tau: float) -> float:
+        return tau / (1.0 + tau) * (l_r + l_s)
+
+
+class Cosine(WellBehavedSimilarity):
+    """``|r & s| / sqrt(|r| * |s|)``, computed as ``sqrt(o*o / (l_r*l_s))`` (module docstring)."""
+
+    name = "cosine"
+
+    def sim(self, l_r: int, l_s: int, o: int) -> float:
+        return math.sqrt(o * o / (l_r * l_s))
+
+    def _overlap_estimate(self, l_r: int, l_s: int, tau: float) -> float:
+        return tau * math.sqrt(l_r * l_s)
+
+
+class Dice(WellBehavedSimilarity):
+    """``2 |r & s| / (|r| + |s|)``."""
+
+    name = "dice"
+
+    def sim(self, l_r: int, l_s: int, o: int) -> float:
+        return 2 * o / (l_r + l_s)
+
+    def _overlap_estimate(self, l_r: int, l_s: int, tau: float) -> float:
+        return tau * (l_r + l_s) / 2.0
+
+
+class Overlap(WellBehavedSimilarity):
+    """``|r & s|`` (as a float, so all similarities share one type)."""
+
+    name = "overlap"
+
+    def sim(self, l_r: int, l_s: int, o: int) -> float:
+        return float(o)
+
+    def _overlap_estimate(self, l_r: int, l_s: int, tau: float) -> float:
+        return tau
+
+
+class Hamming(WellBehavedSimilarity):
+    """Ascending Hamming distance ``d = l_r + l_s - 2o`` as the similarity ``1 / (1 + d)``.
+
+    Zero for disjoint sets (see the module docstring for why Table 2's distance is wrapped).
+    """
+
+    name = "hamming"
+
+    def sim(self, l_r: int, l_s: int, o: int) -> float:
+        return 1.0 / (1 + l_r + l_s - 2 * o) if o else 0.0
+
+    @staticmethod
+    def distance(l_r: int, l_s: int, o: int) -> int:
+        """The Hamming distance ``|(r | s) - (r & s)|`` itself."""
+        return l_r + l_s - 2 * o
+
+    def _overlap_estimate(self, l_r: int, l_s: int, tau: float) -> float:
+        return max(1.0, (l_r + l_s - 1.0 / tau + 1.0) / 2.0)
+
+
+JACCARD = Jaccard()
+COSINE = Cosine()
+DICE = Dice()
+OVERLAP = Overlap()
+HAMMING = Hamming()
+
+SIMILARITIES: dict[str, WellBehavedSimilarity] = {
+    f.name: f for f in (JACCARD, COSINE, DICE, OVERLAP, HAMMING)
+}
+
+
+def get_similarity(similarity: str | WellBehavedSimilarity) -> WellBehavedSimilarity:
+    """Resolve a similarity given by name (``"jaccard"``, ...) or as an instance."""
+    if isinstance(similarity, WellBehavedSimilarity):
+        return similarity
+    if isinstance(similarity, str) and similarity.lower() in SIMILARITIES:
+        return SIMILARITIES[similarity.lower()]
+    raise ValueError(
+        f"unknown similarity {similarity!r}: expected one of {sorted(SIMILARITIES)} "
+        "or a WellBehavedSimilarity instance"
+    )
