@@ -106,10 +106,6 @@ class Document:
     avps: Mapping[Attribute, Value]
     time: float | None = None
 
-    def pairs(self) -> frozenset[AVPair]:
-        """The attribute-value pairs as a set."""
-        return frozenset(self.avps.items())
-
 
 def make_document(raw: RawDocument, doc_id: int, time_attribute: str | None = None) -> Document:
     """Build a :class:`Document`, optionally taking its event time from an attribute.

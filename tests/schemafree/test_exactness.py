@@ -8,16 +8,19 @@ Creators with the Merger, repartitioning between windows, and time windows.
 from __future__ import annotations
 
 import itertools
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from conftest import Oracle
+from driftjoin.schemafree.document import Document
 from driftjoin.schemafree.generator import nobench_documents, server_log_documents
 from driftjoin.schemafree.pipeline import load_documents, natural_join_windows
-from driftjoin.schemafree.window import CountWindow, TimeWindow
+from driftjoin.schemafree.window import CountWindow, TimeWindow, Window
+
+Oracle = Callable[[Sequence[Document], Window], set[tuple[int, int]]]
 
 PARTITIONERS = ("ag", "sc", "ds")
 LOCAL_JOINS = ("fptree", "hash", "nested")
