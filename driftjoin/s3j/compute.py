@@ -192,3 +192,25 @@ class SimilarityWorker:
             ingest=np.maximum(a.ingest[ia], b.ingest[ib]),
             workset=np.full(len(ia), g, dtype=np.int64),
         )
+
+
+def worker_state(w: SimilarityWorker) -> dict:
+    """The worker's member tables as plain arrays (what the Spark operator checkpoints)."""
+    from driftjoin.s3j.workset import STATE_FORMAT
+
+    return {
+        "format": STATE_FORMAT,
+        "windows": {
+            k: (t.workset, t.role, (t.records.id, t.records.side, t.records.vec, t.records.ingest, t.records.window))
+            for k, t in w.windows.items()
+        },
+    }
+
+
+def restore_worker(w: SimilarityWorker, state: dict) -> SimilarityWorker:
+    """Load :func:`worker_state` output into ``w`` (refusing unknown formats)."""
+    from driftjoin.s3j.workset import check_state_format
+
+    check_state_format(state)
+    w.windows = {k: MemberTable(ws, role, Records(*rec)) for k, (ws, role, rec) in state["windows"].items()}
+    return w

@@ -164,3 +164,34 @@ class WorksetFormulation:
         if new_centroids:
             self.centroids = np.vstack([self.centroids, np.asarray(new_centroids)])
         return own, role
+
+
+STATE_FORMAT = 1
+
+
+def formulation_state(f: WorksetFormulation) -> dict:
+    """The formulation state as plain arrays (what the Spark operator checkpoints)."""
+    b = f.outer_buffer
+    return {
+        "format": STATE_FORMAT,
+        "centroids": f.centroids,
+        "buffer": (b.id, b.side, b.vec, b.ingest, b.window),
+    }
+
+
+def restore_formulation(f: WorksetFormulation, state: dict) -> WorksetFormulation:
+    """Load :func:`formulation_state` output into ``f`` (refusing unknown formats)."""
+    check_state_format(state)
+    f.centroids = state["centroids"]
+    f.outer_buffer = Records(*state["buffer"])
+    return f
+
+
+def check_state_format(state: dict) -> None:
+    fmt = state.get("format")
+    if fmt != STATE_FORMAT:
+        raise RuntimeError(
+            f"this checkpoint holds S3J state format {fmt}, but driftjoin {__import__('driftjoin').__version__} "
+            f"reads format {STATE_FORMAT}: restart the query with a new checkpoint location "
+            "(or run the driftjoin version that wrote it)"
+        )

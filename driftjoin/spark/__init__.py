@@ -1,0 +1,1 @@
+"""Thin Spark adapters that run the engine-agnostic cores inside Structured Streaming."""

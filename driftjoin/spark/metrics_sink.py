@@ -1,0 +1,61 @@
+"""Per-batch operator statistics written as small JSON files, idempotently.
+
+Each stateful operator key (a space partition or a worker) keeps a batch sequence number in its
+state. The statistics of a batch go to ``<dir>/<operator>/<key>/<seq>.json``; a replayed batch
+(after a failure) rolls its state back, gets the same sequence number and overwrites the same
+file, so the statistics are exactly-once like the state. ``dir`` may be a local path or any URI
+``pyarrow.fs`` understands (s3://, hdfs://, gs://), which a real cluster needs.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from typing import Any, Iterator
+
+import numpy as np
+from pyarrow import fs as pafs
+
+#: Latency histogram buckets: upper bounds in seconds, 20 per decade from 1 ms to ~3 hours.
+LATENCY_BOUNDS = np.round(10.0 ** np.arange(-3.0, 4.0, 0.05), 6)
+
+
+def latency_histogram(latency: np.ndarray) -> list[int]:
+    """Counts of ``latency`` (seconds) per bucket of :data:`LATENCY_BOUNDS` (+1 overflow)."""
+    idx = np.searchsorted(LATENCY_BOUNDS, np.maximum(latency, 0.0), side="left")
+    return np.bincount(idx, minlength=len(LATENCY_BOUNDS) + 1).tolist()
+
+
+def histogram_quantile(hist: np.ndarray, q: float) -> float:
+    """The bucket upper bound at quantile ``q`` of a latency histogram (nan if empty)."""
+    total = hist.sum()
+    if total == 0:
+        return math.nan
+    i = int(np.searchsorted(np.cumsum(hist), q * total, side="left"))
+    return float(LATENCY_BOUNDS[min(i, len(LATENCY_BOUNDS) - 1)])
+
+
+def _fs(uri: str) -> tuple[pafs.FileSystem, str]:
+    return pafs.FileSystem.from_uri(uri) if "://" in uri else (pafs.LocalFileSystem(), uri)
+
+
+def write_stats(root: str, operator: str, key: int, seq: int, stats: dict[str, Any]) -> None:
+    fs, base = _fs(root)
+    folder = f"{base.rstrip('/')}/{operator}/{key}"
+    fs.create_dir(folder, recursive=True)
+    with fs.open_output_stream(f"{folder}/{seq:012d}.json") as out:
+        out.write(json.dumps(stats, separators=(",", ":")).encode())
+
+
+def read_stats(root: str, operator: str) -> Iterator[dict[str, Any]]:
+    """Every statistics record of ``operator`` (skipping files cut short by a crash)."""
+    fs, base = _fs(root)
+    selector = pafs.FileSelector(f"{base.rstrip('/')}/{operator}", recursive=True, allow_not_found=True)
+    for info in fs.get_file_info(selector):
+        if info.type != pafs.FileType.File or not info.path.endswith(".json"):
+            continue
+        with fs.open_input_stream(info.path) as f:
+            try:
+                yield json.loads(f.read())
+            except ValueError:
+                continue

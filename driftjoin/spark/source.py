@@ -1,0 +1,188 @@
+"""The ``driftjoin`` Spark data source: generated vector streams, streaming or static.
+
+Usage::
+
+    driftjoin.spark.source.register(spark)
+    left = (spark.readStream.format("driftjoin")
+            .option("rate", 4000).option("dim", 2).option("dist", "uniform")
+            .option("stream", 0).option("seed", 1).load())
+
+Options: ``rate`` (records/s), ``dim``, ``dist`` (uniform, gaussian, skewed, pareto, drift),
+``seed``, ``stream`` (0, 1, ... : independent streams, e.g. left and right), ``total``
+(stop after this many records; default unbounded), ``pace`` (true: records become available
+at ``rate`` in real time and ``ts`` is their generation time; false: all ``total`` records at
+once with synthetic times ``start + index/rate``), ``max_records_per_batch``, ``partitions``,
+``clusters``, ``drift_period`` (seconds per turn of the drifting clusters).
+
+Record ``index`` k has id k, time ``start + k / rate`` and a vector that depends only on
+``(seed, stream, k)``'s chunk, so a replayed offset range gives identical rows (exactly-once).
+Columns: ``id long, vector array<double>, ts timestamp, stream int``.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from dataclasses import dataclass
+from typing import Iterator
+
+import numpy as np
+import pyarrow as pa
+from pyspark.sql import SparkSession
+from pyspark.sql.datasource import DataSource, DataSourceReader, DataSourceStreamReader, InputPartition
+from pyspark.sql.types import StructType
+
+from driftjoin.generators.vectors import DISTRIBUTIONS, generate_vectors
+
+SCHEMA = "id long, vector array<double>, ts timestamp, stream int"
+CHUNK = 1024
+
+
+@dataclass(frozen=True)
+class GeneratorOptions:
+    rate: float
+    dim: int
+    dist: str
+    seed: int
+    stream: int
+    total: int | None
+    pace: bool
+    max_per_batch: int | None
+    partitions: int
+    clusters: int
+    drift_period: float
+    start: float | None
+
+    @staticmethod
+    def parse(options: dict[str, str]) -> "GeneratorOptions":
+        def num(name: str, default: str) -> float:
+            raw = options.get(name, default)
+            try:
+                return float(raw)
+            except ValueError:
+                raise ValueError(f"driftjoin source option {name}={raw!r} must be a number") from None
+
+        dist = options.get("dist", "uniform")
+        if dist not in DISTRIBUTIONS:
+            raise ValueError(f"driftjoin source option dist={dist!r}: choose one of {', '.join(DISTRIBUTIONS)}")
+        rate, dim = num("rate", "1000"), int(num("dim", "2"))
+        if rate <= 0 or dim < 1:
+            raise ValueError("driftjoin source options rate and dim must be positive")
+        total = options.get("total")
+        mpb = options.get("max_records_per_batch")
+        return GeneratorOptions(
+            rate=rate, dim=dim, dist=dist, seed=int(num("seed", "0")), stream=int(num("stream", "0")),
+            total=None if total is None else int(float(total)),
+            pace=options.get("pace", "true").lower() != "false",
+            max_per_batch=None if mpb is None else int(float(mpb)),
+            partitions=max(1, int(num("partitions", "1"))), clusters=int(num("clusters", "8")),
+            drift_period=num("drift_period", "120"),
+            start=float(options["start"]) if "start" in options else None,
+        )
+
+
+@dataclass(frozen=True)
+class RangePartition(InputPartition):
+    first: int
+    last: int
+    start: float
+
+
+def read_range(opts: GeneratorOptions, first: int, last: int, start: float) -> Iterator[pa.RecordBatch]:
+    """Rows ``first <= index < last``, generated chunk by chunk (aligned to CHUNK)."""
+    k = first
+    while k < last:
+        chunk = (k // CHUNK) * CHUNK
+        end = min(last, chunk + CHUNK)
+        times = start + np.arange(chunk, chunk + CHUNK) / opts.rate
+        vec = generate_vectors(opts.dist, seed=opts.seed, stream=opts.stream, start=chunk, count=CHUNK, dim=opts.dim,
+                               times=times - start, clusters=opts.clusters, drift_period=opts.drift_period)
+        lo, hi = k - chunk, end - chunk
+        ids = np.arange(k, end, dtype=np.int64)
+        flat = pa.array(vec[lo:hi].ravel())
+        offsets = pa.array(np.arange(0, (hi - lo) * opts.dim + 1, opts.dim, dtype=np.int32))
+        yield pa.RecordBatch.from_arrays(
+            [pa.array(ids), pa.ListArray.from_arrays(offsets, flat),
+             pa.array((times[lo:hi] * 1e6).astype(np.int64), pa.timestamp("us", tz="UTC")),
+             pa.array(np.full(hi - lo, opts.stream, dtype=np.int32))],
+            names=["id", "vector", "ts", "stream"],
+        )
+        k = end
+
+
+def _split(first: int, last: int, parts: int, start: float) -> list[RangePartition]:
+    bounds = np.linspace(first, last, parts + 1).astype(np.int64)
+    return [RangePartition(int(a), int(b), start) for a, b in zip(bounds, bounds[1:]) if b > a]
+
+
+class _StreamReader(DataSourceStreamReader):
+    def __init__(self, opts: GeneratorOptions) -> None:
+        self.opts = opts
+
+    def initialOffset(self) -> dict:
+        start = self.opts.start if self.opts.start is not None else time.time()
+        return {"index": 0, "start": float(start)}
+
+    def latestOffset(self, start: dict | None = None, limit: object = None) -> dict:
+        from pyspark.sql.streaming.datasource import ReadMaxRows
+
+        o = self.opts
+        begin = start or self.initialOffset()
+        target = o.total if o.total is not None else math.inf
+        if o.pace:
+            target = min(target, math.floor((time.time() - begin["start"]) * o.rate))
+        index = int(min(target, 2**62))
+        # availableNow asks with ReadAllAvailable for its end offset: then no per-batch cap
+        cap = limit.max_rows if isinstance(limit, ReadMaxRows) else (o.max_per_batch if limit is None else None)
+        if cap:
+            index = min(index, begin["index"] + int(cap))
+        return {"index": max(index, begin["index"]), "start": begin["start"]}
+
+    def getDefaultReadLimit(self) -> object:
+        from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadMaxRows
+
+        return ReadMaxRows(self.opts.max_per_batch) if self.opts.max_per_batch else ReadAllAvailable()
+
+    def partitions(self, start: dict, end: dict) -> list[RangePartition]:
+        return _split(start["index"], end["index"], self.opts.partitions, end["start"])
+
+    def read(self, partition: RangePartition) -> Iterator[pa.RecordBatch]:
+        return read_range(self.opts, partition.first, partition.last, partition.start)
+
+    def commit(self, end: dict) -> None:
+        pass
+
+
+class _BatchReader(DataSourceReader):
+    def __init__(self, opts: GeneratorOptions) -> None:
+        if opts.total is None:
+            raise ValueError("a static read of the driftjoin source needs option total (number of records)")
+        self.opts = opts
+
+    def partitions(self) -> list[RangePartition]:
+        return _split(0, self.opts.total or 0, self.opts.partitions, self.opts.start or 0.0)
+
+    def read(self, partition: RangePartition) -> Iterator[pa.RecordBatch]:
+        return read_range(self.opts, partition.first, partition.last, partition.start)
+
+
+class DriftjoinSource(DataSource):
+    """Generated vector streams (see the module docstring for the options)."""
+
+    @classmethod
+    def name(cls) -> str:
+        return "driftjoin"
+
+    def schema(self) -> str:
+        return SCHEMA
+
+    def reader(self, schema: StructType) -> DataSourceReader:
+        return _BatchReader(GeneratorOptions.parse(self.options))
+
+    def streamReader(self, schema: StructType) -> DataSourceStreamReader:
+        return _StreamReader(GeneratorOptions.parse(self.options))
+
+
+def register(spark: SparkSession) -> None:
+    """Make ``format("driftjoin")`` available on this session."""
+    spark.dataSource.register(DriftjoinSource)

@@ -1,0 +1,76 @@
+"""Arrow-level validation and transport of vectors between the driftjoin operators.
+
+Input vectors arrive as Arrow list arrays; rows that cannot be joined get a reason (the
+dead-letter output). Between operators a vector travels as one binary value (its float64
+bytes), which Arrow and the JVM move without per-element work.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+REASON_MISSING_ID = "missing id"
+REASON_MISSING_VECTOR = "missing vector"
+REASON_NON_FINITE = "NaN, infinite or null element in vector"
+REASON_ZERO = "zero vector has no direction (angular/cosine)"
+
+
+def reason_wrong_dim(dim: int) -> str:
+    return f"wrong dimension (expected {dim})"
+
+
+def validate(ids: pa.Array, vectors: pa.Array, dim: int, needs_nonzero: bool) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Check a batch; returns (valid mask, reasons (None where valid), matrix of valid rows)."""
+    n = len(vectors)
+    reason = np.full(n, None, dtype=object)
+    if isinstance(vectors, pa.ChunkedArray):
+        vectors = vectors.combine_chunks()
+    missing_id = ids.is_null().to_numpy(zero_copy_only=False)
+    reason[missing_id] = REASON_MISSING_ID
+    missing_vec = vectors.is_null().to_numpy(zero_copy_only=False)
+    reason[missing_vec & (reason == None)] = REASON_MISSING_VECTOR  # noqa: E711
+    lengths = pc.list_value_length(vectors).fill_null(-1).to_numpy(zero_copy_only=False)
+    reason[(lengths != dim) & (reason == None)] = reason_wrong_dim(dim)  # noqa: E711
+    shaped = np.nonzero(reason == None)[0]  # noqa: E711
+    mat = np.zeros((0, dim))
+    if len(shaped):
+        sub = vectors.take(pa.array(shaped))
+        flat = pc.list_flatten(sub).cast(pa.float64())
+        mat = flat.to_numpy(zero_copy_only=False).reshape(len(shaped), dim)
+        bad = ~np.isfinite(mat).all(axis=1)
+        if needs_nonzero:
+            zero = ~bad & ~np.any(mat != 0.0, axis=1)
+            reason[shaped[zero]] = REASON_ZERO
+            bad |= zero
+        reason[shaped[bad & ~(reason[shaped] != None)]] = REASON_NON_FINITE  # noqa: E711
+        mat = mat[~bad]
+    valid = reason == None  # noqa: E711
+    return valid, reason, mat
+
+
+def to_binary(mat: np.ndarray) -> pa.BinaryArray:
+    """Each row of a float64 matrix as one binary value (zero-copy into Arrow)."""
+    mat = np.ascontiguousarray(mat, dtype=np.float64)
+    n, dim = mat.shape if mat.ndim == 2 else (0, 0)
+    width = 8 * dim
+    offsets = np.arange(n + 1, dtype=np.int32) * width
+    return pa.BinaryArray.from_buffers(pa.binary(), n, [None, pa.py_buffer(offsets), pa.py_buffer(mat.tobytes())])
+
+
+def from_binary(values: np.ndarray | list, dim: int) -> np.ndarray:
+    """Inverse of :func:`to_binary` for a pandas/numpy column of bytes."""
+    if len(values) == 0:
+        return np.zeros((0, dim))
+    return np.frombuffer(b"".join(values), dtype=np.float64).reshape(len(values), dim)
+
+
+def binary_rows(mat: np.ndarray) -> list[bytes]:
+    """Rows of a float64 matrix as a list of bytes (for pandas output columns)."""
+    mat = np.ascontiguousarray(mat, dtype=np.float64)
+    if len(mat) == 0:
+        return []
+    data = mat.tobytes()
+    width = mat.shape[1] * 8
+    return [data[i : i + width] for i in range(0, len(data), width)]
