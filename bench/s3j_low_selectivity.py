@@ -1,0 +1,121 @@
+"""Benchmark: the S3J paper's low-selectivity setting on Spark, beside the paper's figures.
+
+Two streams of ``--rate`` records/s each (paper: 4,000), 2-D uniform, angular distance, 0.1%
+selectivity, ``--parallelism`` workers (paper: 5), 1-minute processing-time windows. Prints
+sustained throughput, p50/p99 latency per worker, duplication ratio and comparisons ratio, with
+the paper's numbers beside them; writes JSON and a PNG (per-worker p99 latency over time) to
+bench/results/. Also runs the same records through the in-process core (no Spark) in the same
+run, so the Spark overhead shows as a ratio.
+
+    .venv/bin/python bench/s3j_low_selectivity.py --seconds 120 --rate 4000 --sink noop
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import shutil
+import time
+from pathlib import Path
+
+import numpy as np
+
+PAPER = {"duplication_ratio": 1.92, "comparisons_ratio": 5.82, "p99_latency_s": "< 1 (10 CPUs)"}
+
+
+def core_throughput(rate: int, seconds: float, selectivity: float, parallelism: int) -> dict:
+    from driftjoin.distance import get_metric
+    from driftjoin.generators.vectors import generate_vectors
+    from driftjoin.s3j.engine import S3JEngine
+    from driftjoin.s3j.records import Records
+    from driftjoin.s3j.space import random_centroids
+
+    m = get_metric("angular")
+    n = int(rate * seconds)
+    vec = np.vstack([generate_vectors("uniform", seed=7, stream=s, start=0, count=n, dim=2) for s in (0, 1)])
+    side = np.repeat([0, 1], n).astype(np.int8)
+    ts = np.concatenate([np.arange(n) / rate, np.arange(n) / rate])
+    order = np.argsort(ts, kind="stable")
+    vec, side, ts = m.prepare(vec[order]), side[order], ts[order]
+    ids = np.arange(2 * n)
+    eng = S3JEngine(random_centroids(parallelism, 2, 0), m, selectivity, self_join=False, dim=2)
+    step = 2 * rate  # one-second micro-batches
+    t0 = time.perf_counter()
+    pairs = cmp_ = mem = 0
+    for a in range(0, 2 * n, step):
+        sl = slice(a, a + step)
+        w = np.floor(ts[sl] / 60).astype(np.int64)
+        eng.expire_before(int(w.min()))
+        p, st = eng.process(Records(ids[sl], side[sl], vec[sl], ts[sl], w))
+        pairs += len(p)
+        cmp_ += st.comparisons
+        mem += st.memberships
+    dt = time.perf_counter() - t0
+    return {"records": 2 * n, "seconds": dt, "records_per_s": 2 * n / dt, "pairs": pairs,
+            "duplication_ratio": mem / (2 * n), "comparisons_ratio": cmp_ / max(pairs, 1)}
+
+
+def spark_run(rate: int, seconds: float, selectivity: float, parallelism: int, sink: str, out: Path) -> dict:
+    from driftjoin.report import plot_latency, summary
+    from driftjoin.spark.session import local_session
+    from driftjoin.spark.similarity import similarity_join
+
+    shutil.rmtree(out, ignore_errors=True)
+    spark = local_session(parallelism, "driftjoin-bench")
+    total = int(rate * seconds)
+
+    def stream(i: int):
+        return (spark.readStream.format("driftjoin").option("stream", i).option("rate", rate).option("dim", 2)
+                .option("seed", 7).option("total", total).load())
+
+    metrics = str(out / "metrics")
+    pairs = similarity_join(stream(0), stream(1), threshold=selectivity, metric="angular", window="1 minute",
+                            parallelism=parallelism, dim=2, ingest_col="ts", metrics_dir=metrics)
+    writer = pairs.writeStream.option("checkpointLocation", str(out / "checkpoint")).trigger(processingTime="0 seconds")
+    q = (writer.format("parquet").option("path", str(out / "pairs")) if sink == "parquet" else writer.format("noop")).start()
+    t0 = time.time()
+    seen = 0
+    while seen < 2 * total and time.time() - t0 < seconds * 5 + 120:
+        time.sleep(1.0)
+        seen = sum(p["numInputRows"] for p in q.recentProgress)
+    wall = time.time() - t0
+    durations = [p["durationMs"].get("triggerExecution", 0) for p in q.recentProgress if p["numInputRows"]]
+    q.stop()
+    totals, per_worker = summary(metrics)
+    plot_latency(metrics, Path("bench/results/s3j_low_selectivity.png"),
+                 f"S3J on Spark: {rate}/s per stream, 0.1%, {parallelism} workers")
+    spark.stop()
+    return {"records": seen, "wall_s": wall, "sustained_records_per_s": seen / wall, **totals,
+            "batch_ms_p50": float(np.median(durations)) if durations else None,
+            "batch_ms_max": float(max(durations)) if durations else None,
+            "per_worker": per_worker.to_dict("records")}
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--rate", type=int, default=4000, help="records/s per stream (paper: 4000)")
+    ap.add_argument("--seconds", type=float, default=120.0)
+    ap.add_argument("--parallelism", type=int, default=5)
+    ap.add_argument("--selectivity", type=float, default=0.001)
+    ap.add_argument("--sink", choices=["noop", "parquet"], default="noop")
+    args = ap.parse_args()
+    Path("bench/results").mkdir(parents=True, exist_ok=True)
+    core = core_throughput(args.rate, min(args.seconds, 60.0), args.selectivity, args.parallelism)
+    spark = spark_run(args.rate, args.seconds, args.selectivity, args.parallelism, args.sink, Path("bench/out/s3j_low"))
+    print(f"\nS3J low selectivity: 2 x {args.rate}/s, 2-D uniform, angular, {args.selectivity:.2%}, "
+          f"{args.parallelism} workers, 1-min windows, sink={args.sink}")
+    print(f"{'metric':<28}{'driftjoin (Spark)':>20}{'core only':>14}{'paper (Flink)':>16}")
+    print(f"{'input rate (records/s)':<28}{2 * args.rate:>20,}{'':>14}{8000:>16,}")
+    print(f"{'sustained (records/s)':<28}{spark['sustained_records_per_s']:>20,.0f}{core['records_per_s']:>14,.0f}{'8,000':>16}")
+    print(f"{'duplication ratio':<28}{spark['duplication_ratio']:>20.2f}{core['duplication_ratio']:>14.2f}{PAPER['duplication_ratio']:>16}")
+    print(f"{'comparisons ratio':<28}{spark['comparisons_ratio']:>20.2f}{core['comparisons_ratio']:>14.2f}{PAPER['comparisons_ratio']:>16}")
+    print(f"{'micro-batch time p50 (ms)':<28}{spark['batch_ms_p50'] or 0:>20,.0f}")
+    for w in spark["per_worker"]:
+        print(f"  worker {w['worker']}: pairs {w['pairs']:,}  p50 {w['p50_latency_s']:.2f} s  p99 {w['p99_latency_s']:.2f} s"
+              f"   (paper p99 {PAPER['p99_latency_s']})")
+    print(f"core/Spark throughput ratio: {core['records_per_s'] / max(spark['sustained_records_per_s'], 1):.1f}x")
+    Path("bench/results/s3j_low_selectivity.json").write_text(json.dumps({"args": vars(args), "spark": spark, "core": core, "paper": PAPER}, indent=2, default=str))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,11 @@
+#!/usr/bin/env bash
+# Create .venv in the repository root and install driftjoin with its pinned dependencies.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+PY="${PYTHON:-python3.11}"
+command -v "$PY" >/dev/null 2>&1 || PY=python3
+if [ ! -x .venv/bin/python ]; then
+  "$PY" -m venv .venv
+fi
+.venv/bin/python -m pip install --quiet --upgrade pip
+.venv/bin/python -m pip install --quiet -e ".[test]"
