@@ -140,7 +140,14 @@ class Reconfiguration:
 
 @dataclass(frozen=True)
 class BatchPlan:
-    """A micro-batch fully planned: apply ``reconfiguration``, then ``routes`` in list order per task."""
+    """A micro-batch fully planned: apply ``reconfiguration``, then every task processes its routes.
+
+    Order inside a batch: with STORE_PROBE copies only (SHC, PHJ) the two tuples of a pair meet at
+    exactly one task, and whichever of them that task processes second reports the pair, so a task
+    may process its copies in any order. Join-Biclique splits a tuple into a STORE copy and PROBE
+    copies at different units; its tasks must follow the list order (the batch order), or a pair
+    of the same batch could be reported at both units or at neither.
+    """
 
     reconfiguration: Reconfiguration
     routes: list[Routed]

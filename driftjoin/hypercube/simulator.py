@@ -216,6 +216,12 @@ def run_join(
 ) -> JoinResult:
     """Join a whole stream in micro-batches of ``batch_size`` tuples (in stream order).
 
+    Full-stream join (``window=None``): every ``(r.tid, s.tid)`` with ``r.key == s.key``. Sliding
+    window join (``window=W``): those with ``|r.ts - s.ts| <= W`` as well. In both, a pair is
+    reported exactly once, in the batch of the later of its two tuples. Window joins need every
+    batch's timestamps to be at least the largest timestamp of the earlier batches minus
+    ``lateness`` (else :class:`LateTupleError`).
+
     ``options``: ``window``, ``lateness`` for every algorithm; ``epsilon``, ``panes``,
     ``min_heavy``, ``cap`` for SHC; ``groups`` for Join-Biclique.
     """
