@@ -138,9 +138,9 @@ def placement_moves(key: Key, old: Grid, new: Grid) -> StateMoves:
     For each side and each task of ``new`` at side-coordinate ``c`` (its row for R, its column for
     S) the task must end up holding exactly the tuples of ``Residue(m_new, c)``. Those are held by
     the old rows (columns) ``c mod m_old`` (growing) or ``c, c + m_new, ...`` (shrinking). A task
-    that persists (same id, hence same coordinates) already holds its own old residue; every other
-    part is copied from one old task, and a persisting task whose residue narrows drops the rest.
-    Tasks absent from ``new`` drop everything of ``key``.
+    of both grids already holds its old row (column); every other needed part is copied from one
+    old task, and a task of both grids that holds more than it needs drops the rest. Tasks absent
+    from ``new`` drop everything of ``key``.
 
     For doubling ``p_S`` this is the paper's move: each task (x, y) sends all its R(b) to
     (x, y + p_S) and the S(b) tuples whose next hash bit is 1 to (x, y + p_S), then drops those;
@@ -150,25 +150,21 @@ def placement_moves(key: Key, old: Grid, new: Grid) -> StateMoves:
         return StateMoves()
     transfers: list[Transfer] = []
     drops: list[Drop] = []
-    old_pos = old.position
     for side in (Side.R, Side.S):
+        axis = 0 if side is Side.R else 1
         m_old, m_new = old.side_size(side), new.side_size(side)
-        step = min(m_old, m_new)
-        for dst in new.cells:
-            x, y = new.position[dst]
-            c, other = (x, y) if side is Side.R else (y, x)
-            held = old_pos.get(dst)
-            held_c = None if held is None else (held[0] if side is Side.R else held[1])
-            for c_old in range(c % m_old, m_old, step):
-                if c_old == held_c:
+        for dst, pos in new.position.items():
+            c = pos[axis]
+            held = old.position.get(dst)
+            for c_old in range(c % m_old, m_old, min(m_old, m_new)):
+                if held is not None and held[axis] == c_old:
                     continue
-                src = old.task(c_old, other % old.p_s) if side is Side.R else old.task(other % old.p_r, c_old)
-                select = Residue(m_new, c) if m_new > m_old else None
-                transfers.append(Transfer(src, dst, key, side, select))
-        for task in old.cells:
-            if task not in new.position:
+                src = old.task(c_old, pos[1] % old.p_s) if axis == 0 else old.task(pos[0] % old.p_r, c_old)
+                transfers.append(Transfer(src, dst, key, side, Residue(m_new, c) if m_new > m_old else None))
+        for task, held in old.position.items():
+            pos = new.position.get(task)
+            if pos is None:
                 drops.append(Drop(task, key, side, None))
-            elif m_new > m_old:
-                x, y = new.position[task]
-                drops.append(Drop(task, key, side, Residue(m_new, x if side is Side.R else y)))
+            elif m_new > m_old or held[axis] % m_new != pos[axis]:
+                drops.append(Drop(task, key, side, Residue(m_new, pos[axis])))
     return StateMoves(tuple(transfers), tuple(drops))

@@ -35,13 +35,12 @@ class GridRouter:
     """SHC: light values by ``light``; a heavy value's R tuple to its grid row ``h_R mod p_R``, an
     S tuple to its grid column ``h_S mod p_S`` (every copy stores and probes)."""
 
-    __slots__ = ("light", "grids", "_rows", "_cols")
+    __slots__ = ("light", "_rows", "_cols")
 
     def __init__(self, light: HashRouter, grids: Mapping[Key, Grid]) -> None:
         self.light = light
-        self.grids = dict(grids)
-        self._rows = {b: tuple(tuple((t, _SP) for t in row) for row in g.rows) for b, g in self.grids.items()}
-        self._cols = {b: tuple(tuple((t, _SP) for t in col) for col in g.columns) for b, g in self.grids.items()}
+        self._rows = {b: tuple(tuple((t, _SP) for t in row) for row in g.rows) for b, g in grids.items()}
+        self._cols = {b: tuple(tuple((t, _SP) for t in col) for col in g.columns) for b, g in grids.items()}
 
     def route(self, tup: StreamTuple) -> tuple[tuple[int, Role], ...]:
         lines = (self._rows if tup.side == Side.R else self._cols).get(tup.key)

@@ -23,7 +23,7 @@ check (I) after every batch as well as the output against an oracle.
 
 from __future__ import annotations
 
-import math
+from collections.abc import Iterable
 
 from driftjoin.hypercube.dispatcher import Dispatcher
 from driftjoin.hypercube.grid import Grid, desired_sides, initial_sides, placement_moves, resize_sides
@@ -36,8 +36,11 @@ from driftjoin.hypercube.workers import WorkerPool
 class StreamingHyperCube(Dispatcher):
     """SHC over ``p`` workers.
 
-    ``epsilon`` (default ``1/(2p)``), ``panes`` and ``min_heavy`` (default ``p``) configure the
-    :class:`HeavyHitterTracker`; ``cap`` (default ``p``) bounds the tasks of one grid.
+    Each batch is reflected in the heavy-hitter tracker before it is routed, and every heavy value
+    and every value of the batch is classified and re-sized again, so the paper's rules hold at
+    every batch boundary. ``epsilon`` (default ``1/(2p)``), ``panes`` and ``min_heavy`` (default
+    ``p``) configure the :class:`HeavyHitterTracker`; ``cap`` (default ``p``) bounds the tasks of
+    one grid: a side does not double past it.
     """
 
     name = "shc"
@@ -103,9 +106,7 @@ class StreamingHyperCube(Dispatcher):
                     sides = resize_sides(old.p_r, old.p_s, d_r, d_s, self.cap)
                 new = self.grids[key] = self._regrid(old, *sides, created, released)
             else:
-                for task in old.cells:  # type: ignore[union-attr]
-                    released.append(task)
-                    self.pool.release(task)
+                self._release(old_grids[key].cells, released)
             self._count(old, new)
             light = Grid.light(self.light.task_of(key))
             moves += placement_moves(key, old or light, new or light)
@@ -119,22 +120,23 @@ class StreamingHyperCube(Dispatcher):
         """The grid of the new shape: a cell keeps its task where the old grid had one."""
         if old is not None and (old.p_r, old.p_s) == (p_r, p_s):
             return old
-        keep_r, keep_s = (0, 0) if old is None else (min(old.p_r, p_r), min(old.p_s, p_s))
-        if old is not None:
-            for task, (x, y) in old.position.items():
-                if x >= keep_r or y >= keep_s:
-                    released.append(task)
-                    self.pool.release(task)
+        old_cells = {} if old is None else {pos: task for task, pos in old.position.items()}
+        kept = {(x, y): task for (x, y), task in old_cells.items() if x < p_r and y < p_s}
+        self._release([task for pos, task in old_cells.items() if pos not in kept], released)
         cells = []
         for x in range(p_r):
             for y in range(p_s):
-                if x < keep_r and y < keep_s:
-                    cells.append(old.task(x, y))  # type: ignore[union-attr]
-                else:
+                task = kept.get((x, y))
+                if task is None:
                     task = self.pool.allocate()
                     created.append(task)
-                    cells.append(task)
+                cells.append(task)
         return Grid(p_r, p_s, tuple(cells))
+
+    def _release(self, tasks: Iterable[int], released: list[int]) -> None:
+        for task in tasks:
+            self.pool.release(task)
+            released.append(task)
 
     def _count(self, old: Grid | None, new: Grid | None) -> None:
         if old is None and new is not None:
@@ -143,7 +145,7 @@ class StreamingHyperCube(Dispatcher):
             self.stats.demotions += 1
         elif old is not None and new is not None:
             for before, after in ((old.p_r, new.p_r), (old.p_s, new.p_s)):
-                steps = int(math.log2(after)) - int(math.log2(before))
+                steps = after.bit_length() - before.bit_length()  # sides are powers of two
                 if steps > 0:
                     self.stats.doublings += steps
                 else:

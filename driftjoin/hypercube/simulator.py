@@ -145,6 +145,8 @@ class Simulator:
         if reconf.evict_before is not None:
             for task in self.tasks.values():
                 task.evict(reconf.evict_before)
+        for task_id in reconf.created:
+            self.task(task_id)  # binds the task to its worker while the dispatcher knows it
         self.moved += apply_moves(reconf.moves, self.task)
         for task_id in reconf.released:
             task = self.tasks.pop(task_id, None)

@@ -157,24 +157,32 @@ sides_pow2 = st.sampled_from([1, 2, 4, 8])
 @given(
     shape_old=st.tuples(sides_pow2, sides_pow2),
     shape_new=st.tuples(sides_pow2, sides_pow2),
-    keep=st.booleans(),
+    keep=st.sampled_from(["none", "same place", "anywhere"]),
     light_old=st.booleans(),
     light_new=st.booleans(),
     n=st.integers(0, 60),
+    rnd=st.randoms(use_true_random=False),
 )
-def test_placement_moves_rebuild_invariant(shape_old, shape_new, keep, light_old, light_new, n) -> None:
-    """Any grid (or light placement) to any other: after the moves every tuple of b sits exactly
-    on the tasks invariant (I) names for the new grid; other values at the same tasks are untouched."""
+def test_placement_moves_rebuild_invariant(shape_old, shape_new, keep, light_old, light_new, n, rnd) -> None:
+    """Any grid (or light placement) to any other, keeping none of the old tasks, those at the
+    coordinates of both grids (as the dispatcher does), or old tasks at arbitrary new coordinates:
+    after the moves every tuple of b sits exactly on the tasks invariant (I) names for the new
+    grid; other values at the same tasks are untouched."""
     old = Grid(1, 1, (100,)) if light_old else Grid(*shape_old, tuple(range(shape_old[0] * shape_old[1])))
     if light_new:
         new = Grid(1, 1, (100,)) if not light_old else Grid(1, 1, (101,))
     else:
         p_r, p_s = shape_new
         cells = [
-            old.task(x, y) if keep and not light_old and x < old.p_r and y < old.p_s else 1000 + x * p_s + y
+            old.task(x, y) if keep == "same place" and not light_old and x < old.p_r and y < old.p_s
+            else 1000 + x * p_s + y
             for x in range(p_r)
             for y in range(p_s)
         ]
+        if keep == "anywhere":
+            reused = rnd.sample(old.cells, min(len(old.cells), len(cells)))
+            cells = reused + cells[len(reused):]
+            rnd.shuffle(cells)
         new = Grid(p_r, p_s, tuple(cells))
     tasks: dict[int, Task] = {}
 
