@@ -114,6 +114,23 @@ class Metric:
             return 0.5 * chord * chord
         return chord
 
+    def pairwise_key(self, a: FloatArray, b: FloatArray) -> FloatArray:
+        """A monotone transform of :meth:`pairwise` that is cheaper to compute.
+
+        Comparing it with :meth:`key_threshold` of ``x`` is the same test as comparing the
+        distance with ``x``; argmin is preserved. Angular distance uses the chord length
+        ``|a - b|`` of the unit vectors (no arcsin).
+        """
+        if self.name == "angular":
+            return METRICS["euclidean"].pairwise(a, b)
+        return self.pairwise(a, b)
+
+    def key_threshold(self, x: float) -> float:
+        """The value of :meth:`pairwise_key` at distance ``x``."""
+        if self.name == "angular":
+            return 2.0 * math.sin(min(x, 1.0) * math.pi / 2.0)
+        return x
+
     @property
     def partition_metric(self) -> "Metric":
         return METRICS[self.partition_name]

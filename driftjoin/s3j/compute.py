@@ -119,27 +119,20 @@ class SimilarityWorker:
         order = np.argsort(workset, kind="stable")
         rec, workset, role, store = rec.take(order), workset[order], role[order], store[order]
         table = self.windows.get(window)
-        groups, starts = np.unique(workset, return_index=True)
-        ends = np.append(starts[1:], len(workset))
+        groups, new_start, new_count = np.unique(workset, return_index=True, return_counts=True)
         out: list[Pairs] = []
-        for g, s, e in zip(groups.tolist(), starts.tolist(), ends.tolist()):
-            new = rec.take(np.arange(s, e))
-            new_role = role[s:e]
-            new_store = store[s:e]
-            if table is not None:
-                lo, hi = np.searchsorted(table.workset, [g, g + 1])
-                if hi > lo:
-                    old = table.records.take(np.arange(lo, hi))
-                    out.append(self._pair(g, new, new_role, old, table.role[lo:hi], False, counters))
-            kept = np.nonzero(new_store)[0]
-            if len(kept) > 1:
-                sub = new.take(kept)
-                out.append(self._pair(g, sub, new_role[kept], sub, new_role[kept], True, counters))
-            if counters is not None:
-                for r, bucket in ((0, counters.inner), (1, counters.outlier), (2, counters.outer)):
-                    c = int(np.count_nonzero(new_role[kept] == r))
-                    if c:
-                        bucket[g] = bucket.get(g, 0) + c
+        if table is not None and len(table):
+            old_lo = np.searchsorted(table.workset, groups, side="left")
+            old_cnt = np.searchsorted(table.workset, groups, side="right") - old_lo
+            for grp, ia, ib in _cross_chunks(new_start, new_count, old_lo, old_cnt):
+                out.append(self._evaluate(groups[grp], rec, role, ia, table.records, table.role, ib, counters))
+        for grp, ia, ib in _cross_chunks(new_start, new_count, new_start, new_count):
+            tri = (ia < ib) & store[ia] & store[ib]
+            out.append(self._evaluate(groups[grp[tri]], rec, role, ia[tri], rec, role, ib[tri], counters))
+        if counters is not None:
+            kept = store
+            for r, bucket in ((0, counters.inner), (1, counters.outlier), (2, counters.outer)):
+                _accumulate(bucket, workset[kept & (role == r)])
         keep = np.nonzero(store)[0]
         if len(keep):
             self._store(window, workset[keep], role[keep], rec.take(keep), table)
@@ -155,43 +148,75 @@ class SimilarityWorker:
             ws[order], np.concatenate([table.role, role])[order], Records.concat([table.records, rec]).take(order)
         )
 
-    def _pair(
-        self, g: int, a: Records, a_role: np.ndarray, b: Records, b_role: np.ndarray, triangle: bool, counters: WorksetCounters | None
+    def _evaluate(
+        self,
+        gid: np.ndarray,
+        a: Records,
+        a_role: np.ndarray,
+        ia: np.ndarray,
+        b: Records,
+        b_role: np.ndarray,
+        ib: np.ndarray,
+        counters: WorksetCounters | None,
     ) -> Pairs:
-        ok = ~((a_role[:, None] == OUTER) & (b_role[None, :] == OUTER))
+        """Apply the role and stream rules to candidate pairs (a[ia], b[ib]) and test distances."""
+        ra, rb = a_role[ia], b_role[ib]
+        ok = ~((ra == OUTER) & (rb == OUTER))
         if not self.self_join:
-            ok &= a.side[:, None] != b.side[None, :]
-        if triangle:
-            ok &= np.triu(np.ones((len(a), len(b)), dtype=bool), k=1)
-        free = (a_role[:, None] == INNER) & (b_role[None, :] == INNER)
+            ok &= a.side[ia] != b.side[ib]
+        gid, ia, ib = gid[ok], ia[ok], ib[ok]
         if counters is not None:
-            n_cmp = int(np.count_nonzero(ok & ~free))
-            counters.comparisons[g] = counters.comparisons.get(g, 0) + n_cmp
-        ia, ib = np.nonzero(ok)
+            compared = ~((a_role[ia] == INNER) & (b_role[ib] == INNER))
+            _accumulate(counters.comparisons, gid[compared])
         if len(ia) == 0:
             return Pairs.concat([], a.id.dtype)
         dist = self.metric.rowwise(a.vec[ia], b.vec[ib])
         hit = dist <= self.threshold
-        if self.self_join:
-            hit &= a.id[ia] != b.id[ib]
-        ia, ib, dist = ia[hit], ib[hit], dist[hit]
-        if counters is not None and len(ia):
-            counters.pairs[g] = counters.pairs.get(g, 0) + len(ia)
         left, right = a.id[ia], b.id[ib]
         if self.self_join:
-            swap = right < left
-            left, right = np.where(swap, right, left), np.where(swap, left, right)
-        else:
-            swap = a.side[ia] == 1
-            left, right = np.where(swap, right, left), np.where(swap, left, right)
+            hit &= left != right
+        ia, ib, dist, gid, left, right = ia[hit], ib[hit], dist[hit], gid[hit], left[hit], right[hit]
+        if counters is not None:
+            _accumulate(counters.pairs, gid)
+        swap = (right < left) if self.self_join else (a.side[ia] == 1)
+        left, right = np.where(swap, right, left), np.where(swap, left, right)
         return Pairs(
             left_id=left,
             right_id=right,
             distance=dist,
             window=a.window[ia],
             ingest=np.maximum(a.ingest[ia], b.ingest[ib]),
-            workset=np.full(len(ia), g, dtype=np.int64),
+            workset=gid,
         )
+
+
+#: Candidate pairs evaluated at once (bounds the memory of one step).
+CHUNK_PAIRS = 2_000_000
+
+
+def _cross_chunks(a_start: np.ndarray, a_cnt: np.ndarray, b_start: np.ndarray, b_cnt: np.ndarray):
+    """All (i, j) with i in group g's a-range and j in its b-range, as (group, i, j) chunks."""
+    sizes = a_cnt.astype(np.int64) * b_cnt.astype(np.int64)
+    g0 = 0
+    while g0 < len(sizes):
+        acc = np.cumsum(sizes[g0:])
+        g1 = g0 + max(1, int(np.searchsorted(acc, CHUNK_PAIRS, side="right")))
+        c = sizes[g0:g1]
+        total = int(c.sum())
+        if total:
+            grp = np.repeat(np.arange(g0, g1), c)
+            k = np.arange(total) - np.repeat(np.cumsum(c) - c, c)
+            bc = b_cnt[grp]
+            yield grp, a_start[grp] + k // bc, b_start[grp] + k % bc
+        g0 = g1
+
+
+def _accumulate(bucket: dict[int, int], gids: np.ndarray) -> None:
+    if len(gids) == 0:
+        return
+    uniq, cnt = np.unique(gids, return_counts=True)
+    for g, c in zip(uniq.tolist(), cnt.tolist()):
+        bucket[g] = bucket.get(g, 0) + c
 
 
 def worker_state(w: SimilarityWorker) -> dict:

@@ -81,7 +81,7 @@ class WorksetFormulation:
 
     def formulate(self, batch: Records, is_outer: np.ndarray) -> Memberships:
         """Assign a batch of records (in arrival order) to worksets; returns the new memberships."""
-        reach = 2.0 * self.t * (1.0 + BOUND_SLACK)
+        reach = self.metric.key_threshold(2.0 * self.t * (1.0 + BOUND_SLACK))
         if len(self.outer_buffer) == 0 and self.outer_buffer.id.dtype != batch.id.dtype:
             self.outer_buffer = Records.empty(self.dim, batch.id.dtype)
         inner_rows = np.nonzero(~is_outer)[0]
@@ -95,7 +95,7 @@ class WorksetFormulation:
         roles: list[np.ndarray] = [own_role]
 
         if self.n_worksets and len(batch):
-            dist = self.metric.pairwise(batch.vec, self.centroids)
+            dist = self.metric.pairwise_key(batch.vec, self.centroids)
             near = dist <= reach
             ids = np.arange(self.n_worksets)
             own_of_row = np.full(len(batch), np.iinfo(np.int64).max, dtype=np.int64)
@@ -108,7 +108,7 @@ class WorksetFormulation:
 
         records = batch
         if k_new > k_before and len(self.outer_buffer):
-            dist = self.metric.pairwise(self.outer_buffer.vec, self.centroids[k_before:])
+            dist = self.metric.pairwise_key(self.outer_buffer.vec, self.centroids[k_before:])
             r, w = np.nonzero(dist <= reach)
             if len(r):
                 rows.append(len(batch) + r)
@@ -130,14 +130,14 @@ class WorksetFormulation:
     def _assign_inner(self, vec: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """Steps 2 to 4 for inner-partition records, in arrival order."""
         n = len(vec)
-        t, half = self.t, self.t / 2.0
+        t, half = self.metric.key_threshold(self.t), self.metric.key_threshold(self.t / 2.0)
         own = np.full(n, -1, dtype=np.int64)
         role = np.full(n, INNER, dtype=np.int8)
         if n == 0:
             return own, role
         k0 = self.n_worksets
         if k0:
-            dist = self.metric.pairwise(vec, self.centroids)
+            dist = self.metric.pairwise_key(vec, self.centroids)
             best = np.argmin(dist, axis=1)
             best_d = dist[np.arange(n), best]
         else:
@@ -145,24 +145,34 @@ class WorksetFormulation:
             best_d = np.full(n, np.inf)
         settled = best_d <= half
         own[settled] = best[settled]
-        new_centroids: list[np.ndarray] = []
-        for i in np.nonzero(~settled)[0]:
-            b, d = int(best[i]), float(best_d[i])
-            if new_centroids:
-                dn = self.metric.pairwise(vec[i : i + 1], np.asarray(new_centroids))[0]
-                k = int(np.argmin(dn))
-                if dn[k] < d:
-                    b, d = k0 + k, float(dn[k])
-            if d <= half:
-                own[i] = b
-            elif d > t:
-                new_centroids.append(vec[i])
-                own[i] = k0 + len(new_centroids) - 1
-            else:
-                own[i] = b
-                role[i] = OUTLIER
+        # Records farther than t/2 from every existing centroid, in arrival order. Between two
+        # centroid creations their decisions are vectorised; after each creation the remaining
+        # records' closest centroid is updated against the new one (same result as a loop).
+        pending = np.nonzero(~settled)[0]
+        bd, bb = best_d[pending].copy(), best[pending].copy()
+        new_centroids: list[int] = []
+        pos = 0
+        while pos < len(pending):
+            over = np.nonzero(bd[pos:] > t)[0]
+            stop = pos + int(over[0]) if len(over) else len(pending)
+            seg = pending[pos:stop]
+            own[seg] = bb[pos:stop]
+            role[seg] = np.where(bd[pos:stop] <= half, INNER, OUTLIER)
+            if stop == len(pending):
+                break
+            i = int(pending[stop])
+            gid = k0 + len(new_centroids)
+            new_centroids.append(i)
+            own[i] = gid
+            rest = pending[stop + 1 :]
+            if len(rest):
+                d_new = self.metric.pairwise_key(vec[rest], vec[i : i + 1])[:, 0]
+                closer = d_new < bd[stop + 1 :]
+                bd[stop + 1 :] = np.where(closer, d_new, bd[stop + 1 :])
+                bb[stop + 1 :] = np.where(closer, gid, bb[stop + 1 :])
+            pos = stop + 1
         if new_centroids:
-            self.centroids = np.vstack([self.centroids, np.asarray(new_centroids)])
+            self.centroids = np.vstack([self.centroids, vec[new_centroids]])
         return own, role
 
 
