@@ -20,7 +20,8 @@ Operations:
 
 * :meth:`lb` -- skyband lower bound ``lb(t, k)`` in ``O(log |S|)`` by Lemma 6.1: the k-th pair
   at time ``t`` is ``S[k + v - 1]`` where ``v`` is the rank in ``E`` of the first pair ending at
-  ``t`` or later.
+  ``t`` or later. :meth:`lb_floor` bounds it from below for many times at once from the
+  steps of the staircase (:meth:`lb_steps`), recomputed only after several changes.
 * :meth:`crop_end` -- the stopping condition ``lb(t, k) > ub`` of Algorithm 4 solved for ``t``
   once per inverted list (``lb`` is non-increasing in ``t``, Lemma 1).
 * :meth:`set_index_time` -- removes the pairs ending at or before the new index time by
@@ -34,6 +35,8 @@ from __future__ import annotations
 from bisect import bisect_left, bisect_right
 from collections.abc import Iterator, Sequence
 
+import numpy as np
+
 from driftjoin.swoop.pairs import EndKey, PairKey, end_key
 
 _INF = float("inf")
@@ -46,6 +49,8 @@ class Stock:
         self.k = k
         self._S: list[PairKey] = []
         self._E: list[EndKey] = []
+        self._version = 0  # bumped by every change, invalidates the cached lb steps
+        self._steps: tuple[int, np.ndarray, np.ndarray] | None = None
 
     def __len__(self) -> int:
         return len(self._S)
@@ -80,6 +85,46 @@ class Stock:
         x = self.k - 1 + bisect_left(self._E, (t,))
         return -self._S[x][0] if x < len(self._S) else 0.0
 
+    def lb_floor(self, t: np.ndarray) -> np.ndarray:
+        """A lower bound of :meth:`lb` for every time in ``t``, from cached :meth:`lb_steps`.
+
+        For a fixed future time ``t``, ``lb(t, k)`` never decreases while the index time
+        advances: insertions only add pairs, expiries only remove pairs ending before ``t``, and
+        cleanup only removes pairs that are never the k-th. So steps computed a few changes ago
+        still bound ``lb`` from below, which is all that pruning needs (the exact relevance
+        test is :meth:`insert`'s). They are recomputed after ``(|S| - k) / 4`` changes, so their
+        ``O(D log |S|)`` cost is amortised; the result is exact when they are fresh.
+        """
+        cached = self._steps
+        if cached is None or 4 * (self._version - cached[0]) > len(self._S) - self.k:
+            ends, sims = self.lb_steps()
+            cached = self._steps = (
+                self._version,
+                np.array(ends, np.float64),
+                np.array([*sims, 0.0], np.float64),
+            )
+        return cached[2][np.searchsorted(cached[1], t, side="left")]
+
+    def lb_steps(self) -> tuple[list[float], list[float]]:
+        """The staircase ``lb(t, k)`` (Figure 6) as steps: ``lb(t) >= sims[m]`` iff ``t <= ends[m]``.
+
+        ``sims`` are the distinct similarities of ``S[k-1:]`` (descending) and ``ends`` is
+        ascending; ``lb(t) = sims[m]`` for the first ``m`` with ``t <= ends[m]`` and ``0`` after
+        the last step. By Lemma 6.1, ``lb(t) >= v`` iff ``t <= E[x - k].end`` where ``x`` is the
+        number of pairs with similarity ``>= v``; walking the distinct values by bisection costs
+        ``O(D log |S|)`` for ``D`` distinct values, which is small for set similarities.
+        """
+        S, E, k = self._S, self._E, self.k
+        ends: list[float] = []
+        sims: list[float] = []
+        x = k - 1
+        while x < len(S):
+            neg = S[x][0]
+            x = bisect_left(S, (neg, _INF), x)  # pairs with similarity >= -neg
+            ends.append(E[x - k][0])
+            sims.append(-neg)
+        return ends, sims
+
     def crop_end(self, ub: float) -> float:
         """End time ``T`` with ``lb(t, k) <= ub`` exactly for ``t > T`` (``-inf``: for all ``t``).
 
@@ -97,6 +142,7 @@ class Stock:
             return []
         removed = [end_key(ek) for ek in E[:m]]
         del E[:m]
+        self._version += 1
         for key in removed:
             del S[bisect_left(S, key)]
         return removed
@@ -196,6 +242,7 @@ class Stock:
                 del E[e]
                 del S[bisect_left(S, pk)]
                 removed.append(pk)
+                self._version += 1
             else:
                 t_bound = ek[0]
                 s += 1
@@ -203,6 +250,7 @@ class Stock:
         return s, e, t_bound
 
     def _add(self, key: PairKey) -> None:
+        self._version += 1
         S, E = self._S, self._E
         S.insert(bisect_left(S, key), key)
         ek = end_key(key)

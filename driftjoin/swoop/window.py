@@ -2,9 +2,14 @@
 
 Sets arrive with non-decreasing timestamps, so arrival order is also expiry order: a set
 ``r_j`` is valid while ``t_J < t_j + w`` (``W = {r_j | t_J - w < t_j <= t_J}``) and the oldest
-set always expires first. Sets are addressed by their arrival number (``seq``); the end times
-are kept in a parallel list so that "the first set that ends after ``t``" is one C-level bisect
-(used to crop inverted lists, section 5.4).
+set always expires first. Sets are addressed by their arrival number (``seq``).
+
+Besides the records, the window keeps columns for bulk work: the end times as a Python list
+(one C-level bisect finds "the first set that ends after ``t``", used to crop inverted lists,
+section 5.4) and, as numpy arrays, the sizes, the end times and all tokens in one flat buffer,
+so that the overlaps of a new set with hundreds of pre-candidates are computed in a few
+vectorised operations. Storage is compacted once half of it belongs to expired sets, so it
+stays within a constant factor of the window size.
 """
 
 from __future__ import annotations
@@ -12,9 +17,12 @@ from __future__ import annotations
 from bisect import bisect_right
 from collections.abc import Iterator
 
+import numpy as np
+
 from driftjoin.swoop.records import SetRecord
 
 _COMPACT_MIN = 1024
+_INITIAL = 1024
 
 
 class Window:
@@ -25,6 +33,12 @@ class Window:
         self._ends: list[float] = []
         self._head = 0  # index of the oldest valid record in the lists
         self._base = 0  # arrival number of self._records[0]
+        self._sizes = np.zeros(_INITIAL, np.int64)
+        self._end_col = np.zeros(_INITIAL, np.float64)
+        self._tok_start = np.zeros(_INITIAL, np.int64)
+        self._tok_buf = np.zeros(8 * _INITIAL, np.int64)
+        self._tok_tail = 0
+        self.token_bound = 0  # 1 + the largest token number ever stored
 
     def __len__(self) -> int:
         return len(self._records) - self._head
@@ -34,6 +48,22 @@ class Window:
 
     def append(self, record: SetRecord) -> None:
         """Add the newest set (its arrival number must be the next one)."""
+        pos = len(self._records)
+        if pos == len(self._sizes):
+            self._sizes = _grown(self._sizes, 2 * pos)
+            self._end_col = _grown(self._end_col, 2 * pos)
+            self._tok_start = _grown(self._tok_start, 2 * pos)
+        tail = self._tok_tail
+        size = record.size
+        if tail + size > len(self._tok_buf):
+            self._tok_buf = _grown(self._tok_buf, 2 * (tail + size))
+        tokens = np.fromiter(record.tokens, np.int64, size)
+        self._tok_buf[tail : tail + size] = tokens
+        self.token_bound = max(self.token_bound, int(tokens.max()) + 1)
+        self._tok_start[pos] = tail
+        self._tok_tail = tail + size
+        self._sizes[pos] = size
+        self._end_col[pos] = record.end
         self._records.append(record)
         self._ends.append(record.end)
 
@@ -51,12 +81,41 @@ class Window:
         expired = self._records[self._head : stop]
         self._head = stop
         if self._head >= _COMPACT_MIN and 2 * self._head >= len(self._records):
-            del self._records[: self._head]
-            del self._ends[: self._head]
-            self._base += self._head
-            self._head = 0
+            self._compact()
         return expired
 
     def first_seq_ending_after(self, t: float) -> int:
         """Arrival number of the oldest valid set with end time ``> t`` (next number if none)."""
         return self._base + bisect_right(self._ends, t, self._head)
+
+    def columns(self, seqs: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Sizes and end times (float64) of the valid sets ``seqs``."""
+        pos = seqs - self._base
+        return self._sizes[pos], self._end_col[pos]
+
+    def overlaps(self, seqs: np.ndarray, member: np.ndarray) -> np.ndarray:
+        """For each valid set of ``seqs``, how many of its tokens ``t`` have ``member[t]``."""
+        pos = seqs - self._base
+        lens = self._sizes[pos]
+        offsets = np.cumsum(lens) - lens
+        flat = np.repeat(self._tok_start[pos] - offsets, lens) + np.arange(int(lens.sum()))
+        return np.add.reduceat(member[self._tok_buf[flat]], offsets, dtype=np.int64)
+
+    def _compact(self) -> None:
+        head, n = self._head, len(self._records) - self._head
+        del self._records[:head]
+        del self._ends[:head]
+        self._base += head
+        self._head = 0
+        first = int(self._tok_start[head]) if n else self._tok_tail
+        self._tok_buf[: self._tok_tail - first] = self._tok_buf[first : self._tok_tail].copy()
+        self._tok_tail -= first
+        self._tok_start[:n] = self._tok_start[head : head + n] - first
+        self._sizes[:n] = self._sizes[head : head + n].copy()
+        self._end_col[:n] = self._end_col[head : head + n].copy()
+
+
+def _grown(array: np.ndarray, capacity: int) -> np.ndarray:
+    out = np.zeros(capacity, array.dtype)
+    out[: len(array)] = array
+    return out

@@ -35,6 +35,7 @@ def scenarios(draw, ks=SMALL_K):
     window = draw(st.sampled_from([1, 2, 3, 5, 8]))
     two_stream = draw(st.booleans())
     shortest_list_first = draw(st.booleans())
+    bulk_min = draw(st.sampled_from([0, 4, 10**9]))  # vectorised / mixed / scalar verification
     string_tokens = draw(st.booleans())
     vocab = draw(st.integers(3, 12))
     ops = []
@@ -48,14 +49,15 @@ def scenarios(draw, ks=SMALL_K):
             tokens = [f"w{tok}" for tok in tokens]
         side = draw(st.sampled_from(["R", "S"])) if two_stream else None
         ops.append(("insert", dt, tokens, side))
-    return k, similarity, window, two_stream, shortest_list_first, ops
+    return k, similarity, window, two_stream, shortest_list_first, bulk_min, ops
 
 
 def run(scenario):
-    k, similarity, window, two_stream, shortest_list_first, ops = scenario
+    k, similarity, window, two_stream, shortest_list_first, bulk_min, ops = scenario
     swoop = Swoop(
         k, similarity, window, two_stream=two_stream, shortest_list_first=shortest_list_first
     )
+    swoop.generator.bulk_min = bulk_min
     base = BaseTopK(k, similarity, window, two_stream=two_stream)
     t = 0
     for n, (op, dt, tokens, side) in enumerate(ops):
@@ -82,10 +84,14 @@ def test_swoop_equals_base_large_k(scenario):
 
 
 @pytest.mark.parametrize("similarity", sorted(SIMILARITIES))
-@pytest.mark.parametrize(("k", "two_stream"), [(1, False), (10, False), (10, True), (1000, False)])
-def test_swoop_equals_base_on_generated_streams(similarity, k, two_stream):
+@pytest.mark.parametrize(
+    ("k", "two_stream", "bulk_min"),
+    [(1, False, 10**9), (10, False, 0), (10, True, 20), (1000, False, 20)],
+)
+def test_swoop_equals_base_on_generated_streams(similarity, k, two_stream, bulk_min):
     """Longer Zipf streams with drift: expiries at steady state, skewed lists."""
     swoop = Swoop(k, similarity, 0.05, two_stream=two_stream)
+    swoop.generator.bulk_min = bulk_min
     base = BaseTopK(k, similarity, 0.05, two_stream=two_stream)
     stream = set_stream(300, vocabulary=60, s=1.1, size=(1, 8), rate=1000.0, drift=200.0, seed=k)
     for set_id, tokens, ts in stream:

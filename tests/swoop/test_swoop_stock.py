@@ -3,6 +3,7 @@ crop_end and set_index_time, with many ties in similarity and end time."""
 
 from __future__ import annotations
 
+import numpy as np
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -39,9 +40,16 @@ def check(stock: Stock, alive: list, k: int, t: float) -> None:
     assert list(stock) == skyband(alive, k)
     ends = stock.end_index()
     assert ends == sorted(end_key(key) for key in stock)
-    for probe in range(int(t), int(t) + 9):
-        for delta in (0.0, 0.5):
-            assert stock.lb(probe + delta) == kth_at(alive, k, probe + delta)
+    probes = [probe + delta for probe in range(int(t), int(t) + 9) for delta in (0.0, 0.5)]
+    expected = [kth_at(alive, k, probe) for probe in probes]
+    assert [stock.lb(probe) for probe in probes] == expected
+    # a floor of lb at future times (the join never asks about t <= t_J)
+    floor = stock.lb_floor(np.array(probes)).tolist()
+    assert all(low <= exact for low, exact, p in zip(floor, expected, probes) if p > t)
+    stock._steps = None  # fresh steps are exact
+    assert stock.lb_floor(np.array(probes)).tolist() == expected
+    ends, sims = stock.lb_steps()
+    assert ends == sorted(ends) and sims == sorted(set(sims), reverse=True)
     for ub in [0.0, *SIMS, 0.3, 2.0]:
         cut = stock.crop_end(ub)
         for probe in range(int(t) + 1, int(t) + 9):
