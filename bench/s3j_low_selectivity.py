@@ -66,7 +66,7 @@ def spark_run(rate: int, seconds: float, selectivity: float, parallelism: int, s
 
     def stream(i: int):
         return (spark.readStream.format("driftjoin").option("stream", i).option("rate", rate).option("dim", 2)
-                .option("seed", 7).option("total", total).load())
+                .option("seed", 7).option("total", total).option("max_records_per_batch", 2 * rate).load())
 
     metrics = str(out / "metrics")
     pairs = similarity_join(stream(0), stream(1), threshold=selectivity, metric="angular", window="1 minute",

@@ -50,7 +50,7 @@ def workset_table(metrics_dir: str) -> pd.DataFrame:
 def summary(metrics_dir: str) -> tuple[dict, pd.DataFrame]:
     """Totals (records, pairs, ratios) and a per-worker table (pairs, comparisons, p50/p99)."""
     table = metrics_table(metrics_dir)
-    records = sum(s["records"] for s in read_stats(metrics_dir, "formulation"))
+    records = sum(s.get("records", 0) for s in read_stats(metrics_dir, "computation"))
     pairs = int(table["pairs"].sum()) if len(table) else 0
     comparisons = int(table["comparisons"].sum()) if len(table) else 0
     memberships = int(table["memberships"].sum()) if len(table) else 0

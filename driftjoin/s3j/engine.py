@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from driftjoin.distance import Metric
+from driftjoin.s3j.baselines import ALGORITHMS, BruteForceRouter, ClusterJoinRouter
 from driftjoin.s3j.compute import Pairs, SimilarityWorker, WorksetCounters
 from driftjoin.s3j.records import Records
 from driftjoin.s3j.space import SpacePartitioner
@@ -57,12 +58,20 @@ class S3JEngine:
         *,
         self_join: bool,
         dim: int,
+        algorithm: str = "s3j",
+        parallelism: int | None = None,
     ) -> None:
+        """``centroids``: one per worker for S3J; the virtual partition centroids for ClusterJoin."""
+        if algorithm not in ALGORITHMS:
+            raise ValueError(f"algorithm must be one of {', '.join(ALGORITHMS)}, got {algorithm!r}")
         self.metric = metric
         self.threshold = threshold
+        self.algorithm = algorithm
         self.space = SpacePartitioner(centroids, metric, metric.partition_threshold(threshold))
-        self.p = self.space.n_partitions
-        self.formulation = [WorksetFormulation(metric, threshold, dim) for _ in range(self.p)]
+        self.p = parallelism or self.space.n_partitions
+        self.router = (ClusterJoinRouter(centroids, metric, threshold, self.p) if algorithm == "clusterjoin"
+                       else BruteForceRouter() if algorithm == "bruteforce" else None)
+        self.formulation = [WorksetFormulation(metric, threshold, dim) for _ in range(self.space.n_partitions)] if self.router is None else []
         self.workers = [SimilarityWorker(metric, threshold, self_join) for _ in range(self.p)]
         self.assignment: dict[int, int] = {}
 
@@ -82,10 +91,17 @@ class S3JEngine:
     def process(self, batch: Records) -> tuple[Pairs, BatchStats]:
         """Run one micro-batch; returns its pairs and statistics."""
         stats = BatchStats(records=len(batch))
+        per_worker: dict[int, list[tuple[Records, np.ndarray, np.ndarray]]] = {}
+        if self.router is not None:
+            m, owner = self.router.route(batch)
+            stats.space_copies = stats.memberships = len(m)
+            for w in np.unique(owner):
+                k = np.nonzero(owner == w)[0]
+                per_worker.setdefault(int(w), []).append((m.records.take(m.row[k]), m.workset[k], m.role[k]))
+            return self._compute(per_worker, stats, batch)
         routing = self.space.route(batch.vec)
         stats.space_copies = routing.copies
-        per_worker: dict[int, list[tuple[Records, np.ndarray, np.ndarray]]] = {}
-        for j in range(self.p):
+        for j in range(self.space.n_partitions):
             sel = np.nonzero(routing.partition == j)[0]
             if len(sel) == 0:
                 continue
@@ -97,6 +113,9 @@ class S3JEngine:
             for w in np.unique(owner):
                 k = np.nonzero(owner == w)[0]
                 per_worker.setdefault(int(w), []).append((m.records.take(m.row[k]), gids[k], m.role[k]))
+        return self._compute(per_worker, stats, batch)
+
+    def _compute(self, per_worker: dict[int, list], stats: BatchStats, batch: Records) -> tuple[Pairs, BatchStats]:
         out: list[Pairs] = []
         for w, parts in sorted(per_worker.items()):
             rec = Records.concat([p[0] for p in parts])

@@ -26,6 +26,7 @@ from pyspark.sql.streaming.stateful_processor import StatefulProcessor, Stateful
 from pyspark.sql.types import BinaryType, StructField, StructType
 
 from driftjoin.distance import get_metric
+from driftjoin.s3j.baselines import BruteForceRouter, ClusterJoinRouter
 from driftjoin.s3j.compute import SimilarityWorker, WorksetCounters, restore_worker, worker_state
 from driftjoin.s3j.engine import WORKSET_BITS, global_workset
 from driftjoin.s3j.records import Records
@@ -36,6 +37,8 @@ from driftjoin.spark.metrics_sink import latency_histogram, write_stats
 from driftjoin.spark.vectors import binary_rows, from_binary, to_binary, validate
 
 _BLOB = StructType([StructField("blob", BinaryType(), False)])
+#: Pairs per output DataFrame: bounds the Arrow buffers between the Python worker and the JVM.
+OUTPUT_CHUNK = 200_000
 
 
 @dataclass(frozen=True)
@@ -50,6 +53,7 @@ class S3JPlan:
     self_join: bool
     window_seconds: float | None
     metrics_dir: str | None
+    algorithm: str = "s3j"
 
     @property
     def keys(self) -> tuple[int, ...]:
@@ -66,20 +70,51 @@ def _window_of(plan: S3JPlan, ingest: np.ndarray, event: np.ndarray | None) -> n
     return np.floor(basis / plan.window_seconds).astype(np.int64)
 
 
+def _prepared(plan: S3JPlan, batch: pa.RecordBatch, has_event: bool) -> tuple[np.ndarray, Records] | None:
+    """Validate a batch; the valid rows' indices and their records (vectors prepared)."""
+    metric = get_metric(plan.metric)
+    valid, _, mat = validate(batch.column("id"), batch.column("vector"), plan.dim, metric.needs_nonzero)
+    if not valid.any():
+        return None
+    idx = np.nonzero(valid)[0]
+    ingest = batch.column("ingest").to_numpy(zero_copy_only=False)[idx].astype(np.float64)
+    event = batch.column("event").to_numpy(zero_copy_only=False)[idx].astype(np.float64) if has_event else None
+    side = batch.column("side").to_numpy(zero_copy_only=False)[idx].astype(np.int8)
+    return idx, Records(idx, side, metric.prepare(mat), ingest, _window_of(plan, ingest, event))
+
+
+def route_members(plan: S3JPlan, batches: Iterator[pa.RecordBatch], *, has_event: bool) -> Iterator[pa.RecordBatch]:
+    """ClusterJoin / brute force (stateless routing): member rows straight for the workers."""
+    metric = get_metric(plan.metric)
+    router = (ClusterJoinRouter(plan.centroids, metric, plan.threshold, plan.parallelism)
+              if plan.algorithm == "clusterjoin" else BruteForceRouter())
+    keys = np.asarray(plan.keys, dtype=np.int32)
+    for batch in batches:
+        prepared = _prepared(plan, batch, has_event)
+        if prepared is None:
+            continue
+        _, rec = prepared
+        m, owner = router.route(rec)
+        r = rec.take(m.row)
+        yield pa.RecordBatch.from_arrays(
+            [pa.array(keys[owner], pa.int32()), pa.array(m.workset, pa.int64()), pa.array(m.role, pa.int8()),
+             pa.array(r.side, pa.int8()), batch.column("id").take(pa.array(r.id)), to_binary(r.vec),
+             pa.array(r.ingest), pa.array(r.window)],
+            names=["wkey", "workset", "role", "side", "id", "vec", "ingest", "window"],
+        )
+
+
 def route_batches(plan: S3JPlan, batches: Iterator[pa.RecordBatch], *, has_event: bool) -> Iterator[pa.RecordBatch]:
     """Space partitioning (stateless): validate, prepare, and copy each record to its partitions."""
     metric = get_metric(plan.metric)
     space = SpacePartitioner(plan.centroids, metric, metric.partition_threshold(plan.threshold))
     keys = np.asarray(plan.keys, dtype=np.int32)
     for batch in batches:
-        valid, _, mat = validate(batch.column("id"), batch.column("vector"), plan.dim, metric.needs_nonzero)
-        if not valid.any():
+        prepared = _prepared(plan, batch, has_event)
+        if prepared is None:
             continue
-        idx = np.nonzero(valid)[0]
-        vec = metric.prepare(mat)
-        ingest = batch.column("ingest").to_numpy(zero_copy_only=False)[idx].astype(np.float64)
-        event = batch.column("event").to_numpy(zero_copy_only=False)[idx].astype(np.float64) if has_event else None
-        window = _window_of(plan, ingest, event)
+        idx, rec = prepared
+        vec, ingest, window = rec.vec, rec.ingest, rec.window
         routing = space.route(vec)
         rows = idx[routing.row]
         take = pa.array(rows)
@@ -221,17 +256,20 @@ class ComputationProcessor(StatefulProcessor):
         if plan.metrics_dir:
             write_stats(plan.metrics_dir, "computation", worker, seq, _worker_stats(worker, seq, emit, core, counters, pairs))
         w = plan.window_seconds if plan.window_seconds is not None else np.nan
-        yield pd.DataFrame({
-            "left_id": pairs.left_id,
-            "right_id": pairs.right_id,
-            "distance": pairs.distance,
-            "window_start": _timestamps(pairs.window * w),
-            "window_end": _timestamps((pairs.window + 1) * w),
-            "ingest_time": _timestamps(pairs.ingest),
-            "emit_time": _timestamps(np.full(len(pairs), emit)),
-            "worker": np.full(len(pairs), worker, dtype=np.int32),
-            "workset": pairs.workset,
-        })
+        for lo in range(0, max(len(pairs), 1), OUTPUT_CHUNK):
+            part = slice(lo, lo + OUTPUT_CHUNK)
+            n = len(pairs.left_id[part])
+            yield pd.DataFrame({
+                "left_id": pairs.left_id[part],
+                "right_id": pairs.right_id[part],
+                "distance": pairs.distance[part],
+                "window_start": _timestamps(pairs.window[part] * w),
+                "window_end": _timestamps((pairs.window[part] + 1) * w),
+                "ingest_time": _timestamps(pairs.ingest[part]),
+                "emit_time": _timestamps(np.full(n, emit)),
+                "worker": np.full(n, worker, dtype=np.int32),
+                "workset": pairs.workset[part],
+            })
 
     def close(self) -> None:
         pass
@@ -248,6 +286,7 @@ def _worker_stats(worker: int, seq: int, emit: float, core: SimilarityWorker, c:
     return {
         "worker": worker, "seq": seq, "time": emit,
         "comparisons": int(sum(c.comparisons.values())), "pairs": len(pairs),
+        "records": int(sum(c.inner.values()) + sum(c.outlier.values())),
         "memberships": int(sum(c.inner.values()) + sum(c.outlier.values()) + sum(c.outer.values())),
         "state_bytes": core.state_bytes(),
         "latency_hist": latency_histogram(emit - pairs.ingest),

@@ -19,7 +19,8 @@ ROCKSDB = "org.apache.spark.sql.execution.streaming.state.RocksDBStateStoreProvi
 CHANGELOG = "spark.sql.streaming.stateStore.rocksdb.changelogCheckpointing.enabled"
 
 
-def local_session(parallelism: int = 2, app_name: str = "driftjoin", *, cores: int | None = None) -> SparkSession:
+def local_session(parallelism: int = 2, app_name: str = "driftjoin", *, cores: int | None = None,
+                  driver_memory: str = "4g") -> SparkSession:
     """An embedded local Spark with settings for small, fast stateful streaming.
 
     UI off, adaptive execution off (it would coalesce the partitions that pin workers),
@@ -34,6 +35,7 @@ def local_session(parallelism: int = 2, app_name: str = "driftjoin", *, cores: i
     spark = (
         SparkSession.builder.master(master)
         .appName(app_name)
+        .config("spark.driver.memory", driver_memory)
         .config("spark.ui.enabled", "false")
         .config("spark.ui.showConsoleProgress", "false")
         .config("spark.sql.shuffle.partitions", str(parallelism))

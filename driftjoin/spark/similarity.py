@@ -20,7 +20,9 @@ from driftjoin.spark.s3j_operators import (
     S3JPlan,
     dead_letter_batches,
     route_batches,
+    route_members,
 )
+from driftjoin.s3j.baselines import ALGORITHMS
 from driftjoin.spark.session import prepare_for_stateful
 
 log = logging.getLogger(__name__)
@@ -74,7 +76,12 @@ def _normalise(df: DataFrame, side: int, id_col: str, vector_col: str, id_type: 
 
 def _plan(left: DataFrame, *, threshold: float, metric: str, dim: int | None, window: str | None,
           parallelism: int | None, centroids: object, bounds: tuple[float, float], seed: int,
-          self_join: bool, vector_col: str, metrics_dir: str | None) -> S3JPlan:
+          self_join: bool, vector_col: str, metrics_dir: str | None, algorithm: str = "s3j",
+          virtual_partitions: int = 500) -> S3JPlan:
+    if algorithm not in ALGORITHMS:
+        raise ValueError(f"algorithm={algorithm!r}: choose one of {', '.join(ALGORITHMS)}")
+    if algorithm == "clusterjoin" and (not isinstance(virtual_partitions, int) or virtual_partitions < 1):
+        raise ValueError(f"virtual_partitions must be an integer >= 1 (ClusterJoin's default is 500), got {virtual_partitions!r}")
     m = get_metric(metric)
     t = check_threshold(m, threshold)
     if parallelism is None:
@@ -83,10 +90,11 @@ def _plan(left: DataFrame, *, threshold: float, metric: str, dim: int | None, wi
         raise ValueError(f"parallelism must be an integer >= 1 (the number of workers), got {parallelism!r}")
     if isinstance(centroids, str) and centroids not in ("random", "sample"):
         raise ValueError(f"centroids={centroids!r}: use 'random', 'sample' (static input) or an array of shape (parallelism, dim)")
+    n_centroids = virtual_partitions if algorithm == "clusterjoin" else parallelism
     if not isinstance(centroids, str):
         c = np.asarray(centroids, dtype=np.float64)
-        if c.ndim != 2 or len(c) != parallelism:
-            raise ValueError(f"centroids must have shape (parallelism={parallelism}, dim), got {c.shape}")
+        if c.ndim != 2 or len(c) != n_centroids:
+            raise ValueError(f"centroids must have shape ({n_centroids}, dim) (one per {'virtual partition' if algorithm == 'clusterjoin' else 'worker'}), got {c.shape}")
         dim = dim or c.shape[1]
     if dim is None:
         if left.isStreaming:
@@ -100,15 +108,15 @@ def _plan(left: DataFrame, *, threshold: float, metric: str, dim: int | None, wi
     if centroids == "sample":
         if left.isStreaming:
             raise ValueError("centroids='sample' needs a static input; for streams use 'random' (the paper's choice) or pass an array")
-        rows = left.select(_vector_column(left, vector_col).alias("v")).where(F.size("v") == dim).limit(50 * parallelism).collect()
+        rows = left.select(_vector_column(left, vector_col).alias("v")).where(F.size("v") == dim).limit(50 * n_centroids).collect()
         pool = np.array([r["v"] for r in rows], dtype=np.float64)
-        if len(pool) < parallelism:
+        if len(pool) < n_centroids:
             raise ValueError("not enough rows to sample centroids from; use centroids='random'")
-        c = pool[np.random.default_rng(seed).choice(len(pool), parallelism, replace=False)]
+        c = pool[np.random.default_rng(seed).choice(len(pool), n_centroids, replace=False)]
     elif centroids == "random":
-        c = random_centroids(parallelism, dim, seed, *bounds)
+        c = random_centroids(n_centroids, dim, seed, *bounds)
     window_seconds = None if window is None else parse_duration(window, "window")
-    return S3JPlan(m.name, t, dim, parallelism, c, self_join, window_seconds, metrics_dir)
+    return S3JPlan(m.name, t, dim, parallelism, c, self_join, window_seconds, metrics_dir, algorithm)
 
 
 def similarity_join(
@@ -129,8 +137,14 @@ def similarity_join(
     bounds: tuple[float, float] = (-1.0, 1.0),
     seed: int = 0,
     metrics_dir: str | None = None,
+    algorithm: str = "s3j",
+    virtual_partitions: int = 500,
 ) -> DataFrame:
     """Exact similarity join: every pair (same window) with ``distance <= threshold``.
+
+    ``algorithm``: ``"s3j"`` (space partitioning + worksets, the default), ``"clusterjoin"``
+    (the paper's baseline: ``virtual_partitions`` inner/outer partitions, section 9.4) or
+    ``"bruteforce"`` (every pair compared on one worker: the oracle, for small data).
 
     ``right=None`` joins ``left`` with itself: each unordered pair once, ``left_id < right_id``.
     Streams are windowed by processing time (the ingestion time: ``ingest_col`` if given, else
@@ -153,7 +167,7 @@ def similarity_join(
         raise ValueError("left and right must both be streaming or both static")
     plan = _plan(left, threshold=threshold, metric=metric, dim=dim, window=window, parallelism=parallelism,
                  centroids=centroids, bounds=bounds, seed=seed, self_join=self_join, vector_col=vector_col,
-                 metrics_dir=metrics_dir)
+                 metrics_dir=metrics_dir, algorithm=algorithm, virtual_partitions=virtual_partitions)
     id_type = _id_type(left, right, id_col)
     inputs = [_normalise(left, 0, id_col, vector_col, id_type, ingest_col, time_col, False)]
     if right is not None:
@@ -178,15 +192,20 @@ def similarity_join(
         T.StructField("ingest_time", T.TimestampType()), T.StructField("emit_time", T.TimestampType()),
         T.StructField("worker", T.IntegerType()), T.StructField("workset", T.LongType()),
     ])
-    routed = data.mapInArrow(lambda it: route_batches(plan, it, has_event=has_event), routed_schema)
+    if plan.algorithm == "s3j":
+        routed = data.mapInArrow(lambda it: route_batches(plan, it, has_event=has_event), routed_schema)
+    else:
+        members = data.mapInArrow(lambda it: route_members(plan, it, has_event=has_event), member_schema)
     if data.isStreaming:
         prepare_for_stateful(left.sparkSession, plan.parallelism)
-        members = routed.groupBy("key").transformWithStateInPandas(
-            FormulationProcessor(plan), member_schema, "Append", "None")
+        if plan.algorithm == "s3j":
+            members = routed.groupBy("key").transformWithStateInPandas(
+                FormulationProcessor(plan), member_schema, "Append", "None")
         return members.groupBy("wkey").transformWithStateInPandas(
             ComputationProcessor(plan), pair_schema, "Append", "None")
     left.sparkSession.conf.set("spark.sql.shuffle.partitions", str(plan.parallelism))
-    members = routed.groupBy("key").applyInPandas(lambda k, pdf: _static(FormulationProcessor(plan), k, pdf), member_schema)
+    if plan.algorithm == "s3j":
+        members = routed.groupBy("key").applyInPandas(lambda k, pdf: _static(FormulationProcessor(plan), k, pdf), member_schema)
     return members.groupBy("wkey").applyInPandas(lambda k, pdf: _static(ComputationProcessor(plan), k, pdf), pair_schema)
 
 

@@ -109,3 +109,35 @@ def test_comparisons_ratio_reasonable_uniform_angular():
 def test_bad_metric_fails_fast(bad):
     with pytest.raises(ValueError, match="metric"):
         get_metric(bad)
+
+
+@settings(max_examples=30, deadline=None)
+@given(
+    algorithm=st.sampled_from(["clusterjoin", "bruteforce"]),
+    metric=st.sampled_from(sorted(METRICS)),
+    dim=st.sampled_from([1, 2, 5]),
+    n=st.integers(2, 150),
+    quantile=st.sampled_from([0.01, 0.1, 0.5]),
+    self_join=st.booleans(),
+    v=st.integers(1, 40),
+    cuts=st.lists(st.integers(0, 150), max_size=4),
+    seed=st.integers(0, 2**16),
+)
+def test_baselines_equal_oracle(algorithm, metric, dim, n, quantile, self_join, v, cuts, seed):
+    m = get_metric(metric)
+    vec = m.prepare(generate_vectors("gaussian", seed=seed, stream=0, start=0, count=n, dim=dim))
+    sample = m.pairwise(vec[:50], vec[:50])
+    t = float(np.quantile(sample[np.triu_indices(len(sample), 1)], quantile)) if len(sample) > 1 else 0.1
+    t = min(max(t, 1e-6), m.max_threshold)
+    ids = np.arange(n)
+    side = np.zeros(n, np.int8) if self_join else (np.arange(n) % 2).astype(np.int8)
+    window = np.zeros(n, np.int64)
+    eng = S3JEngine(random_centroids(v, dim, seed), m, t, self_join=self_join, dim=dim, algorithm=algorithm, parallelism=3)
+    got = []
+    bounds = [0, *sorted({c for c in cuts if c < n}), n]
+    for a, b in zip(bounds, bounds[1:]):
+        if a < b:
+            p, _ = eng.process(Records(ids[a:b], side[a:b], vec[a:b], np.zeros(b - a), window[a:b]))
+            got += list(zip(p.left_id.tolist(), p.right_id.tolist(), p.window.tolist()))
+    assert len(got) == len(set(got))
+    assert set(got) == oracle_pairs(ids, side, vec, window, m, t, self_join)

@@ -153,3 +153,19 @@ def test_generator_source_static_and_streaming(spark):
     q.stop()
     assert [p["numInputRows"] for p in q.recentProgress if p["numInputRows"]] == [1000, 1000, 500]
     assert spark.sql("select count(distinct id) from gen_test").first()[0] == 2500
+
+
+@pytest.mark.parametrize("algorithm", ["clusterjoin", "bruteforce"])
+def test_baselines_on_spark_equal_oracle(spark, tmp_path, algorithm):
+    rng = np.random.default_rng(11)
+    n = 600
+    X = rng.uniform(-1, 1, (n, 2))
+    side = (np.arange(n) % 2).astype(np.int8)
+    df = spark.createDataFrame([(i, X[i].tolist()) for i in range(n)], "id long, vector array<double>")
+    left, right = df.where("id % 2 = 0"), df.where("id % 2 = 1")
+    out = similarity_join(left, right, threshold=0.05, metric="angular", parallelism=3, algorithm=algorithm,
+                          virtual_partitions=50).collect()
+    m = get_metric("angular")
+    expected = oracle_pairs(np.arange(n), side, m.prepare(X), np.zeros(n, np.int64), m, 0.05, False)
+    got = [(r.left_id, r.right_id, 0) for r in out]
+    assert len(got) == len(set(got)) and set(got) == expected
