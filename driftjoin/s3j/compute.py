@@ -130,9 +130,9 @@ class SimilarityWorker:
             tri = (ia < ib) & store[ia] & store[ib]
             out.append(self._evaluate(groups[grp[tri]], rec, role, ia[tri], rec, role, ib[tri], counters))
         if counters is not None:
-            kept = store
+            plain = role & 3
             for r, bucket in ((0, counters.inner), (1, counters.outlier), (2, counters.outer)):
-                _accumulate(bucket, workset[kept & (role == r)])
+                _accumulate(bucket, workset[store & (plain == r)])
         keep = np.nonzero(store)[0]
         if len(keep):
             self._store(window, workset[keep], role[keep], rec.take(keep), table)
@@ -159,14 +159,23 @@ class SimilarityWorker:
         ib: np.ndarray,
         counters: WorksetCounters | None,
     ) -> Pairs:
-        """Apply the role and stream rules to candidate pairs (a[ia], b[ib]) and test distances."""
-        ra, rb = a_role[ia], b_role[ib]
+        """Apply the role, stream and split-site rules to candidates (a[ia], b[ib]); test distances.
+
+        Roles are encoded bytes (see :mod:`driftjoin.s3j.routing`): the low two bits are the role,
+        the rest the member's part in a split workset; a cross-part site pairs only members of
+        different parts.
+        """
+        ca, cb = a_role[ia], b_role[ib]
+        ra, rb = ca & 3, cb & 3
         ok = ~((ra == OUTER) & (rb == OUTER))
         if not self.self_join:
             ok &= a.side[ia] != b.side[ib]
-        gid, ia, ib = gid[ok], ia[ok], ib[ok]
+        cross = (gid & CROSS_BIT) != 0
+        if cross.any():
+            ok &= ~(cross & ((ca >> 2) == (cb >> 2)))
+        gid, ia, ib, ra, rb = gid[ok], ia[ok], ib[ok], ra[ok], rb[ok]
         if counters is not None:
-            compared = ~((a_role[ia] == INNER) & (b_role[ib] == INNER))
+            compared = ~((ra == INNER) & (rb == INNER))
             _accumulate(counters.comparisons, gid[compared])
         if len(ia) == 0:
             return Pairs.concat([], a.id.dtype)
@@ -189,6 +198,9 @@ class SimilarityWorker:
             workset=gid,
         )
 
+
+#: Bit 31 of a workset id marks a cross-part site of a split workset (driftjoin.s3j.routing).
+CROSS_BIT = 1 << 31
 
 #: Candidate pairs evaluated at once (bounds the memory of one step).
 CHUNK_PAIRS = 2_000_000

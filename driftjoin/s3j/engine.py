@@ -17,21 +17,11 @@ import numpy as np
 from driftjoin.distance import Metric
 from driftjoin.s3j.baselines import ALGORITHMS, BruteForceRouter, ClusterJoinRouter
 from driftjoin.s3j.compute import Pairs, SimilarityWorker, WorksetCounters
+from driftjoin.s3j.ids import global_workset
 from driftjoin.s3j.records import Records
+from driftjoin.s3j.routing import WorksetRouter
 from driftjoin.s3j.space import SpacePartitioner
 from driftjoin.s3j.workset import WorksetFormulation
-
-WORKSET_BITS = 32
-
-
-def global_workset(partition: int | np.ndarray, local: int | np.ndarray) -> np.ndarray | int:
-    """A workset's global id: its space partition in the high bits, its local id below."""
-    return (np.asarray(partition, dtype=np.int64) << WORKSET_BITS) | np.asarray(local, dtype=np.int64)
-
-
-def split_workset(gid: int) -> tuple[int, int]:
-    return int(gid) >> WORKSET_BITS, int(gid) & ((1 << WORKSET_BITS) - 1)
-
 
 @dataclass
 class BatchStats:
@@ -73,31 +63,33 @@ class S3JEngine:
                        else BruteForceRouter() if algorithm == "bruteforce" else None)
         self.formulation = [WorksetFormulation(metric, threshold, dim) for _ in range(self.space.n_partitions)] if self.router is None else []
         self.workers = [SimilarityWorker(metric, threshold, self_join) for _ in range(self.p)]
-        self.assignment: dict[int, int] = {}
+        self.routers = [WorksetRouter(j) for j in range(len(self.formulation))]
+        self._version = 0
 
-    def worker_of(self, gids: np.ndarray) -> np.ndarray:
-        """Worker of each global workset id: the assignment, else the creating partition."""
-        default = gids >> WORKSET_BITS
-        if not self.assignment:
-            return default
-        return np.array([self.assignment.get(int(g), int(d)) for g, d in zip(gids, default)], dtype=np.int64)
+    def set_assignment(self, assignment: dict[int, int], splits: dict[int, int] | None = None) -> None:
+        """Apply a new workset -> worker assignment (and splits) from the next batch on."""
+        self._version += 1
+        for r in self.routers:
+            r.update(self._version, assignment, splits or {})
 
     def expire_before(self, window: int) -> None:
         for f in self.formulation:
             f.expire_before(window)
+        for r in self.routers:
+            r.expire_before(window)
         for w in self.workers:
             w.expire_before(window)
 
     def process(self, batch: Records) -> tuple[Pairs, BatchStats]:
         """Run one micro-batch; returns its pairs and statistics."""
         stats = BatchStats(records=len(batch))
-        per_worker: dict[int, list[tuple[Records, np.ndarray, np.ndarray]]] = {}
+        per_worker: dict[int, list[tuple[Records, np.ndarray, np.ndarray, np.ndarray]]] = {}
         if self.router is not None:
             m, owner = self.router.route(batch)
             stats.space_copies = stats.memberships = len(m)
             for w in np.unique(owner):
                 k = np.nonzero(owner == w)[0]
-                per_worker.setdefault(int(w), []).append((m.records.take(m.row[k]), m.workset[k], m.role[k]))
+                per_worker.setdefault(int(w), []).append((m.records.take(m.row[k]), m.workset[k], m.role[k], np.ones(len(k), bool)))
             return self._compute(per_worker, stats, batch)
         routing = self.space.route(batch.vec)
         stats.space_copies = routing.copies
@@ -108,11 +100,12 @@ class S3JEngine:
             part = batch.take(routing.row[sel])
             m = self.formulation[j].formulate(part, routing.outer[sel])
             stats.memberships += len(m)
-            gids = global_workset(j, m.workset)
-            owner = self.worker_of(gids)
-            for w in np.unique(owner):
-                k = np.nonzero(owner == w)[0]
-                per_worker.setdefault(int(w), []).append((m.records.take(m.row[k]), gids[k], m.role[k]))
+            rec = m.records.take(m.row)
+            routed = self.routers[j].route(global_workset(j, m.workset), m.role, rec.window, rec.id)
+            for w in np.unique(routed.worker):
+                k = np.nonzero(routed.worker == w)[0]
+                per_worker.setdefault(int(w), []).append(
+                    (rec.take(routed.row[k]), routed.gid[k], routed.role[k], routed.store[k]))
         return self._compute(per_worker, stats, batch)
 
     def _compute(self, per_worker: dict[int, list], stats: BatchStats, batch: Records) -> tuple[Pairs, BatchStats]:
@@ -121,8 +114,9 @@ class S3JEngine:
             rec = Records.concat([p[0] for p in parts])
             gids = np.concatenate([p[1] for p in parts])
             roles = np.concatenate([p[2] for p in parts])
+            store = np.concatenate([p[3] for p in parts])
             before = sum(stats.worksets.comparisons.values())
-            pairs = self.workers[w].add(rec, gids, roles, stats.worksets)
+            pairs = self.workers[w].add(rec, gids, roles, stats.worksets, store=store)
             stats.worker_comparisons[w] = sum(stats.worksets.comparisons.values()) - before
             stats.worker_pairs[w] = len(pairs)
             out.append(pairs)
