@@ -59,3 +59,32 @@ def read_stats(root: str, operator: str) -> Iterator[dict[str, Any]]:
                 yield json.loads(f.read())
             except ValueError:
                 continue
+
+
+def write_assignment(root: str, version: int, assignment: dict[int, int], splits: dict[int, int]) -> None:
+    """Publish assignment ``version`` (workset or site id -> worker, and splits) to the operators.
+
+    Written to a temporary name and renamed where the file system allows it, so a reader sees a
+    whole file or none.
+    """
+    fs, base = _fs(root)
+    folder = f"{base.rstrip('/')}/control/assignment"
+    fs.create_dir(folder, recursive=True)
+    body = json.dumps({"version": version, "assignment": {str(k): v for k, v in assignment.items()},
+                       "splits": {str(k): v for k, v in splits.items()}}).encode()
+    final, tmp = f"{folder}/{version:012d}.json", f"{folder}/.{version:012d}.json.tmp"
+    with fs.open_output_stream(tmp) as out:
+        out.write(body)
+    fs.move(tmp, final)
+
+
+def read_assignment(root: str, newer_than: int = -1) -> tuple[int, dict[int, int], dict[int, int]] | None:
+    """The newest published assignment if its version is above ``newer_than``, else None."""
+    fs, base = _fs(root)
+    selector = pafs.FileSelector(f"{base.rstrip('/')}/control/assignment", allow_not_found=True)
+    names = sorted(i.base_name for i in fs.get_file_info(selector) if i.base_name.endswith(".json") and not i.base_name.startswith("."))
+    if not names or int(names[-1][:-5]) <= newer_than:
+        return None
+    with fs.open_input_stream(f"{base.rstrip('/')}/control/assignment/{names[-1]}") as f:
+        doc = json.loads(f.read())
+    return int(doc["version"]), {int(k): int(v) for k, v in doc["assignment"].items()}, {int(k): int(v) for k, v in doc["splits"].items()}

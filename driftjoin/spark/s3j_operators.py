@@ -28,12 +28,13 @@ from pyspark.sql.types import BinaryType, StructField, StructType
 from driftjoin.distance import get_metric
 from driftjoin.s3j.baselines import BruteForceRouter, ClusterJoinRouter
 from driftjoin.s3j.compute import SimilarityWorker, WorksetCounters, restore_worker, worker_state
-from driftjoin.s3j.engine import WORKSET_BITS, global_workset
+from driftjoin.s3j.ids import global_workset
+from driftjoin.s3j.routing import WorksetRouter
 from driftjoin.s3j.records import Records
 from driftjoin.s3j.space import SpacePartitioner
 from driftjoin.s3j.workset import WorksetFormulation, formulation_state, restore_formulation
 from driftjoin.spark.keys import slot_keys
-from driftjoin.spark.metrics_sink import latency_histogram, write_stats
+from driftjoin.spark.metrics_sink import latency_histogram, read_assignment, write_stats
 from driftjoin.spark.vectors import binary_rows, from_binary, to_binary, validate
 
 _BLOB = StructType([StructField("blob", BinaryType(), False)])
@@ -99,8 +100,8 @@ def route_members(plan: S3JPlan, batches: Iterator[pa.RecordBatch], *, has_event
         yield pa.RecordBatch.from_arrays(
             [pa.array(keys[owner], pa.int32()), pa.array(m.workset, pa.int64()), pa.array(m.role, pa.int8()),
              pa.array(r.side, pa.int8()), batch.column("id").take(pa.array(r.id)), to_binary(r.vec),
-             pa.array(r.ingest), pa.array(r.window)],
-            names=["wkey", "workset", "role", "side", "id", "vec", "ingest", "window"],
+             pa.array(r.ingest), pa.array(r.window), pa.array(np.ones(len(r), dtype=bool))],
+            names=["wkey", "workset", "role", "side", "id", "vec", "ingest", "window", "store"],
         )
 
 
@@ -190,19 +191,27 @@ class FormulationProcessor(StatefulProcessor):
         partition = plan.slot_of(key[0])
         metric = get_metric(plan.metric)
         core = WorksetFormulation(metric, plan.threshold, plan.dim)
+        router = WorksetRouter(partition)
         saved = self.state.load()
         seq = 0
         if saved is not None:
             restore_formulation(core, saved["core"])
+            router = saved["router"]
             seq = saved["seq"] + 1
+        if plan.metrics_dir:
+            latest = read_assignment(plan.metrics_dir, newer_than=router.version)
+            if latest is not None:
+                router.update(*latest)
         batch = _records(pdf, plan.dim)
         core.expire_before(int(batch.window.min()))
+        router.expire_before(int(batch.window.min()))
         k_before = core.n_worksets
         m = core.formulate(batch, pdf["outer"].to_numpy(dtype=bool))
-        self.state.save({"core": formulation_state(core), "seq": seq})
-        gids = global_workset(partition, m.workset)
-        owner = gids >> WORKSET_BITS  # new worksets stay on the worker that created them (7.5)
         rec = m.records.take(m.row)
+        # new worksets stay on the worker that created them (7.5) until the balancer moves them
+        routed = router.route(global_workset(partition, m.workset), m.role, rec.window, rec.id)
+        self.state.save({"core": formulation_state(core), "router": router, "seq": seq})
+        rec = rec.take(routed.row)
         if plan.metrics_dir:
             write_stats(plan.metrics_dir, "formulation", partition, seq, {
                 "partition": partition, "seq": seq, "time": time.time(),
@@ -211,14 +220,15 @@ class FormulationProcessor(StatefulProcessor):
                 "memberships": len(m), "windows": sorted(set(batch.window.tolist())),
             })
         yield pd.DataFrame({
-            "wkey": np.asarray(plan.keys, dtype=np.int32)[owner],
-            "workset": gids,
-            "role": m.role,
+            "wkey": np.asarray(plan.keys, dtype=np.int32)[routed.worker],
+            "workset": routed.gid,
+            "role": routed.role,
             "side": rec.side,
             "id": rec.id,
             "vec": binary_rows(rec.vec),
             "ingest": rec.ingest,
             "window": rec.window,
+            "store": routed.store,
         })
 
     def close(self) -> None:
@@ -250,7 +260,8 @@ class ComputationProcessor(StatefulProcessor):
         rec = _records(pdf, plan.dim)
         core.expire_before(int(rec.window.min()))
         counters = WorksetCounters()
-        pairs = core.add(rec, pdf["workset"].to_numpy(dtype=np.int64), pdf["role"].to_numpy(dtype=np.int8), counters)
+        pairs = core.add(rec, pdf["workset"].to_numpy(dtype=np.int64), pdf["role"].to_numpy(dtype=np.int8), counters,
+                         store=pdf["store"].to_numpy(dtype=bool))
         self.state.save({"core": worker_state(core), "seq": seq})
         emit = time.time()
         if plan.metrics_dir:

@@ -139,12 +139,20 @@ def similarity_join(
     metrics_dir: str | None = None,
     algorithm: str = "s3j",
     virtual_partitions: int = 500,
+    balance: str = "none",
+    balance_options: dict | None = None,
 ) -> DataFrame:
     """Exact similarity join: every pair (same window) with ``distance <= threshold``.
 
     ``algorithm``: ``"s3j"`` (space partitioning + worksets, the default), ``"clusterjoin"``
     (the paper's baseline: ``virtual_partitions`` inner/outer partitions, section 9.4) or
     ``"bruteforce"`` (every pair compared on one worker: the oracle, for small data).
+
+    ``balance``: ``"none"``, ``"s3j"`` (the paper's Algorithm 1) or ``"greedy"`` (LPT): a
+    controller on the driver (:class:`driftjoin.control.BalanceController`) reads the statistics
+    in ``metrics_dir`` and moves worksets between workers while the query runs, exactly.
+    ``balance_options`` are its settings (``monitoring_window``, ``di_threshold``,
+    ``latency_spread``, ``migration_factor``, ``split``, ``at``, ``load``). Streams only.
 
     ``right=None`` joins ``left`` with itself: each unordered pair once, ``left_id < right_id``.
     Streams are windowed by processing time (the ingestion time: ``ingest_col`` if given, else
@@ -168,6 +176,18 @@ def similarity_join(
     plan = _plan(left, threshold=threshold, metric=metric, dim=dim, window=window, parallelism=parallelism,
                  centroids=centroids, bounds=bounds, seed=seed, self_join=self_join, vector_col=vector_col,
                  metrics_dir=metrics_dir, algorithm=algorithm, virtual_partitions=virtual_partitions)
+    if balance != "none":
+        from driftjoin.control import CONTROLLERS, BalanceController, attach
+
+        if algorithm != "s3j":
+            raise ValueError("balance= moves S3J worksets: it needs algorithm='s3j'")
+        if not metrics_dir:
+            raise ValueError("balance= needs metrics_dir= (a directory the operators and the driver share: statistics go out and assignments come back through it)")
+        if not left.isStreaming:
+            raise ValueError("balance= applies to streaming joins; a static join runs once")
+        controller = BalanceController(metrics_dir, plan.parallelism, plan.dim, policy=balance, **(balance_options or {}))
+        CONTROLLERS[metrics_dir] = controller
+        attach(left.sparkSession, controller)
     id_type = _id_type(left, right, id_col)
     inputs = [_normalise(left, 0, id_col, vector_col, id_type, ingest_col, time_col, False)]
     if right is not None:
@@ -185,6 +205,7 @@ def similarity_join(
         T.StructField("wkey", T.IntegerType()), T.StructField("workset", T.LongType()), T.StructField("role", T.ByteType()),
         T.StructField("side", T.ByteType()), T.StructField("id", id_type), T.StructField("vec", T.BinaryType()),
         T.StructField("ingest", T.DoubleType()), T.StructField("window", T.LongType()),
+        T.StructField("store", T.BooleanType()),
     ])
     pair_schema = T.StructType([
         T.StructField("left_id", id_type), T.StructField("right_id", id_type), T.StructField("distance", T.DoubleType()),
