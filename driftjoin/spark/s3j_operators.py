@@ -266,30 +266,26 @@ class ComputationProcessor(StatefulProcessor):
         emit = time.time()
         if plan.metrics_dir:
             write_stats(plan.metrics_dir, "computation", worker, seq, _worker_stats(worker, seq, emit, core, counters, pairs))
-        w = plan.window_seconds if plan.window_seconds is not None else np.nan
+        emit_us = int(round(emit * 1e6))
+        ingest_us = np.round(pairs.ingest * 1e6).astype(np.int64)
         for lo in range(0, max(len(pairs), 1), OUTPUT_CHUNK):
             part = slice(lo, lo + OUTPUT_CHUNK)
             n = len(pairs.left_id[part])
+            # plain numbers only: timestamps are derived in the JVM (see similarity_join), which
+            # moves millions of pairs per batch far faster than converting them in pandas
             yield pd.DataFrame({
                 "left_id": pairs.left_id[part],
                 "right_id": pairs.right_id[part],
                 "distance": pairs.distance[part],
-                "window_start": _timestamps(pairs.window[part] * w),
-                "window_end": _timestamps((pairs.window[part] + 1) * w),
-                "ingest_time": _timestamps(pairs.ingest[part]),
-                "emit_time": _timestamps(np.full(n, emit)),
+                "window": pairs.window[part],
+                "ingest_us": ingest_us[part],
+                "emit_us": np.full(n, emit_us, dtype=np.int64),
                 "worker": np.full(n, worker, dtype=np.int32),
                 "workset": pairs.workset[part],
             })
 
     def close(self) -> None:
         pass
-
-
-def _timestamps(seconds: np.ndarray) -> pd.Series:
-    """Epoch seconds as UTC timestamps at microsecond precision (Spark's), NaN as null."""
-    micros = np.round(np.asarray(seconds, dtype=np.float64) * 1e6)
-    return pd.Series(pd.to_datetime(micros, unit="us", utc=True), dtype="datetime64[us, UTC]")
 
 
 def _worker_stats(worker: int, seq: int, emit: float, core: SimilarityWorker, c: WorksetCounters, pairs: Any) -> dict:

@@ -209,8 +209,7 @@ def similarity_join(
     ])
     pair_schema = T.StructType([
         T.StructField("left_id", id_type), T.StructField("right_id", id_type), T.StructField("distance", T.DoubleType()),
-        T.StructField("window_start", T.TimestampType()), T.StructField("window_end", T.TimestampType()),
-        T.StructField("ingest_time", T.TimestampType()), T.StructField("emit_time", T.TimestampType()),
+        T.StructField("window", T.LongType()), T.StructField("ingest_us", T.LongType()), T.StructField("emit_us", T.LongType()),
         T.StructField("worker", T.IntegerType()), T.StructField("workset", T.LongType()),
     ])
     if plan.algorithm == "s3j":
@@ -222,12 +221,28 @@ def similarity_join(
         if plan.algorithm == "s3j":
             members = routed.groupBy("key").transformWithStateInPandas(
                 FormulationProcessor(plan), member_schema, "Append", "None")
-        return members.groupBy("wkey").transformWithStateInPandas(
-            ComputationProcessor(plan), pair_schema, "Append", "None")
+        return _pair_columns(members.groupBy("wkey").transformWithStateInPandas(
+            ComputationProcessor(plan), pair_schema, "Append", "None"), plan.window_seconds)
     left.sparkSession.conf.set("spark.sql.shuffle.partitions", str(plan.parallelism))
     if plan.algorithm == "s3j":
         members = routed.groupBy("key").applyInPandas(lambda k, pdf: _static(FormulationProcessor(plan), k, pdf), member_schema)
-    return members.groupBy("wkey").applyInPandas(lambda k, pdf: _static(ComputationProcessor(plan), k, pdf), pair_schema)
+    return _pair_columns(members.groupBy("wkey").applyInPandas(
+        lambda k, pdf: _static(ComputationProcessor(plan), k, pdf), pair_schema), plan.window_seconds)
+
+
+def _pair_columns(raw: DataFrame, window_seconds: float | None) -> DataFrame:
+    """The user-facing pair columns, with timestamps built in the JVM from plain numbers."""
+    if window_seconds is None:
+        start = end = F.lit(None).cast("timestamp")
+    else:
+        us = int(round(window_seconds * 1e6))
+        start = F.timestamp_micros(F.col("window") * F.lit(us))
+        end = F.timestamp_micros((F.col("window") + 1) * F.lit(us))
+    return raw.select(
+        "left_id", "right_id", "distance", start.alias("window_start"), end.alias("window_end"),
+        F.timestamp_micros("ingest_us").alias("ingest_time"), F.timestamp_micros("emit_us").alias("emit_time"),
+        "worker", "workset",
+    )
 
 
 class _MemoryState:
