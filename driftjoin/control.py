@@ -94,7 +94,6 @@ class BalanceController:
     def _window_stats(self, since: float) -> tuple[dict[int, list[float]], list[float], list[float], int | None]:
         """Per workset [load, members]; per worker load and p99 latency; the newest window."""
         worksets: dict[int, list[float]] = {}
-        loads = [0.0] * self.parallelism
         hists: list[np.ndarray | None] = [None] * self.parallelism
         newest = None
         for s in read_stats(self.metrics_dir, "computation"):
@@ -109,13 +108,20 @@ class BalanceController:
                 acc = worksets.setdefault(int(g), [0.0, 0.0, 0.0, 0.0, 0.0])
                 for i, v in enumerate((cmp_, inner, outlier, outer)):
                     acc[i] += v
-        stats: dict[int, list[float]] = {}
-        for g, (cmp_, inner, outlier, outer, _) in worksets.items():
-            load = cmp_ if self.load == "comparisons" else inner * (outlier + outer) + outlier * (outlier + outer)
-            stats[g] = [float(load), float(inner + outlier + outer)]
-            loads[self.owner(g)] += float(load)
+        stats = {g: self.workset_load(cmp_, inner, outlier, outer) for g, (cmp_, inner, outlier, outer, _) in worksets.items()}
         lat = [histogram_quantile(h, 0.99) if h is not None else math.nan for h in hists]
-        return stats, loads, lat, newest
+        return stats, self.worker_loads(stats), lat, newest
+
+    def workset_load(self, comparisons: float, inner: float, outlier: float, outer: float) -> list[float]:
+        """``[load, members]`` of a workset over a monitoring window."""
+        load = comparisons if self.load == "comparisons" else inner * (outlier + outer) + outlier * (outlier + outer)
+        return [float(load), float(inner + outlier + outer)]
+
+    def worker_loads(self, stats: dict[int, list[float]]) -> list[float]:
+        loads = [0.0] * self.parallelism
+        for g, (load, _) in stats.items():
+            loads[self.owner(g)] += load
+        return loads
 
     def step(self, now: float | None = None) -> Decision | None:
         """Run one control round if a monitoring window has passed; returns what it did."""
@@ -123,7 +129,16 @@ class BalanceController:
         if self.policy == "none" or now - self._last < self.monitoring_window:
             return None
         stats, loads, lat, newest = self._window_stats(self._last)
-        if not stats:
+        return self.decide(stats, loads, lat, newest, now)
+
+    def decide(self, stats: dict[int, list[float]], loads: list[float], lat: list[float], newest: int | None,
+               now: float) -> Decision | None:
+        """One balancing round from a monitoring window's statistics (also used without Spark).
+
+        ``stats``: per workset ``[load, members]``; ``loads``/``lat``: per worker load and p99
+        latency; ``newest``: the newest window seen (for ``at="window"``).
+        """
+        if not stats or self.policy == "none":
             return None
         if self.at == "window":
             if newest == self._last_window:

@@ -10,6 +10,7 @@ partition that created them, section 7.5). The Spark adapter runs the same objec
 
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -34,6 +35,7 @@ class BatchStats:
     pairs: int = 0
     worker_comparisons: dict[int, int] = field(default_factory=dict)
     worker_pairs: dict[int, int] = field(default_factory=dict)
+    worker_seconds: dict[int, float] = field(default_factory=dict)
     worksets: WorksetCounters = field(default_factory=WorksetCounters)
 
 
@@ -116,7 +118,9 @@ class S3JEngine:
             roles = np.concatenate([p[2] for p in parts])
             store = np.concatenate([p[3] for p in parts])
             before = sum(stats.worksets.comparisons.values())
+            started = time.perf_counter()
             pairs = self.workers[w].add(rec, gids, roles, stats.worksets, store=store)
+            stats.worker_seconds[w] = time.perf_counter() - started
             stats.worker_comparisons[w] = sum(stats.worksets.comparisons.values()) - before
             stats.worker_pairs[w] = len(pairs)
             out.append(pairs)
