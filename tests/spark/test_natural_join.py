@@ -79,3 +79,82 @@ def test_streaming_count_windows_every_partitioner_equals_brute_force(spark, tmp
         assert metrics["to_all"].iloc[1:].sum() > 0  # documents matching no partition
         assert metrics["repartitions"].iloc[-1] > 0  # refitted between windows
         assert metrics["closed"].tolist() == [True] * 4 + [False]
+
+
+def test_static_every_partitioner_and_local_join_string_ids_and_core_metrics(spark, tmp_path):
+    from driftjoin.schemafree.pipeline import natural_join_windows
+
+    raw = nobench_documents(300, seed=4, thousandth=6, optional=0.5, sparse_blocks=4)
+    df = spark.createDataFrame([(f"d{i:03d}", json.dumps(raw[i])) for i in range(300)], "key string, body string")
+    expected = {(f"d{a:03d}", f"d{b:03d}", w) for a, b, w in brute_force(dict(enumerate(raw)), {i: i // 75 for i in range(300)})}
+    combos = list(itertools.product(("ag", "sc", "ds"), ("fptree", "hash", "nested")))
+    joins = [
+        natural_join(df, window=75, partitions=3, partitioner=p, local_join=lj, id_col="key", doc_col="body", delta=2,
+                     theta=0.0, metrics_dir=str(tmp_path / f"{p}_{lj}")).withColumn("combo", F.lit(f"{p}/{lj}"))
+        for p, lj in combos
+    ]
+    union = joins[0]
+    for j in joins[1:]:
+        union = union.unionByName(j)
+    out = union.collect()
+    for p, lj in combos:
+        got = [(r.left_id, r.right_id, r.window) for r in out if r.combo == f"{p}/{lj}"]
+        assert len(got) == len(set(got)) and set(got) == expected, (p, lj)
+        metrics = natural_join_metrics(str(tmp_path / f"{p}_{lj}"))
+        core = natural_join_windows(raw, 75, 3, p, lj, delta=2, theta=0.0).windows
+        assert metrics["replication"].tolist() == pytest.approx([m.replication for m in core])
+        assert metrics["max_load"].tolist() == pytest.approx([m.max_load for m in core])
+        assert metrics["repartitions"].tolist() == [m.repartitions for m in core]
+        assert metrics["pairs"].tolist() == [m.pairs for m in core]
+
+
+def test_static_struct_documents_merged_time_attribute_and_processing_time(spark):
+    rows = [(1, (7, "x", None)), (2, (7, None, (1,))), (3, (8, "x", None)), (4, (7, "y", (1,)))]
+    df = spark.createDataFrame(rows, "id int, doc struct<u:int, a:string, n:struct<k:int>>")
+    out = natural_join(df, window="1 hour", partitions=2, merged=True).collect()
+    assert [(r.left_id, r.right_id, json.loads(r.merged)) for r in sorted(out)] == [
+        (1, 2, {"a": "x", "n.k": 1, "u": 7}),
+        (2, 4, {"a": "y", "n.k": 1, "u": 7}),
+    ]
+    raw = server_log_documents(300, seed=5, users=30, rate=20.0)
+    logs = spark.createDataFrame([(i, json.dumps(d)) for i, d in enumerate(raw)], "id long, doc string")
+    got = [(r.left_id, r.right_id, r.window) for r in natural_join(logs, window=TimeWindow(5.0), partitions=3).collect()]
+    docs = {i: {k: v for k, v in d.items() if k != "timestamp"} for i, d in enumerate(raw)}
+    expected = brute_force(docs, {i: int(d["timestamp"] // 5.0) for i, d in enumerate(raw)})
+    assert len(got) == len(set(got)) and set(got) == expected and len({w for _, _, w in got}) >= 3
+
+
+def test_two_streams_event_time_late_and_bad_rows(spark, tmp_path):
+    """Only left x right pairs; windows by a time column; a late document and bad rows are skipped."""
+    raw = server_log_documents(480, seed=7, users=25, rate=20.0, timestamp=False)
+    t = [i / 20.0 for i in range(480)]  # 24 s: windows of 10 s are 0, 1, 2
+    side = [i % 3 == 0 for i in range(480)]  # a third goes right
+    batches = {0: [], 1: []}
+    for b in range(4):
+        for s in (0, 1):
+            batches[s].append([{"id": i, "doc": json.dumps(raw[i]), "t": t[i]} for i in range(b * 120, (b + 1) * 120) if side[i] == s])
+    late = {"id": 10_000, "doc": json.dumps(raw[0]), "t": 1.0}  # window 0, closed once t passed 20 s
+    batches[0][3] += [late, {"id": 10_001, "doc": "{oops", "t": 23.0}, {"id": None, "doc": "{}", "t": 23.0},
+                      {"id": 10_002, "doc": "[1, 2]", "t": 23.0}, {"id": 10_003, "doc": "{}", "t": None}]
+    write_files(tmp_path / "L", batches[0])
+    write_files(tmp_path / "R", batches[1])
+    schema = "id long, doc string, t double"
+
+    def read(name):
+        return spark.readStream.schema(schema).option("maxFilesPerTrigger", 1).json(str(tmp_path / name))
+
+    pairs = natural_join(read("L"), read("R"), window="10 seconds", time_col="t", watermark="2 seconds", partitions=3,
+                         metrics_dir=str(tmp_path / "m"))
+    q, out = run_stream(pairs, tmp_path, "out")
+    assert len([p for p in q.recentProgress if p["numInputRows"]]) == 4
+    docs = dict(enumerate(raw))
+    expected = brute_force(docs, {i: int(t[i] // 10) for i in docs}, {i: int(side[i]) for i in docs})
+    got = [(r.left_id, r.right_id, r.window) for r in out]
+    assert len(got) == len(set(got)) and set(got) == expected
+    assert all(not side[r.left_id] and side[r.right_id] for r in out)
+    metrics = natural_join_metrics(str(tmp_path / "m"))
+    assert metrics["late"].tolist() == [1, 0, 0] and metrics["pairs"].sum() == len(expected)
+    static = spark.read.schema(schema).json(str(tmp_path / "L"))
+    dead = {(r.id, r.reason) for r in invalid_documents(static, time_col="t").collect()}
+    assert dead == {(10_001, "unparsable JSON: Expecting property name enclosed in double quotes (char 1)"),
+                    (None, "missing id"), (10_002, "not a JSON object (got array)"), (10_003, "missing time")}
