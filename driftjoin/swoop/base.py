@@ -44,6 +44,9 @@ class BaseTopK(TopKJoin):
     def _stock_between(self, lo: PairKey, hi: PairKey | None) -> Iterable[PairKey]:
         return self.stock.irange(lo, hi, inclusive=(False, True))
 
+    def _next_change_end(self) -> float | None:
+        return self._W.oldest_end()  # Base takes one step per expiring set end (conservative)
+
     def _expire(self, t: float, expired: list[SetRecord]) -> list[PairKey]:
         removed: list[PairKey] = []
         for record in expired:

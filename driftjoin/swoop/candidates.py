@@ -14,6 +14,10 @@ positions ``rho = 1..|r_i|``:
   time and ``lb`` is non-increasing in ``t`` (Lemma 1), so the paper's tail-to-head walk that
   breaks at the first such pair keeps exactly the entries that end after
   ``Stock.crop_end(ub)``; we find that cut by bisection instead of testing entry by entry.
+  Lists of at most ``_SHORT_LIST`` entries are kept whole. That is safe: an extra entry either
+  was cropped at the first list it occurs in, so it is irrelevant and verification or the stock
+  rejects it whatever position it is recorded with, or it was kept there and keeps that
+  (first) position.
   The kept entries are the *pre-candidates*, remembered with the position ``rho`` of the list
   they were first met in (map ``M``).
 * verification (lines 10-13): ``tau_o = overlap(|r_i|, |r_j|, lb(t_j + w, k))`` is the overlap a
@@ -53,6 +57,7 @@ from driftjoin.swoop.window import Window
 _NEG_INF = float("-inf")
 _OVERLAP_CACHE_MAX = 1 << 16
 BULK_MIN = 48
+_SHORT_LIST = 2  # lists this short are taken whole: cropping them costs more than it saves
 
 
 class CandidateGenerator:
@@ -78,31 +83,32 @@ class CandidateGenerator:
 
     def lookup_order(self, record: SetRecord, index: InvertedIndex) -> list[PostingList | None]:
         """The inverted lists of ``record``'s tokens in lookup order (``None``: empty list)."""
+        get = index.get
         if self.shortest_list_first:
             heap = []
             for token in record.tokens:
-                plist = index.get(token)
-                heap.append((len(plist) if plist is not None else 0, -token, plist))
+                plist = get(token)
+                live = 0 if plist is None else len(plist.seqs) - plist.head
+                heap.append((live, -token, plist))
             heapify(heap)
             return [heappop(heap)[2] for _ in range(len(heap))]
-        return [index.get(token) for token in sorted(record.tokens, reverse=True)]
+        return [get(token) for token in sorted(record.tokens, reverse=True)]
 
     def get_candidates(self, record: SetRecord, index: InvertedIndex) -> list[PairKey]:
         """Candidate pairs of ``record`` with the sets in ``index``, sorted in stock order."""
         stock, window = self.stock, self.window
-        l_r = record.size
-        ubs = self.similarity.ub_profile(l_r)
+        ubs = self.similarity.ub_profile(record.size)
         # crop each list: (lookup position rho, 0-based here; the kept entries)
         chunks: list[tuple[int, list[int]]] = []
         entries = 0
         for rho, plist in enumerate(self.lookup_order(record, index)):
             if plist is None:
                 continue
-            seqs = plist.seqs
-            cut = stock.crop_end(ubs[rho])
-            start = plist.head
-            if cut != _NEG_INF:
-                start = bisect_left(seqs, window.first_seq_ending_after(cut), start)
+            seqs, start = plist.seqs, plist.head
+            if len(seqs) - start > _SHORT_LIST:
+                cut = stock.crop_end(ubs[rho])
+                if cut != _NEG_INF:
+                    start = bisect_left(seqs, window.first_seq_ending_after(cut), start)
             if start < len(seqs):
                 chunks.append((rho, seqs[start:]))
                 entries += len(seqs) - start

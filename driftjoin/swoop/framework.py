@@ -75,6 +75,10 @@ class TopKJoin(ABC):
         """Stock pairs ``p`` with ``lo < p <= hi`` (``hi=None``: unbounded)."""
 
     @abstractmethod
+    def _next_change_end(self) -> float | None:
+        """A time no later than the earliest end of a stock pair (``None``: empty stock)."""
+
+    @abstractmethod
     def _expire(self, t: float, expired: list[SetRecord]) -> list[PairKey]:
         """Index time moves to ``t``; ``expired`` sets leave. Returns the removed pairs."""
 
@@ -135,13 +139,22 @@ class TopKJoin(ABC):
     # -- internals -----------------------------------------------------------------------------
 
     def _set_index_time(self, t: float) -> list[TopKChange]:
+        """Expire up to ``t``: one step per distinct end time of stock pairs, in time order.
+
+        Sets that end before the next stock pair ends leave in one batch without a step (they
+        cannot change the top-k).
+        """
         events: list[TopKChange] = []
         W = self._W
         while (g := W.oldest_end()) is not None and g <= t:
-            before = self._stock_kth()
-            expired = W.expire(g)
-            removed = self._expire(g, expired)
-            self._changes(g, before, [], removed, events)
+            bound = self._next_change_end()  # >= g: every pair ends with its earlier set
+            if bound == g:
+                before = self._stock_kth()
+                expired = W.expire(g)
+                self._changes(g, before, [], self._expire(g, expired), events)
+            else:
+                expired = W.expire(t) if bound is None or bound > t else W.expire(bound, inclusive=False)
+                self._expire(expired[-1].end, expired)
             for record in expired:
                 del self._records[record.seq]
                 del self._live_ids[(record.side, record.set_id)]
@@ -157,6 +170,8 @@ class TopKJoin(ABC):
         events: list[TopKChange],
     ) -> None:
         """Append the net top-k difference of one step (boundary ``before`` -> now)."""
+        if not added and not removed:
+            return
         after = self._stock_kth()
         left = [p for p in removed if before is None or p <= before]
         entered = [p for p in added if after is None or p <= after]

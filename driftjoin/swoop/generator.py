@@ -12,6 +12,12 @@ ranking rotates by ``d`` token numbers per time unit: at time ``ts`` rank ``r`` 
 cold, which defeats the first-appearance token order (section 5.5, the DBLP effect of 7.2).
 ``string_tokens=True`` returns tokens as strings ``"t<number>"``.
 
+Near-duplicates. With probability ``near_duplicates`` a set is instead a copy of one of the
+last ``recent`` sets with one token replaced by a fresh draw (a retweet with an edit, a repost,
+a revised title), so the stream has pairs of high similarity as real set streams do; with the
+default ``0.0`` all sets are independent Zipf samples, where even the top pairs are only
+moderately similar.
+
 Deterministic for a given ``seed`` (numpy's PCG64).
 """
 
@@ -36,6 +42,8 @@ def set_stream(
     seed: int = 0,
     string_tokens: bool = False,
     start: float = 0.0,
+    near_duplicates: float = 0.0,
+    recent: int = 256,
 ) -> Iterator[tuple[int, list[int] | list[str], float]]:
     """Yield ``n`` sets (endless if ``n`` is ``None``) as ``(set_id, tokens, ts)``."""
     lo, hi = size
@@ -43,6 +51,8 @@ def set_stream(
         raise ValueError(f"size {size!r} must satisfy 1 <= lo <= hi <= vocabulary ({vocabulary})")
     if s < 0 or rate <= 0 or drift < 0 or not math.isfinite(rate):
         raise ValueError("need s >= 0, a finite rate > 0 and drift >= 0")
+    if not 0.0 <= near_duplicates <= 1.0 or recent < 1:
+        raise ValueError("need 0 <= near_duplicates <= 1 and recent >= 1")
     rng = np.random.default_rng(seed)
     weights = np.arange(1, vocabulary + 1, dtype=np.float64) ** -s
     cdf = np.cumsum(weights)
@@ -51,17 +61,34 @@ def set_stream(
     set_id = 0
     ranks: list[int] = []
     pos = 0
+    history: list[list[int]] = []
+
+    def draw(shift: int) -> int:
+        nonlocal ranks, pos
+        if pos == len(ranks):
+            ranks = np.searchsorted(cdf, rng.random(_BUFFER), side="right").tolist()
+            pos = 0
+        pos += 1
+        return (ranks[pos - 1] + shift) % vocabulary
+
     while n is None or set_id < n:
         ts += float(rng.exponential(1.0 / rate))
-        want = int(rng.integers(lo, hi + 1))
         shift = int(drift * ts) if drift else 0
-        chosen: dict[int, None] = {}
-        while len(chosen) < want:
-            if pos == len(ranks):
-                ranks = np.searchsorted(cdf, rng.random(_BUFFER), side="right").tolist()
-                pos = 0
-            chosen[(ranks[pos] + shift) % vocabulary] = None
-            pos += 1
-        tokens = [f"t{tok}" for tok in chosen] if string_tokens else list(chosen)
-        yield set_id, tokens, ts
+        if history and near_duplicates and rng.random() < near_duplicates:
+            source = history[int(rng.integers(len(history)))]
+            chosen = dict.fromkeys(source)
+            del chosen[source[int(rng.integers(len(source)))]]
+            while len(chosen) < len(source):  # one fresh token (maybe the removed one again)
+                chosen[draw(shift)] = None
+        else:
+            want = int(rng.integers(lo, hi + 1))
+            chosen = {}
+            while len(chosen) < want:
+                chosen[draw(shift)] = None
+        picked = list(chosen)
+        if near_duplicates:
+            history.append(picked)
+            if len(history) > recent:
+                del history[0]
+        yield set_id, [f"t{tok}" for tok in picked] if string_tokens else picked, ts
         set_id += 1

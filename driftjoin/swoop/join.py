@@ -57,6 +57,9 @@ class Swoop(TopKJoin):
     def _stock_between(self, lo: PairKey, hi: PairKey | None) -> Iterable[PairKey]:
         return self.stock.between(lo, hi)
 
+    def _next_change_end(self) -> float | None:
+        return self.stock.first_end()
+
     def _expire(self, t: float, expired: list[SetRecord]) -> list[PairKey]:
         for record in expired:
             self._indexes[record.side].remove(record)

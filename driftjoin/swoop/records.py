@@ -41,9 +41,13 @@ class InvalidSetError(ValueError):
     """A stream record violates the bad-input policy (see the module docstring)."""
 
 
-@dataclass(slots=True, frozen=True)
+@dataclass(slots=True)
 class SetRecord:
-    """A valid set of window ``W``: arrival number, user id, side, timestamp, end time, tokens."""
+    """A valid set of window ``W``: arrival number, user id, side, timestamp, end time, tokens.
+
+    Never mutated after creation (not ``frozen`` only because frozen dataclasses are several
+    times slower to construct, and one is built per stream element).
+    """
 
     seq: int
     set_id: Hashable
@@ -107,7 +111,9 @@ def validate_time(ts: object, index_time: float | None, what: str) -> float:
     """Check a timestamp against the index time; ``what`` names the operation in messages."""
     if ts is None:
         raise InvalidSetError(f"{what}: missing field 'ts'")
-    if isinstance(ts, bool) or not isinstance(ts, Real) or not math.isfinite(ts):
+    if type(ts) not in (int, float) and (isinstance(ts, bool) or not isinstance(ts, Real)):
+        raise InvalidSetError(f"{what}: timestamp {ts!r} is not a finite real number")
+    if not math.isfinite(ts):
         raise InvalidSetError(f"{what}: timestamp {ts!r} is not a finite real number")
     if index_time is not None and ts < index_time:
         raise InvalidSetError(

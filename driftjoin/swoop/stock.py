@@ -40,6 +40,7 @@ import numpy as np
 from driftjoin.swoop.pairs import EndKey, PairKey, end_key
 
 _INF = float("inf")
+_SCAN_CHUNK = 64  # pairs compared per slice in the cleanup scan
 
 
 class Stock:
@@ -77,6 +78,10 @@ class Stock:
         start = bisect_right(S, lo)
         return S[start : bisect_right(S, hi)] if hi is not None else S[start:]
 
+    def first_end(self) -> float | None:
+        """End time of ``E[0]``, the next pair to expire (``None`` for an empty stock)."""
+        return self._E[0][0] if self._E else None
+
     def lb(self, t: float) -> float:
         """Skyband lower bound ``lb(t, k)``: similarity of the k-th pair valid at time ``t``.
 
@@ -92,11 +97,11 @@ class Stock:
         advances: insertions only add pairs, expiries only remove pairs ending before ``t``, and
         cleanup only removes pairs that are never the k-th. So steps computed a few changes ago
         still bound ``lb`` from below, which is all that pruning needs (the exact relevance
-        test is :meth:`insert`'s). They are recomputed after ``(|S| - k) / 4`` changes, so their
+        test is :meth:`insert`'s). They are recomputed after ``|S| - k`` changes, so their
         ``O(D log |S|)`` cost is amortised; the result is exact when they are fresh.
         """
         cached = self._steps
-        if cached is None or 4 * (self._version - cached[0]) > len(self._S) - self.k:
+        if cached is None or self._version - cached[0] > len(self._S) - self.k:
             ends, sims = self.lb_steps()
             cached = self._steps = (
                 self._version,
@@ -230,24 +235,32 @@ class Stock:
         end of ``S``. Returns the new ``(s, e, t_bound)``.
         """
         S, E = self._S, self._E
-        while s < len(S):
-            ek = E[e]
-            if ek[0] > maxe:
-                break
-            sk = S[s]
-            if stop is not None and stop < sk:
-                break
-            pk = end_key(ek)
-            if pk > sk:  # E[e] ranks behind S[e+k-1]: at least k pairs dominate it
+        e_stop = bisect_right(E, (maxe, _INF), e)  # E[e_stop:] ends after maxe
+        s_stop = len(S) if stop is None else bisect_left(S, stop, s)  # stop's turn at S[s_stop]
+        while True:
+            n = min(e_stop - e, s_stop - s, _SCAN_CHUNK)
+            if n <= 0:
+                return s, e, t_bound
+            step = 0
+            for ek, sk in zip(E[e : e + n], S[s : s + n]):
+                # does E[e] rank behind S[s] = S[e+k-1] in stock order? (similarities first)
+                if ek[1] < -sk[0] or ek[1] == -sk[0] and end_key(ek) > sk:
+                    break
+                step += 1
+            if step:
+                s += step
+                e += step
+                t_bound = E[e - 1][0]
+            if step < n:  # E[e] is irrelevant: at least k pairs dominate it
+                pk = end_key(E[e])
                 del E[e]
-                del S[bisect_left(S, pk)]
+                x = bisect_left(S, pk)
+                del S[x]
                 removed.append(pk)
                 self._version += 1
-            else:
-                t_bound = ek[0]
-                s += 1
-                e += 1
-        return s, e, t_bound
+                e_stop -= 1
+                if x < s_stop:
+                    s_stop -= 1
 
     def _add(self, key: PairKey) -> None:
         self._version += 1

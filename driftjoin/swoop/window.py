@@ -14,7 +14,7 @@ stays within a constant factor of the window size.
 
 from __future__ import annotations
 
-from bisect import bisect_right
+from bisect import bisect_left, bisect_right
 from collections.abc import Iterator
 
 import numpy as np
@@ -75,9 +75,9 @@ class Window:
         """End time of the oldest valid set, ``None`` for an empty window."""
         return self._ends[self._head] if self._head < len(self._ends) else None
 
-    def expire(self, t: float) -> list[SetRecord]:
-        """Remove and return the sets with end time ``<= t`` (oldest first)."""
-        stop = bisect_right(self._ends, t, self._head)
+    def expire(self, t: float, *, inclusive: bool = True) -> list[SetRecord]:
+        """Remove and return the sets with end time ``<= t`` (``< t`` if not ``inclusive``)."""
+        stop = (bisect_right if inclusive else bisect_left)(self._ends, t, self._head)
         expired = self._records[self._head : stop]
         self._head = stop
         if self._head >= _COMPACT_MIN and 2 * self._head >= len(self._records):
