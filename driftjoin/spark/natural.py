@@ -722,7 +722,8 @@ def _normalise(df: DataFrame, side: int, plan: NaturalPlan, id_col: str, doc_col
         _time_column(df, plan, time_col).alias("time"),
     ]
     if with_raw:
-        cols.append(F.to_json(F.struct(*[F.col(c) for c in df.columns])).alias("raw"))
+        row = F.struct(*[F.col(c) for c in df.columns])
+        cols.append(F.to_json(row, {"ignoreNullFields": "false"}).alias("raw"))
     return df.select(*cols)
 
 

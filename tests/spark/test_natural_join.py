@@ -16,6 +16,13 @@ from driftjoin.spark.natural import invalid_documents, natural_join, natural_joi
 
 pytestmark = pytest.mark.spark
 
+
+@pytest.fixture(autouse=True)
+def _docs_source(spark):
+    from driftjoin.spark.docs_source import register
+
+    register(spark)
+
 COMBOS = [("ag", "fptree"), ("sc", "hash"), ("ds", "nested")]
 
 
@@ -158,3 +165,84 @@ def test_two_streams_event_time_late_and_bad_rows(spark, tmp_path):
     dead = {(r.id, r.reason) for r in invalid_documents(static, time_col="t").collect()}
     assert dead == {(10_001, "unparsable JSON: Expecting property name enclosed in double quotes (char 1)"),
                     (None, "missing id"), (10_002, "not a JSON object (got array)"), (10_003, "missing time")}
+
+
+def test_bad_documents_go_to_dead_letters_and_valid_ones_still_join(spark):
+    rows = [
+        (1, '{"u": 1, "a": "x"}'), (2, '{"u": 1, "b": 2}'), (3, '{"u": 1, "a": "y"}'), (4, "{not json"),
+        (5, "[1, 2]"), (6, '"text"'), (7, "null"), (8, None), (None, '{"u": 1}'), (9, '{"u": NaN}'),
+        (10, '{"u": 1, "z": {"deep": [1, null]}}'), (11, "{}"),
+    ]
+    df = spark.createDataFrame(rows, "id long, doc string")
+    got = {(r.left_id, r.right_id) for r in natural_join(df, partitions=2).collect()}
+    assert got == {(1, 2), (2, 3), (1, 10), (2, 10), (3, 10)}
+    dead = {(r.id, r.reason) for r in invalid_documents(df).collect()}
+    assert dead == {
+        (4, "unparsable JSON: Expecting property name enclosed in double quotes (char 1)"),
+        (5, "not a JSON object (got array)"), (6, "not a JSON object (got string)"),
+        (7, "not a JSON object (got null)"), (8, "missing document"), (None, "missing id"),
+        (9, "unparsable JSON: NaN is not a JSON number"),
+    }
+    assert all(json.loads(r.raw).keys() == {"id", "doc"} for r in invalid_documents(df).collect())
+    logs = spark.createDataFrame([(1, '{"timestamp": "noon"}'), (2, '{"a": 1}'), (3, '{"a": 1, "timestamp": 2}')],
+                                 "id long, doc string")
+    dead = {(r.id, r.reason) for r in invalid_documents(logs, window=TimeWindow(5.0)).collect()}
+    assert dead == {(1, "time attribute 'timestamp' is not a number"), (2, "missing time attribute 'timestamp'")}
+
+
+@pytest.mark.parametrize(
+    "kwargs, message",
+    [
+        ({"partitions": 0}, "partitions must be an integer >= 1"),
+        ({"partitions": 2.5}, "partitions must be an integer >= 1"),
+        ({"partitioner": "hypercube"}, "unknown partitioner 'hypercube'; use partitioner='ag'"),
+        ({"local_join": "bnl"}, "unknown local_join 'bnl'; use local_join='fptree', 'hash' or 'nested'"),
+        ({"window": "soon"}, "is not a duration.*document count"),
+        ({"window": 0}, "at least 1 document"),
+        ({"window": True}, "is not a window"),
+        ({"window": [10]}, "is not a window"),
+        ({"window": 10, "watermark": "5 seconds"}, "watermark= applies to event-time windows only"),
+        ({"window": TimeWindow(5.0), "time_col": "ts"}, "drop time_col="),
+        ({"delta": 0}, "delta must be an integer >= 1"),
+        ({"theta": -0.1}, "theta must be a finite number >= 0"),
+        ({"doc_col": "nope"}, "doc_col='nope' is not a column"),
+        ({"doc_col": "id"}, "has type bigint; use a string of JSON text"),
+        ({"id_col": "key"}, "id_col='key' is not a column"),
+        ({"time_col": "nope", "window": "1 minute"}, "time_col='nope' is not a column"),
+        ({"sample": []}, "sample= holds no valid JSON object"),
+        ({"sample": ['{"a": 1}'], "sample_size": 0}, "sample_size must be an integer >= 1"),
+    ],
+)
+def test_bad_settings_fail_before_the_job_starts(spark, kwargs, message):
+    stream = spark.readStream.format("driftjoin-docs").option("total", 10).load()
+    with pytest.raises((ValueError, TypeError), match=message):
+        natural_join(stream, **kwargs)
+
+
+def test_mixing_streaming_and_static_inputs_fails(spark):
+    stream = spark.readStream.format("driftjoin-docs").option("total", 10).load()
+    static = spark.read.format("driftjoin-docs").option("total", 10).load()
+    with pytest.raises(ValueError, match="must both be streaming or both static"):
+        natural_join(stream, static)
+
+
+def test_docs_source_static_streaming_and_join_with_sample(spark):
+    for kind in ("nobench", "serverlog"):
+        df = spark.read.format("driftjoin-docs").option("kind", kind).option("total", 1500).option("seed", 2).option("partitions", 3).load()
+        again = spark.read.format("driftjoin-docs").option("kind", kind).option("total", 1500).option("seed", 2).load()
+        rows = sorted(df.collect())
+        assert rows == sorted(again.collect()) and [r.id for r in rows] == list(range(1500))
+        assert all(isinstance(json.loads(r.doc), dict) for r in rows)
+    stream = (spark.readStream.format("driftjoin-docs").option("kind", "serverlog").option("total", 2500)
+              .option("pace", "false").option("max_docs_per_batch", 1000).option("start", 0).load())
+    q = stream.writeStream.format("memory").queryName("docs_source_test").start()
+    q.processAllAvailable()
+    q.stop()
+    assert [p["numInputRows"] for p in q.recentProgress if p["numInputRows"]] == [1000, 1000, 500]
+    assert spark.sql("select count(distinct id) from docs_source_test").first()[0] == 2500
+    logs = spark.read.format("driftjoin-docs").option("kind", "serverlog").option("total", 400).option("rate", 40).load()
+    raw = {r.id: json.loads(r.doc) for r in logs.collect()}
+    sample = [raw[i] for i in range(100)]
+    got = [(r.left_id, r.right_id, r.window) for r in natural_join(logs, window="5 seconds", time_col="ts", partitions=3, sample=sample).collect()]
+    expected = brute_force(raw, {i: i // 200 for i in raw})  # 40 per second: 200 documents per window
+    assert len(got) == len(set(got)) and set(got) == expected
