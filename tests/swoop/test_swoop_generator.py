@@ -50,3 +50,16 @@ def test_endless_and_invalid_arguments():
         next(set_stream(1, vocabulary=5, size=(3, 8)))
     with pytest.raises(ValueError, match="rate"):
         next(set_stream(1, rate=0.0))
+
+
+def test_near_duplicates_copy_a_recent_set_with_one_token_replaced():
+    stream = list(set_stream(600, seed=4, near_duplicates=0.5, recent=16))
+    assert stream == list(set_stream(600, seed=4, near_duplicates=0.5, recent=16))
+    copies = 0
+    for n, (_, tokens, _) in enumerate(stream[1:], start=1):
+        recent = [set(t) for _, t, _ in stream[max(0, n - 16) : n]]
+        if any(len(set(tokens) - r) <= 1 and len(tokens) == len(r) for r in recent):
+            copies += 1
+    assert 250 < copies < 400  # about half, plus the odd chance match
+    with pytest.raises(ValueError, match="near_duplicates"):
+        next(set_stream(1, near_duplicates=1.5))

@@ -176,3 +176,40 @@ def test_determinism():
         return out
 
     assert events(3) == events(3)
+
+
+def test_long_stream_compacts_window_and_lists():
+    """Over 2048 expired sets: window, token buffer and inverted lists are compacted."""
+    swoop, base = Swoop(3, "dice", 0.02), BaseTopK(3, "dice", 0.02)
+    swoop.generator.bulk_min = 8
+    for set_id, tokens, ts in set_stream(3000, vocabulary=30, size=(1, 6), seed=9):
+        assert swoop.insert(set_id, tokens, ts) == base.insert(set_id, tokens, ts)
+        if set_id % 250 == 0:
+            assert_same_state(swoop, base, 3)
+    assert swoop._W._base > 0  # the window was compacted at least once
+    assert_same_state(swoop, base, 3)
+
+
+def test_lookup_order_is_shortest_list_first_then_token_order():
+    swoop = Swoop(2, "jaccard", 100)
+    swoop.insert(0, ["a", "c"], 0)  # numbers a0 c1
+    swoop.insert(1, ["e", "b"], 1)  # numbers b2 e3: e appears late but becomes frequent
+    swoop.insert(2, ["e"], 2)
+    swoop.insert(3, ["e", "c"], 3)
+    index = swoop._indexes[None]
+    record = swoop._records[0]
+
+    def probe(tokens):
+        numbers = swoop.tokens.number(tokens)
+        return type(record)(99, "x", None, 4, 104, numbers, len(numbers))
+
+    lengths = lambda order: [0 if p is None else len(p) for p in order]  # noqa: E731
+    # shortest list first; equal lengths (a, b: 1 set each) and the new token z (no list,
+    # number 4) in token order, later-numbered first
+    assert lengths(swoop.generator.lookup_order(probe(["a", "b", "c", "e", "z"]), index)) == [
+        0, 1, 1, 2, 3
+    ]
+    order = swoop.generator.lookup_order(probe(["a", "b", "e"]), index)
+    assert order[0] is index.get(2) and order[1] is index.get(0)  # b (2) before a (0)
+    swoop.generator.shortest_list_first = False  # SWOOP-noopt: token order only
+    assert lengths(swoop.generator.lookup_order(probe(["a", "e"]), index)) == [3, 1]

@@ -146,3 +146,14 @@ def test_table_2_closed_forms_hand_computed():
     # unreachable thresholds and non-positive ones
     assert JACCARD.overlap(3, 5, 0.9) == 4
     assert DICE.overlap(3, 5, 0.0) == 0
+
+
+@settings(max_examples=200, deadline=None)
+@given(sizes, st.lists(size_pair_overlap(), min_size=1, max_size=30), st.sampled_from(FUNCTIONS))
+def test_sim_array_is_bit_identical_to_sim(l_r, triples, fn):
+    import numpy as np
+
+    pairs = [(l_s, min(o, l_r, l_s)) for _, l_s, o in triples]
+    l_s = np.array([p[0] for p in pairs], np.int64)
+    o = np.array([p[1] for p in pairs], np.int64)
+    assert fn.sim_array(l_r, l_s, o).tolist() == [fn.sim(l_r, a, b) for a, b in pairs]
