@@ -47,7 +47,11 @@ class TopKJoin(ABC):
     ) -> None:
         if isinstance(k, bool) or not isinstance(k, int) or k < 1:
             raise ValueError(f"k must be a positive int, got {k!r}")
-        if isinstance(window, bool) or not isinstance(window, (int, float)) or not 0 < window < float("inf"):
+        if (
+            isinstance(window, bool)
+            or not isinstance(window, (int, float))
+            or not 0 < window < float("inf")
+        ):
             raise ValueError(f"window must be a positive finite duration, got {window!r}")
         self.k = k
         self.similarity = get_similarity(similarity)
@@ -153,7 +157,10 @@ class TopKJoin(ABC):
                 expired = W.expire(g)
                 self._changes(g, before, [], self._expire(g, expired), events)
             else:
-                expired = W.expire(t) if bound is None or bound > t else W.expire(bound, inclusive=False)
+                if bound is None or bound > t:
+                    expired = W.expire(t)
+                else:
+                    expired = W.expire(bound, inclusive=False)
                 self._expire(expired[-1].end, expired)
             for record in expired:
                 del self._records[record.seq]

@@ -80,7 +80,7 @@ class WellBehavedSimilarity(ABC):
     def sim_array(self, l_r: int, l_s: np.ndarray, o: np.ndarray) -> np.ndarray:
         """``sim`` over int64 arrays of sizes and overlaps, bit-identical to the scalar one."""
 
-    def set_sim(self, r: frozenset[object] | set[object], s: frozenset[object] | set[object]) -> float:
+    def set_sim(self, r: frozenset[object], s: frozenset[object]) -> float:
         """``set_sim(r, s)`` computed from the sets themselves."""
         return self.sim(len(r), len(s), len(r & s))
 

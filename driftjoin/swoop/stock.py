@@ -111,7 +111,7 @@ class Stock:
         return cached[2][np.searchsorted(cached[1], t, side="left")]
 
     def lb_steps(self) -> tuple[list[float], list[float]]:
-        """The staircase ``lb(t, k)`` (Figure 6) as steps: ``lb(t) >= sims[m]`` iff ``t <= ends[m]``.
+        """Steps of the staircase lb(t, k), Figure 6: ``lb(t) >= sims[m]`` iff ``t <= ends[m]``.
 
         ``sims`` are the distinct similarities of ``S[k-1:]`` (descending) and ``ends`` is
         ascending; ``lb(t) = sims[m]`` for the first ``m`` with ``t <= ends[m]`` and ``0`` after
