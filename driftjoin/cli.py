@@ -68,5 +68,35 @@ def threshold(
     typer.echo(f"{choose_threshold(a, b, selectivity=selectivity, metric=metric, sample=sample):.6g}")
 
 
+bench_app = typer.Typer(add_completion=False, help="The paper's experiments (bench/ has more).")
+app.add_typer(bench_app, name="bench")
+
+
+@bench_app.command("selectivity")
+def bench_selectivity(scale: float = typer.Option(1.0, help="Multiply rates and durations (1.0 = the paper's)."),
+                      workers: int = typer.Option(5)) -> None:
+    """Table 2: S3J vs ClusterJoin over selectivities 10% .. 0.1%."""
+    from driftjoin.benchmarks import bench_selectivity as run
+
+    run(scale, workers)
+
+
+@bench_app.command("parallelism")
+def bench_parallelism(scale: float = typer.Option(1.0, help="Multiply rates and durations (1.0 = the paper's).")) -> None:
+    """Table 3: S3J vs ClusterJoin at parallelism 5, 10, 15, 20 (8,000 records/s, 0.1%)."""
+    from driftjoin.benchmarks import bench_parallelism as run
+
+    run(scale)
+
+
+@bench_app.command("batch")
+def bench_batch(sizes: str = typer.Option("10000,100000", help="Comma-separated row counts (up to 1000000)."),
+                dims: str = typer.Option("2,32,128", help="Comma-separated dimensions.")) -> None:
+    """The exact static join vs Spark MLlib's BucketedRandomProjectionLSH on the same data."""
+    from driftjoin.benchmarks import bench_batch as run
+
+    run([int(x) for x in sizes.split(",")], [int(x) for x in dims.split(",")])
+
+
 if __name__ == "__main__":
     app()
