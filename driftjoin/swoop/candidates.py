@@ -166,7 +166,7 @@ class CandidateGenerator:
         if not len(seqs):
             return []
         member = self._member
-        bound = max(window.token_bound, max(record.tokens) + 1)  # covers window and new set
+        bound = max(window.token_bound, max(record.tokens) + 1)  # window (synced) and new set
         if bound > len(member):
             member = self._member = np.zeros(2 * bound, np.bool_)
         tokens = np.fromiter(record.tokens, np.int64, l_r)

@@ -6,7 +6,8 @@ exactly as it was, consumes no sequence number and registers no token):
 * missing field: ``set_id``, ``tokens`` or ``ts`` is ``None``, or ``side`` is ``None`` in a
   two-stream join -> :class:`InvalidSetError`;
 * ``tokens`` is a ``str``/``bytes`` (a common slip for a one-token set) or not iterable, or a
-  token is neither ``str`` nor ``int`` (``bool`` excluded) -> :class:`InvalidSetError`;
+  token is neither a ``str`` nor an integer (``int`` or e.g. ``numpy.int64``; ``bool``
+  excluded) -> :class:`InvalidSetError`;
 * duplicate tokens within a set are dropped: sets are sets;
 * an empty set (no token after deduplication) -> :class:`InvalidSetError`; the caller is
   expected to turn it into a dead-letter row;
@@ -30,11 +31,12 @@ randomisation).
 from __future__ import annotations
 
 import math
-from collections.abc import Hashable, Iterable
+from collections.abc import Hashable
 from dataclasses import dataclass
-from numbers import Real
+from numbers import Integral, Real
 
 SIDES = ("R", "S")
+_TOKEN_TYPES = {str, int}
 
 
 class InvalidSetError(ValueError):
@@ -67,19 +69,19 @@ class TokenOrder:
     def __len__(self) -> int:
         return len(self._ids)
 
-    def number(self, tokens: Iterable[str | int]) -> frozenset[int]:
+    def number(self, tokens: list[str | int]) -> frozenset[int]:
         """Map validated, deduplicated tokens to their numbers, numbering new tokens first."""
         ids = self._ids
-        out = [ids.get(tok) for tok in tokens]
-        if None in out:
+        try:
+            return frozenset(map(ids.__getitem__, tokens))
+        except KeyError:
             fresh = sorted(
-                {tok for tok, num in zip(tokens, out) if num is None},
+                (tok for tok in tokens if tok not in ids),
                 key=lambda tok: (isinstance(tok, str), tok),
             )
             for tok in fresh:
                 ids[tok] = len(ids)
-            out = [ids[tok] for tok in tokens]
-        return frozenset(out)  # type: ignore[arg-type]
+            return frozenset(map(ids.__getitem__, tokens))
 
 
 def validate_tokens(set_id: Hashable, tokens: object) -> list[str | int]:
@@ -97,11 +99,13 @@ def validate_tokens(set_id: Hashable, tokens: object) -> list[str | int]:
         raise InvalidSetError(
             f"set {set_id!r}: 'tokens' must be an iterable of str or int tokens ({exc})"
         ) from None
-    for tok in distinct:
-        if isinstance(tok, bool) or not isinstance(tok, (str, int)):
-            raise InvalidSetError(
-                f"set {set_id!r}: token {tok!r} of type {type(tok).__name__} is neither str nor int"
-            )
+    if not {type(tok) for tok in distinct} <= _TOKEN_TYPES:  # else: subclasses, or bad tokens
+        for tok in distinct:
+            if isinstance(tok, bool) or not isinstance(tok, (str, Integral)):
+                raise InvalidSetError(
+                    f"set {set_id!r}: token {tok!r} of type {type(tok).__name__} "
+                    "is neither str nor int"
+                )
     if not distinct:
         raise InvalidSetError(f"set {set_id!r}: empty set (no tokens)")
     return distinct

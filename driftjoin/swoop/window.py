@@ -8,7 +8,8 @@ Besides the records, the window keeps columns for bulk work: the end times as a 
 (one C-level bisect finds "the first set that ends after ``t``", used to crop inverted lists,
 section 5.4) and, as numpy arrays, the sizes, the end times and all tokens in one flat buffer,
 so that the overlaps of a new set with hundreds of pre-candidates are computed in a few
-vectorised operations. Storage is compacted once half of it belongs to expired sets, so it
+vectorised operations. The numpy columns are filled lazily, in one batch for all sets appended
+since the last bulk query. Storage is compacted once half of it belongs to expired sets, so it
 stays within a constant factor of the window size.
 """
 
@@ -16,6 +17,7 @@ from __future__ import annotations
 
 from bisect import bisect_left, bisect_right
 from collections.abc import Iterator
+from itertools import chain
 
 import numpy as np
 
@@ -33,12 +35,13 @@ class Window:
         self._ends: list[float] = []
         self._head = 0  # index of the oldest valid record in the lists
         self._base = 0  # arrival number of self._records[0]
+        self._synced = 0  # records[:_synced] are in the numpy columns
         self._sizes = np.zeros(_INITIAL, np.int64)
         self._end_col = np.zeros(_INITIAL, np.float64)
         self._tok_start = np.zeros(_INITIAL, np.int64)
         self._tok_buf = np.zeros(8 * _INITIAL, np.int64)
         self._tok_tail = 0
-        self.token_bound = 0  # 1 + the largest token number ever stored
+        self.token_bound = 0  # 1 + the largest token number in the numpy columns
 
     def __len__(self) -> int:
         return len(self._records) - self._head
@@ -48,22 +51,6 @@ class Window:
 
     def append(self, record: SetRecord) -> None:
         """Add the newest set (its arrival number must be the next one)."""
-        pos = len(self._records)
-        if pos == len(self._sizes):
-            self._sizes = _grown(self._sizes, 2 * pos)
-            self._end_col = _grown(self._end_col, 2 * pos)
-            self._tok_start = _grown(self._tok_start, 2 * pos)
-        tail = self._tok_tail
-        size = record.size
-        if tail + size > len(self._tok_buf):
-            self._tok_buf = _grown(self._tok_buf, 2 * (tail + size))
-        tokens = np.fromiter(record.tokens, np.int64, size)
-        self._tok_buf[tail : tail + size] = tokens
-        self.token_bound = max(self.token_bound, int(tokens.max()) + 1)
-        self._tok_start[pos] = tail
-        self._tok_tail = tail + size
-        self._sizes[pos] = size
-        self._end_col[pos] = record.end
         self._records.append(record)
         self._ends.append(record.end)
 
@@ -90,23 +77,53 @@ class Window:
 
     def columns(self, seqs: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """Sizes and end times (float64) of the valid sets ``seqs``."""
+        self._sync()
         pos = seqs - self._base
         return self._sizes[pos], self._end_col[pos]
 
     def overlaps(self, seqs: np.ndarray, member: np.ndarray) -> np.ndarray:
-        """For each valid set of ``seqs``, how many of its tokens ``t`` have ``member[t]``."""
+        """For each valid set of ``seqs``, how many of its tokens ``t`` have ``member[t]``.
+
+        ``member`` must cover :attr:`token_bound` (call :meth:`columns` first).
+        """
         pos = seqs - self._base
         lens = self._sizes[pos]
         offsets = np.cumsum(lens) - lens
         flat = np.repeat(self._tok_start[pos] - offsets, lens) + np.arange(int(lens.sum()))
         return np.add.reduceat(member[self._tok_buf[flat]], offsets, dtype=np.int64)
 
+    def _sync(self) -> None:
+        """Copy the sets appended since the last call into the numpy columns."""
+        start, stop = self._synced, len(self._records)
+        if start == stop:
+            return
+        fresh = self._records[start:stop]
+        if stop > len(self._sizes):
+            capacity = max(2 * len(self._sizes), stop)
+            self._sizes = _grown(self._sizes, capacity)
+            self._end_col = _grown(self._end_col, capacity)
+            self._tok_start = _grown(self._tok_start, capacity)
+        sizes = np.fromiter((r.size for r in fresh), np.int64, len(fresh))
+        tokens = np.fromiter(chain.from_iterable(r.tokens for r in fresh), np.int64, int(sizes.sum()))
+        tail = self._tok_tail
+        if tail + len(tokens) > len(self._tok_buf):
+            self._tok_buf = _grown(self._tok_buf, 2 * (tail + len(tokens)))
+        self._tok_buf[tail : tail + len(tokens)] = tokens
+        self._tok_start[start:stop] = tail + np.cumsum(sizes) - sizes
+        self._tok_tail = tail + len(tokens)
+        self._sizes[start:stop] = sizes
+        self._end_col[start:stop] = self._ends[start:stop]
+        self.token_bound = max(self.token_bound, int(tokens.max()) + 1)
+        self._synced = stop
+
     def _compact(self) -> None:
+        self._sync()
         head, n = self._head, len(self._records) - self._head
         del self._records[:head]
         del self._ends[:head]
         self._base += head
         self._head = 0
+        self._synced = n
         first = int(self._tok_start[head]) if n else self._tok_tail
         self._tok_buf[: self._tok_tail - first] = self._tok_buf[first : self._tok_tail].copy()
         self._tok_tail -= first

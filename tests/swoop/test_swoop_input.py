@@ -118,3 +118,12 @@ def test_token_order_is_first_appearance_and_container_independent():
     join.insert(2, ["z", "a"], 1)
     assert join.tokens.number(["a", "b", 3, "z"]) == frozenset({1, 2, 0, 3})
     assert join.tokens.number([3]) == frozenset({0})
+
+
+def test_numpy_integer_tokens_equal_python_ints(join_cls):
+    import numpy as np
+
+    join = join_cls(1, "jaccard", 10)
+    join.insert(1, np.array([4, 5, 6]), 0)
+    (event,) = join.insert(2, [4, 5, 6], 1)
+    assert event.pair.sim == 1.0

@@ -71,7 +71,7 @@ def run(scenario):
         assert_same_state(swoop, base, k)
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=120, deadline=None)
 @given(scenarios())
 def test_swoop_equals_base_small_k(scenario):
     run(scenario)

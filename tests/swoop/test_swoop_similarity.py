@@ -74,7 +74,7 @@ def size_pair_overlap(draw):
     return l_r, l_s, draw(st.integers(0, min(l_r, l_s)))
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=150, deadline=None)
 @given(size_pair_overlap(), st.sampled_from(FUNCTIONS))
 def test_definition_4_1_properties(lso, fn):
     l_r, l_s, o = lso
@@ -88,7 +88,7 @@ def test_definition_4_1_properties(lso, fn):
         assert fn.sim(l_r, l_s, o) > 0.0  # pairs sharing a token qualify
 
 
-@settings(max_examples=400, deadline=None)
+@settings(max_examples=200, deadline=None)
 @given(
     sizes,
     sizes,
@@ -117,7 +117,7 @@ def test_overlap_at_attained_similarity(l_r, l_s, fn):
         assert fn.sim(l_r, l_s, need) == tau or need == 0
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=150, deadline=None)
 @given(st.data(), st.sampled_from(FUNCTIONS))
 def test_positional_upper_bound(data, fn):
     """Theorem 5.1: a set missing >= rho - 1 tokens of r is at most ub(|r|, rho) similar."""
@@ -148,7 +148,7 @@ def test_table_2_closed_forms_hand_computed():
     assert DICE.overlap(3, 5, 0.0) == 0
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=100, deadline=None)
 @given(sizes, st.lists(size_pair_overlap(), min_size=1, max_size=30), st.sampled_from(FUNCTIONS))
 def test_sim_array_is_bit_identical_to_sim(l_r, triples, fn):
     import numpy as np
