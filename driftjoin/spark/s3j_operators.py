@@ -172,6 +172,11 @@ class _BlobState:
     def save(self, state: dict[str, Any]) -> None:
         self.value.update((pickle.dumps(state, protocol=pickle.HIGHEST_PROTOCOL),))
 
+    def resume(self) -> tuple[dict[str, Any] | None, int]:
+        """The saved state (None on the first batch) and this batch's sequence number."""
+        saved = self.load()
+        return saved, 0 if saved is None else saved["seq"] + 1
+
 
 class FormulationProcessor(StatefulProcessor):
     """Workset formulation for one space partition (key = that partition's slot key)."""
@@ -192,12 +197,10 @@ class FormulationProcessor(StatefulProcessor):
         metric = get_metric(plan.metric)
         core = WorksetFormulation(metric, plan.threshold, plan.dim)
         router = WorksetRouter(partition)
-        saved = self.state.load()
-        seq = 0
+        saved, seq = self.state.resume()
         if saved is not None:
             restore_formulation(core, saved["core"])
             router = saved["router"]
-            seq = saved["seq"] + 1
         if plan.metrics_dir:
             latest = read_assignment(plan.metrics_dir, newer_than=router.version)
             if latest is not None:
@@ -252,11 +255,9 @@ class ComputationProcessor(StatefulProcessor):
         worker = plan.slot_of(key[0])
         metric = get_metric(plan.metric)
         core = SimilarityWorker(metric, plan.threshold, plan.self_join)
-        saved = self.state.load()
-        seq = 0
+        saved, seq = self.state.resume()
         if saved is not None:
             restore_worker(core, saved["core"])
-            seq = saved["seq"] + 1
         rec = _records(pdf, plan.dim)
         core.expire_before(int(rec.window.min()))
         counters = WorksetCounters()
