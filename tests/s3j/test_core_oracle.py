@@ -141,3 +141,17 @@ def test_baselines_equal_oracle(algorithm, metric, dim, n, quantile, self_join, 
             got += list(zip(p.left_id.tolist(), p.right_id.tolist(), p.window.tolist()))
     assert len(got) == len(set(got))
     assert set(got) == oracle_pairs(ids, side, vec, window, m, t, self_join)
+
+
+@pytest.mark.parametrize("metric", ["euclidean", "angular", "cosine"])
+def test_dimension_300(metric):
+    m = get_metric(metric)
+    rng = np.random.default_rng(0)
+    base = rng.normal(size=(20, 300))
+    vec = m.prepare(np.repeat(base, 10, axis=0) + rng.normal(scale=0.05, size=(200, 300)))  # 20 tight clusters
+    sample = m.pairwise(vec, vec)
+    t = float(np.quantile(sample[np.triu_indices(200, 1)], 0.04))
+    ids = np.arange(200)
+    got = run_engine(ids, np.zeros(200, np.int8), vec, np.zeros(200, np.int64), m, t, True, [70, 140], 4, 1)
+    expected = oracle_pairs(ids, np.zeros(200, np.int8), vec, np.zeros(200, np.int64), m, t, True)
+    assert len(expected) > 100 and sorted(got) == sorted(expected)
