@@ -17,7 +17,8 @@ starts).
 Document ``k`` has id ``k``, time ``start + k / rate`` and a body that depends only on
 ``(kind, seed, k)``: documents are drawn in chunks of :data:`CHUNK` with a seed derived from
 ``(seed, chunk)``, so a replayed offset range gives identical rows (exactly-once). The value
-pools of the generators (users, files, IPs, ...) are therefore drawn per chunk. Columns:
+pools of the generators (users' IPs, departments, files, ...) are drawn per chunk, so every
+8192 documents the stream drifts a little. Columns:
 ``id long, doc string (JSON), ts timestamp``.
 """
 
@@ -41,7 +42,7 @@ from driftjoin.schemafree.generator import nobench_documents, server_log_documen
 NAME = "driftjoin-docs"
 SCHEMA = "id long, doc string, ts timestamp"
 KINDS = ("nobench", "serverlog")
-CHUNK = 1024
+CHUNK = 8192
 
 
 @dataclass(frozen=True)

@@ -440,13 +440,14 @@ class Assigner:
         late: dict[int, int] = {}
         out = _empty_routed()
         opened: list[int] = []
-        for w in np.unique(windows).tolist():
-            idx = np.nonzero((windows == w) & ~late_mask)[0].tolist()
-            n_late = int(((windows == w) & late_mask).sum())
-            if n_late:
-                late[w] = n_late
-            if not idx:
+        # sorted by time (or positions), so each window is one run of rows, ascending
+        starts = np.flatnonzero(np.r_[True, windows[1:] != windows[:-1]]) if n else np.zeros(0, dtype=np.int64)
+        for start, end in zip(starts.tolist(), np.r_[starts[1:], n].tolist()):
+            w = int(windows[start])
+            if late_mask[start]:
+                late[w] = late.get(w, 0) + end - start
                 continue
+            idx = range(start, end)
             docs = [Document(seqs[i], json.loads(texts[i]), None if math.isnan(times[i]) else float(times[i])) for i in idx]
             if w not in s.windows:
                 self._open(w, docs, out)
@@ -517,10 +518,12 @@ class AssignerProcessor(StatefulProcessor):
         saved = self.state.load()
         if saved is not None and saved.get("format") != STATE_FORMAT:
             raise ValueError("natural_join state has another format; use a new checkpoint location")
+        started = time.perf_counter()
         core = Assigner(self.plan, saved["core"] if saved else None)
         result = core.process(pdf, final=self.final, id_is_str=self.id_is_str)
         self.state.save({"format": STATE_FORMAT, "core": core.state})
         if self.plan.metrics_dir:
+            result.stats["elapsed"] = time.perf_counter() - started
             write_stats(self.plan.metrics_dir, ASSIGNER_OP, 0, core.state.seq, result.stats)
         if not result.rows.empty:
             yield result.rows
@@ -668,10 +671,12 @@ class JoinerProcessor(StatefulProcessor):
         saved = self.state.load()
         if saved is not None and saved.get("format") != STATE_FORMAT:
             raise ValueError("natural_join state has another format; use a new checkpoint location")
+        started = time.perf_counter()
         core = Joiner(self.plan, self.plan.slot_of(key[0]), saved["core"] if saved else None)
         out, stats = core.process(pdf)
         self.state.save({"format": STATE_FORMAT, "core": core.state})
         if self.plan.metrics_dir:
+            stats["elapsed"] = time.perf_counter() - started
             write_stats(self.plan.metrics_dir, JOINER_OP, core.joiner, core.state.seq, stats)
         if out["left_id"]:
             yield _pairs_frame(self.plan, out, self.id_is_str)

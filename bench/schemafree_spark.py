@@ -1,0 +1,185 @@
+"""Benchmark of natural_join on Spark (not a test).
+
+1. Partition quality on Spark: AG vs SC vs DS for m = 5, 8, 10, 20 joiners and two count-window
+   sizes, on the server-log stream (like the paper's rwData) and the NoBench-style stream
+   (nbData), both from the ``driftjoin-docs`` source. Each configuration is a static
+   ``natural_join`` with ``metrics_dir``; the table gives, averaged over the windows, the
+   replication, the Gini coefficient of the joiner loads and the maximal processing load (share
+   of a window's documents at the busiest joiner), plus the refits and the pairs. All
+   configurations of one m run as one Spark job (a union of the joins).
+2. Throughput: a streaming ``natural_join`` (``driftjoin-docs`` server log, availableNow,
+   noop sink) per partitioner at m = 8: documents per second over the micro-batches after the
+   first (which pays query start-up), and the time the Assigner and the busiest joiner spent
+   per batch (from the statistics files).
+
+Prints tables and writes bench/results/schemafree_spark.json and .png.
+Run: .venv/bin/python bench/schemafree_spark.py [--quick]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import statistics
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402
+from pyspark.sql import functions as F  # noqa: E402
+
+from driftjoin.spark.docs_source import register  # noqa: E402
+from driftjoin.spark.metrics_sink import read_stats  # noqa: E402
+from driftjoin.spark.natural import ASSIGNER_OP, JOINER_OP, natural_join, natural_join_metrics  # noqa: E402
+from driftjoin.spark.session import local_session  # noqa: E402
+
+RESULTS = Path(__file__).resolve().parent / "results"
+METHODS = ("ag", "sc", "ds")
+KINDS = {"serverlog": "log", "nobench": "nb"}
+
+
+def quality(spark, work: Path, kind: str, n: int, ms: list[int], windows: list[int]) -> list[dict[str, Any]]:
+    """Per (m, window, method): mean routing quality over the windows of ``n`` documents."""
+    df = spark.read.format("driftjoin-docs").option("kind", kind).option("total", n).option("seed", 1).option("partitions", 2).load()
+    df = df.cache()
+    df.count()
+    rows = []
+    for m in ms:
+        started = time.perf_counter()
+        joins = []
+        for w in windows:
+            for method in METHODS:
+                tag = f"{kind}_{m}_{w}_{method}"
+                joins.append(natural_join(df, window=w, partitions=m, partitioner=method, metrics_dir=str(work / tag))
+                             .withColumn("tag", F.lit(tag)))
+        union = joins[0]
+        for j in joins[1:]:
+            union = union.unionByName(j)
+        counts = {r["tag"]: r["count"] for r in union.groupBy("tag").count().collect()}
+        elapsed = time.perf_counter() - started
+        for w in windows:
+            for method in METHODS:
+                tag = f"{kind}_{m}_{w}_{method}"
+                metrics = natural_join_metrics(str(work / tag))
+                rows.append({
+                    "data": kind, "m": m, "window": w, "method": method, "windows": len(metrics),
+                    "replication": float(metrics["replication"].mean()), "gini": float(metrics["gini"].mean()),
+                    "max_load": float(metrics["max_load"].mean()), "max_load_worst": float(metrics["max_load"].max()),
+                    "to_all": float((metrics["to_all"] / metrics["documents"]).mean()),
+                    "refits": int(metrics["repartitions"].iloc[-1]), "pairs": counts.get(tag, 0),
+                    "job_seconds_for_m": round(elapsed, 1),
+                })
+    df.unpersist()
+    return rows
+
+
+def throughput(spark, work: Path, method: str, total: int, batch: int, window: int, m: int) -> dict[str, Any]:
+    """Steady-state documents per second of a streaming natural join (noop sink)."""
+    stream = (spark.readStream.format("driftjoin-docs").option("kind", "serverlog").option("total", total)
+              .option("pace", "false").option("max_docs_per_batch", batch).option("start", 0).option("seed", 3)
+              .option("partitions", 2).load())
+    metrics = work / f"tp_{method}"
+    out = natural_join(stream, window=window, partitions=m, partitioner=method, metrics_dir=str(metrics))
+    started = time.perf_counter()
+    # the default trigger honours max_docs_per_batch (availableNow would read everything at once)
+    q = out.writeStream.format("noop").option("checkpointLocation", str(work / f"ck_{method}")).start()
+    q.processAllAvailable()
+    q.stop()
+    wall = time.perf_counter() - started
+    progress = [p for p in q.recentProgress if p["numInputRows"]]
+    steady = progress[1:] or progress
+    docs = sum(p["numInputRows"] for p in steady)
+    seconds = sum(p["durationMs"]["triggerExecution"] for p in steady) / 1000
+    assigner = {r["seq"]: r["elapsed"] for r in read_stats(str(metrics), ASSIGNER_OP)}
+    joiners: dict[int, float] = {}
+    for r in read_stats(str(metrics), JOINER_OP):
+        joiners[r["seq"]] = max(joiners.get(r["seq"], 0.0), r["elapsed"])
+    return {
+        "method": method, "m": m, "window": window, "batch": batch, "batches": len(progress),
+        "docs_per_s": docs / seconds if seconds else 0.0, "batch_s": seconds / max(len(steady), 1),
+        "first_batch_s": progress[0]["durationMs"]["triggerExecution"] / 1000 if progress else 0.0,
+        "assigner_s": statistics.fmean(list(assigner.values())[1:] or list(assigner.values()) or [0.0]),
+        "busiest_joiner_s": statistics.fmean(list(joiners.values())[1:] or list(joiners.values()) or [0.0]),
+        "pairs": int(natural_join_metrics(str(metrics))["pairs"].sum()), "wall_s": wall,
+    }
+
+
+def plot(rows: list[dict[str, Any]], tp: list[dict[str, Any]], path: Path) -> None:
+    kinds = sorted({r["data"] for r in rows})
+    fig, axes = plt.subplots(len(kinds) + 1, 3, figsize=(13, 3.4 * (len(kinds) + 1)))
+    windows = sorted({r["window"] for r in rows})
+    styles = dict(zip(windows, ("-", "--", ":")))
+    colours = {"ag": "tab:blue", "sc": "tab:orange", "ds": "tab:green"}
+    for i, kind in enumerate(kinds):
+        for j, metric in enumerate(("replication", "gini", "max_load")):
+            ax = axes[i][j]
+            for method in METHODS:
+                for w in windows:
+                    sel = sorted((r for r in rows if r["data"] == kind and r["method"] == method and r["window"] == w), key=lambda r: r["m"])
+                    ax.plot([r["m"] for r in sel], [r[metric] for r in sel], styles[w], marker="o", color=colours[method],
+                            label=f"{method.upper()} w={w}")
+            ax.set_title(f"{kind}: {metric}")
+            ax.set_xlabel("joiners m")
+            if i == 0 and j == 0:
+                ax.legend(fontsize=7)
+    ax = axes[-1][0]
+    ax.bar([t["method"].upper() for t in tp], [t["docs_per_s"] for t in tp], color=[colours[t["method"]] for t in tp])
+    ax.set_title(f"streaming throughput (docs/s), m={tp[0]['m'] if tp else '?'}")
+    ax = axes[-1][1]
+    ax.bar([t["method"].upper() for t in tp], [t["batch_s"] for t in tp], color="grey", label="batch")
+    ax.bar([t["method"].upper() for t in tp], [t["assigner_s"] for t in tp], color="tab:red", label="assigner")
+    ax.set_title("seconds per micro-batch")
+    ax.legend(fontsize=7)
+    axes[-1][2].axis("off")
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--quick", action="store_true", help="fewer documents and configurations")
+    args = parser.parse_args()
+    n = 3000 if args.quick else 8000
+    ms = [5, 8] if args.quick else [5, 8, 10, 20]
+    windows = [500, 2000] if args.quick else [1000, 4000]
+    RESULTS.mkdir(parents=True, exist_ok=True)
+    work = Path(tempfile.mkdtemp(prefix="schemafree_spark_"))
+    started = time.perf_counter()
+    spark = local_session(parallelism=8, app_name="schemafree-spark-bench")
+    register(spark)
+    try:
+        rows = []
+        for kind in KINDS:
+            rows += quality(spark, work, kind, n, ms, windows)
+        tp = [throughput(spark, work, method, total=6000 if args.quick else 12000, batch=2000, window=2000, m=8)
+              for method in METHODS]
+    finally:
+        spark.stop()
+        shutil.rmtree(work, ignore_errors=True)
+    print(f"\nPartition quality on Spark ({n} documents per stream, count windows; means over windows)")
+    print(f"{'data':>9} {'m':>3} {'window':>6} {'method':>6} {'repl':>6} {'gini':>6} {'maxload':>7} {'worst':>6} {'to_all':>6} {'refits':>6} {'pairs':>9}")
+    for r in rows:
+        print(f"{r['data']:>9} {r['m']:>3} {r['window']:>6} {r['method']:>6} {r['replication']:6.2f} {r['gini']:6.3f} "
+              f"{r['max_load']:7.3f} {r['max_load_worst']:6.3f} {r['to_all']:6.3f} {r['refits']:>6} {r['pairs']:>9}")
+    print("\nStreaming throughput (server log, m=8, count window 2000, 2000 documents per micro-batch)")
+    print(f"{'method':>6} {'docs/s':>8} {'s/batch':>8} {'assigner':>8} {'joiner':>8} {'1st batch':>9} {'pairs':>9}")
+    for t in tp:
+        print(f"{t['method']:>6} {t['docs_per_s']:8.0f} {t['batch_s']:8.2f} {t['assigner_s']:8.2f} {t['busiest_joiner_s']:8.2f} "
+              f"{t['first_batch_s']:9.1f} {t['pairs']:>9}")
+    total = time.perf_counter() - started
+    load = os.getloadavg()[0] if hasattr(os, "getloadavg") else None
+    print(f"\ntotal {total:.0f} s, load average {load}")
+    result = {"documents": n, "quality": rows, "throughput": tp, "seconds": total, "cpus": os.cpu_count(), "load": load}
+    (RESULTS / "schemafree_spark.json").write_text(json.dumps(result, indent=1))
+    plot(rows, tp, RESULTS / "schemafree_spark.png")
+    print(f"wrote {RESULTS / 'schemafree_spark.json'} and .png")
+
+
+if __name__ == "__main__":
+    main()
