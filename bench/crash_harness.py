@@ -1,8 +1,8 @@
 """Crash harness: SIGKILL the driver of a running similarity join again and again, restart it from
 its checkpoint, and check at the end that every pair came out exactly once.
 
-A producer writes JSON-lines input files for two streams at a steady rate (each record carries
-its ingestion time, so windows do not depend on when a batch ran). The job (this file with
+A producer writes JSON-lines input files for two streams at a steady rate until the last crash
+(each record carries its ingestion time, so windows do not depend on when a batch ran). The job (this file with
 ``--job``) joins them with a checkpoint into the Parquet sink. The harness kills the job's whole
 process group (driver, JVM, Python workers) with SIGKILL at random moments, often inside a
 micro-batch, ``--crashes`` times, restarting it each time; then lets it drain the input and
@@ -35,9 +35,11 @@ THRESHOLD = 0.01
 WINDOW = "20 seconds"
 
 
-def producer(work: Path, files: int, per_file: int, interval: float, seed: int, done: threading.Event) -> None:
+def producer(work: Path, per_file: int, interval: float, seed: int, stop: threading.Event, done: threading.Event) -> None:
+    """Write one file per stream every ``interval`` seconds until ``stop`` is set."""
     rng = np.random.default_rng(seed)
-    for f in range(files):
+    f = 0
+    while not stop.is_set():
         now = time.time()
         for side in ("L", "R"):
             d = work / "in" / side
@@ -48,6 +50,7 @@ def producer(work: Path, files: int, per_file: int, interval: float, seed: int, 
                     rid = (f * per_file + k) * 2 + (side == "R")
                     out.write(json.dumps({"id": rid, "vector": rng.uniform(-1, 1, 2).tolist(), "ts": now}) + "\n")
             tmp.rename(d / f"f{f:05d}.json")
+        f += 1
         time.sleep(interval)
     done.set()
 
@@ -119,8 +122,8 @@ def harness(args: argparse.Namespace) -> None:
     shutil.rmtree(work, ignore_errors=True)
     work.mkdir(parents=True)
     log = open(work / "jobs.log", "ab")
-    done = threading.Event()
-    threading.Thread(target=producer, args=(work, args.files, args.per_file, args.interval, args.seed, done), daemon=True).start()
+    stop, done = threading.Event(), threading.Event()
+    threading.Thread(target=producer, args=(work, args.per_file, args.interval, args.seed, stop, done), daemon=True).start()
     rnd = random.Random(args.seed)
     proc = start_job(work, False, args.balance, log)
     while _commits(work) < 3:  # warm up: a few batches before the first crash
@@ -147,6 +150,7 @@ def harness(args: argparse.Namespace) -> None:
                         "normal_p99_s": normal})
         print(f"crash {c + 1:2d}: killed after batch {before}, restart {restart or float('nan'):.1f} s, "
               f"recovery {recovery or float('nan'):.1f} s", flush=True)
+    stop.set()
     done.wait()
     kill(proc)
     final = start_job(work, True, args.balance, log)
@@ -181,7 +185,6 @@ def main() -> None:
     ap.add_argument("--final", action="store_true", help=argparse.SUPPRESS)
     ap.add_argument("--work", default="bench/out/crash")
     ap.add_argument("--crashes", type=int, default=10)
-    ap.add_argument("--files", type=int, default=240, help="input files per stream")
     ap.add_argument("--per-file", type=int, default=100)
     ap.add_argument("--interval", type=float, default=0.5, help="seconds between input files")
     ap.add_argument("--min-gap", type=float, default=4.0)
