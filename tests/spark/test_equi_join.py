@@ -1,0 +1,317 @@
+"""equi_join on Spark: exactly the oracle's pairs, once each, streaming (across micro-batches,
+reconfigurations and a restart from the checkpoint) and static; dead letters; settings errors.
+
+The in-memory tests drive the very processors the Spark query runs (dispatcher, then the workers
+of its output, state pickled between batches) without Spark, so they can cover many streams.
+"""
+
+from __future__ import annotations
+
+import copy
+import datetime as dt
+import json
+import os
+import random
+import time
+from decimal import Decimal
+
+import numpy as np
+import pandas as pd
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from pyspark.sql import functions as F
+
+from driftjoin.hypercube import Side, StreamTuple, ZipfStreamSpec, oracle_pairs, zipf_stream
+from driftjoin.spark.equi import equi_join, invalid_equi_records
+from driftjoin.spark.equi_operators import DispatcherProcessor, EquiPlan, MemoryHandle, WorkerProcessor
+from driftjoin.spark.metrics_sink import read_stats
+
+# A stream whose hot values change with its three phases: with p = 4 and 6 batches of 234 tuples,
+# SHC promotes, demotes and halves grids (full-stream) and also doubles them (window = 250).
+SPEC = ZipfStreamSpec(700, 700, domain=100, alpha_r=(1.5, 1.0, 1.0), alpha_s=(1.0, 2.0, 2.0), phases=3, seed=57)
+BATCH = 234
+WINDOW = 250.0
+
+
+def _payload(t: StreamTuple) -> str:
+    return json.dumps({"id": t.tid, "k": t.key, "t": t.ts})
+
+
+def _frame(tuples: list[StreamTuple]) -> pd.DataFrame:
+    return pd.DataFrame({
+        "side": np.array([int(t.side) for t in tuples], dtype=np.int8),
+        "key": pd.Series([t.key for t in tuples], dtype=object if tuples and not isinstance(tuples[0].key, int) else "int64"),
+        "ts": np.array([t.ts for t in tuples], dtype=np.float64),
+        "payload": [_payload(t) for t in tuples],
+    })
+
+
+class LocalQuery:
+    """The dispatcher and worker processors of one query, run in process with pickled state."""
+
+    def __init__(self, plan: EquiPlan) -> None:
+        self.plan = plan
+        self.dispatcher = DispatcherProcessor(plan)
+        self.dispatcher.init(MemoryHandle())
+        self.workers: dict[int, WorkerProcessor] = {}
+
+    def step(self, tuples: list[StreamTuple]) -> list[tuple[int, int]]:
+        routed = self.dispatcher.dispatch(_frame(tuples))
+        pairs = []
+        for wkey, rows in routed.groupby("wkey"):
+            worker = self.workers.get(wkey)
+            if worker is None:
+                worker = self.workers[wkey] = WorkerProcessor(self.plan)
+                worker.init(MemoryHandle())
+            rows = rows.sample(frac=1.0, random_state=len(rows))  # Spark gives no row order
+            out = self.worker_output(worker, wkey, rows.reset_index(drop=True))
+            pairs += [(json.loads(a)["id"], json.loads(b)["id"]) for a, b in zip(out["left_json"], out["right_json"])]
+        return pairs
+
+    def worker_output(self, worker: WorkerProcessor, wkey: int, rows: pd.DataFrame) -> pd.DataFrame:
+        return worker.work(self.plan.slot_of(wkey), rows)
+
+
+@st.composite
+def streams(draw) -> list[StreamTuple]:
+    """Small streams whose hot keys move at a random point; times grow in small steps."""
+    n = draw(st.integers(0, 220))
+    shift = draw(st.integers(0, max(n, 1)))
+    items = draw(st.lists(st.tuples(st.sampled_from(Side), st.one_of(st.integers(0, 2), st.integers(0, 2), st.integers(0, 30)),
+                                    st.integers(0, 3)), min_size=n, max_size=n))
+    out, ts, tids = [], 0, [0, 0]
+    for i, (side, key, gap) in enumerate(items):
+        ts += gap
+        out.append(StreamTuple(side, key + 100 * (i >= shift and key < 3), tids[side], float(ts)))
+        tids[side] += 1
+    return out
+
+
+def _batches(stream: list[StreamTuple], cuts: list[int]) -> list[list[StreamTuple]]:
+    bounds = [0, *sorted({c % (len(stream) + 1) for c in cuts}), len(stream)]
+    return [stream[a:b] for a, b in zip(bounds, bounds[1:]) if a < b]
+
+
+@settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(stream=streams(), cuts=st.lists(st.integers(0, 300), max_size=8),
+       algorithm=st.sampled_from(["shc", "phj", "biclique"]), p=st.sampled_from([2, 3, 4]),
+       window=st.sampled_from([None, 0.0, 4.0, 30.0]), as_text=st.booleans())
+def test_operators_in_memory_equal_oracle(stream, cuts, algorithm, p, window, as_text) -> None:
+    if as_text:  # string keys travel as strings; hashing must agree between dispatcher and tasks
+        stream = [t._replace(key=f"k{t.key}") for t in stream]
+    options = (("min_heavy", 2),) if algorithm == "shc" else (("groups", p // 2),) if algorithm == "biclique" else ()
+    query = LocalQuery(EquiPlan(algorithm, p, "string" if as_text else "long", window, 0.0, options))
+    pairs = [pair for batch in _batches(stream, cuts) for pair in query.step(batch)]
+    assert len(pairs) == len(set(pairs))
+    assert set(pairs) == oracle_pairs(stream, window)
+
+
+def test_replayed_batch_gives_identical_rows_whatever_the_arrival_order() -> None:
+    """Spark replays a failed batch from the last committed state; the dispatcher sorts the rows
+    first, so the replay routes identically even if the rows arrive in another order."""
+    stream = zipf_stream(SPEC)
+    plan = EquiPlan("shc", 4, "long", WINDOW)
+    query = LocalQuery(plan)
+    for b in range(3):
+        query.step(stream[b * BATCH:(b + 1) * BATCH])
+    saved = copy.deepcopy(query.dispatcher.__dict__)
+    batch = stream[3 * BATCH:4 * BATCH]
+    first = query.dispatcher.dispatch(_frame(batch))
+    query.dispatcher.__dict__ = saved
+    shuffled = batch[:]
+    random.Random(1).shuffle(shuffled)
+    again = query.dispatcher.dispatch(_frame(shuffled))
+    pd.testing.assert_frame_equal(first, again)
+    assert (first["kind"] == 1).sum() > 0  # this batch moves state (INSTALL rows)
+
+
+def test_late_rows_are_dropped_and_reported(tmp_path) -> None:
+    plan = EquiPlan("phj", 2, "long", 10.0, 5.0, metrics_dir=str(tmp_path))
+    query = LocalQuery(plan)
+    r = [StreamTuple(Side.R, 1, i, float(t)) for i, t in enumerate((100, 104))]
+    s = [StreamTuple(Side.S, 1, i, float(t)) for i, t in enumerate((101, 94, 96))]
+    assert sorted(query.step([r[0], s[0]])) == [(0, 0)]
+    # watermark = 101 - 5 = 96: S 1 at 94 is late, S 2 at 96 is not
+    assert sorted(query.step([r[1], s[1], s[2]])) == [(0, 2), (1, 0), (1, 2)]
+    stats = sorted(read_stats(str(tmp_path), "equi_dispatcher"), key=lambda x: x["batch"])
+    assert [x["late"] for x in stats] == [0, 1]
+    assert [json.loads(p)["t"] for p in stats[1]["late_rows"]] == [94.0]
+
+
+def _write_files(base, stream: list[StreamTuple], per_file: int, extra: dict[int, list[tuple[str, str]]]) -> int:
+    """One JSON file per side and micro-batch, ``per_file`` slices of ``BATCH`` tuples each."""
+    slices = (len(stream) + BATCH - 1) // BATCH
+    files = (slices + per_file - 1) // per_file
+    for f in range(files):
+        part = stream[f * per_file * BATCH:(f + 1) * per_file * BATCH]
+        for s, name in ((0, "L"), (1, "R")):
+            d = base / name
+            d.mkdir(parents=True, exist_ok=True)
+            lines = [json.dumps({"id": t.tid, "k": t.key, "t": t.ts, "v": f"{name}{t.tid}"}) for t in part if t.side == s]
+            lines += [line for side_name, line in extra.get(f, []) if side_name == name]
+            (d / f"b{f:03d}.json").write_text("\n".join(lines) + "\n")
+    return files
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("window", [None, WINDOW], ids=["full", "window"])
+@pytest.mark.parametrize("algorithm", ["shc", "phj", "biclique"])
+def test_streaming_several_batches_equal_oracle_exactly_once(spark, tmp_path, algorithm, window) -> None:
+    """Zipf keys whose hot set moves, over several micro-batches: six for SHC (which promotes,
+    demotes and resizes grids, moving state), three for PHJ and Join-Biclique (which never move
+    state). Bad rows (null key, missing key field, null time) and, for windows, a late row ride
+    along and the stream keeps going. SHC's window join restarts from its checkpoint half-way:
+    task state, the dispatcher's stream copy and the sink must all carry over."""
+    stream = zipf_stream(SPEC)
+    per_file = 1 if algorithm == "shc" else 2
+    late_file = 4 // per_file  # the late row rides in the file of 234-tuple slice 4
+    extra = {1: [("L", json.dumps({"id": 9001, "k": None, "t": 300.0, "v": "null key"})),
+                 ("R", json.dumps({"id": 9002, "t": 300.0, "v": "no key"}))]}
+    if window is not None:  # a null time, and a row far below the watermark when its batch runs
+        extra[1].append(("R", json.dumps({"id": 9003, "k": 7, "t": None, "v": "null time"})))
+        extra[late_file] = [("L", json.dumps({"id": 9004, "k": stream[0].key, "t": 1.0, "v": "late"}))]
+    full_files = tmp_path / "all"
+    n_files = _write_files(full_files, stream, per_file, extra)
+    src = tmp_path / "in"
+    schema = "id long, k long, t double, v string"
+    metrics = tmp_path / "metrics"
+    restart = algorithm == "shc" and window is not None
+    runs = [range(0, 3), range(3, n_files)] if restart else [range(0, n_files)]
+    start = time.time() - 3600
+    for files in runs:
+        for b in files:
+            for name in ("L", "R"):
+                (src / name).mkdir(parents=True, exist_ok=True)
+                target = src / name / f"b{b:03d}.json"
+                target.write_text((full_files / name / f"b{b:03d}.json").read_text())
+                # the file source takes files in modification-time order: make it the batch order
+                os.utime(target, (start + b, start + b))
+
+        def read(name):
+            return spark.readStream.schema(schema).option("maxFilesPerTrigger", 1).json(str(src / name))
+
+        kw = {"window": window, "time_col": "t"} if window is not None else {}
+        joined = equi_join(read("L"), read("R"), on="k", algorithm=algorithm, parallelism=4,
+                           groups=2 if algorithm == "biclique" else None, metrics_dir=str(metrics), **kw)
+        q = (joined.writeStream.format("parquet").option("path", str(tmp_path / "out"))
+             .option("checkpointLocation", str(tmp_path / "ck")).trigger(availableNow=True).start())
+        q.awaitTermination()
+        assert len([p for p in q.recentProgress if p["numInputRows"]]) == len(files)
+    assert joined.columns == ["k", "left_id", "left_t", "left_v", "right_id", "right_t", "right_v"]
+    rows = spark.read.parquet(str(tmp_path / "out")).collect()
+    got = [(r.left_id, r.right_id) for r in rows]
+    expected = oracle_pairs(stream, window)
+    assert len(got) == len(set(got)), "duplicates"
+    assert set(got) == expected
+    for r in rows[:200]:
+        assert r.left_v == f"L{r.left_id}" and r.right_v == f"R{r.right_id}"
+    keys = {(t.side, t.tid): t.key for t in stream}
+    assert all(r.k == keys[(Side.R, r.left_id)] == keys[(Side.S, r.right_id)] for r in rows)
+    if window is not None:
+        assert all(abs(r.left_t - r.right_t) <= window for r in rows)
+
+    dispatcher = sorted(read_stats(str(metrics), "equi_dispatcher"), key=lambda s: s["batch"])
+    assert [s["batch"] for s in dispatcher] == list(range(n_files))
+    assert sum(s["tuples"] for s in dispatcher) == len(stream)
+    late = [0] * n_files
+    if window is not None:
+        late[late_file] = 1
+        assert [json.loads(r)["id"] for r in dispatcher[late_file]["late_rows"]] == [9004]
+    assert [s["late"] for s in dispatcher] == late
+    workers = list(read_stats(str(metrics), "equi_worker"))
+    assert sum(s["produced"] for s in workers) == len(expected)
+    assert {s["worker"] for s in workers} == {0, 1, 2, 3}
+    last = dispatcher[-1]
+    if algorithm == "shc":
+        assert sum(s["installs"] for s in dispatcher) > 0
+        assert last["promotions"] > 0 and last["demotions"] > 0 and last["halvings"] > 0
+        if window is not None:
+            assert last["doublings"] > 0
+            assert max(s["stream_copy"] for s in dispatcher) < len(stream)  # evicted with the window
+    else:
+        assert sum(s["installs"] for s in dispatcher) == 0 and last["promotions"] == 0
+
+    static = spark.read.schema(schema).json(str(full_files / "L")), spark.read.schema(schema).json(str(full_files / "R"))
+    dead = {(r.side, json.loads(r.raw)["id"], r.reason)
+            for r in invalid_equi_records(*static, on="k", time_col="t" if window is not None else None).collect()}
+    expected_dead = {(0, 9001, "null join key 'k'"), (1, 9002, "null join key 'k'")}
+    if window is not None:
+        expected_dead.add((1, 9003, "null time column 't'"))
+    assert dead == expected_dead
+
+
+def test_static_join_matches_spark_join_with_typed_columns_and_composite_key(spark) -> None:
+    rng = random.Random(3)
+    t0 = dt.datetime(2024, 5, 1, 12, 0, 0, 123456)
+    left = [(i, f"g{rng.randrange(3)}", rng.choice([0, 0, 0, 1, 2, 3]), t0 + dt.timedelta(seconds=rng.uniform(0, 60)),
+             Decimal(f"{i}.25"), bytes([i % 256, 7]), [i, -i]) for i in range(150)]
+    right = [(i, f"g{rng.randrange(3)}", rng.choice([0, 0, 1, 2, 3, 4]), t0 + dt.timedelta(seconds=rng.uniform(0, 60)),
+              float(i) / 3) for i in range(120)]
+    ldf = spark.createDataFrame(left, "id int, grp string, k int, at timestamp, amount decimal(10,2), blob binary, arr array<int>")
+    rdf = spark.createDataFrame(right, "id long, grp string, k long, at timestamp, score double")
+    for kw in ({}, {"window": "5 seconds", "time_col": "at"}):
+        out = equi_join(ldf, rdf, on=["grp", "k"], algorithm="shc", parallelism=3, options={"min_heavy": 2}, **kw)
+        assert out.columns == ["grp", "k", "left_id", "left_at", "left_amount", "left_blob", "left_arr",
+                               "right_id", "right_at", "right_score"]
+        cond = [ldf.grp == rdf.grp, ldf.k == rdf.k]
+        if kw:
+            cond.append(F.abs(ldf.at.cast("double") - rdf.at.cast("double")) <= 5)
+        ref = ldf.alias("l").join(rdf.alias("r"), cond).select(
+            "l.grp", "l.k", F.col("l.id").alias("left_id"), F.col("l.at").alias("left_at"), F.col("l.amount").alias("left_amount"),
+            F.col("l.blob").alias("left_blob"), F.col("l.arr").alias("left_arr"), F.col("r.id").alias("right_id"),
+            F.col("r.at").alias("right_at"), F.col("r.score").alias("right_score"))
+        got, want = out.collect(), ref.collect()
+        assert len(want) > 100
+        assert len(got) == len(want) and sorted(map(tuple, got)) == sorted(map(tuple, want))
+    assert dict(out.dtypes)["k"] == "int" and dict(out.dtypes)["right_id"] == "bigint"
+
+
+def test_static_string_keys_bad_rows_and_custom_prefixes(spark) -> None:
+    ldf = spark.createDataFrame([("a", 1), ("b", 2), (None, 3), ("a", 4)], "key string, x int")
+    rdf = spark.createDataFrame([("a", 10), ("c", 20), (None, 30), ("b", 40)], "key string, x int")
+    for algorithm in ("shc", "phj", "biclique"):
+        out = equi_join(ldf, rdf, on="key", algorithm=algorithm, parallelism=2, prefixes=("l_", "r_"))
+        assert out.columns == ["key", "l_x", "r_x"]
+        assert sorted(map(tuple, out.collect())) == [("a", 1, 10), ("a", 4, 10), ("b", 2, 40)]
+    dead = sorted((r.side, r.raw, r.reason) for r in invalid_equi_records(ldf, rdf, on="key").collect())
+    assert dead == [(0, '{"key":null,"x":3}', "null join key 'key'"), (1, '{"key":null,"x":30}', "null join key 'key'")]
+
+
+@pytest.mark.parametrize(
+    "kwargs, message",
+    [
+        ({"parallelism": 0}, "parallelism must be an integer >= 1"),
+        ({"parallelism": 2.5}, "parallelism must be an integer >= 1"),
+        ({"algorithm": "sortmerge"}, "algorithm='sortmerge' is unknown"),
+        ({"on": "nope"}, "on='nope' is not a column of the left input"),
+        ({"on": "only_right"}, "on='only_right' is not a column of the left input"),
+        ({"on": []}, "give the join key column name"),
+        ({"algorithm": "biclique", "groups": 3}, r"groups must be an integer in \[1, parallelism // 2\] = \[1, 2\]"),
+        ({"algorithm": "biclique", "groups": 0}, "groups must be an integer"),
+        ({"algorithm": "biclique", "parallelism": 1}, "Join-Biclique needs parallelism >= 2"),
+        ({"groups": 2}, "groups= is a Join-Biclique setting"),
+        ({"window": "10 seconds"}, "window= needs time_col="),
+        ({"window": "soon", "time_col": "t"}, "is not a duration"),
+        ({"window": 5, "time_col": "v"}, "time_col='v' of the left input is string"),
+        ({"time_col": "t"}, "time_col= is only used by window joins"),
+        ({"on": "v"}, "join key 'v' is string on the left and int on the right"),
+        ({"prefixes": ("", "")}, "prefixes="),
+        ({"prefixes": ("", "right_")}, r"output columns \['right_t'\] would appear twice"),
+        ({"options": {"epsilon": 0.9}}, "invalid settings for algorithm='shc': epsilon must be in"),
+        ({"output": "pairs"}, "output='pairs'"),
+    ],
+)
+def test_bad_settings_fail_before_the_job_starts(spark, tmp_path, kwargs, message) -> None:
+    left = spark.readStream.schema("k long, t double, v string, right_t double").json(str(tmp_path))
+    right = spark.readStream.schema("k int, t double, v int, only_right int").json(str(tmp_path))
+    kwargs = {"on": "k", "parallelism": 4, **kwargs}
+    with pytest.raises((ValueError, TypeError), match=message):
+        equi_join(left, right, **kwargs)
+
+
+def test_streaming_and_static_inputs_cannot_mix(spark, tmp_path) -> None:
+    left = spark.readStream.schema("k long").json(str(tmp_path))
+    right = spark.createDataFrame([(1,)], "k long")
+    with pytest.raises(ValueError, match="both be streaming or both static"):
+        equi_join(left, right, on="k")
