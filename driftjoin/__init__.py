@@ -17,6 +17,13 @@ _LAZY = {
     "invalid_records": "driftjoin.spark.similarity",
     "choose_threshold": "driftjoin.selectivity",
     "local_session": "driftjoin.spark.session",
+    "topk_set_join": "driftjoin.spark.topk",
+    "current_topk": "driftjoin.spark.topk",
+    "invalid_sets": "driftjoin.spark.topk",
+    "natural_join": "driftjoin.spark.natural",
+    "invalid_documents": "driftjoin.spark.natural",
+    "equi_join": "driftjoin.spark.equi",
+    "invalid_equi_records": "driftjoin.spark.equi",
 }
 
 __all__ = sorted(_LAZY) + ["__version__"]
