@@ -63,6 +63,8 @@ SIDES = (Side.R, Side.S)
 ROLES = {i: Role(i) for i in (1, 2, 3)}
 KEY_TYPES = {"long": T.LongType(), "string": T.StringType(), "binary": T.BinaryType()}
 _DUMMY_KEY = {"long": 0, "string": "", "binary": b""}
+#: Late rows listed (as JSON) in a batch's dispatcher statistics; ``late`` counts all of them.
+LATE_ROWS_KEPT = 1000
 _BLOB = T.StructType([T.StructField("blob", T.BinaryType(), False)])
 _CHUNK_KEY = T.StructType([T.StructField("chunk", T.LongType(), False)])
 
@@ -358,7 +360,7 @@ class DispatcherProcessor(StatefulProcessor):
         stats = {
             "batch": batch, "time": time.time(), "algorithm": d.name, "tuples": len(side),
             "left": int((side == 0).sum()), "right": int((side == 1).sum()), "late": len(late),
-            "late_rows": late["payload"].tolist() if len(late) else [],
+            "late_rows": late["payload"].tolist()[:LATE_ROWS_KEPT] if len(late) else [],
             "copies": copies, "installs": installs, "drops": len(reconf.moves.drops),
             "created": len(reconf.created), "released": len(reconf.released),
             "evict_before": reconf.evict_before, "stream_copy": copy_size,

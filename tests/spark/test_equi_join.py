@@ -274,6 +274,10 @@ def test_static_string_keys_bad_rows_and_custom_prefixes(spark) -> None:
         out = equi_join(ldf, rdf, on="key", algorithm=algorithm, parallelism=2, prefixes=("l_", "r_"))
         assert out.columns == ["key", "l_x", "r_x"]
         assert sorted(map(tuple, out.collect())) == [("a", 1, 10), ("a", 4, 10), ("b", 2, 40)]
+    bl = spark.createDataFrame([(b"\x00a", 1), (b"\xff", 2)], "key binary, x int")
+    br = spark.createDataFrame([(b"\x00a", 10), (b"\x00a", 11), (b"a", 12)], "key binary, y int")
+    assert sorted(map(tuple, equi_join(bl, br, on="key", algorithm="shc", parallelism=2).collect())) == [
+        (b"\x00a", 1, 10), (b"\x00a", 1, 11)]
     dead = sorted((r.side, r.raw, r.reason) for r in invalid_equi_records(ldf, rdf, on="key").collect())
     assert dead == [(0, '{"key":null,"x":3}', "null join key 'key'"), (1, '{"key":null,"x":30}', "null join key 'key'")]
 
