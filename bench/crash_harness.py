@@ -64,7 +64,9 @@ def job(work: Path, final: bool, balance: str) -> None:
     spark = local_session(2, "driftjoin-crash-job")
 
     def read(side: str):
-        return (spark.readStream.schema("id long, vector array<double>, ts double").option("maxFilesPerTrigger", 2)
+        # the final run drains whatever is left in one go; the crashing runs take 2 files a batch
+        return (spark.readStream.schema("id long, vector array<double>, ts double")
+                .option("maxFilesPerTrigger", 100_000 if final else 2)
                 .json(str(work / "in" / side)).withColumn("ts", F.col("ts").cast("timestamp")))
 
     pairs = similarity_join(read("L"), read("R"), threshold=THRESHOLD, metric="angular", parallelism=2, dim=2,
@@ -186,7 +188,7 @@ def main() -> None:
     ap.add_argument("--work", default="bench/out/crash")
     ap.add_argument("--crashes", type=int, default=10)
     ap.add_argument("--per-file", type=int, default=100)
-    ap.add_argument("--interval", type=float, default=0.5, help="seconds between input files")
+    ap.add_argument("--interval", type=float, default=1.0, help="seconds between input files")
     ap.add_argument("--min-gap", type=float, default=4.0)
     ap.add_argument("--max-gap", type=float, default=9.0)
     ap.add_argument("--balance", choices=["none", "greedy", "s3j"], default="none")

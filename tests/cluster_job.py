@@ -41,7 +41,7 @@ def main(master: str, work: Path) -> None:
              .config("spark.ui.enabled", "false").config("spark.ui.showConsoleProgress", "false").config("spark.sql.shuffle.partitions", "2")
              .config("spark.sql.adaptive.enabled", "false").config("spark.sql.streaming.stateStore.providerClass", ROCKSDB)
              .config(CHANGELOG, "true").config("spark.pyspark.python", sys.executable).config("spark.pyspark.driver.python", sys.executable)
-             .config("spark.executor.memory", "1g").config("spark.cores.max", "2").getOrCreate())
+             .config("spark.python.authenticate.socketTimeout", "120s").config("spark.executor.memory", "1g").config("spark.cores.max", "2").getOrCreate())
     spark.sparkContext.setLogLevel("ERROR")
     executors = spark.sparkContext._jsc.sc().getExecutorMemoryStatus().size() - 1
     schema = "id long, vector array<double>, ts double"

@@ -47,6 +47,8 @@ def local_session(parallelism: int = 2, app_name: str = "driftjoin", *, cores: i
         .config("spark.driver.extraJavaOptions", jvm_opts)
         .config("spark.sql.execution.arrow.pyspark.enabled", "true")
         .config("spark.sql.session.timeZone", "UTC")
+        # a loaded machine can take longer than the default 15 s to start a Python worker
+        .config("spark.python.authenticate.socketTimeout", "120s")
         .getOrCreate()
     )
     spark.sparkContext.setLogLevel("ERROR")
