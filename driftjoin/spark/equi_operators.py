@@ -230,8 +230,11 @@ class DispatcherProcessor(StatefulProcessor):
             saved = {"batch": -1, "dispatcher": plan.new_dispatcher(), "next_tid": [0, 0], "chunks": [], "moved": 0}
         batch = saved["batch"] + 1
         d: Dispatcher = saved["dispatcher"]
-        # A deterministic batch order: a replayed batch gets the same ids, routes and output.
-        pdf = pdf.sort_values(["ts", "side", "payload"], kind="stable", ignore_index=True)
+        # A deterministic batch order (a replayed batch gets the same ids, routes and output): by
+        # time, then by a fixed-key hash of the row, which interleaves the sides without bias
+        # (Join-Biclique reports a same-batch pair where the earlier row is stored).
+        pdf = pdf.assign(_order=pd.util.hash_pandas_object(pdf["payload"], index=False).to_numpy())
+        pdf = pdf.sort_values(["ts", "_order", "side", "payload"], kind="stable", ignore_index=True)
         late = pd.DataFrame()
         if d.window is not None and d.clock.max_ts is not None:
             is_late = pdf["ts"].to_numpy(dtype=np.float64) < d.clock.max_ts - d.clock.lateness
