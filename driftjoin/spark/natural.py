@@ -67,6 +67,9 @@ OPEN, DOC, FRONTIER = 0, 1, 2
 STATE_FORMAT = 1
 
 ASSIGNER_OP, JOINER_OP = "natural_assigner", "natural_joiner"
+#: The Assigner's grouping key. It does not depend on the settings, so a query restarted with
+#: other settings finds the old Assigner state and is refused (instead of starting afresh).
+ASSIGNER_KEY = 0
 
 
 # --------------------------------------------------------------------------------------------
@@ -240,7 +243,7 @@ def _check_rows(plan: NaturalPlan, batch: pa.RecordBatch) -> tuple[list[str | No
 
 def parse_batches(plan: NaturalPlan, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
     """Stateless step before the Assigner: valid rows with their flat pairs as JSON."""
-    akey = plan.keys[0]
+    akey = ASSIGNER_KEY
     for batch in batches:
         avps, _, times = _check_rows(plan, batch)
         keep = [i for i, a in enumerate(avps) if a is not None]
