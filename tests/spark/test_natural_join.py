@@ -66,9 +66,10 @@ def run_stream(df, tmp_path, name):
 
 @pytest.mark.slow
 def test_streaming_count_windows_every_partitioner_equals_brute_force(spark, tmp_path):
-    """One query with three joins (AG/FP-tree, SC/hash, DS/nested loop) over 4 micro-batches."""
+    """One query with three joins (AG/FP-tree, SC/hash, DS/nested loop) over 3 micro-batches."""
     raw = nobench_documents(400, seed=3, thousandth=6, optional=0.5, sparse_blocks=4)
-    write_files(tmp_path / "in", [[{"id": i, "doc": json.dumps(raw[i])} for i in range(b * 100, (b + 1) * 100)] for b in range(4)])
+    bounds = [0, 130, 270, 400]  # batch ends fall inside windows of 90
+    write_files(tmp_path / "in", [[{"id": i, "doc": json.dumps(raw[i])} for i in range(a, b)] for a, b in zip(bounds, bounds[1:])])
     src = spark.readStream.schema("id long, doc string").option("maxFilesPerTrigger", 1).json(str(tmp_path / "in"))
     joins = [
         natural_join(src, window=90, partitions=3, partitioner=p, local_join=lj, delta=2, theta=0.0,
@@ -77,7 +78,7 @@ def test_streaming_count_windows_every_partitioner_equals_brute_force(spark, tmp
     ]
     union = joins[0].unionByName(joins[1]).unionByName(joins[2])
     q, out = run_stream(union, tmp_path, "out")
-    assert len([p for p in q.recentProgress if p["numInputRows"]]) == 4
+    assert len([p for p in q.recentProgress if p["numInputRows"]]) == 3
     expected = brute_force(dict(enumerate(raw)), {i: i // 90 for i in range(400)})
     for p, lj in COMBOS:
         got = [(r.left_id, r.right_id, r.window) for r in out if r.combo == f"{p}/{lj}"]
@@ -141,11 +142,11 @@ def test_two_streams_event_time_late_and_bad_rows(spark, tmp_path):
     t = [i / 20.0 for i in range(480)]  # 24 s: windows of 10 s are 0, 1, 2
     side = [i % 3 == 0 for i in range(480)]  # a third goes right
     batches = {0: [], 1: []}
-    for b in range(4):
+    for b in range(3):
         for s in (0, 1):
-            batches[s].append([{"id": i, "doc": json.dumps(raw[i]), "t": t[i]} for i in range(b * 120, (b + 1) * 120) if side[i] == s])
-    late = {"id": 10_000, "doc": json.dumps(raw[0]), "t": 1.0}  # window 0, closed once t passed 20 s
-    batches[0][3] += [late, {"id": 10_001, "doc": "{oops", "t": 23.0}, {"id": None, "doc": "{}", "t": 23.0},
+            batches[s].append([{"id": i, "doc": json.dumps(raw[i]), "t": t[i]} for i in range(b * 160, (b + 1) * 160) if side[i] == s])
+    late = {"id": 10_000, "doc": json.dumps(raw[0]), "t": 1.0}  # window 0: closed after batch 1 (16 s - 2 s > 10 s)
+    batches[0][2] += [late, {"id": 10_001, "doc": "{oops", "t": 23.0}, {"id": None, "doc": "{}", "t": 23.0},
                       {"id": 10_002, "doc": "[1, 2]", "t": 23.0}, {"id": 10_003, "doc": "{}", "t": None}]
     write_files(tmp_path / "L", batches[0])
     write_files(tmp_path / "R", batches[1])
@@ -157,7 +158,7 @@ def test_two_streams_event_time_late_and_bad_rows(spark, tmp_path):
     pairs = natural_join(read("L"), read("R"), window="10 seconds", time_col="t", watermark="2 seconds", partitions=3,
                          metrics_dir=str(tmp_path / "m"))
     q, out = run_stream(pairs, tmp_path, "out")
-    assert len([p for p in q.recentProgress if p["numInputRows"]]) == 4
+    assert len([p for p in q.recentProgress if p["numInputRows"]]) == 3
     docs = dict(enumerate(raw))
     expected = brute_force(docs, {i: int(t[i] // 10) for i in docs}, {i: int(side[i]) for i in docs})
     got = [(r.left_id, r.right_id, r.window) for r in out]
