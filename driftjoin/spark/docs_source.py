@@ -10,7 +10,8 @@ Usage::
 Options: ``kind`` (``nobench``: NoBench-style objects; ``serverlog``: logins and file accesses,
 see :mod:`driftjoin.schemafree.generator`), ``rate`` (documents/s), ``seed``, ``total`` (stop
 after this many documents; default unbounded), ``pace`` (true: documents become available at
-``rate`` in real time; false: all ``total`` at once), ``max_docs_per_batch``, ``partitions``
+``rate`` in real time; false: all ``total`` at once), ``max_docs_per_batch`` (default and
+processing-time triggers; ``availableNow`` reads everything available at once), ``partitions``
 (read partitions per batch), ``start`` (epoch seconds of document 0; default: when the stream
 starts).
 
