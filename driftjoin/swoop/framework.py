@@ -58,7 +58,7 @@ class TopKJoin(ABC):
         self.window = window
         self.two_stream = two_stream
         self.tokens = TokenOrder()
-        self._W = Window()
+        self._W = Window(columns=False)
         self._records: dict[int, SetRecord] = {}  # valid sets by arrival number
         self._live_ids: dict[tuple[str | None, Hashable], int] = {}  # (side, set_id) -> seq
         self._t_J: float | None = None
@@ -119,7 +119,7 @@ class TopKJoin(ABC):
         if live is not None and self._records[live].end > ts:
             raise InvalidSetError(f"set {set_id!r}: duplicate id of a set still in the window")
         events = self._set_index_time(ts)
-        numbers = self.tokens.number(distinct)
+        numbers = self._number(distinct)
         record = SetRecord(
             self._next_seq, set_id, side, ts, ts + self.window, numbers, len(numbers)
         )
@@ -141,6 +141,10 @@ class TopKJoin(ABC):
         return [self._pair(key) for key in self._stock_topk()]
 
     # -- internals -----------------------------------------------------------------------------
+
+    def _number(self, distinct: list[str | int]) -> frozenset[int]:
+        """The token numbers of a new set, in the form the algorithm's ``_join`` uses."""
+        return self.tokens.number(distinct)
 
     def _set_index_time(self, t: float) -> list[TopKChange]:
         """Expire up to ``t``: one step per distinct end time of stock pairs, in time order.

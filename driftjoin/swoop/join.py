@@ -5,11 +5,19 @@ the inverted lists and the head of the end time index ``E``), generate the candi
 set from the inverted index with the positional upper bound and the skyband lower bound
 (Algorithm 4), merge them into the minimal stock (Algorithm 6 with Algorithm 5), and append the
 set to the tails of its tokens' lists.
+
+Two engines run this algorithm. ``"compiled"`` (:mod:`~driftjoin.swoop.fast`, numba kernels on
+numpy arrays) is the default for the built-in similarity functions; ``"python"``
+(:mod:`~driftjoin.swoop.candidates`, :mod:`~driftjoin.swoop.stock`,
+:mod:`~driftjoin.swoop.index`) runs any :class:`WellBehavedSimilarity` and is the reference
+the compiled engine is tested against. Both produce identical outputs.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable
+
+import numpy as np
 
 from driftjoin.swoop.candidates import CandidateGenerator
 from driftjoin.swoop.framework import TopKJoin
@@ -18,6 +26,9 @@ from driftjoin.swoop.pairs import PairKey
 from driftjoin.swoop.records import SetRecord
 from driftjoin.swoop.similarity import WellBehavedSimilarity
 from driftjoin.swoop.stock import Stock
+from driftjoin.swoop.window import Window
+
+ENGINES = ("auto", "compiled", "python")
 
 
 class Swoop(TopKJoin):
@@ -26,7 +37,9 @@ class Swoop(TopKJoin):
     ``similarity`` is a name (``"jaccard"``, ``"cosine"``, ``"dice"``, ``"overlap"``,
     ``"hamming"``) or a :class:`~driftjoin.swoop.similarity.WellBehavedSimilarity`;
     ``window`` is the duration ``w``. ``shortest_list_first=False`` switches the lookup order
-    to the plain token order (the paper's SWOOP-noopt, section 7.2).
+    to the plain token order (the paper's SWOOP-noopt, section 7.2). ``engine``: ``"auto"``
+    (compiled for the built-in similarity functions, else Python), ``"compiled"`` or
+    ``"python"`` (module docstring).
     """
 
     def __init__(
@@ -37,8 +50,29 @@ class Swoop(TopKJoin):
         *,
         two_stream: bool = False,
         shortest_list_first: bool = True,
+        engine: str = "auto",
     ) -> None:
         super().__init__(k, similarity, window, two_stream=two_stream)
+        if engine not in ENGINES:
+            raise ValueError(f"engine must be one of {ENGINES}, got {engine!r}")
+        if engine != "python":
+            from driftjoin.swoop import fast
+
+            if not fast.supports(self.similarity):
+                if engine == "compiled":
+                    raise ValueError(
+                        f"the compiled engine supports the built-in similarity functions only, "
+                        f"not {self.similarity!r}"
+                    )
+                engine = "python"
+        self.engine = "python" if engine == "python" else "compiled"
+        if self.engine == "compiled":
+            self._core = fast.FastCore(k, self.similarity, shortest_list_first=shortest_list_first)
+            self.stock = self._core.stock
+            self.generator = self._core.generator
+            return
+        self._core = None
+        self._W = Window(columns=True)  # the Python engine's bulk verification reads them
         self.stock = Stock(k)
         self.generator = CandidateGenerator(
             self.similarity, self._W, self.stock, shortest_list_first=shortest_list_first
@@ -60,13 +94,26 @@ class Swoop(TopKJoin):
     def _next_change_end(self) -> float | None:
         return self.stock.first_end()
 
+    def _number(self, distinct: list[str | int]) -> frozenset[int] | np.ndarray:
+        if self._core is not None:
+            return self.tokens.number_array(distinct)
+        return self.tokens.number(distinct)
+
     def _expire(self, t: float, expired: list[SetRecord]) -> list[PairKey]:
+        if self._core is not None:
+            return self._core.expire(len(expired), t)
         for record in expired:
             self._indexes[record.side].remove(record)
         return self.stock.set_index_time(t)
 
     def _join(self, record: SetRecord) -> tuple[list[PairKey], list[PairKey]]:
         side = record.side
+        if self._core is not None:
+            own = 1 if side == "S" else 0
+            return self._core.join(
+                record.tokens, record.seq, record.end, own, 1 - own if self.two_stream else 0,
+                len(self.tokens),
+            )  # fmt: skip
         probe = self._indexes[("S" if side == "R" else "R") if self.two_stream else None]
         candidates = self.generator.get_candidates(record, probe)
         self._indexes[side].add(record)

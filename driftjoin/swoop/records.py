@@ -35,6 +35,8 @@ from collections.abc import Hashable
 from dataclasses import dataclass
 from numbers import Integral, Real
 
+import numpy as np
+
 SIDES = ("R", "S")
 _TOKEN_TYPES = {str, int}
 
@@ -56,7 +58,7 @@ class SetRecord:
     side: str | None
     ts: float
     end: float
-    tokens: frozenset[int]
+    tokens: frozenset[int] | np.ndarray  # token numbers (an array in the compiled engine)
     size: int
 
 
@@ -75,13 +77,26 @@ class TokenOrder:
         try:
             return frozenset(map(ids.__getitem__, tokens))
         except KeyError:
-            fresh = sorted(
-                (tok for tok in tokens if tok not in ids),
-                key=lambda tok: (isinstance(tok, str), tok),
-            )
-            for tok in fresh:
-                ids[tok] = len(ids)
+            self._register(tokens)
             return frozenset(map(ids.__getitem__, tokens))
+
+    def number_array(self, tokens: list[str | int]) -> np.ndarray:
+        """:meth:`number` as an ``int64`` array (in the order of ``tokens``)."""
+        ids = self._ids
+        try:
+            return np.fromiter(map(ids.__getitem__, tokens), np.int64, len(tokens))
+        except KeyError:
+            self._register(tokens)
+            return np.fromiter(map(ids.__getitem__, tokens), np.int64, len(tokens))
+
+    def _register(self, tokens: list[str | int]) -> None:
+        ids = self._ids
+        fresh = sorted(
+            (tok for tok in tokens if tok not in ids),
+            key=lambda tok: (isinstance(tok, str), tok),
+        )
+        for tok in fresh:
+            ids[tok] = len(ids)
 
 
 def validate_tokens(set_id: Hashable, tokens: object) -> list[str | int]:

@@ -28,9 +28,16 @@ _INITIAL = 1024
 
 
 class Window:
-    """FIFO of :class:`SetRecord` with O(1) access by arrival number and amortised O(1) expiry."""
+    """FIFO of :class:`SetRecord` with O(1) access by arrival number and amortised O(1) expiry.
 
-    def __init__(self) -> None:
+    ``columns=False`` leaves out the numpy columns (Base and the compiled SWOOP engine, which
+    keeps its own, do not use them); :meth:`columns` and :meth:`overlaps` then must not be used.
+    """
+
+    _with_columns = True
+
+    def __init__(self, *, columns: bool = True) -> None:
+        self._with_columns = columns
         self._records: list[SetRecord] = []
         self._ends: list[float] = []
         self._head = 0  # index of the oldest valid record in the lists
@@ -117,8 +124,14 @@ class Window:
         self._synced = stop
 
     def _compact(self) -> None:
-        self._sync()
         head, n = self._head, len(self._records) - self._head
+        if not self._with_columns:
+            del self._records[:head]
+            del self._ends[:head]
+            self._base += head
+            self._head = 0
+            return
+        self._sync()
         del self._records[:head]
         del self._ends[:head]
         self._base += head

@@ -17,6 +17,7 @@ from .helpers import dominators, skyband
 
 SMALL_K = [1, 2, 3, 5, 8]
 LARGE_K = [50, 200, 1000]
+ENGINES = ["compiled", "python"]
 
 
 def assert_same_state(swoop: Swoop, base: BaseTopK, k: int) -> None:
@@ -52,11 +53,17 @@ def scenarios(draw, ks=SMALL_K):
     return k, similarity, window, two_stream, shortest_list_first, bulk_min, ops
 
 
-def run(scenario):
+def run(scenario, engine):
     k, similarity, window, two_stream, shortest_list_first, bulk_min, ops = scenario
     swoop = Swoop(
-        k, similarity, window, two_stream=two_stream, shortest_list_first=shortest_list_first
+        k,
+        similarity,
+        window,
+        two_stream=two_stream,
+        shortest_list_first=shortest_list_first,
+        engine=engine,
     )
+    assert swoop.engine == engine
     swoop.generator.bulk_min = bulk_min
     base = BaseTopK(k, similarity, window, two_stream=two_stream)
     t = 0
@@ -71,26 +78,29 @@ def run(scenario):
         assert_same_state(swoop, base, k)
 
 
+@pytest.mark.parametrize("engine", ENGINES)
 @settings(max_examples=120, deadline=None)
-@given(scenarios())
-def test_swoop_equals_base_small_k(scenario):
-    run(scenario)
+@given(scenario=scenarios())
+def test_swoop_equals_base_small_k(engine, scenario):
+    run(scenario, engine)
 
 
+@pytest.mark.parametrize("engine", ENGINES)
 @settings(max_examples=40, deadline=None)
-@given(scenarios(ks=LARGE_K))
-def test_swoop_equals_base_large_k(scenario):
-    run(scenario)
+@given(scenario=scenarios(ks=LARGE_K))
+def test_swoop_equals_base_large_k(engine, scenario):
+    run(scenario, engine)
 
 
+@pytest.mark.parametrize("engine", ENGINES)
 @pytest.mark.parametrize("similarity", sorted(SIMILARITIES))
 @pytest.mark.parametrize(
     ("k", "two_stream", "bulk_min"),
     [(1, False, 10**9), (10, False, 0), (10, True, 20), (1000, False, 20)],
 )
-def test_swoop_equals_base_on_generated_streams(similarity, k, two_stream, bulk_min):
+def test_swoop_equals_base_on_generated_streams(similarity, k, two_stream, bulk_min, engine):
     """Longer Zipf streams with drift: expiries at steady state, skewed lists."""
-    swoop = Swoop(k, similarity, 0.05, two_stream=two_stream)
+    swoop = Swoop(k, similarity, 0.05, two_stream=two_stream, engine=engine)
     swoop.generator.bulk_min = bulk_min
     base = BaseTopK(k, similarity, 0.05, two_stream=two_stream)
     stream = set_stream(300, vocabulary=60, s=1.1, size=(1, 8), rate=1000.0, drift=200.0, seed=k)
@@ -178,20 +188,26 @@ def test_determinism():
     assert events(3) == events(3)
 
 
-def test_long_stream_compacts_window_and_lists():
+@pytest.mark.parametrize("engine", ENGINES)
+def test_long_stream_compacts_window_and_lists(engine):
     """Over 2048 expired sets: window, token buffer and inverted lists are compacted."""
-    swoop, base = Swoop(3, "dice", 0.02), BaseTopK(3, "dice", 0.02)
+    swoop, base = Swoop(3, "dice", 0.02, engine=engine), BaseTopK(3, "dice", 0.02)
     swoop.generator.bulk_min = 8
     for set_id, tokens, ts in set_stream(3000, vocabulary=30, size=(1, 6), seed=9):
         assert swoop.insert(set_id, tokens, ts) == base.insert(set_id, tokens, ts)
         if set_id % 250 == 0:
             assert_same_state(swoop, base, 3)
     assert swoop._W._base > 0  # the window was compacted at least once
+    if engine == "compiled":
+        from driftjoin.swoop import _kernels
+
+        assert swoop._core.meta[_kernels.M_BASE] > 0  # and the compiled window's columns
     assert_same_state(swoop, base, 3)
 
 
 def test_lookup_order_is_shortest_list_first_then_token_order():
-    swoop = Swoop(2, "jaccard", 100)
+    """The Python engine's lookup order (the compiled one: test_swoop_kernels.py)."""
+    swoop = Swoop(2, "jaccard", 100, engine="python")
     swoop.insert(0, ["a", "c"], 0)  # numbers a0 c1
     swoop.insert(1, ["e", "b"], 1)  # numbers b2 e3: e appears late but becomes frequent
     swoop.insert(2, ["e"], 2)

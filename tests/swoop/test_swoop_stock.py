@@ -1,14 +1,19 @@
 """The minimal stock in isolation: Algorithm 6/5 against the brute-force skyband, lb (Lemma 6.1),
-crop_end and set_index_time, with many ties in similarity and end time."""
+crop_end and set_index_time, with many ties in similarity and end time. Both implementations:
+the pure-Python ``Stock`` and the compiled ``FastStock``."""
 
 from __future__ import annotations
 
 import numpy as np
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from driftjoin.swoop.fast import FastStock
 from driftjoin.swoop.pairs import end_key
 from driftjoin.swoop.stock import Stock
+
+STOCKS = [Stock, FastStock]
 
 from .helpers import kth_at, skyband
 
@@ -43,11 +48,12 @@ def check(stock: Stock, alive: list, k: int, t: float) -> None:
     probes = [probe + delta for probe in range(int(t), int(t) + 9) for delta in (0.0, 0.5)]
     expected = [kth_at(alive, k, probe) for probe in probes]
     assert [stock.lb(probe) for probe in probes] == expected
-    # a floor of lb at future times (the join never asks about t <= t_J)
-    floor = stock.lb_floor(np.array(probes)).tolist()
-    assert all(low <= exact for low, exact, p in zip(floor, expected, probes) if p > t)
-    stock._steps = None  # fresh steps are exact
-    assert stock.lb_floor(np.array(probes)).tolist() == expected
+    if isinstance(stock, Stock):  # the Python engine's bulk verification only
+        # a floor of lb at future times (the join never asks about t <= t_J)
+        floor = stock.lb_floor(np.array(probes)).tolist()
+        assert all(low <= exact for low, exact, p in zip(floor, expected, probes) if p > t)
+        stock._steps = None  # fresh steps are exact
+        assert stock.lb_floor(np.array(probes)).tolist() == expected
     ends, sims = stock.lb_steps()
     assert ends == sorted(ends) and sims == sorted(set(sims), reverse=True)
     lbs = {probe: stock.lb(probe) for probe in range(int(t) + 1, int(t) + 9)}
@@ -55,13 +61,22 @@ def check(stock: Stock, alive: list, k: int, t: float) -> None:
         cut = stock.crop_end(ub)
         assert all((lb <= ub) == (probe > cut) for probe, lb in lbs.items())
     assert stock.topk() == sorted(alive)[:k]
+    top = sorted(alive)
+    assert stock.kth() == (top[k - 1] if len(top) >= k else None)
+    listed = list(stock)
+    assert stock.first_end() == (min(-key[1] for key in listed) if listed else None)
+    for lo in listed[:3]:
+        for hi in [None, *listed[-2:]]:
+            expected_between = [p for p in listed if lo < p and (hi is None or p <= hi)]
+            assert stock.between(lo, hi) == expected_between
 
 
+@pytest.mark.parametrize("stock_cls", STOCKS)
 @settings(max_examples=120, deadline=None)
-@given(stock_script())
-def test_insert_keeps_the_stock_minimal_and_correct(script):
+@given(script=stock_script())
+def test_insert_keeps_the_stock_minimal_and_correct(stock_cls, script):
     k, batches = script
-    stock = Stock(k)
+    stock = stock_cls(k)
     alive: list = []
     for t, batch in batches:
         expiring = sorted(key for key in stock if -key[1] <= t)
@@ -76,9 +91,10 @@ def test_insert_keeps_the_stock_minimal_and_correct(script):
         check(stock, alive, k, t)
 
 
-def test_figure_10_example():
+@pytest.mark.parametrize("stock_cls", STOCKS)
+def test_figure_10_example(stock_cls):
     """k = 3: a pair below the skyband is rejected, one above it evicts the pair it dominates."""
-    stock = Stock(3)
+    stock = stock_cls(3)
     # (sim, end): p1 (0.9, 2), p2 (0.8, 5), p3 (0.7, 4), p4 (0.6, 3)
     pairs = [(-0.9, -2, 1, 0), (-0.8, -5, 2, 0), (-0.7, -4, 3, 0), (-0.6, -3, 4, 0)]
     added, _ = stock.insert(sorted(pairs))

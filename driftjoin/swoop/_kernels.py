@@ -1,0 +1,763 @@
+"""Compiled (numba) kernels of the SWOOP core: the same algorithm as the pure-Python reference
+(:mod:`~driftjoin.swoop.stock`, :mod:`~driftjoin.swoop.candidates`,
+:mod:`~driftjoin.swoop.index`), on flat numpy arrays.
+
+All state is numpy arrays (so it pickles and needs no numba type at the call boundary); the
+Python side (:mod:`~driftjoin.swoop.fast`) owns them, grows them and converts to tuples where
+the API needs pairs. Layouts:
+
+Stock (section 6). Pairs live in a slot pool: ``sf[0, x]`` similarity, ``sf[1, x]`` end time,
+``si[0, x]`` / ``si[1, x]`` the arrival numbers ``i`` (later) and ``j`` (earlier) of slot
+``x``. ``so[0, :n]`` is ``S`` (slots in stock order), ``so[1, :n]`` is ``E`` (slots in end time
+index order), ``so[2, :nfree]`` the free slots. ``meta[M_N]`` is ``|S|``, ``meta[M_NFREE]`` the
+number of free slots. Insertion and deletion shift slot numbers only (8 bytes per pair).
+
+Inverted index (section 5.1), one per side: ``itok[side, v, F_OFF|F_CAP|F_HEAD|F_TAIL]``
+describes the list ``I(v)`` as the segment ``pool[off : off + cap]`` of the side's pool whose
+valid entries (arrival numbers, oldest first) are ``pool[head:tail]``. A full segment is
+compacted in place when at most half of it is valid, otherwise moved to a segment of twice the
+size at the pool's top (``meta[M_TOP0 + side]``); :func:`index_repack` rebuilds a full pool.
+
+Window (section 3): position ``p = seq - meta[M_BASE]``; ``wi[p, W_SIZE]`` set size,
+``wi[p, W_TOFF]`` offset of its tokens in ``wtok``, ``wi[p, W_SIDE]`` side (0 / 1),
+``wi[p, W_MARK]`` / ``wi[p, W_RHO]`` the pre-candidate map ``M`` of Algorithm 4 (a stamp and
+the first lookup position, so no clearing is needed), ``wf[p]`` end time. Valid positions are
+``meta[M_HEAD] : meta[M_NPOS]``.
+
+Similarity functions are selected by code (:data:`SIM_CODES`) and evaluate the same float
+operations as :mod:`~driftjoin.swoop.similarity`, so the values are bit-identical.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+from numba import njit
+
+SIM_CODES = {"jaccard": 0, "cosine": 1, "dice": 2, "overlap": 3, "hamming": 4}
+
+# meta slots
+M_N = 0  # |S|
+M_NFREE = 1  # free stock slots
+M_BASE = 2  # arrival number of window position 0
+M_HEAD = 3  # first valid window position
+M_NPOS = 4  # next window position
+M_TOKTAIL = 5  # used length of wtok
+M_PRE = 6  # running total of pre-candidates
+M_CAND = 7  # running total of candidates
+M_STAMP = 8  # stamp of the last get_candidates call
+M_NADD = 9  # output: reported added pairs
+M_NREM = 10  # output: reported removed pairs
+M_NEED = 11  # output of a failed call: stock slots needed
+M_TOP0 = 12  # pool top of index side 0 (side 1: M_TOP0 + 1)
+M_CHANGED = 14  # output: 1 if the last insert changed the stock
+META_SIZE = 16
+
+F_OFF, F_CAP, F_HEAD, F_TAIL = 0, 1, 2, 3
+W_SIZE, W_TOFF, W_SIDE, W_MARK, W_RHO = 0, 1, 2, 3, 4
+W_ROWS = 5
+
+NEED_INDEX = -1  # return codes of join_insert: grow index pool / stock, then call again
+NEED_STOCK = -2
+
+_COMPACT_MIN = 1024  # window compaction, as in window.py
+_NEG_INF = -np.inf
+
+
+# -- similarity functions ------------------------------------------------------------------
+
+
+@njit(cache=True, inline="always")
+def sim(code, l_r, l_s, o):
+    """``sim(l_r, l_s, o)`` of similarity ``code`` (same float operations as similarity.py)."""
+    if code == 0:
+        return o / (l_r + l_s - o)
+    if code == 1:
+        return math.sqrt(o * o / (l_r * l_s))
+    if code == 2:
+        return 2 * o / (l_r + l_s)
+    if code == 3:
+        return float(o)
+    if o:
+        return 1.0 / (1 + l_r + l_s - 2 * o)
+    return 0.0
+
+
+@njit(cache=True)
+def overlap(code, l_r, l_s, tau):
+    """``WellBehavedSimilarity.overlap``: the minimum ``o`` with ``sim(l_r, l_s, o) >= tau``."""
+    if tau <= 0:
+        return 0
+    top = min(l_r, l_s)
+    if code == 0:
+        est = tau / (1.0 + tau) * (l_r + l_s)
+    elif code == 1:
+        est = tau * math.sqrt(l_r * l_s)
+    elif code == 2:
+        est = tau * (l_r + l_s) / 2.0
+    elif code == 3:
+        est = tau
+    else:
+        est = max(1.0, (l_r + l_s - 1.0 / tau + 1.0) / 2.0)
+    if est > top:
+        o = top + 1
+    else:
+        o = max(0, int(math.ceil(est)))
+    while o > 0 and sim(code, l_r, l_s, o - 1) >= tau:
+        o -= 1
+    while o <= top and sim(code, l_r, l_s, o) < tau:
+        o += 1
+    return o
+
+
+# -- stock order and bisection ---------------------------------------------------------------
+
+
+@njit(cache=True, inline="always")
+def _s_lt(sf, si, a, b):
+    """Slot ``a`` precedes slot ``b`` in stock order (sim desc, end desc, i asc, j asc)."""
+    if sf[0, a] != sf[0, b]:
+        return sf[0, a] > sf[0, b]
+    if sf[1, a] != sf[1, b]:
+        return sf[1, a] > sf[1, b]
+    if si[0, a] != si[0, b]:
+        return si[0, a] < si[0, b]
+    return si[1, a] < si[1, b]
+
+
+@njit(cache=True, inline="always")
+def _e_lt(sf, si, a, b):
+    """Slot ``a`` precedes slot ``b`` in end time index order (end asc, sim asc, i, j desc)."""
+    if sf[1, a] != sf[1, b]:
+        return sf[1, a] < sf[1, b]
+    if sf[0, a] != sf[0, b]:
+        return sf[0, a] < sf[0, b]
+    if si[0, a] != si[0, b]:
+        return si[0, a] > si[0, b]
+    return si[1, a] > si[1, b]
+
+
+@njit(cache=True)
+def _s_bisect(sf, si, so, lo, hi, c):
+    """First position ``x`` in ``S[lo:hi]`` with ``S[x] >= c`` (``bisect_left``)."""
+    while lo < hi:
+        mid = (lo + hi) >> 1
+        if _s_lt(sf, si, so[0, mid], c):
+            lo = mid + 1
+        else:
+            hi = mid
+    return lo
+
+
+@njit(cache=True)
+def _e_bisect(sf, si, so, lo, hi, c):
+    """First position ``x`` in ``E[lo:hi]`` with ``E[x] >= c`` in end time index order."""
+    while lo < hi:
+        mid = (lo + hi) >> 1
+        if _e_lt(sf, si, so[1, mid], c):
+            lo = mid + 1
+        else:
+            hi = mid
+    return lo
+
+
+@njit(cache=True)
+def _e_first_end_ge(sf, so, lo, hi, t):
+    """First position in ``E[lo:hi]`` whose pair ends at ``t`` or later."""
+    while lo < hi:
+        mid = (lo + hi) >> 1
+        if sf[1, so[1, mid]] < t:
+            lo = mid + 1
+        else:
+            hi = mid
+    return lo
+
+
+@njit(cache=True)
+def _e_first_end_gt(sf, so, lo, hi, t):
+    """First position in ``E[lo:hi]`` whose pair ends after ``t``."""
+    while lo < hi:
+        mid = (lo + hi) >> 1
+        if sf[1, so[1, mid]] <= t:
+            lo = mid + 1
+        else:
+            hi = mid
+    return lo
+
+
+@njit(cache=True)
+def _s_first_sim_le(sf, so, n, ub):
+    """First position in ``S`` whose similarity is at most ``ub``."""
+    lo, hi = 0, n
+    while lo < hi:
+        mid = (lo + hi) >> 1
+        if sf[0, so[0, mid]] > ub:
+            lo = mid + 1
+        else:
+            hi = mid
+    return lo
+
+
+@njit(cache=True)
+def s_bisect_key(sf, si, so, n, sim, end, i, j, right):
+    """``bisect_left`` (``bisect_right`` if ``right``) of the pair ``(sim, end, i, j)`` in ``S``."""
+    lo, hi = 0, n
+    while lo < hi:
+        mid = (lo + hi) >> 1
+        x = so[0, mid]
+        if sf[0, x] != sim:
+            below = sf[0, x] > sim
+        elif sf[1, x] != end:
+            below = sf[1, x] > end
+        elif si[0, x] != i:
+            below = si[0, x] < i
+        elif si[1, x] != j:
+            below = si[1, x] < j
+        else:
+            below = right
+        if below:
+            lo = mid + 1
+        else:
+            hi = mid
+    return lo
+
+
+# -- stock operations ------------------------------------------------------------------------
+
+
+@njit(cache=True)
+def stock_lb(sf, so, meta, k, t):
+    """Skyband lower bound ``lb(t, k)`` (Lemma 6.1), ``0.0`` below ``k`` pairs."""
+    n = meta[M_N]
+    x = k - 1 + _e_first_end_ge(sf, so, 0, n, t)
+    return sf[0, so[0, x]] if x < n else 0.0
+
+
+@njit(cache=True)
+def stock_crop_end(sf, so, meta, k, ub):
+    """End time ``T`` with ``lb(t, k) <= ub`` exactly for ``t > T`` (``-inf``: all ``t``)."""
+    u = _s_first_sim_le(sf, so, meta[M_N], ub) - k + 1
+    return sf[1, so[1, u - 1]] if u > 0 else _NEG_INF
+
+
+@njit(cache=True)
+def _alloc(so, meta):
+    meta[M_NFREE] -= 1
+    return so[2, meta[M_NFREE]]
+
+
+@njit(cache=True)
+def _free(so, meta, slot):
+    so[2, meta[M_NFREE]] = slot
+    meta[M_NFREE] += 1
+
+
+@njit(cache=True)
+def _row_insert(so, row, n, pos, slot):
+    for x in range(n, pos, -1):
+        so[row, x] = so[row, x - 1]
+    so[row, pos] = slot
+
+
+@njit(cache=True)
+def _row_delete(so, row, n, pos):
+    for x in range(pos, n - 1):
+        so[row, x] = so[row, x + 1]
+
+
+@njit(cache=True)
+def _add(sf, si, so, meta, slot):
+    n = meta[M_N]
+    _row_insert(so, 0, n, _s_bisect(sf, si, so, 0, n, slot), slot)
+    _row_insert(so, 1, n, _e_bisect(sf, si, so, 0, n, slot), slot)
+    meta[M_N] = n + 1
+
+
+@njit(cache=True)
+def _emit(sf, si, slot, of, oi, row, m):
+    of[row, m] = sf[0, slot]
+    of[row + 1, m] = sf[1, slot]
+    oi[row, m] = si[0, slot]
+    oi[row + 1, m] = si[1, slot]
+
+
+@njit(cache=True)
+def stock_set_index_time(sf, si, so, meta, t, of, oi):
+    """Remove the pairs ending at or before ``t``; they go to ``of/oi[2:4, :m]`` in ``E``
+    order. Returns ``m``."""
+    n = meta[M_N]
+    m = _e_first_end_gt(sf, so, 0, n, t)
+    if m == 0:
+        return 0
+    for x in range(m):
+        _emit(sf, si, so[1, x], of, oi, 2, x)
+    for x in range(m, n):
+        so[1, x - m] = so[1, x]
+    w = 0
+    for x in range(n):
+        slot = so[0, x]
+        if sf[1, slot] > t:
+            so[0, w] = slot
+            w += 1
+        else:
+            _free(so, meta, slot)
+    meta[M_N] = n - m
+    return m
+
+
+@njit(cache=True)
+def _cleanup(sf, si, so, meta, s, e, t_bound, maxe, stop, of, oi, nrem):
+    """Algorithm 5 from the aligned position ``(E[e], S[s])`` (as ``Stock._cleanup``)."""
+    n = meta[M_N]
+    e_stop = _e_first_end_gt(sf, so, e, n, maxe)  # E[e_stop:] ends after maxe
+    s_stop = n if stop < 0 else _s_bisect(sf, si, so, s, n, stop)
+    while e < e_stop and s < s_stop:
+        ek = so[1, e]
+        if _s_lt(sf, si, so[0, s], ek):  # E[e] ranks behind S[s]: at least k dominate it
+            x = _s_bisect(sf, si, so, s, n, ek)
+            _row_delete(so, 1, n, e)
+            _row_delete(so, 0, n, x)
+            n -= 1
+            meta[M_N] = n
+            _emit(sf, si, ek, of, oi, 2, nrem)
+            nrem += 1
+            _free(so, meta, ek)
+            e_stop -= 1
+            if x < s_stop:
+                s_stop -= 1
+        else:
+            s += 1
+            e += 1
+            t_bound = sf[1, so[1, e - 1]]
+    return s, e, t_bound, nrem
+
+
+@njit(cache=True)
+def stock_insert(sf, si, so, meta, k, cands, nc, added, of, oi):
+    """Algorithm 6 with Algorithm 5 (as ``Stock.insert``).
+
+    ``cands[:nc]`` are allocated slots holding the candidates, sorted in stock order; rejected
+    ones are freed. The added slots go to ``added[:na]``, the removed pairs to
+    ``of/oi[2:4, :nrem]``. Returns ``(na, nrem)``.
+    """
+    na = 0
+    nrem = 0
+    i = 0
+    # lines 2-4: while |S| < k every pair is in the top-k, hence relevant
+    while i < nc and meta[M_N] < k:
+        _add(sf, si, so, meta, cands[i])
+        added[na] = cands[i]
+        na += 1
+        i += 1
+    while i < nc:
+        n = meta[M_N]
+        # lines 5-7 (stock minimal here): align (E[e], S[s]) at the next candidate
+        s = _s_bisect(sf, si, so, 0, n, cands[i])
+        if s >= n:
+            break
+        if s < k:
+            s, e, t_bound = k - 1, 0, _NEG_INF
+        else:
+            e = s - k + 1
+            t_bound = sf[1, so[1, e - 1]]
+        maxe = _NEG_INF
+        while True:
+            # lines 9-11: insert the relevant candidates that precede S[s]
+            while i < nc and _s_lt(sf, si, cands[i], so[0, s]):
+                c = cands[i]
+                i += 1
+                if sf[1, c] > t_bound:
+                    _add(sf, si, so, meta, c)
+                    added[na] = c
+                    na += 1
+                    if sf[1, c] > maxe:
+                        maxe = sf[1, c]
+                else:
+                    _free(so, meta, c)
+            # lines 12-15: Algorithm 5 until the next candidate's turn or a clean stock
+            stop = cands[i] if i < nc else -1
+            s, e, t_bound, nrem = _cleanup(sf, si, so, meta, s, e, t_bound, maxe, stop, of, oi, nrem)
+            if s >= meta[M_N] or sf[1, so[1, e]] > maxe:
+                break
+        if s >= meta[M_N]:
+            break
+    # lines 16-19: candidates behind the last pair of S (the stock is minimal again)
+    while i < nc:
+        c = cands[i]
+        i += 1
+        if sf[1, c] > sf[1, so[1, meta[M_N] - k]]:
+            _add(sf, si, so, meta, c)
+            added[na] = c
+            na += 1
+        else:
+            _free(so, meta, c)
+    return na, nrem
+
+
+@njit(cache=True)
+def _sort_slots(sf, si, a, n, tmp):
+    """Sort slots ``a[:n]`` in stock order (insertion sort; bottom-up merge sort when long)."""
+    if n <= 24:
+        for x in range(1, n):
+            v = a[x]
+            y = x - 1
+            while y >= 0 and _s_lt(sf, si, v, a[y]):
+                a[y + 1] = a[y]
+                y -= 1
+            a[y + 1] = v
+        return
+    width = 1
+    src, dst = a, tmp
+    while width < n:
+        lo = 0
+        while lo < n:
+            mid = min(lo + width, n)
+            hi = min(lo + 2 * width, n)
+            p, q, w = lo, mid, lo
+            while p < mid and q < hi:
+                if _s_lt(sf, si, src[q], src[p]):
+                    dst[w] = src[q]
+                    q += 1
+                else:
+                    dst[w] = src[p]
+                    p += 1
+                w += 1
+            while p < mid:
+                dst[w] = src[p]
+                p += 1
+                w += 1
+            while q < hi:
+                dst[w] = src[q]
+                q += 1
+                w += 1
+            lo = hi
+        src, dst = dst, src
+        width *= 2
+    if src is not a:
+        for x in range(n):
+            a[x] = src[x]
+
+
+@njit(cache=True)
+def stock_insert_pairs(sf, si, so, meta, k, pf, pi, of, oi):
+    """``Stock.insert`` for pairs given as arrays (``pf[0]`` sim, ``pf[1]`` end, ``pi[0]``
+    i, ``pi[1]`` j), sorted in stock order; needs ``len(pf[0])`` free slots. Added pairs go to
+    ``of/oi[0:2, :na]``, removed ones to ``of/oi[2:4, :nrem]``; returns ``(na, nrem)``."""
+    nc = pf.shape[1]
+    cands = np.empty(nc, np.int64)
+    for x in range(nc):
+        c = _alloc(so, meta)
+        sf[0, c] = pf[0, x]
+        sf[1, c] = pf[1, x]
+        si[0, c] = pi[0, x]
+        si[1, c] = pi[1, x]
+        cands[x] = c
+    slots = np.empty(nc, np.int64)
+    na, nrem = stock_insert(sf, si, so, meta, k, cands, nc, slots, of, oi)
+    for x in range(na):
+        _emit(sf, si, slots[x], of, oi, 0, x)
+    return na, nrem
+
+
+# -- inverted index --------------------------------------------------------------------------
+
+
+@njit(cache=True)
+def _index_room(itok, side, pool, top, tokens):
+    """Pool entries that appending a set with ``tokens`` may need at the pool top."""
+    need = 0
+    for t in tokens:
+        off, cap, tail = itok[side, t, F_OFF], itok[side, t, F_CAP], itok[side, t, F_TAIL]
+        if tail == off + cap and not (cap > 0 and tail - itok[side, t, F_HEAD] <= cap // 2):
+            need += max(4, 2 * cap)
+    return top + need <= len(pool), need
+
+
+@njit(cache=True)
+def _index_append(itok, side, pool, meta, t, seq):
+    off, cap = itok[side, t, F_OFF], itok[side, t, F_CAP]
+    head, tail = itok[side, t, F_HEAD], itok[side, t, F_TAIL]
+    if tail == off + cap:
+        live = tail - head
+        if cap > 0 and live <= cap // 2:  # compact in place
+            for x in range(live):
+                pool[off + x] = pool[head + x]
+        else:  # move to a segment of twice the size at the pool top
+            top = meta[M_TOP0 + side]
+            for x in range(live):
+                pool[top + x] = pool[head + x]
+            off = top
+            cap = max(4, 2 * cap)
+            meta[M_TOP0 + side] = top + cap
+            itok[side, t, F_OFF] = off
+            itok[side, t, F_CAP] = cap
+        head = off
+        tail = off + live
+        itok[side, t, F_HEAD] = head
+    pool[tail] = seq
+    itok[side, t, F_TAIL] = tail + 1
+
+
+@njit(cache=True)
+def index_repack(itok, side, pool, meta, extra):
+    """A new pool for ``side`` holding every list with room to grow, plus ``extra`` entries."""
+    ntok = itok.shape[1]
+    total = 0
+    for t in range(ntok):
+        live = itok[side, t, F_TAIL] - itok[side, t, F_HEAD]
+        if live:
+            total += max(4, 2 * live)
+    out = np.empty(max(1024, 2 * (total + extra)), np.int64)
+    top = 0
+    for t in range(ntok):
+        head, tail = itok[side, t, F_HEAD], itok[side, t, F_TAIL]
+        live = tail - head
+        cap = max(4, 2 * live) if live else 0
+        for x in range(live):
+            out[top + x] = pool[head + x]
+        itok[side, t, F_OFF] = top
+        itok[side, t, F_CAP] = cap
+        itok[side, t, F_HEAD] = top
+        itok[side, t, F_TAIL] = top + live
+        top += cap
+    meta[M_TOP0 + side] = top
+    return out
+
+
+# -- window expiry ---------------------------------------------------------------------------
+
+
+@njit(cache=True)
+def expire_sets(count, t, itok, pool0, pool1, wi, wf, wtok, meta, sf, si, so, of, oi):
+    """The ``count`` oldest valid sets leave (their index entries are at the list heads), then
+    the stock pairs ending by ``t`` (:func:`stock_set_index_time`). Returns their number."""
+    head = meta[M_HEAD]
+    for p in range(head, head + count):
+        side = wi[p, W_SIDE]
+        off = wi[p, W_TOFF]
+        for x in range(off, off + wi[p, W_SIZE]):
+            tok = wtok[x]
+            h = itok[side, tok, F_HEAD] + 1
+            if h == itok[side, tok, F_TAIL]:  # empty: reset to the segment start
+                h = itok[side, tok, F_OFF]
+                itok[side, tok, F_TAIL] = h
+            itok[side, tok, F_HEAD] = h
+    head += count
+    meta[M_HEAD] = head
+    npos = meta[M_NPOS]
+    if head >= _COMPACT_MIN and 2 * head >= npos:  # compact the window columns
+        live = npos - head
+        first = wi[head, W_TOFF] if live else meta[M_TOKTAIL]
+        ntok = meta[M_TOKTAIL] - first
+        for x in range(ntok):
+            wtok[x] = wtok[first + x]
+        for p in range(live):
+            for r in range(W_ROWS):
+                wi[p, r] = wi[head + p, r]
+            wi[p, W_TOFF] -= first
+            wf[p] = wf[head + p]
+        meta[M_TOKTAIL] = ntok
+        meta[M_BASE] += head
+        meta[M_HEAD] = 0
+        meta[M_NPOS] = live
+    return stock_set_index_time(sf, si, so, meta, t, of, oi)
+
+
+# -- candidate generation (Algorithm 4) and the whole insert --------------------------------
+
+
+@njit(cache=True)
+def _lookup_order(tokens, itok, pside, lens, order, shortest_first):
+    """Lists in lookup order (section 5.5): shortest first, then later-numbered tokens first."""
+    lr = len(tokens)
+    for x in range(lr):
+        t = tokens[x]
+        lens[x] = itok[pside, t, F_TAIL] - itok[pside, t, F_HEAD]
+        order[x] = x
+    for x in range(1, lr):  # insertion sort by (length, -token) or by -token
+        v = order[x]
+        y = x - 1
+        while y >= 0:
+            u = order[y]
+            if shortest_first and lens[u] != lens[v]:
+                before = lens[v] < lens[u]
+            else:
+                before = tokens[v] > tokens[u]
+            if not before:
+                break
+            order[y + 1] = u
+            y -= 1
+        order[y + 1] = v
+
+
+@njit(cache=True)
+def get_candidates(
+    tokens, seq, pside, itok, pool, wi, wf, wtok, tmark, meta, sf, si, so, k, code,
+    shortest_first, pre, cj, cs, lens, order,
+):
+    """Algorithm 4 for a set with ``tokens``: candidates to ``cj`` (arrival numbers) and ``cs``
+    (similarities), in no particular order. Returns their number and the pre-candidates'.
+
+    Cropping (section 5.4): list ``rho`` keeps the entries ending after
+    ``crop_end(ub(|r|, rho))``, found by bisection (``lb`` is non-increasing, Lemma 1).
+    Verification (lines 10-13): ``tau_o = max(1, overlap(|r_i|, |r_j|, lb(t_j + w)))``; the
+    check stops before comparing tokens when ``min(|r_i| - rho + 1, |r_j|) < tau_o`` and while
+    counting as soon as ``tau_o`` is out of reach.
+    """
+    lr = len(tokens)
+    stamp = meta[M_STAMP] + 1
+    meta[M_STAMP] = stamp
+    base = meta[M_BASE]
+    _lookup_order(tokens, itok, pside, lens, order, shortest_first)
+    npre = 0
+    for rho in range(lr):
+        x = order[rho]
+        if lens[x] == 0:
+            continue
+        t = tokens[x]
+        lo, hi = itok[pside, t, F_HEAD], itok[pside, t, F_TAIL]
+        rest = lr - rho
+        cut = stock_crop_end(sf, so, meta, k, sim(code, lr, rest, rest))
+        if cut != _NEG_INF:  # first entry ending after cut
+            while lo < hi:
+                mid = (lo + hi) >> 1
+                if wf[pool[mid] - base] <= cut:
+                    lo = mid + 1
+                else:
+                    hi = mid
+        for y in range(lo, itok[pside, t, F_TAIL]):
+            p = pool[y] - base
+            if wi[p, W_MARK] != stamp:
+                wi[p, W_MARK] = stamp
+                wi[p, W_RHO] = rho
+                pre[npre] = p
+                npre += 1
+    for x in range(lr):
+        tmark[tokens[x]] = stamp
+    nc = 0
+    for y in range(npre):
+        p = pre[y]
+        ls = wi[p, W_SIZE]
+        tau = overlap(code, lr, ls, stock_lb(sf, so, meta, k, wf[p]))
+        if tau < 1:
+            tau = 1
+        if lr - wi[p, W_RHO] < tau or ls < tau:  # o <= min(|r_i| - rho + 1, |r_j|)
+            continue
+        o = 0
+        off = wi[p, W_TOFF]
+        for z in range(ls):
+            if tmark[wtok[off + z]] == stamp:
+                o += 1
+            elif o + ls - z - 1 < tau:
+                break
+        if o >= tau:
+            cj[nc] = p + base
+            cs[nc] = sim(code, lr, ls, o)
+            nc += 1
+    return nc, npre
+
+
+@njit(cache=True)
+def join_insert(
+    tokens, seq, end, side, pside, itok, pool_own, pool_probe, wi, wf, wtok, tmark, meta,
+    sf, si, so, of, oi, k, code, shortest_first, scratch, cs,
+):
+    """``_join`` of a new set: candidates (Algorithm 4), stock insert (Algorithms 6 and 5),
+    index and window append. ``scratch`` (``int64[6, n]``) and ``cs`` (``float64[n]``) are
+    work space for ``n`` >= the window's capacity and ``|r|``. Returns 0, or :data:`NEED_INDEX` / :data:`NEED_STOCK` without
+    having changed the join (the caller grows the arrays and calls again).
+
+    Reported changes for the change stream: the added pairs that can matter (all when
+    ``|S| < k`` before or after, else those up to the later of the two k-th pairs) to
+    ``of/oi[0:2, :meta[M_NADD]]``, the removed pairs up to the k-th pair before the insert to
+    ``of/oi[2:4, :meta[M_NREM]]``; ``meta[M_CHANGED]`` tells whether the stock changed.
+    """
+    lr = len(tokens)
+    meta[M_NADD] = 0
+    meta[M_NREM] = 0
+    meta[M_CHANGED] = 0
+    ok, need = _index_room(itok, side, pool_own, meta[M_TOP0 + side], tokens)
+    if not ok:
+        meta[M_NEED] = need
+        return NEED_INDEX
+    pre, cj, added, tmp = scratch[0], scratch[1], scratch[2], scratch[3]
+    lens, order = scratch[4], scratch[5]
+    nc, npre = get_candidates(
+        tokens, seq, pside, itok, pool_probe, wi, wf, wtok, tmark, meta, sf, si, so, k, code,
+        shortest_first, pre, cj, cs, lens, order,
+    )
+    if nc > meta[M_NFREE]:
+        meta[M_NEED] = nc
+        return NEED_STOCK
+    meta[M_PRE] += npre
+    meta[M_CAND] += nc
+    base = meta[M_BASE]
+    for x in range(nc):
+        c = _alloc(so, meta)
+        sf[0, c] = cs[x]
+        sf[1, c] = wf[cj[x] - base]
+        si[0, c] = seq
+        si[1, c] = cj[x]
+        pre[x] = c
+    if nc:
+        _sort_slots(sf, si, pre, nc, tmp)
+        n0 = meta[M_N]
+        has_before = n0 >= k
+        b = so[0, k - 1] if has_before else -1
+        if has_before:  # keep the k-th pair's key (its slot may be freed)
+            bsim, bend, bi, bj = sf[0, b], sf[1, b], si[0, b], si[1, b]
+        else:
+            bsim, bend, bi, bj = 0.0, 0.0, 0, 0
+        na, nrem = stock_insert(sf, si, so, meta, k, pre, nc, added, of, oi)
+        if na or nrem:
+            meta[M_CHANGED] = 1
+        n1 = meta[M_N]
+        has_after = n1 >= k
+        a = so[0, k - 1] if has_after else -1
+        m = 0
+        for x in range(nrem):  # removed pairs that were in the top-k before
+            keep = not has_before
+            if not keep:
+                rs, re_, ri, rj = of[2, x], of[3, x], oi[2, x], oi[3, x]
+                keep = not (
+                    rs < bsim or rs == bsim and (
+                        re_ < bend or re_ == bend and (ri > bi or ri == bi and rj > bj)
+                    )
+                )
+            if keep:
+                of[2, m], of[3, m], oi[2, m], oi[3, m] = of[2, x], of[3, x], oi[2, x], oi[3, x]
+                m += 1
+        meta[M_NREM] = m
+        m = 0
+        for x in range(na):
+            c = added[x]
+            keep = not has_before or not has_after or not _s_lt(sf, si, a, c)
+            if not keep:  # c <= before?
+                keep = not (
+                    sf[0, c] < bsim or sf[0, c] == bsim and (
+                        sf[1, c] < bend or sf[1, c] == bend and (
+                            si[0, c] > bi or si[0, c] == bi and si[1, c] > bj
+                        )
+                    )
+                )
+            if keep:
+                _emit(sf, si, c, of, oi, 0, m)
+                m += 1
+        meta[M_NADD] = m
+    # index and window append
+    for x in range(lr):
+        _index_append(itok, side, pool_own, meta, tokens[x], seq)
+    p = meta[M_NPOS]
+    toff = meta[M_TOKTAIL]
+    wi[p, W_SIZE] = lr
+    wi[p, W_TOFF] = toff
+    wi[p, W_SIDE] = side
+    wi[p, W_MARK] = -1
+    wi[p, W_RHO] = 0
+    wf[p] = end
+    for x in range(lr):
+        wtok[toff + x] = tokens[x]
+    meta[M_TOKTAIL] = toff + lr
+    meta[M_NPOS] = p + 1
+    return 0

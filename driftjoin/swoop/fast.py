@@ -1,0 +1,310 @@
+"""The compiled engine of :class:`~driftjoin.swoop.Swoop`: Python wrappers of the numba kernels.
+
+:class:`FastStock` is the minimal stock of section 6 with the API of
+:class:`~driftjoin.swoop.stock.Stock` (pairs in and out as ``PairKey`` tuples), and
+:class:`FastCore` holds the whole join state of one :class:`~driftjoin.swoop.Swoop` (window
+columns, inverted indexes, stock) and runs one insert or expiry per kernel call. The kernels
+implement the same algorithm as the pure-Python reference (:mod:`~driftjoin.swoop.stock`,
+:mod:`~driftjoin.swoop.candidates`, :mod:`~driftjoin.swoop.index`), which remains the engine
+for user-defined similarity functions and the reference of the tests.
+
+All state is numpy arrays, so a join pickles (the Spark operator stores it between
+micro-batches). The kernels are compiled on first use and cached on disk (``cache=True``);
+:func:`warm_up` compiles them explicitly.
+"""
+
+from __future__ import annotations
+
+from bisect import bisect_left
+from collections.abc import Iterator, Sequence
+
+import numpy as np
+
+from driftjoin.swoop import _kernels as K
+from driftjoin.swoop.pairs import EndKey, PairKey
+from driftjoin.swoop.similarity import SIMILARITIES, WellBehavedSimilarity
+
+_INF = float("inf")
+
+
+def supports(similarity: WellBehavedSimilarity) -> bool:
+    """Whether the compiled engine implements ``similarity`` (the built-in functions only)."""
+    builtin = SIMILARITIES.get(similarity.name)
+    return builtin is not None and type(similarity) is type(builtin)
+
+
+def _grown(array: np.ndarray, size: int, axis: int = -1) -> np.ndarray:
+    """``array`` copied into a larger zero-filled array (``size`` along ``axis``)."""
+    shape = list(array.shape)
+    old = shape[axis]
+    shape[axis] = size
+    out = np.zeros(shape, array.dtype)
+    index = [slice(None)] * array.ndim
+    index[axis] = slice(0, old)
+    out[tuple(index)] = array
+    return out
+
+
+def _keys(of: np.ndarray, oi: np.ndarray, row: int, m: int) -> list[PairKey]:
+    """Output rows ``row``, ``row + 1`` (sim, end; i, j) as stock keys."""
+    if not m:
+        return []
+    return [
+        (-s, -e, i, j)
+        for s, e, i, j in zip(
+            of[row, :m].tolist(), of[row + 1, :m].tolist(), oi[row, :m].tolist(), oi[row + 1, :m].tolist()
+        )
+    ]
+
+
+class FastStock:
+    """Minimal stock ``S`` with end time index ``E`` on compiled kernels (see ``_kernels``)."""
+
+    def __init__(self, k: int, capacity: int = 64) -> None:
+        self.k = k
+        self.meta = np.zeros(K.META_SIZE, np.int64)
+        self.sf = np.zeros((2, 0), np.float64)
+        self.si = np.zeros((2, 0), np.int64)
+        self.so = np.zeros((3, 0), np.int64)
+        self.of = np.zeros((4, 0), np.float64)
+        self.oi = np.zeros((4, 0), np.int64)
+        self.grow(capacity)
+
+    # -- storage -------------------------------------------------------------------------------
+
+    def grow(self, need_free: int) -> None:
+        """Make room for at least ``need_free`` more pairs (capacity doubles)."""
+        cap = self.sf.shape[1]
+        free = int(self.meta[K.M_NFREE])
+        if free >= need_free:
+            return
+        size = max(2 * cap, cap + need_free - free, 64)
+        self.sf = _grown(self.sf, size)
+        self.si = _grown(self.si, size)
+        so = _grown(self.so, size)
+        so[2, free : free + size - cap] = np.arange(cap, size)  # the new slots are free
+        self.so = so
+        self.meta[K.M_NFREE] = free + size - cap
+        self.of = np.zeros((4, size), np.float64)
+        self.oi = np.zeros((4, size), np.int64)
+
+    def _key(self, slot: int) -> PairKey:
+        sf, si = self.sf, self.si
+        return (-sf[0, slot].item(), -sf[1, slot].item(), si[0, slot].item(), si[1, slot].item())
+
+    def _range(self, row: int, lo: int, hi: int) -> list[PairKey]:
+        slots = self.so[row, lo:hi]
+        return list(
+            zip(
+                (-self.sf[0, slots]).tolist(),
+                (-self.sf[1, slots]).tolist(),
+                self.si[0, slots].tolist(),
+                self.si[1, slots].tolist(),
+            )
+        )
+
+    # -- the API of stock.Stock ----------------------------------------------------------------
+
+    def __len__(self) -> int:
+        return int(self.meta[K.M_N])
+
+    def __iter__(self) -> Iterator[PairKey]:
+        """The pairs in stock order."""
+        return iter(self._range(0, 0, len(self)))
+
+    def end_index(self) -> list[EndKey]:
+        """A copy of ``E`` as end time index keys (for inspection)."""
+        return [(-e, -s, -i, -j) for s, e, i, j in self._range(1, 0, len(self))]
+
+    def topk(self) -> list[PairKey]:
+        """The first ``k`` pairs of ``S``."""
+        return self._range(0, 0, min(self.k, len(self)))
+
+    def kth(self) -> PairKey | None:
+        """The k-th pair of ``S`` (the top-k boundary), ``None`` if ``|S| < k``."""
+        return self._key(self.so[0, self.k - 1]) if self.meta[K.M_N] >= self.k else None
+
+    def between(self, lo: PairKey, hi: PairKey | None) -> list[PairKey]:
+        """Pairs ``p`` with ``lo < p <= hi`` in stock order (``hi=None``: no upper limit)."""
+        n = len(self)
+        start = self._bisect_right(lo)
+        stop = n if hi is None else self._bisect_right(hi)
+        return self._range(0, start, stop)
+
+    def _bisect_right(self, key: PairKey) -> int:
+        return K.s_bisect_key(
+            self.sf, self.si, self.so, len(self), -float(key[0]), -float(key[1]), int(key[2]),
+            int(key[3]), True,
+        )
+
+    def first_end(self) -> float | None:
+        """End time of ``E[0]``, the next pair to expire (``None`` for an empty stock)."""
+        return self.sf[1, self.so[1, 0]].item() if self.meta[K.M_N] else None
+
+    def lb(self, t: float) -> float:
+        """Skyband lower bound ``lb(t, k)`` (Lemma 6.1)."""
+        return K.stock_lb(self.sf, self.so, self.meta, self.k, float(t))
+
+    def crop_end(self, ub: float) -> float:
+        """End time ``T`` with ``lb(t, k) <= ub`` exactly for ``t > T`` (``-inf``: all ``t``)."""
+        return K.stock_crop_end(self.sf, self.so, self.meta, self.k, float(ub))
+
+    def lb_steps(self) -> tuple[list[float], list[float]]:
+        """Steps of the staircase ``lb(t, k)`` (as ``Stock.lb_steps``)."""
+        S, E, k = list(self), self.end_index(), self.k
+        ends: list[float] = []
+        sims: list[float] = []
+        x = k - 1
+        while x < len(S):
+            neg = S[x][0]
+            x = bisect_left(S, (neg, _INF), x)
+            ends.append(E[x - k][0])
+            sims.append(-neg)
+        return ends, sims
+
+    def set_index_time(self, t: float) -> list[PairKey]:
+        """Remove and return (in ``E`` order) the pairs with end time ``<= t``."""
+        m = K.stock_set_index_time(self.sf, self.si, self.so, self.meta, float(t), self.of, self.oi)
+        return _keys(self.of, self.oi, 2, m)
+
+    def insert(self, candidates: Sequence[PairKey]) -> tuple[list[PairKey], list[PairKey]]:
+        """Algorithm 6 with Algorithm 5 (as ``Stock.insert``); returns ``(added, removed)``."""
+        n = len(candidates)
+        if not n:
+            return [], []
+        self.grow(n)
+        pf = np.empty((2, n), np.float64)
+        pi = np.empty((2, n), np.int64)
+        for x, (s, e, i, j) in enumerate(candidates):
+            pf[0, x], pf[1, x], pi[0, x], pi[1, x] = -s, -e, i, j
+        na, nrem = K.stock_insert_pairs(
+            self.sf, self.si, self.so, self.meta, self.k, pf, pi, self.of, self.oi
+        )
+        return _keys(self.of, self.oi, 0, na), _keys(self.of, self.oi, 2, nrem)
+
+
+class Counters:
+    """``Swoop.generator`` of the compiled engine: running totals for the benchmarks."""
+
+    def __init__(self, meta: np.ndarray, shortest_list_first: bool) -> None:
+        self._meta = meta
+        self.shortest_list_first = shortest_list_first
+        self.bulk_min = 0  # unused: the compiled verification has no separate bulk path
+
+    @property
+    def pre_candidates(self) -> int:
+        return int(self._meta[K.M_PRE])
+
+    @property
+    def candidates(self) -> int:
+        return int(self._meta[K.M_CAND])
+
+
+class FastCore:
+    """Window columns, inverted indexes (one per side) and stock of one compiled SWOOP join."""
+
+    def __init__(
+        self, k: int, similarity: WellBehavedSimilarity, *, shortest_list_first: bool = True
+    ) -> None:
+        self.k = k
+        self.code = K.SIM_CODES[similarity.name]
+        self.stock = FastStock(k)
+        self.meta = self.stock.meta
+        self.generator = Counters(self.meta, shortest_list_first)
+        self.ntok = 0  # token numbers covered by itok and tmark
+        self.itok = np.zeros((2, 0, 4), np.int64)
+        self.tmark = np.zeros(0, np.int64)
+        self.pools = [np.zeros(1024, np.int64), np.zeros(1024, np.int64)]
+        self.wcap = 0
+        self.wi = np.zeros((0, K.W_ROWS), np.int64)
+        self.wf = np.zeros(0, np.float64)
+        self.wtok = np.zeros(0, np.int64)
+        self.scratch = np.zeros((6, 0), np.int64)
+        self.cs = np.zeros(0, np.float64)
+        self._grow_tokens(64)
+        self._grow_window(1024)
+
+    def _grow_tokens(self, ntok: int) -> None:
+        size = max(ntok, 2 * self.ntok)
+        self.itok = _grown(self.itok, size, axis=1)
+        self.tmark = _grown(self.tmark, size)
+        self.ntok = size
+
+    def _grow_window(self, npos: int) -> None:
+        size = max(npos, 2 * self.wcap)
+        self.wi = _grown(self.wi, size, axis=0)
+        self.wf = _grown(self.wf, size)
+        self.scratch = np.zeros((6, size), np.int64)
+        self.cs = np.zeros(size, np.float64)
+        self.wcap = size
+
+    def join(
+        self, tokens: np.ndarray, seq: int, end: float, side: int, probe: int, ntokens: int
+    ) -> tuple[list[PairKey], list[PairKey]]:
+        """Join a new set (not yet in the window); ``ntokens`` bounds its token numbers.
+
+        Returns the added and removed pairs that the change stream needs (``_kernels``'s
+        ``join_insert``); both are empty when the top-k did not change.
+        """
+        meta = self.meta
+        lr = len(tokens)
+        if ntokens > self.ntok:
+            self._grow_tokens(ntokens)
+        if meta[K.M_NPOS] >= self.wcap or lr > self.wcap:
+            self._grow_window(max(int(meta[K.M_NPOS]) + 1, lr))
+        tail = int(meta[K.M_TOKTAIL]) + lr
+        if tail > len(self.wtok):
+            self.wtok = _grown(self.wtok, max(2 * tail, 8 * self.wcap))
+        stock = self.stock
+        pools = self.pools
+        while True:
+            code = K.join_insert(
+                tokens, seq, float(end), side, probe, self.itok, pools[side], pools[probe],
+                self.wi, self.wf, self.wtok, self.tmark, meta,
+                stock.sf, stock.si, stock.so, stock.of, stock.oi,
+                self.k, self.code, self.generator.shortest_list_first, self.scratch, self.cs,
+            )  # fmt: skip
+            if code == 0:
+                break
+            if code == K.NEED_INDEX:
+                pools[side] = K.index_repack(self.itok, side, pools[side], meta, int(meta[K.M_NEED]))
+            else:
+                stock.grow(int(meta[K.M_NEED]))
+        if not meta[K.M_CHANGED]:
+            return [], []
+        of, oi = stock.of, stock.oi
+        return _keys(of, oi, 0, int(meta[K.M_NADD])), _keys(of, oi, 2, int(meta[K.M_NREM]))
+
+    def expire(self, count: int, t: float) -> list[PairKey]:
+        """The ``count`` oldest sets leave the window, then the pairs ending by ``t``."""
+        stock = self.stock
+        m = K.expire_sets(
+            count, float(t), self.itok, self.pools[0], self.pools[1], self.wi, self.wf, self.wtok,
+            self.meta, stock.sf, stock.si, stock.so, stock.of, stock.oi,
+        )  # fmt: skip
+        return _keys(stock.of, stock.oi, 2, m) if m else []
+
+    def list_lengths(self, tokens: Sequence[int], side: int = 0) -> list[int]:
+        """Valid entries of the inverted lists of ``tokens`` (for inspection)."""
+        itok = self.itok
+        return [
+            int(itok[side, t, K.F_TAIL] - itok[side, t, K.F_HEAD]) if t < self.ntok else 0
+            for t in tokens
+        ]
+
+
+def warm_up() -> None:
+    """Compile (or load from the cache) every kernel by running a tiny join."""
+    from driftjoin.swoop.similarity import JACCARD
+
+    core = FastCore(2, JACCARD)
+    core.join(np.array([0, 1], np.int64), 0, 1.0, 0, 0, 2)
+    core.join(np.array([0, 1], np.int64), 1, 1.5, 0, 0, 2)
+    core.join(np.array([1, 2], np.int64), 2, 2.0, 0, 0, 3)
+    core.expire(1, 1.0)
+    stock = core.stock
+    stock.insert([(-0.5, -3.0, 5, 0)])
+    stock.lb(0.0)
+    stock.crop_end(0.5)
+    stock.between((-1.0, -9.0, 0, 0), None)
+    stock.set_index_time(9.0)
