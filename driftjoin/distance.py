@@ -125,6 +125,19 @@ class Metric:
             return METRICS["euclidean"].pairwise(a, b)
         return self.pairwise(a, b)
 
+    def rowwise_key(self, a: FloatArray, b: FloatArray) -> FloatArray:
+        """:meth:`pairwise_key` of ``a[i]`` and ``b[i]`` for every i."""
+        if self.name == "angular":
+            return METRICS["euclidean"].rowwise(a, b)
+        return self.rowwise(a, b)
+
+    @property
+    def minkowski_p(self) -> float:
+        """The Minkowski exponent of :meth:`pairwise_key` (k-d tree searches; partition metrics only)."""
+        if self.name != self.partition_name:
+            raise ValueError(f"{self.name} is not a partitioning metric; search with {self.partition_name}")
+        return {"manhattan": 1.0, "chebyshev": math.inf}.get(self.name, 2.0)
+
     def key_threshold(self, x: float) -> float:
         """The value of :meth:`pairwise_key` at distance ``x``."""
         if self.name == "angular":

@@ -141,8 +141,10 @@ class WorksetRouter:
         keys = np.stack([gid, window], axis=1) if len(gid) else np.zeros((0, 2), dtype=np.int64)
         uniq, inverse = np.unique(keys, axis=0, return_inverse=True)
         inverse = inverse.reshape(-1)
+        by_group = np.argsort(inverse, kind="stable")
+        bounds = np.searchsorted(inverse[by_group], np.arange(len(uniq) + 1))
         for u, (g, w) in enumerate(uniq.tolist()):
-            sel = np.nonzero(inverse == u)[0]
+            sel = by_group[bounds[u] : bounds[u + 1]]
             plain = encode_role(role[sel], np.full(len(sel), -1))
             k = self.splits.get(g)
             for h in sorted(self.holders.get((g, w), set()) - ({self.owner(g)} if k is None else set())):

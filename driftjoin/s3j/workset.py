@@ -33,13 +33,18 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from scipy.spatial import cKDTree
+
 from driftjoin.distance import BOUND_SLACK, Metric
+from driftjoin.s3j import centroids
 from driftjoin.s3j.records import Records
 
 INNER = 0
 OUTLIER = 1
 OUTER = 2
 ROLE_NAMES = {INNER: "inner", OUTLIER: "outlier", OUTER: "outer"}
+#: Records that go through the sequential part of steps 3-4 together (see ``_assign_inner``).
+SEQUENTIAL_BLOCK = 256
 
 
 @dataclass
@@ -68,6 +73,7 @@ class WorksetFormulation:
         self.dim = dim
         self.centroids = np.zeros((0, dim), dtype=np.float64)
         self.outer_buffer = Records.empty(dim)
+        self._index: tuple[int, cKDTree | None] | None = None
 
     @property
     def n_worksets(self) -> int:
@@ -95,21 +101,18 @@ class WorksetFormulation:
         roles: list[np.ndarray] = [own_role]
 
         if self.n_worksets and len(batch):
-            dist = self.metric.pairwise_key(batch.vec, self.centroids)
-            near = dist <= reach
-            ids = np.arange(self.n_worksets)
+            r, w = centroids.within(self.metric, batch.vec, self.centroids, reach, self._tree())
             own_of_row = np.full(len(batch), np.iinfo(np.int64).max, dtype=np.int64)
             own_of_row[inner_rows] = own
-            near &= ids[None, :] < own_of_row[:, None]
-            r, w = np.nonzero(near)
-            rows.append(r)
-            worksets.append(w)
-            roles.append(np.full(len(r), OUTER, dtype=np.int8))
+            keep = w < own_of_row[r]
+            rows.append(r[keep])
+            worksets.append(w[keep])
+            roles.append(np.full(int(keep.sum()), OUTER, dtype=np.int8))
 
         records = batch
         if k_new > k_before and len(self.outer_buffer):
-            dist = self.metric.pairwise_key(self.outer_buffer.vec, self.centroids[k_before:])
-            r, w = np.nonzero(dist <= reach)
+            fresh = self.centroids[k_before:]
+            r, w = centroids.within(self.metric, self.outer_buffer.vec, fresh, reach, centroids.build(self.metric, fresh))
             if len(r):
                 rows.append(len(batch) + r)
                 worksets.append(k_before + w)
@@ -127,6 +130,12 @@ class WorksetFormulation:
             role=np.concatenate(roles).astype(np.int8)[order],
         )
 
+    def _tree(self) -> cKDTree | None:
+        """The k-d tree over the current centroids, built once per set of centroids."""
+        if self._index is None or self._index[0] != self.n_worksets:
+            self._index = (self.n_worksets, centroids.build(self.metric, self.centroids))
+        return self._index[1]
+
     def _assign_inner(self, vec: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """Steps 2 to 4 for inner-partition records, in arrival order."""
         n = len(vec)
@@ -136,43 +145,46 @@ class WorksetFormulation:
         if n == 0:
             return own, role
         k0 = self.n_worksets
-        if k0:
-            dist = self.metric.pairwise_key(vec, self.centroids)
-            best = np.argmin(dist, axis=1)
-            best_d = dist[np.arange(n), best]
-        else:
-            best = np.full(n, -1, dtype=np.int64)
-            best_d = np.full(n, np.inf)
+        best_d, best = centroids.nearest(self.metric, vec, self.centroids, self._tree())
         settled = best_d <= half
         own[settled] = best[settled]
-        # Records farther than t/2 from every existing centroid, in arrival order. Between two
-        # centroid creations their decisions are vectorised; after each creation the remaining
-        # records' closest centroid is updated against the new one (same result as a loop).
+        # Records farther than t/2 from every existing centroid, in arrival order, in blocks.
+        # A block first meets the centroids created by earlier blocks (an index that grows);
+        # inside it, decisions between two centroid creations are vectorised and after each
+        # creation the block's remaining records are updated against the new centroid, which
+        # gives the result of a record-by-record loop.
         pending = np.nonzero(~settled)[0]
-        bd, bb = best_d[pending].copy(), best[pending].copy()
-        new_centroids: list[int] = []
-        pos = 0
-        while pos < len(pending):
-            over = np.nonzero(bd[pos:] > t)[0]
-            stop = pos + int(over[0]) if len(over) else len(pending)
-            seg = pending[pos:stop]
-            own[seg] = bb[pos:stop]
-            role[seg] = np.where(bd[pos:stop] <= half, INNER, OUTLIER)
-            if stop == len(pending):
-                break
-            i = int(pending[stop])
-            gid = k0 + len(new_centroids)
-            new_centroids.append(i)
-            own[i] = gid
-            rest = pending[stop + 1 :]
-            if len(rest):
-                d_new = self.metric.pairwise_key(vec[rest], vec[i : i + 1])[:, 0]
-                closer = d_new < bd[stop + 1 :]
-                bd[stop + 1 :] = np.where(closer, d_new, bd[stop + 1 :])
-                bb[stop + 1 :] = np.where(closer, gid, bb[stop + 1 :])
-            pos = stop + 1
-        if new_centroids:
-            self.centroids = np.vstack([self.centroids, vec[new_centroids]])
+        created = centroids.GrowingCentroids(self.metric, self.dim)
+        for lo in range(0, len(pending), SEQUENTIAL_BLOCK):
+            block = pending[lo : lo + SEQUENTIAL_BLOCK]
+            bd, bb = best_d[block].copy(), best[block].copy()
+            if len(created):
+                d_new, i_new = created.nearest(vec[block])
+                closer = d_new < bd
+                bd, bb = np.where(closer, d_new, bd), np.where(closer, k0 + i_new, bb)
+            fresh: list[int] = []
+            pos = 0
+            while pos < len(block):
+                over = np.nonzero(bd[pos:] > t)[0]
+                stop = pos + int(over[0]) if len(over) else len(block)
+                own[block[pos:stop]] = bb[pos:stop]
+                role[block[pos:stop]] = np.where(bd[pos:stop] <= half, INNER, OUTLIER)
+                if stop == len(block):
+                    break
+                i = int(block[stop])
+                gid = k0 + len(created) + len(fresh)
+                fresh.append(i)
+                own[i] = gid
+                if stop + 1 < len(block):
+                    d_i = self.metric.rowwise_key(vec[block[stop + 1 :]], vec[i : i + 1])
+                    closer = d_i < bd[stop + 1 :]
+                    bd[stop + 1 :] = np.where(closer, d_i, bd[stop + 1 :])
+                    bb[stop + 1 :] = np.where(closer, gid, bb[stop + 1 :])
+                pos = stop + 1
+            if fresh:
+                created.add(vec[fresh])
+        if len(created):
+            self.centroids = np.vstack([self.centroids, created.points])
         return own, role
 
 
@@ -193,6 +205,7 @@ def restore_formulation(f: WorksetFormulation, state: dict) -> WorksetFormulatio
     """Load :func:`formulation_state` output into ``f`` (refusing unknown formats)."""
     check_state_format(state)
     f.centroids = state["centroids"]
+    f._index = None
     f.outer_buffer = Records(*state["buffer"])
     return f
 
