@@ -61,7 +61,7 @@ class WorksetCounters:
 
 @dataclass
 class MemberTable:
-    """Members of the worksets of one window, sorted by workset id (global id)."""
+    """Members of the worksets of one window, sorted by workset id (global id), outer members last."""
 
     workset: np.ndarray
     role: np.ndarray
@@ -116,17 +116,23 @@ class SimilarityWorker:
     def _add_window(
         self, window: int, rec: Records, workset: np.ndarray, role: np.ndarray, store: np.ndarray, counters: WorksetCounters | None
     ) -> Pairs:
-        order = np.argsort(workset, kind="stable")
+        # members sorted by workset, outer members last in each workset: outer x outer pairs
+        # are never candidates, so only ranges with a non-outer side are enumerated
+        order = np.argsort(_member_key(workset, role), kind="stable")
         rec, workset, role, store = rec.take(order), workset[order], role[order], store[order]
         table = self.windows.get(window)
         groups, new_start, new_count = np.unique(workset, return_index=True, return_counts=True)
+        new_inner = np.searchsorted(_member_key(workset, role), 2 * groups + 1) - new_start
         out: list[Pairs] = []
         if table is not None and len(table):
             old_lo = np.searchsorted(table.workset, groups, side="left")
             old_cnt = np.searchsorted(table.workset, groups, side="right") - old_lo
-            for grp, ia, ib in _cross_chunks(new_start, new_count, old_lo, old_cnt):
-                out.append(self._evaluate(groups[grp], rec, role, ia, table.records, table.role, ib, counters))
-        for grp, ia, ib in _cross_chunks(new_start, new_count, new_start, new_count):
+            old_inner = np.searchsorted(_member_key(table.workset, table.role), 2 * groups + 1) - old_lo
+            for a_cnt, b_start, b_cnt in ((new_inner, old_lo, old_cnt), (new_count - new_inner, old_lo, old_inner)):
+                a_start = new_start if a_cnt is new_inner else new_start + new_inner
+                for grp, ia, ib in _cross_chunks(a_start, a_cnt, b_start, b_cnt):
+                    out.append(self._evaluate(groups[grp], rec, role, ia, table.records, table.role, ib, counters))
+        for grp, ia, ib in _cross_chunks(new_start, new_inner, new_start, new_count):
             tri = (ia < ib) & store[ia] & store[ib]
             out.append(self._evaluate(groups[grp[tri]], rec, role, ia[tri], rec, role, ib[tri], counters))
         if counters is not None:
@@ -142,11 +148,9 @@ class SimilarityWorker:
         if table is None:
             self.windows[window] = MemberTable(workset, role, rec)
             return
-        ws = np.concatenate([table.workset, workset])
-        order = np.argsort(ws, kind="stable")
-        self.windows[window] = MemberTable(
-            ws[order], np.concatenate([table.role, role])[order], Records.concat([table.records, rec]).take(order)
-        )
+        ws, roles = np.concatenate([table.workset, workset]), np.concatenate([table.role, role])
+        order = np.argsort(_member_key(ws, roles), kind="stable")
+        self.windows[window] = MemberTable(ws[order], roles[order], Records.concat([table.records, rec]).take(order))
 
     def _evaluate(
         self,
@@ -223,6 +227,11 @@ def _cross_chunks(a_start: np.ndarray, a_cnt: np.ndarray, b_start: np.ndarray, b
         g0 = g1
 
 
+def _member_key(workset: np.ndarray, role: np.ndarray) -> np.ndarray:
+    """Sort key of a member table: by workset, then non-outer before outer members."""
+    return 2 * workset.astype(np.int64) + ((role & 3) == OUTER)
+
+
 def _accumulate(bucket: dict[int, int], gids: np.ndarray) -> None:
     if len(gids) == 0:
         return
@@ -249,5 +258,8 @@ def restore_worker(w: SimilarityWorker, state: dict) -> SimilarityWorker:
     from driftjoin.s3j.workset import check_state_format
 
     check_state_format(state)
-    w.windows = {k: MemberTable(ws, role, Records(*rec)) for k, (ws, role, rec) in state["windows"].items()}
+    w.windows = {}
+    for k, (ws, role, rec) in state["windows"].items():
+        order = np.argsort(_member_key(ws, role), kind="stable")  # tables written before outer-last
+        w.windows[k] = MemberTable(ws[order], role[order], Records(*rec).take(order))
     return w
