@@ -18,11 +18,11 @@ valid entries (arrival numbers, oldest first) are ``pool[head:tail]``. A full se
 compacted in place when at most half of it is valid, otherwise moved to a segment of twice the
 size at the pool's top (``meta[M_TOP0 + side]``); :func:`index_repack` rebuilds a full pool.
 
-Window (section 3): position ``p = seq - meta[M_BASE]``; ``wi[p, W_SIZE]`` set size,
-``wi[p, W_TOFF]`` offset of its tokens in ``wtok``, ``wi[p, W_SIDE]`` side (0 / 1),
-``wi[p, W_MARK]`` / ``wi[p, W_RHO]`` the pre-candidate map ``M`` of Algorithm 4 (a stamp and
-the first lookup position, so no clearing is needed), ``wf[p]`` end time. Valid positions are
-``meta[M_HEAD] : meta[M_NPOS]``.
+Window (section 3): position ``p = seq - meta[M_BASE]`` has one 32-byte row (one cache line
+serves a pre-candidate): ``wi[p, W_SIZE2]`` is ``2 * size + side``, ``wi[p, W_TOFF]`` the offset
+of its tokens in ``wtok``, ``wi[p, W_MARK]`` the pre-candidate map ``M`` of Algorithm 4 (a
+stamp per call, so no clearing is needed), and ``wf[p, W_END]`` the end time (``wf`` is a
+float64 view of ``wi``). Valid positions are ``meta[M_HEAD] : meta[M_NPOS]``.
 
 Similarity functions are selected by code (:data:`SIM_CODES`) and evaluate the same float
 operations as :mod:`~driftjoin.swoop.similarity`, so the values are bit-identical.
@@ -33,7 +33,10 @@ from __future__ import annotations
 import math
 
 import numpy as np
-from numba import njit
+from llvmlite import ir
+from numba import njit, types
+from numba.core import cgutils
+from numba.extending import intrinsic
 
 SIM_CODES = {"jaccard": 0, "cosine": 1, "dice": 2, "overlap": 3, "hamming": 4}
 
@@ -51,18 +54,44 @@ M_NADD = 9  # output: reported added pairs
 M_NREM = 10  # output: reported removed pairs
 M_NEED = 11  # output of a failed call: stock slots needed
 M_TOP0 = 12  # pool top of index side 0 (side 1: M_TOP0 + 1)
-M_CHANGED = 14  # output: 1 if the last insert changed the stock
+M_KTH = 14  # output: bit 0 / 1: the stock had / has a k-th pair before / after the insert;
+# bit 2: the stock is not empty
 META_SIZE = 16
 
 F_OFF, F_CAP, F_HEAD, F_TAIL = 0, 1, 2, 3
-W_SIZE, W_TOFF, W_SIDE, W_MARK, W_RHO = 0, 1, 2, 3, 4
-W_ROWS = 5
+W_MARK, W_END, W_SIZE2, W_TOFF = 0, 1, 2, 3
+W_ROWS = 4
 
-NEED_INDEX = -1  # return codes of join_insert: grow index pool / stock, then call again
-NEED_STOCK = -2
+NEED_INDEX = -1  # return codes of join_insert: grow the index pool / stock / window and
+NEED_STOCK = -2  # token arrays, then call again
+NEED_WINDOW = -3
+NEED_TOKENS = -4
 
 _COMPACT_MIN = 1024  # window compaction, as in window.py
 _NEG_INF = -np.inf
+
+
+@intrinsic
+def _prefetch(typingctx, arr, idx):
+    """Hint the CPU to load the cache line of ``arr[idx]`` (row ``idx`` of a 2-d array)."""
+    sig = types.void(arr, idx)
+
+    def codegen(context, builder, signature, args):
+        aryty = signature.args[0]
+        ary = context.make_array(aryty)(context, builder, args[0])
+        index = [args[1]] + [context.get_constant(types.intp, 0)] * (aryty.ndim - 1)
+        ptr = cgutils.get_item_pointer(context, builder, aryty, ary, index, wraparound=False)
+        i8p = builder.bitcast(ptr, ir.IntType(8).as_pointer())
+        i32 = ir.IntType(32)
+        fnty = ir.FunctionType(ir.VoidType(), [i8p.type, i32, i32, i32])
+        fn = cgutils.get_or_insert_function(builder.module, fnty, "llvm.prefetch.p0")
+        builder.call(fn, [i8p, i32(0), i32(3), i32(1)])  # read, high locality, data cache
+        return context.get_dummy_value()
+
+    return sig, codegen
+
+
+_AHEAD = 8  # list entries whose window row is prefetched ahead of the current one
 
 
 # -- similarity functions ------------------------------------------------------------------
@@ -534,9 +563,9 @@ def expire_sets(count, t, itok, pool0, pool1, wi, wf, wtok, meta, sf, si, so, of
     the stock pairs ending by ``t`` (:func:`stock_set_index_time`). Returns their number."""
     head = meta[M_HEAD]
     for p in range(head, head + count):
-        side = wi[p, W_SIDE]
+        side = wi[p, W_SIZE2] & 1
         off = wi[p, W_TOFF]
-        for x in range(off, off + wi[p, W_SIZE]):
+        for x in range(off, off + (wi[p, W_SIZE2] >> 1)):
             tok = wtok[x]
             h = itok[side, tok, F_HEAD] + 1
             if h == itok[side, tok, F_TAIL]:  # empty: reset to the segment start
@@ -554,9 +583,8 @@ def expire_sets(count, t, itok, pool0, pool1, wi, wf, wtok, meta, sf, si, so, of
             wtok[x] = wtok[first + x]
         for p in range(live):
             for r in range(W_ROWS):
-                wi[p, r] = wi[head + p, r]
+                wi[p, r] = wi[head + p, r]  # (the end time too: wf is a view of wi)
             wi[p, W_TOFF] -= first
-            wf[p] = wf[head + p]
         meta[M_TOKTAIL] = ntok
         meta[M_BASE] += head
         meta[M_HEAD] = 0
@@ -593,8 +621,8 @@ def _lookup_order(tokens, itok, pside, lens, order, shortest_first):
 
 @njit(cache=True)
 def get_candidates(
-    tokens, seq, pside, itok, pool, wi, wf, wtok, tmark, meta, sf, si, so, k, code,
-    shortest_first, pre, cj, cs, lens, order,
+    tokens, pside, itok, pool, wi, wf, wtok, tmark, meta, sf, so, k, code, shortest_first,
+    cj, cs, lens, order,
 ):
     """Algorithm 4 for a set with ``tokens``: candidates to ``cj`` (arrival numbers) and ``cs``
     (similarities), in no particular order. Returns their number and the pre-candidates'.
@@ -603,14 +631,20 @@ def get_candidates(
     ``crop_end(ub(|r|, rho))``, found by bisection (``lb`` is non-increasing, Lemma 1).
     Verification (lines 10-13): ``tau_o = max(1, overlap(|r_i|, |r_j|, lb(t_j + w)))``; the
     check stops before comparing tokens when ``min(|r_i| - rho + 1, |r_j|) < tau_o`` and while
-    counting as soon as ``tau_o`` is out of reach.
+    counting as soon as ``tau_o`` is out of reach. A pre-candidate is verified when it is
+    first met (when it enters the map ``M``) rather than in a second loop over ``M``: its
+    lookup position is final then and ``lb`` does not change during the call, so the result is
+    the same and the window row is read once.
     """
     lr = len(tokens)
     stamp = meta[M_STAMP] + 1
     meta[M_STAMP] = stamp
     base = meta[M_BASE]
+    for x in range(lr):
+        tmark[tokens[x]] = stamp
     _lookup_order(tokens, itok, pside, lens, order, shortest_first)
     npre = 0
+    nc = 0
     for rho in range(lr):
         x = order[rho]
         if lens[x] == 0:
@@ -622,70 +656,75 @@ def get_candidates(
         if cut != _NEG_INF:  # first entry ending after cut
             while lo < hi:
                 mid = (lo + hi) >> 1
-                if wf[pool[mid] - base] <= cut:
+                if wf[pool[mid] - base, W_END] <= cut:
                     lo = mid + 1
                 else:
                     hi = mid
-        for y in range(lo, itok[pside, t, F_TAIL]):
+        hi = itok[pside, t, F_TAIL]
+        for y in range(lo, hi):
+            if y + _AHEAD < hi:  # the rows of a list are scattered over the window
+                _prefetch(wi, pool[y + _AHEAD] - base)
             p = pool[y] - base
-            if wi[p, W_MARK] != stamp:
-                wi[p, W_MARK] = stamp
-                wi[p, W_RHO] = rho
-                pre[npre] = p
-                npre += 1
-    for x in range(lr):
-        tmark[tokens[x]] = stamp
-    nc = 0
-    for y in range(npre):
-        p = pre[y]
-        ls = wi[p, W_SIZE]
-        tau = overlap(code, lr, ls, stock_lb(sf, so, meta, k, wf[p]))
-        if tau < 1:
-            tau = 1
-        if lr - wi[p, W_RHO] < tau or ls < tau:  # o <= min(|r_i| - rho + 1, |r_j|)
-            continue
-        o = 0
-        off = wi[p, W_TOFF]
-        for z in range(ls):
-            if tmark[wtok[off + z]] == stamp:
-                o += 1
-            elif o + ls - z - 1 < tau:
-                break
-        if o >= tau:
-            cj[nc] = p + base
-            cs[nc] = sim(code, lr, ls, o)
-            nc += 1
+            if wi[p, W_MARK] == stamp:  # met in an earlier list: keeps that position
+                continue
+            wi[p, W_MARK] = stamp
+            npre += 1
+            ls = wi[p, W_SIZE2] >> 1
+            tau = overlap(code, lr, ls, stock_lb(sf, so, meta, k, wf[p, W_END]))
+            if tau < 1:
+                tau = 1
+            if lr - rho < tau or ls < tau:  # o <= min(|r_i| - rho + 1, |r_j|), 1-based rho
+                continue
+            o = 0
+            off = wi[p, W_TOFF]
+            for z in range(ls):
+                if tmark[wtok[off + z]] == stamp:
+                    o += 1
+                elif o + ls - z - 1 < tau:
+                    break
+            if o >= tau:
+                cj[nc] = p + base
+                cs[nc] = sim(code, lr, ls, o)
+                nc += 1
     return nc, npre
 
 
 @njit(cache=True)
 def join_insert(
     tokens, seq, end, side, pside, itok, pool_own, pool_probe, wi, wf, wtok, tmark, meta,
-    sf, si, so, of, oi, k, code, shortest_first, scratch, cs,
+    sf, si, so, of, oi, k, code, shortest_first, scratch, cs, kout,
 ):
     """``_join`` of a new set: candidates (Algorithm 4), stock insert (Algorithms 6 and 5),
     index and window append. ``scratch`` (``int64[6, n]``) and ``cs`` (``float64[n]``) are
-    work space for ``n`` >= the window's capacity and ``|r|``. Returns 0, or :data:`NEED_INDEX` / :data:`NEED_STOCK` without
-    having changed the join (the caller grows the arrays and calls again).
+    work space for ``n`` >= the window's capacity and ``|r|``. Returns 1 if the stock changed,
+    else 0, or a ``NEED_*`` code without having changed the join (the caller grows the arrays
+    and calls again).
 
     Reported changes for the change stream: the added pairs that can matter (all when
     ``|S| < k`` before or after, else those up to the later of the two k-th pairs) to
     ``of/oi[0:2, :meta[M_NADD]]``, the removed pairs up to the k-th pair before the insert to
-    ``of/oi[2:4, :meta[M_NREM]]``; ``meta[M_CHANGED]`` tells whether the stock changed.
+    ``of/oi[2:4, :meta[M_NREM]]``. If the stock changed, ``kout[0:4]`` / ``kout[4:8]`` hold
+    the k-th pair (sim, end, i, j) before / after the insert (flags in ``meta[M_KTH]``) and
+    ``kout[8]`` the end time of ``E[0]``.
     """
     lr = len(tokens)
     meta[M_NADD] = 0
     meta[M_NREM] = 0
-    meta[M_CHANGED] = 0
+    if meta[M_NPOS] >= wi.shape[0] or meta[M_TOKTAIL] + lr > len(wtok) or lr > len(cs):
+        return NEED_WINDOW
+    for x in range(lr):
+        if tokens[x] >= itok.shape[1]:
+            return NEED_TOKENS
     ok, need = _index_room(itok, side, pool_own, meta[M_TOP0 + side], tokens)
     if not ok:
         meta[M_NEED] = need
         return NEED_INDEX
+    changed = 0
     pre, cj, added, tmp = scratch[0], scratch[1], scratch[2], scratch[3]
-    lens, order = scratch[4], scratch[5]
+    lens, order = scratch[4], scratch[5]  # (pre: the candidates' stock slots)
     nc, npre = get_candidates(
-        tokens, seq, pside, itok, pool_probe, wi, wf, wtok, tmark, meta, sf, si, so, k, code,
-        shortest_first, pre, cj, cs, lens, order,
+        tokens, pside, itok, pool_probe, wi, wf, wtok, tmark, meta, sf, so, k, code,
+        shortest_first, cj, cs, lens, order,
     )
     if nc > meta[M_NFREE]:
         meta[M_NEED] = nc
@@ -696,7 +735,7 @@ def join_insert(
     for x in range(nc):
         c = _alloc(so, meta)
         sf[0, c] = cs[x]
-        sf[1, c] = wf[cj[x] - base]
+        sf[1, c] = wf[cj[x] - base, W_END]
         si[0, c] = seq
         si[1, c] = cj[x]
         pre[x] = c
@@ -711,10 +750,15 @@ def join_insert(
             bsim, bend, bi, bj = 0.0, 0.0, 0, 0
         na, nrem = stock_insert(sf, si, so, meta, k, pre, nc, added, of, oi)
         if na or nrem:
-            meta[M_CHANGED] = 1
+            changed = 1
         n1 = meta[M_N]
         has_after = n1 >= k
         a = so[0, k - 1] if has_after else -1
+        meta[M_KTH] = has_before + 2 * has_after + 4 * (n1 > 0)
+        kout[0], kout[1], kout[2], kout[3] = bsim, bend, bi, bj
+        if has_after:
+            kout[4], kout[5], kout[6], kout[7] = sf[0, a], sf[1, a], si[0, a], si[1, a]
+        kout[8] = sf[1, so[1, 0]] if n1 else 0.0
         m = 0
         for x in range(nrem):  # removed pairs that were in the top-k before
             keep = not has_before
@@ -750,14 +794,12 @@ def join_insert(
         _index_append(itok, side, pool_own, meta, tokens[x], seq)
     p = meta[M_NPOS]
     toff = meta[M_TOKTAIL]
-    wi[p, W_SIZE] = lr
+    wi[p, W_SIZE2] = 2 * lr + side
     wi[p, W_TOFF] = toff
-    wi[p, W_SIDE] = side
     wi[p, W_MARK] = -1
-    wi[p, W_RHO] = 0
-    wf[p] = end
+    wf[p, W_END] = end
     for x in range(lr):
         wtok[toff + x] = tokens[x]
     meta[M_TOKTAIL] = toff + lr
     meta[M_NPOS] = p + 1
-    return 0
+    return changed

@@ -25,6 +25,7 @@ from driftjoin.swoop.pairs import EndKey, PairKey
 from driftjoin.swoop.similarity import SIMILARITIES, WellBehavedSimilarity
 
 _INF = float("inf")
+_UNKNOWN = ...  # "not cached" (Ellipsis: a singleton that survives pickling)
 
 
 def supports(similarity: WellBehavedSimilarity) -> bool:
@@ -43,6 +44,15 @@ def _grown(array: np.ndarray, size: int, axis: int = -1) -> np.ndarray:
     index[axis] = slice(0, old)
     out[tuple(index)] = array
     return out
+
+
+def _rows(n: int) -> np.ndarray:
+    """Zeroed window rows ``int64[n, W_ROWS]`` starting at a 64-byte boundary (a row is 32
+    bytes, so no row straddles two cache lines)."""
+    width = K.W_ROWS
+    buf = np.zeros(n * width + 8, np.int64)
+    skip = (-buf.ctypes.data % 64) // 8
+    return buf[skip : skip + n * width].reshape(n, width)
 
 
 def _keys(of: np.ndarray, oi: np.ndarray, row: int, m: int) -> list[PairKey]:
@@ -68,6 +78,8 @@ class FastStock:
         self.so = np.zeros((3, 0), np.int64)
         self.of = np.zeros((4, 0), np.float64)
         self.oi = np.zeros((4, 0), np.int64)
+        self._kth: PairKey | None | object = _UNKNOWN  # caches, dropped by changed()
+        self._first_end: float | None | object = _UNKNOWN
         self.grow(capacity)
 
     # -- storage -------------------------------------------------------------------------------
@@ -87,6 +99,10 @@ class FastStock:
         self.meta[K.M_NFREE] = free + size - cap
         self.of = np.zeros((4, size), np.float64)
         self.oi = np.zeros((4, size), np.int64)
+
+    def changed(self) -> None:
+        """Drop the cached k-th pair and first end (after a change made by a kernel)."""
+        self._kth = self._first_end = _UNKNOWN
 
     def _key(self, slot: int) -> PairKey:
         sf, si = self.sf, self.si
@@ -122,7 +138,12 @@ class FastStock:
 
     def kth(self) -> PairKey | None:
         """The k-th pair of ``S`` (the top-k boundary), ``None`` if ``|S| < k``."""
-        return self._key(self.so[0, self.k - 1]) if self.meta[K.M_N] >= self.k else None
+        kth = self._kth
+        if kth is _UNKNOWN:
+            kth = self._kth = (
+                self._key(self.so[0, self.k - 1]) if self.meta[K.M_N] >= self.k else None
+            )
+        return kth  # type: ignore[return-value]
 
     def between(self, lo: PairKey, hi: PairKey | None) -> list[PairKey]:
         """Pairs ``p`` with ``lo < p <= hi`` in stock order (``hi=None``: no upper limit)."""
@@ -139,7 +160,10 @@ class FastStock:
 
     def first_end(self) -> float | None:
         """End time of ``E[0]``, the next pair to expire (``None`` for an empty stock)."""
-        return self.sf[1, self.so[1, 0]].item() if self.meta[K.M_N] else None
+        first = self._first_end
+        if first is _UNKNOWN:
+            first = self._first_end = self.sf[1, self.so[1, 0]].item() if self.meta[K.M_N] else None
+        return first  # type: ignore[return-value]
 
     def lb(self, t: float) -> float:
         """Skyband lower bound ``lb(t, k)`` (Lemma 6.1)."""
@@ -165,6 +189,7 @@ class FastStock:
     def set_index_time(self, t: float) -> list[PairKey]:
         """Remove and return (in ``E`` order) the pairs with end time ``<= t``."""
         m = K.stock_set_index_time(self.sf, self.si, self.so, self.meta, float(t), self.of, self.oi)
+        self.changed()
         return _keys(self.of, self.oi, 2, m)
 
     def insert(self, candidates: Sequence[PairKey]) -> tuple[list[PairKey], list[PairKey]]:
@@ -180,6 +205,7 @@ class FastStock:
         na, nrem = K.stock_insert_pairs(
             self.sf, self.si, self.so, self.meta, self.k, pf, pi, self.of, self.oi
         )
+        self.changed()
         return _keys(self.of, self.oi, 0, na), _keys(self.of, self.oi, 2, nrem)
 
 
@@ -204,9 +230,15 @@ class FastCore:
     """Window columns, inverted indexes (one per side) and stock of one compiled SWOOP join."""
 
     def __init__(
-        self, k: int, similarity: WellBehavedSimilarity, *, shortest_list_first: bool = True
+        self,
+        k: int,
+        similarity: WellBehavedSimilarity,
+        *,
+        two_stream: bool = False,
+        shortest_list_first: bool = True,
     ) -> None:
         self.k = k
+        self.two_stream = two_stream
         self.code = K.SIM_CODES[similarity.name]
         self.stock = FastStock(k)
         self.meta = self.stock.meta
@@ -216,13 +248,16 @@ class FastCore:
         self.tmark = np.zeros(0, np.int64)
         self.pools = [np.zeros(1024, np.int64), np.zeros(1024, np.int64)]
         self.wcap = 0
-        self.wi = np.zeros((0, K.W_ROWS), np.int64)
-        self.wf = np.zeros(0, np.float64)
+        self.wi = _rows(0)
+        self.wf = self.wi.view(np.float64)
         self.wtok = np.zeros(0, np.int64)
         self.scratch = np.zeros((6, 0), np.int64)
         self.cs = np.zeros(0, np.float64)
+        self.kout = np.zeros(9, np.float64)
         self._grow_tokens(64)
         self._grow_window(1024)
+        self.wtok = np.zeros(8 * 1024, np.int64)
+        self._arguments()
 
     def _grow_tokens(self, ntok: int) -> None:
         size = max(ntok, 2 * self.ntok)
@@ -232,48 +267,80 @@ class FastCore:
 
     def _grow_window(self, npos: int) -> None:
         size = max(npos, 2 * self.wcap)
-        self.wi = _grown(self.wi, size, axis=0)
-        self.wf = _grown(self.wf, size)
+        if size <= self.wcap:
+            return
+        wi = _rows(size)
+        wi[: self.wcap] = self.wi
+        self.wi = wi
+        self.wf = wi.view(np.float64)  # the end times, in the same rows
         self.scratch = np.zeros((6, size), np.int64)
         self.cs = np.zeros(size, np.float64)
         self.wcap = size
 
-    def join(
-        self, tokens: np.ndarray, seq: int, end: float, side: int, probe: int, ntokens: int
-    ) -> tuple[list[PairKey], list[PairKey]]:
-        """Join a new set (not yet in the window); ``ntokens`` bounds its token numbers.
+    def __getstate__(self) -> dict:
+        state = self.__dict__.copy()
+        del state["wf"], state["_args"]  # a view of wi, and references to the arrays
+        return state
 
-        Returns the added and removed pairs that the change stream needs (``_kernels``'s
-        ``join_insert``); both are empty when the top-k did not change.
-        """
-        meta = self.meta
-        lr = len(tokens)
-        if ntokens > self.ntok:
-            self._grow_tokens(ntokens)
-        if meta[K.M_NPOS] >= self.wcap or lr > self.wcap:
-            self._grow_window(max(int(meta[K.M_NPOS]) + 1, lr))
-        tail = int(meta[K.M_TOKTAIL]) + lr
-        if tail > len(self.wtok):
-            self.wtok = _grown(self.wtok, max(2 * tail, 8 * self.wcap))
-        stock = self.stock
-        pools = self.pools
-        while True:
-            code = K.join_insert(
-                tokens, seq, float(end), side, probe, self.itok, pools[side], pools[probe],
-                self.wi, self.wf, self.wtok, self.tmark, meta,
-                stock.sf, stock.si, stock.so, stock.of, stock.oi,
-                self.k, self.code, self.generator.shortest_list_first, self.scratch, self.cs,
+    def __setstate__(self, state: dict) -> None:
+        self.__dict__.update(state)
+        wi = _rows(len(self.wi))  # realigned
+        wi[:] = self.wi
+        self.wi = wi
+        self.wf = wi.view(np.float64)
+        self._arguments()
+
+    def _arguments(self) -> None:
+        """The kernel arguments after ``(tokens, seq, end)``, per side (rebuilt on growth)."""
+        stock, pools = self.stock, self.pools
+        self._args = [
+            (
+                side, probe, self.itok, pools[side], pools[probe], self.wi, self.wf, self.wtok,
+                self.tmark, self.meta, stock.sf, stock.si, stock.so, stock.of, stock.oi, self.k,
+                self.code, self.generator.shortest_list_first, self.scratch, self.cs, self.kout,
             )  # fmt: skip
-            if code == 0:
-                break
-            if code == K.NEED_INDEX:
+            for side, probe in (((0, 0), (1, 1)) if not self.two_stream else ((0, 1), (1, 0)))
+        ]
+
+    def join(
+        self, tokens: np.ndarray, seq: int, end: float, side: int
+    ) -> tuple[PairKey | None, list[PairKey], list[PairKey]]:
+        """Join a new set (not yet in the window); ``side`` is 0 (self-join, R) or 1 (S).
+
+        Returns the k-th pair before the insert and the added and removed pairs that the
+        change stream needs (``_kernels``'s ``join_insert``); both lists are empty when the
+        top-k did not change, and then the k-th pair is not computed (``None``).
+        """
+        code = K.join_insert(tokens, seq, end, *self._args[side])
+        while code < 0:
+            meta = self.meta
+            if code == K.NEED_WINDOW:
+                tail = int(meta[K.M_TOKTAIL]) + len(tokens)
+                if tail > len(self.wtok):
+                    self.wtok = _grown(self.wtok, max(2 * tail, 8 * self.wcap))
+                self._grow_window(max(int(meta[K.M_NPOS]) + 1, len(tokens)))
+            elif code == K.NEED_TOKENS:
+                self._grow_tokens(int(tokens.max()) + 1)
+            elif code == K.NEED_INDEX:
+                pools = self.pools
                 pools[side] = K.index_repack(self.itok, side, pools[side], meta, int(meta[K.M_NEED]))
             else:
-                stock.grow(int(meta[K.M_NEED]))
-        if not meta[K.M_CHANGED]:
-            return [], []
-        of, oi = stock.of, stock.oi
-        return _keys(of, oi, 0, int(meta[K.M_NADD])), _keys(of, oi, 2, int(meta[K.M_NREM]))
+                self.stock.grow(int(meta[K.M_NEED]))
+            self._arguments()
+            code = K.join_insert(tokens, seq, end, *self._args[side])
+        if not code:
+            return None, [], []
+        stock = self.stock
+        meta, of, oi = self.meta, stock.of, stock.oi
+        flags = int(meta[K.M_KTH])
+        bs, be, bi, bj, as_, ae, ai, aj, first = self.kout.tolist()
+        stock._kth = (-as_, -ae, int(ai), int(aj)) if flags & 2 else None
+        stock._first_end = first if flags & 4 else None
+        return (
+            (-bs, -be, int(bi), int(bj)) if flags & 1 else None,
+            _keys(of, oi, 0, int(meta[K.M_NADD])),
+            _keys(of, oi, 2, int(meta[K.M_NREM])),
+        )
 
     def expire(self, count: int, t: float) -> list[PairKey]:
         """The ``count`` oldest sets leave the window, then the pairs ending by ``t``."""
@@ -282,7 +349,10 @@ class FastCore:
             count, float(t), self.itok, self.pools[0], self.pools[1], self.wi, self.wf, self.wtok,
             self.meta, stock.sf, stock.si, stock.so, stock.of, stock.oi,
         )  # fmt: skip
-        return _keys(stock.of, stock.oi, 2, m) if m else []
+        if not m:
+            return []
+        stock.changed()
+        return _keys(stock.of, stock.oi, 2, m)
 
     def list_lengths(self, tokens: Sequence[int], side: int = 0) -> list[int]:
         """Valid entries of the inverted lists of ``tokens`` (for inspection)."""
@@ -298,9 +368,9 @@ def warm_up() -> None:
     from driftjoin.swoop.similarity import JACCARD
 
     core = FastCore(2, JACCARD)
-    core.join(np.array([0, 1], np.int64), 0, 1.0, 0, 0, 2)
-    core.join(np.array([0, 1], np.int64), 1, 1.5, 0, 0, 2)
-    core.join(np.array([1, 2], np.int64), 2, 2.0, 0, 0, 3)
+    core.join(np.array([0, 1], np.int64), 0, 1.0, 0)
+    core.join(np.array([0, 1], np.int64), 1, 1.5, 0)
+    core.join(np.array([1, 2], np.int64), 2, 2.0, 0)
     core.expire(1, 1.0)
     stock = core.stock
     stock.insert([(-0.5, -3.0, 5, 0)])

@@ -33,6 +33,8 @@ from driftjoin.swoop.records import (
 from driftjoin.swoop.similarity import WellBehavedSimilarity, get_similarity
 from driftjoin.swoop.window import Window
 
+_INF = float("inf")
+
 
 class TopKJoin(ABC):
     """Continuous top-k set similarity join over a sliding window (Definition 1)."""
@@ -113,19 +115,26 @@ class TopKJoin(ABC):
         """
         set_id = validate_set_id(set_id)
         distinct = validate_tokens(set_id, tokens)
-        ts = validate_time(ts, self._t_J, f"set {set_id!r}")
-        side = validate_side(set_id, side, self.two_stream)
+        t_J = self._t_J
+        if not ((type(ts) is float or type(ts) is int) and t_J is not None and t_J <= ts < _INF):
+            ts = validate_time(ts, t_J, f"set {set_id!r}")  # else: finite and in order
+        if side is not None or self.two_stream:
+            side = validate_side(set_id, side, self.two_stream)
         live = self._live_ids.get((side, set_id))
         if live is not None and self._records[live].end > ts:
             raise InvalidSetError(f"set {set_id!r}: duplicate id of a set still in the window")
-        events = self._set_index_time(ts)
+        oldest = self._W.oldest_end()
+        if oldest is None or oldest > ts:  # nothing expires (as _set_index_time, shortcut)
+            self._t_J = ts
+            events: list[TopKChange] = []
+        else:
+            events = self._set_index_time(ts)
         numbers = self._number(distinct)
         record = SetRecord(
             self._next_seq, set_id, side, ts, ts + self.window, numbers, len(numbers)
         )
         self._next_seq += 1
-        before = self._stock_kth()
-        added, removed = self._join(record)
+        before, added, removed = self._join_step(record)
         self._W.append(record)
         self._records[record.seq] = record
         self._live_ids[(side, set_id)] = record.seq
@@ -141,6 +150,13 @@ class TopKJoin(ABC):
         return [self._pair(key) for key in self._stock_topk()]
 
     # -- internals -----------------------------------------------------------------------------
+
+    def _join_step(
+        self, record: SetRecord
+    ) -> tuple[PairKey | None, list[PairKey], list[PairKey]]:
+        """The k-th pair before the join (needed only if a list is not empty), and ``_join``."""
+        before = self._stock_kth()
+        return (before, *self._join(record))
 
     def _number(self, distinct: list[str | int]) -> frozenset[int]:
         """The token numbers of a new set, in the form the algorithm's ``_join`` uses."""

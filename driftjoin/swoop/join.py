@@ -67,7 +67,9 @@ class Swoop(TopKJoin):
                 engine = "python"
         self.engine = "python" if engine == "python" else "compiled"
         if self.engine == "compiled":
-            self._core = fast.FastCore(k, self.similarity, shortest_list_first=shortest_list_first)
+            self._core = fast.FastCore(
+                k, self.similarity, two_stream=two_stream, shortest_list_first=shortest_list_first
+            )
             self.stock = self._core.stock
             self.generator = self._core.generator
             return
@@ -106,14 +108,17 @@ class Swoop(TopKJoin):
             self._indexes[record.side].remove(record)
         return self.stock.set_index_time(t)
 
+    def _join_step(
+        self, record: SetRecord
+    ) -> tuple[PairKey | None, list[PairKey], list[PairKey]]:
+        if self._core is not None:  # the kernel reports the k-th pair before the join
+            return self._core.join(
+                record.tokens, record.seq, float(record.end), 1 if record.side == "S" else 0
+            )
+        return super()._join_step(record)
+
     def _join(self, record: SetRecord) -> tuple[list[PairKey], list[PairKey]]:
         side = record.side
-        if self._core is not None:
-            own = 1 if side == "S" else 0
-            return self._core.join(
-                record.tokens, record.seq, record.end, own, 1 - own if self.two_stream else 0,
-                len(self.tokens),
-            )  # fmt: skip
         probe = self._indexes[("S" if side == "R" else "R") if self.two_stream else None]
         candidates = self.generator.get_candidates(record, probe)
         self._indexes[side].add(record)
