@@ -91,11 +91,12 @@ def bench_parallelism(scale: float = typer.Option(1.0, help="Multiply rates and 
 
 @bench_app.command("batch")
 def bench_batch(sizes: str = typer.Option("10000,100000", help="Comma-separated row counts (up to 1000000)."),
-                dims: str = typer.Option("2,32,128", help="Comma-separated dimensions.")) -> None:
+                dims: str = typer.Option("2,32,128", help="Comma-separated dimensions."),
+                timeout: float = typer.Option(900.0, help="Seconds after which a join is cancelled and reported as a timeout.")) -> None:
     """The exact static join vs Spark MLlib's BucketedRandomProjectionLSH on the same data."""
     from driftjoin.benchmarks import bench_batch as run
 
-    run([int(x) for x in sizes.split(",")], [int(x) for x in dims.split(",")])
+    run([int(x) for x in sizes.split(",")], [int(x) for x in dims.split(",")], timeout=timeout)
 
 
 if __name__ == "__main__":
