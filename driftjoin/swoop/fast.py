@@ -25,6 +25,7 @@ from driftjoin.swoop.pairs import EndKey, PairKey
 from driftjoin.swoop.similarity import SIMILARITIES, WellBehavedSimilarity
 
 _INF = float("inf")
+_MAX_TOKENS = 2**31 - 1  # window token lists are int32
 _UNKNOWN = ...  # "not cached" (Ellipsis: a singleton that survives pickling)
 
 
@@ -250,16 +251,18 @@ class FastCore:
         self.wcap = 0
         self.wi = _rows(0)
         self.wf = self.wi.view(np.float64)
-        self.wtok = np.zeros(0, np.int64)
+        self.wtok = np.zeros(0, np.int32)
         self.scratch = np.zeros((6, 0), np.int64)
         self.cs = np.zeros(0, np.float64)
         self.kout = np.zeros(9, np.float64)
         self._grow_tokens(64)
         self._grow_window(1024)
-        self.wtok = np.zeros(8 * 1024, np.int64)
+        self.wtok = np.zeros(8 * 1024, np.int32)
         self._arguments()
 
     def _grow_tokens(self, ntok: int) -> None:
+        if ntok > _MAX_TOKENS:
+            raise OverflowError(f"the compiled engine numbers at most {_MAX_TOKENS} tokens")
         size = max(ntok, 2 * self.ntok)
         self.itok = _grown(self.itok, size, axis=1)
         self.tmark = _grown(self.tmark, size)
