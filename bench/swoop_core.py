@@ -1,5 +1,10 @@
 """Benchmark of the SWOOP core (driftjoin.swoop) against Base: set rate, latency, stock size.
 
+Algorithms: ``swoop`` (the compiled engine, numba kernels; the default for the built-in
+similarity functions), ``swoop-py`` (the pure-Python engine, the reference) and ``base``. The
+kernels are compiled, or loaded from numba's on-disk cache, before anything is timed; the time
+this takes is printed and stored as ``jit_warmup_s``.
+
 For every workload, average window size |W| and k, the join is first filled to a steady state
 (``WARMUP x |W|`` sets), then ``--measure`` further sets are timed one insert at a time:
 
@@ -42,6 +47,8 @@ import numpy as np
 from driftjoin.swoop import BaseTopK, Swoop
 from driftjoin.swoop.generator import set_stream
 
+ALGORITHMS = ("swoop", "swoop-py", "base")
+
 RESULTS = Path(__file__).resolve().parent / "results"
 RATE = 1_000.0  # sets per time unit; the window duration is |W| / RATE
 WARMUP = 1.2
@@ -51,20 +58,26 @@ WORKLOADS = {
 }
 
 
-def calibrate() -> float:
+def calibrate(n: int = 5_000_000) -> float:
     """CPU seconds of a 5M-iteration pure-Python loop (about 0.25 s on an idle modern core)."""
     start = time.process_time()
     x = 0
-    for i in range(5_000_000):
+    for i in range(n):
         x += i
-    return time.process_time() - start
+    return (time.process_time() - start) * 5_000_000 / n
+
+
+def make_join(algorithm: str, k: int, window: float) -> Swoop | BaseTopK:
+    if algorithm == "base":
+        return BaseTopK(k, "jaccard", window)
+    return Swoop(k, "jaccard", window, engine="compiled" if algorithm == "swoop" else "python")
 
 
 def run(algorithm: str, workload: str, window: int, k: int, measure: int, seed: int) -> dict:
     """Fill one join to steady state, then time ``measure`` inserts one by one."""
     warm = int(WARMUP * window)
     stream = list(set_stream(warm + measure, rate=RATE, seed=seed, **WORKLOADS[workload]))
-    join = (Swoop if algorithm == "swoop" else BaseTopK)(k, "jaccard", window / RATE)
+    join = make_join(algorithm, k, window / RATE)
     max_stock = 0
     started = time.perf_counter()
     for set_id, tokens, ts in stream[:warm]:
@@ -99,6 +112,9 @@ def run(algorithm: str, workload: str, window: int, k: int, measure: int, seed: 
         "max_stock": max_stock,
         "warmup_s": warmup_s,
         "measured_sets": measure,
+        # the machine is shared: load and the speed of a pure-Python loop right after the run
+        "load_average": os.getloadavg()[0],
+        "calibration_loop_s": calibrate(1_000_000),
     }
     if generator:
         out["pre_candidates_per_set"] = (generator.pre_candidates - pre0) / measure
@@ -111,6 +127,8 @@ def sweep(args: argparse.Namespace) -> list[dict]:
     for workload in args.workloads:
         for algorithm in args.algorithms:
             measure = args.measure if algorithm == "swoop" else args.base_measure
+            if algorithm == "swoop-py":
+                measure = args.py_measure
             for k in args.ks:
                 rate = math.inf
                 for window in args.windows:
@@ -126,11 +144,12 @@ def sweep(args: argparse.Namespace) -> list[dict]:
                     rate = row["sets_per_s"]
                     rows.append(row)
                     print(
-                        f"  {algorithm:5s} {workload:7s} |W|={window:>6} k={k:>4}: "
+                        f"  {algorithm:8s} {workload:7s} |W|={window:>6} k={k:>4}: "
                         f"{rate:9.0f} sets/s ({row['sets_per_cpu_s']:.0f} per CPU s)  "
                         f"p50 {row['latency_p50_ms']:7.3f} ms  "
                         f"p99 {row['latency_p99_ms']:7.3f} ms  max {row['latency_max_ms']:7.2f} ms  "
-                        f"stock {row['max_stock']:>9}",
+                        f"stock {row['max_stock']:>9}  load {row['load_average']:.1f} "
+                        f"calib {row['calibration_loop_s']:.2f} s",
                         flush=True,
                     )
     return rows
@@ -145,7 +164,7 @@ def print_tables(rows: list[dict], windows: list[int], ks: list[int]) -> None:
         for key, what in (("sets_per_s", "wall clock"), ("sets_per_cpu_s", "CPU time")):
             print(f"\n== workload {workload}: set rate (sets/s, {what}) ==")
             print(f"{'algorithm':>9} {'k':>5} " + " ".join(f"{'|W|=' + str(w):>11}" for w in windows))
-            for algorithm in ("swoop", "base"):
+            for algorithm in ALGORITHMS:
                 for k in ks:
                     cells = [cell(index.get((algorithm, workload, w, k)), key, ".0f") for w in windows]
                     print(f"{algorithm:>9} {k:>5} " + " ".join(f"{c:>11}" for c in cells))
@@ -163,7 +182,7 @@ def print_tables(rows: list[dict], windows: list[int], ks: list[int]) -> None:
                     )
                 print(f"{'k=' + str(k):>9} " + " ".join(f"{c:>18}" for c in cells))
         print(f"\n== workload {workload}: maximum stock size (Figure 13) ==")
-        for algorithm in ("swoop", "base"):
+        for algorithm in ALGORITHMS:
             for k in ks:
                 cells = [cell(index.get((algorithm, workload, w, k)), "max_stock", "d") for w in windows]
                 print(f"{algorithm:>9} {k:>5} " + " ".join(f"{c:>11}" for c in cells))
@@ -186,7 +205,7 @@ def plot(rows: list[dict], path: Path) -> None:
     fig, axes = plt.subplots(len(workloads), 2, figsize=(11, 4.2 * len(workloads)), squeeze=False)
     for row_axes, workload in zip(axes, workloads):
         rate_ax, stock_ax = row_axes
-        for algorithm, style in (("swoop", "-o"), ("base", "--s")):
+        for algorithm, style in (("swoop", "-o"), ("swoop-py", "-.^"), ("base", "--s")):
             for k in sorted({r["k"] for r in rows}):
                 pts = sorted(
                     (r["window"], r["sets_per_s"], r["max_stock"])
@@ -225,9 +244,10 @@ def main() -> None:
     parser.add_argument("--windows", type=int, nargs="+", default=[100, 1_000, 10_000, 100_000])
     parser.add_argument("--ks", type=int, nargs="+", default=[10, 100, 1000])
     parser.add_argument("--workloads", nargs="+", default=list(WORKLOADS), choices=list(WORKLOADS))
-    parser.add_argument("--algorithms", nargs="+", default=["swoop", "base"], choices=["swoop", "base"])
+    parser.add_argument("--algorithms", nargs="+", default=["swoop", "base"], choices=ALGORITHMS)
     parser.add_argument("--measure", type=int, default=1000, help="timed SWOOP inserts per run")
     parser.add_argument("--base-measure", type=int, default=300, help="timed Base inserts per run")
+    parser.add_argument("--py-measure", type=int, default=1000, help="timed swoop-py inserts per run")
     parser.add_argument("--budget", type=float, default=60.0, help="max predicted warm-up seconds")
     parser.add_argument("--base-max-stock", type=float, default=2e7)
     parser.add_argument("--seed", type=int, default=1)
@@ -238,6 +258,12 @@ def main() -> None:
     calibration = calibrate()
     load = os.getloadavg()
     print(f"calibration loop {calibration:.2f} s (about 0.25 s idle), load average {load[0]:.1f}")
+    jit_started = time.perf_counter()
+    from driftjoin.swoop import fast
+
+    fast.warm_up()  # compile the kernels or load them from the cache, before any timing
+    jit_s = time.perf_counter() - jit_started
+    print(f"compiled engine ready in {jit_s:.1f} s (compiled, or loaded from numba's cache)")
     started = time.perf_counter()
     rows = sweep(args)
     # results accumulate across invocations: a run replaces the rows it measured
@@ -247,7 +273,7 @@ def main() -> None:
     previous = json.loads(path.read_text())["runs"] if path.exists() else []
     fresh = {key(r) for r in rows}
     for row in rows:
-        row["calibration_loop_s"], row["load_average"] = calibration, load[0]
+        row["jit_warmup_s"] = jit_s
     rows = sorted([r for r in previous if key(r) not in fresh] + rows, key=key)
     windows = sorted({r["window"] for r in rows})
     ks = sorted({r["k"] for r in rows})

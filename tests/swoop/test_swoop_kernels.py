@@ -56,7 +56,7 @@ def _streams(n, seed, two_stream, **kwargs):
         # many distinct tokens: token arrays and index pools grow, lists are repacked
         (10, "jaccard", 2.0, False, dict(vocabulary=20_000, size=(1, 12), s=0.8)),
         # a large k: the stock grows past its initial capacity, long cleanup scans
-        (1000, "cosine", 0.4, False, dict(vocabulary=300, size=(2, 8), near_duplicates=0.3)),
+        (1000, "cosine", 0.3, False, dict(vocabulary=300, size=(2, 8), near_duplicates=0.3)),
         # two streams, expiries at steady state, window compaction (window of ~500 sets)
         (25, "dice", 0.5, True, dict(vocabulary=2_000, size=(3, 10), drift=50.0)),
         # sets larger than the initial window capacity (scratch space grows with |r|)
@@ -65,7 +65,7 @@ def _streams(n, seed, two_stream, **kwargs):
     ],
 )
 def test_compiled_engine_equals_python_engine(k, similarity, window, two_stream, kwargs):
-    n = 150 if kwargs["size"][0] > 100 else 1_000 if k >= 1000 else 4_000
+    n = 80 if kwargs["size"][0] > 100 else 600 if k >= 1000 else 3_000
     compiled = Swoop(k, similarity, window, two_stream=two_stream, engine="compiled")
     python = Swoop(k, similarity, window, two_stream=two_stream, engine="python")
     for set_id, tokens, ts, side in _streams(n, k, two_stream, rate=1000.0, **kwargs):
@@ -101,12 +101,12 @@ def test_growth_paths_are_exercised():
 
 @pytest.mark.parametrize("engine", ["compiled", "python"])
 def test_pickled_join_continues_identically(engine):
-    stream = list(_streams(2_500, 3, True, vocabulary=500, size=(2, 9), rate=1000.0))
-    swoop = Swoop(20, "jaccard", 0.4, two_stream=True, engine=engine)
-    for set_id, tokens, ts, side in stream[:1_500]:
+    stream = list(_streams(1_500, 3, True, vocabulary=500, size=(2, 9), rate=1000.0))
+    swoop = Swoop(20, "jaccard", 0.3, two_stream=True, engine=engine)
+    for set_id, tokens, ts, side in stream[:900]:
         swoop.insert(set_id, tokens, ts, side)
     copy = pickle.loads(pickle.dumps(swoop))
-    for set_id, tokens, ts, side in stream[1_500:]:
+    for set_id, tokens, ts, side in stream[900:]:
         assert copy.insert(set_id, tokens, ts, side) == swoop.insert(set_id, tokens, ts, side)
     assert copy.topk() == swoop.topk() and list(copy.stock) == list(swoop.stock)
 
