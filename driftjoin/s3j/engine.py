@@ -32,6 +32,9 @@ class BatchStats:
     space_copies: int = 0
     memberships: int = 0
     comparisons: int = 0
+    #: record-to-centroid distances (space/virtual partitions and, by a linear scan, worksets):
+    #: the part of the paper's comparisons count that is not record-to-record
+    centroid_comparisons: int = 0
     pairs: int = 0
     worker_comparisons: dict[int, int] = field(default_factory=dict)
     worker_pairs: dict[int, int] = field(default_factory=dict)
@@ -89,12 +92,15 @@ class S3JEngine:
         if self.router is not None:
             m, owner = self.router.route(batch)
             stats.space_copies = stats.memberships = len(m)
+            if self.algorithm == "clusterjoin":
+                stats.centroid_comparisons = len(batch) * self.router.space.n_partitions
             for w in np.unique(owner):
                 k = np.nonzero(owner == w)[0]
                 per_worker.setdefault(int(w), []).append((m.records.take(m.row[k]), m.workset[k], m.role[k], np.ones(len(k), bool)))
             return self._compute(per_worker, stats, batch)
         routing = self.space.route(batch.vec)
         stats.space_copies = routing.copies
+        stats.centroid_comparisons = len(batch) * self.space.n_partitions
         for j in range(self.space.n_partitions):
             sel = np.nonzero(routing.partition == j)[0]
             if len(sel) == 0:
@@ -102,6 +108,7 @@ class S3JEngine:
             part = batch.take(routing.row[sel])
             m = self.formulation[j].formulate(part, routing.outer[sel])
             stats.memberships += len(m)
+            stats.centroid_comparisons += m.centroid_comparisons
             rec = m.records.take(m.row)
             routed = self.routers[j].route(global_workset(j, m.workset), m.role, rec.window, rec.id)
             for w in np.unique(routed.worker):

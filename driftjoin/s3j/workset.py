@@ -59,6 +59,9 @@ class Memberships:
     row: np.ndarray
     workset: np.ndarray
     role: np.ndarray
+    #: record-to-centroid distances a linear scan over the centroids computes for this step
+    #: (what the paper's comparisons ratio includes; the k-d tree computes far fewer)
+    centroid_comparisons: int = 0
 
     def __len__(self) -> int:
         return len(self.row)
@@ -119,6 +122,13 @@ class WorksetFormulation:
                 roles.append(np.full(len(r), OUTER, dtype=np.int8))
                 records = Records.concat([batch, self.outer_buffer])
 
+        # what a linear scan computes: each inner record against the centroids existing at its
+        # arrival (a new workset's creator is its first member), each outer-partition record
+        # against all of them, the outer buffer against the new ones
+        values, first = np.unique(own, return_index=True)
+        creators = first[values >= k_before]
+        scans = k_before * len(inner_rows) + int(np.searchsorted(creators, np.arange(len(inner_rows))).sum())
+        scans += len(outer_rows) * k_new + len(self.outer_buffer) * (k_new - k_before)
         if len(outer_rows):
             self.outer_buffer = Records.concat([self.outer_buffer, batch.take(outer_rows)])
         row = np.concatenate(rows).astype(np.int64)
@@ -128,6 +138,7 @@ class WorksetFormulation:
             row=row[order],
             workset=np.concatenate(worksets).astype(np.int64)[order],
             role=np.concatenate(roles).astype(np.int8)[order],
+            centroid_comparisons=scans,
         )
 
     def _tree(self) -> cKDTree | None:

@@ -40,7 +40,9 @@ def reference_formulation(metric, t: float, vec: np.ndarray, is_outer: np.ndarra
     reach = m.key_threshold(2 * t * (1 + BOUND_SLACK))
     cents: list[np.ndarray] = []
     own = {}
+    scans = 0
     for i in np.nonzero(~is_outer)[0]:
+        scans += len(cents)
         d = m.pairwise_key(vec[i : i + 1], np.array(cents))[0] if cents else np.zeros(0)
         j = int(np.argmin(d)) if len(d) else -1
         if j < 0 or d[j] > tk:
@@ -56,7 +58,7 @@ def reference_formulation(metric, t: float, vec: np.ndarray, is_outer: np.ndarra
         members |= {(i, int(w), OUTER) for w in np.nonzero(d <= reach)[0] if w < limit}
         if i in own:
             members.add((i, *own[i]))
-    return members, len(C)
+    return members, len(C), scans + int(is_outer.sum()) * len(C)
 
 
 @settings(max_examples=15, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -72,6 +74,7 @@ def test_blockwise_formulation_equals_record_by_record(metric, dim, n, t, seed):
     f = WorksetFormulation(m, t, dim)
     got = f.formulate(batch, is_outer)
     assert got.records is batch or len(got.records) == n
-    want, k = reference_formulation(m, m.partition_threshold(t), vec, is_outer)
+    want, k, scans = reference_formulation(m, m.partition_threshold(t), vec, is_outer)
     assert f.n_worksets == k
+    assert got.centroid_comparisons == scans
     assert set(zip(got.row.tolist(), got.workset.tolist(), got.role.tolist())) == want
