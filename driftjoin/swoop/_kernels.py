@@ -630,8 +630,9 @@ def get_candidates(
     Cropping (section 5.4): list ``rho`` keeps the entries ending after
     ``crop_end(ub(|r|, rho))``, found by bisection (``lb`` is non-increasing, Lemma 1).
     Verification (lines 10-13): ``tau_o = max(1, overlap(|r_i|, |r_j|, lb(t_j + w)))``; the
-    check stops before comparing tokens when ``min(|r_i| - rho + 1, |r_j|) < tau_o`` and while
-    counting as soon as ``tau_o`` is out of reach. A pre-candidate is verified when it is
+    check stops before comparing tokens when ``min(|r_i| - rho + 1, |r_j|) < tau_o`` (tested
+    as ``sim(|r_i|, |r_j|, min(...)) < lb``, the same condition, before ``tau_o`` is computed)
+    and while counting as soon as ``tau_o`` is out of reach. A pre-candidate is verified when it is
     first met (when it enters the map ``M``) rather than in a second loop over ``M``: its
     lookup position is final then and ``lb`` does not change during the call, so the result is
     the same and the window row is read once.
@@ -671,11 +672,15 @@ def get_candidates(
             wi[p, W_MARK] = stamp
             npre += 1
             ls = wi[p, W_SIZE2] >> 1
-            tau = overlap(code, lr, ls, stock_lb(sf, so, meta, k, wf[p, W_END]))
+            lb = stock_lb(sf, so, meta, k, wf[p, W_END])
+            # early stop before any token: o <= min(|r_i| - rho + 1, |r_j|) (1-based rho) falls
+            # short of tau_o exactly when its similarity is below lb (property 5); tested in
+            # this form, tau_o is computed only for the pre-candidates that pass
+            if sim(code, lr, ls, min(lr - rho, ls)) < lb:
+                continue
+            tau = overlap(code, lr, ls, lb)
             if tau < 1:
                 tau = 1
-            if lr - rho < tau or ls < tau:  # o <= min(|r_i| - rho + 1, |r_j|), 1-based rho
-                continue
             o = 0
             off = wi[p, W_TOFF]
             for z in range(ls):
