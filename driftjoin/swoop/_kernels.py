@@ -264,6 +264,32 @@ def stock_lb(sf, so, meta, k, t):
 
 
 @njit(cache=True)
+def stock_lb_steps(sf, so, meta, k, st_end, st_sim):
+    """The steps of the staircase ``lb(t, k)`` (Figure 6; the aligned pairs of Figure 9):
+    ``lb(t) = st_sim[d]`` for the first ``d`` with ``t <= st_end[d]``, ``0.0`` after the last.
+    ``st_sim`` are the distinct similarities of ``S[k-1:]`` (descending); a similarity ``v``
+    holds until the end of ``E[x - k]``, ``x`` the number of pairs with similarity ``>= v``
+    (Lemma 6.1). Returns the number of steps ``D``; ``O(D log |S|)``."""
+    n = meta[M_N]
+    d = 0
+    x = k - 1
+    while x < n:
+        v = sf[0, so[0, x]]
+        lo, hi = x + 1, n  # first position with a smaller similarity
+        while lo < hi:
+            mid = (lo + hi) >> 1
+            if sf[0, so[0, mid]] >= v:
+                lo = mid + 1
+            else:
+                hi = mid
+        x = lo
+        st_end[d] = sf[1, so[1, x - k]]
+        st_sim[d] = v
+        d += 1
+    return d
+
+
+@njit(cache=True)
 def stock_crop_end(sf, so, meta, k, ub):
     """End time ``T`` with ``lb(t, k) <= ub`` exactly for ``t > T`` (``-inf``: all ``t``)."""
     u = _s_first_sim_le(sf, so, meta[M_N], ub) - k + 1
@@ -622,7 +648,7 @@ def _lookup_order(tokens, itok, pside, lens, order, shortest_first):
 @njit(cache=True)
 def get_candidates(
     tokens, pside, itok, pool, wi, wf, wtok, tmark, meta, sf, so, k, code, shortest_first,
-    cj, cs, lens, order,
+    cj, cs, lens, order, st_end, st_sim,
 ):
     """Algorithm 4 for a set with ``tokens``: candidates to ``cj`` (arrival numbers) and ``cs``
     (similarities), in no particular order. Returns their number and the pre-candidates'.
@@ -632,10 +658,13 @@ def get_candidates(
     Verification (lines 10-13): ``tau_o = max(1, overlap(|r_i|, |r_j|, lb(t_j + w)))``; the
     check stops before comparing tokens when ``min(|r_i| - rho + 1, |r_j|) < tau_o`` (tested
     as ``sim(|r_i|, |r_j|, min(...)) < lb``, the same condition, before ``tau_o`` is computed)
-    and while counting as soon as ``tau_o`` is out of reach. A pre-candidate is verified when it is
-    first met (when it enters the map ``M``) rather than in a second loop over ``M``: its
-    lookup position is final then and ``lb`` does not change during the call, so the result is
-    the same and the window row is read once.
+    and while counting as soon as ``tau_o`` is out of reach. ``lb`` is read off the steps of
+    the staircase (:func:`stock_lb_steps`, computed once per call), walked forward along each
+    list since a list comes in ascending end time.
+
+    A pre-candidate is verified when it is first met (when it enters the map ``M``) rather
+    than in a second loop over ``M``: its lookup position is final then and ``lb`` does not
+    change during the call, so the result is the same and the window row is read once.
     """
     lr = len(tokens)
     stamp = meta[M_STAMP] + 1
@@ -644,6 +673,7 @@ def get_candidates(
     for x in range(lr):
         tmark[tokens[x]] = stamp
     _lookup_order(tokens, itok, pside, lens, order, shortest_first)
+    nsteps = stock_lb_steps(sf, so, meta, k, st_end, st_sim)  # the stock is fixed until the end
     npre = 0
     nc = 0
     for rho in range(lr):
@@ -662,6 +692,7 @@ def get_candidates(
                 else:
                     hi = mid
         hi = itok[pside, t, F_TAIL]
+        d = 0  # lb step of the current entry: entries come in ascending end time
         for y in range(lo, hi):
             if y + _AHEAD < hi:  # rows and token lists are scattered over the window
                 _prefetch(wi, pool[y + _AHEAD] - base)
@@ -672,7 +703,10 @@ def get_candidates(
             wi[p, W_MARK] = stamp
             npre += 1
             ls = wi[p, W_SIZE2] >> 1
-            lb = stock_lb(sf, so, meta, k, wf[p, W_END])
+            t_end = wf[p, W_END]
+            while d < nsteps and st_end[d] < t_end:
+                d += 1
+            lb = st_sim[d] if d < nsteps else 0.0  # = stock_lb(..., t_end)
             # early stop before any token: o <= min(|r_i| - rho + 1, |r_j|) (1-based rho) falls
             # short of tau_o exactly when its similarity is below lb (property 5); tested in
             # this form, tau_o is computed only for the pre-candidates that pass
@@ -730,7 +764,7 @@ def join_insert(
     lens, order = scratch[4], scratch[5]  # (pre: the candidates' stock slots)
     nc, npre = get_candidates(
         tokens, pside, itok, pool_probe, wi, wf, wtok, tmark, meta, sf, so, k, code,
-        shortest_first, cj, cs, lens, order,
+        shortest_first, cj, cs, lens, order, of[2], of[3],  # (of: free until the stock insert)
     )
     if nc > meta[M_NFREE]:
         meta[M_NEED] = nc

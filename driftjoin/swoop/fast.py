@@ -15,7 +15,6 @@ micro-batches). The kernels are compiled on first use and cached on disk (``cach
 
 from __future__ import annotations
 
-from bisect import bisect_left
 from collections.abc import Iterator, Sequence
 
 import numpy as np
@@ -24,7 +23,6 @@ from driftjoin.swoop import _kernels as K
 from driftjoin.swoop.pairs import EndKey, PairKey
 from driftjoin.swoop.similarity import SIMILARITIES, WellBehavedSimilarity
 
-_INF = float("inf")
 _MAX_TOKENS = 2**31 - 1  # window token lists are int32
 _UNKNOWN = ...  # "not cached" (Ellipsis: a singleton that survives pickling)
 
@@ -175,17 +173,12 @@ class FastStock:
         return K.stock_crop_end(self.sf, self.so, self.meta, self.k, float(ub))
 
     def lb_steps(self) -> tuple[list[float], list[float]]:
-        """Steps of the staircase ``lb(t, k)`` (as ``Stock.lb_steps``)."""
-        S, E, k = list(self), self.end_index(), self.k
-        ends: list[float] = []
-        sims: list[float] = []
-        x = k - 1
-        while x < len(S):
-            neg = S[x][0]
-            x = bisect_left(S, (neg, _INF), x)
-            ends.append(E[x - k][0])
-            sims.append(-neg)
-        return ends, sims
+        """Steps of the staircase ``lb(t, k)`` (as ``Stock.lb_steps``), from the kernel that
+        the candidate generation uses."""
+        ends = np.empty(len(self), np.float64)
+        sims = np.empty(len(self), np.float64)
+        d = K.stock_lb_steps(self.sf, self.so, self.meta, self.k, ends, sims)
+        return ends[:d].tolist(), sims[:d].tolist()
 
     def set_index_time(self, t: float) -> list[PairKey]:
         """Remove and return (in ``E`` order) the pairs with end time ``<= t``."""

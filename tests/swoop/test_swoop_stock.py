@@ -56,6 +56,11 @@ def check(stock: Stock, alive: list, k: int, t: float) -> None:
         assert stock.lb_floor(np.array(probes)).tolist() == expected
     ends, sims = stock.lb_steps()
     assert ends == sorted(ends) and sims == sorted(set(sims), reverse=True)
+    # the staircase is lb itself (the compiled candidate generation reads lb off it)
+    steps = [next((v for e, v in zip(ends, sims) if probe <= e), 0.0) for probe in probes]
+    assert [v for v, p in zip(steps, probes) if p > t] == [
+        v for v, p in zip(expected, probes) if p > t
+    ]
     lbs = {probe: stock.lb(probe) for probe in range(int(t) + 1, int(t) + 9)}
     for ub in [0.0, *SIMS, 0.3, 2.0]:
         cut = stock.crop_end(ub)
