@@ -84,6 +84,12 @@ class Swoop(TopKJoin):
             {"R": InvertedIndex(), "S": InvertedIndex()} if two_stream else {None: InvertedIndex()}
         )
 
+    def __setstate__(self, state: dict) -> None:
+        # a join pickled before the compiled engine existed keeps running on the Python engine
+        state.setdefault("engine", "python")
+        state.setdefault("_core", None)
+        self.__dict__.update(state)
+
     def _stock_topk(self) -> list[PairKey]:
         return self.stock.topk()
 

@@ -124,3 +124,21 @@ def test_engine_choice():
         Swoop(3, Custom(), 1, engine="compiled")
     with pytest.raises(ValueError, match="engine must be one of"):
         Swoop(3, "jaccard", 1, engine="cuda")
+
+
+def test_join_pickled_before_the_compiled_engine_still_runs():
+    """A Python-engine join pickled by an earlier version (no engine attributes) unpickles."""
+    import copy
+
+    stream = list(_streams(400, 4, False, vocabulary=60, size=(2, 6), rate=1000.0))
+    swoop = Swoop(5, "jaccard", 0.1, engine="python")
+    for set_id, tokens, ts, _ in stream[:200]:
+        swoop.insert(set_id, tokens, ts)
+    state = copy.deepcopy(swoop.__dict__)
+    del state["engine"], state["_core"]
+    del state["_W"]._with_columns  # older windows always had the columns
+    old = Swoop.__new__(Swoop)
+    old.__setstate__(state)
+    assert old.engine == "python" and old._W._with_columns
+    for set_id, tokens, ts, _ in stream[200:]:
+        assert old.insert(set_id, tokens, ts) == swoop.insert(set_id, tokens, ts)
