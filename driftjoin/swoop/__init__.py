@@ -1,7 +1,9 @@
 """SWOOP core: continuous top-k set similarity joins over sliding windows.
 
-Engine-agnostic (plain Python, numpy, sortedcontainers; no Spark). Implements Mann, Augsten and
-Jensen, "SWOOP: Top-k Similarity Joins over Set Streams":
+Engine-agnostic (no Spark): numba kernels on numpy arrays for the built-in similarity
+functions, plain Python (numpy, sortedcontainers) for any other well-behaved similarity and as
+the tests' reference (``Swoop(..., engine=...)``, :mod:`driftjoin.swoop.join`). Implements Mann,
+Augsten and Jensen, "SWOOP: Top-k Similarity Joins over Set Streams":
 
 * :class:`Swoop` -- the SWOOP algorithm (inverted index with expiry-ordered lists, positional
   upper bound, skyband lower bound, minimal stock with end time index);

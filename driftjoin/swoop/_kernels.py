@@ -20,9 +20,9 @@ size at the pool's top (``meta[M_TOP0 + side]``); :func:`index_repack` rebuilds 
 
 Window (section 3): position ``p = seq - meta[M_BASE]`` has one 32-byte row (one cache line
 serves a pre-candidate): ``wi[p, W_SIZE2]`` is ``2 * size + side``, ``wi[p, W_TOFF]`` the offset
-of its tokens in ``wtok`` (int32: less memory traffic), ``wi[p, W_MARK]`` the pre-candidate map ``M`` of Algorithm 4 (a
-stamp per call, so no clearing is needed), and ``wf[p, W_END]`` the end time (``wf`` is a
-float64 view of ``wi``). Valid positions are ``meta[M_HEAD] : meta[M_NPOS]``.
+of its tokens in ``wtok`` (int32: less memory traffic), ``wi[p, W_MARK]`` the pre-candidate map
+``M`` of Algorithm 4 (a stamp per call, so no clearing is needed), and ``wf[p, W_END]`` the end
+time (``wf`` is a float64 view of ``wi``). Valid positions are ``meta[M_HEAD] : meta[M_NPOS]``.
 
 Similarity functions are selected by code (:data:`SIM_CODES`) and evaluate the same float
 operations as :mod:`~driftjoin.swoop.similarity`, so the values are bit-identical.
@@ -432,7 +432,9 @@ def stock_insert(sf, si, so, meta, k, cands, nc, added, of, oi):
                     _free(so, meta, c)
             # lines 12-15: Algorithm 5 until the next candidate's turn or a clean stock
             stop = cands[i] if i < nc else -1
-            s, e, t_bound, nrem = _cleanup(sf, si, so, meta, s, e, t_bound, maxe, stop, of, oi, nrem)
+            s, e, t_bound, nrem = _cleanup(
+                sf, si, so, meta, s, e, t_bound, maxe, stop, of, oi, nrem
+            )
             if s >= meta[M_N] or sf[1, so[1, e]] > maxe:
                 break
         if s >= meta[M_N]:

@@ -61,7 +61,10 @@ def _keys(of: np.ndarray, oi: np.ndarray, row: int, m: int) -> list[PairKey]:
     return [
         (-s, -e, i, j)
         for s, e, i, j in zip(
-            of[row, :m].tolist(), of[row + 1, :m].tolist(), oi[row, :m].tolist(), oi[row + 1, :m].tolist()
+            of[row, :m].tolist(),
+            of[row + 1, :m].tolist(),
+            oi[row, :m].tolist(),
+            oi[row + 1, :m].tolist(),
         )
     ]
 
@@ -319,7 +322,8 @@ class FastCore:
                 self._grow_tokens(int(tokens.max()) + 1)
             elif code == K.NEED_INDEX:
                 pools = self.pools
-                pools[side] = K.index_repack(self.itok, side, pools[side], meta, int(meta[K.M_NEED]))
+                need = int(meta[K.M_NEED])
+                pools[side] = K.index_repack(self.itok, side, pools[side], meta, need)
             else:
                 self.stock.grow(int(meta[K.M_NEED]))
             self._arguments()
