@@ -156,7 +156,7 @@ def _timed(spark, label: str, seconds: float, fn):
 
 
 def bench_batch(sizes: list[int], dims: list[int], neighbours: float = 5.0, timeout: float = 900.0,
-                min_recall: float = 0.9) -> list[dict]:
+                min_recall: float = 0.9, lsh_setting: tuple[int, float] | None = None) -> list[dict]:
     """Exact static join vs MLlib's approximate LSH join on the same data, in the same session.
 
     Data: 16 Gaussian clusters (spread 0.1) in ``dim`` dimensions, threshold chosen for about
@@ -168,7 +168,8 @@ def bench_batch(sizes: list[int], dims: list[int], neighbours: float = 5.0, time
     keeping the fastest setting that reaches ``min_recall`` there (the most accurate if none
     does); that setting then runs on the full data. Both methods are warmed up first (the first
     Spark query of a session pays about 7 s of JVM warm-up). A run longer than ``timeout``
-    seconds is cancelled and reported as a timeout.
+    seconds is cancelled and reported as a timeout. ``lsh_setting`` = (tables, bucket length in
+    thresholds) skips the tuning and runs MLlib with that setting.
     """
     import pandas as pd
     from pyspark.ml.feature import BucketedRandomProjectionLSH
@@ -201,18 +202,19 @@ def bench_batch(sizes: list[int], dims: list[int], neighbours: float = 5.0, time
 
     done = RESULTS / "batch_vs_mllib.json"  # earlier runs' other (n, dim) rows are kept
     earlier = json.loads(done.read_text())["rows"] if done.exists() else []
-    rows: list[dict] = [r for r in earlier if r["n"] not in sizes or r["dim"] not in dims]
+    tuned = lsh_setting is None
+    rows: list[dict] = [r for r in earlier if r["n"] not in sizes or r["dim"] not in dims or r.get("tuned", True) != tuned]
     for dim in dims:
         t, df, vdf, _ = data(min(TUNE_ROWS, min(sizes)), dim)
         exact(df, t)  # warm-up
         truth, _ = _timed(spark, "tune-exact", timeout, lambda: exact(df, t))
         tuning = []
-        for tables in LSH_TABLES:
-            for bucket in LSH_BUCKETS:
-                got, secs = _timed(spark, "tune-lsh", min(timeout, 120.0), lambda: lsh(vdf, t, tables, bucket))
-                if got is not None:
-                    tuning.append({"tables": tables, "bucket": bucket, "seconds": secs,
-                                   "recall": len(got & truth) / len(truth) if truth else 1.0})
+        grid = [lsh_setting] if lsh_setting else [(tables, bucket) for tables in LSH_TABLES for bucket in LSH_BUCKETS]
+        for tables, bucket in grid:
+            got, secs = _timed(spark, "tune-lsh", min(timeout, 120.0), lambda: lsh(vdf, t, tables, bucket))
+            if got is not None:
+                tuning.append({"tables": tables, "bucket": bucket, "seconds": secs,
+                               "recall": len(got & truth) / len(truth) if truth else 1.0})
         good = [c for c in tuning if c["recall"] >= min_recall]
         best = min(good, key=lambda c: c["seconds"]) if good else max(tuning, key=lambda c: c["recall"])
         print(f"dim {dim}: MLlib tuned on {df.count():,} rows -> {best['tables']} tables, bucket length "
@@ -227,13 +229,17 @@ def bench_batch(sizes: list[int], dims: list[int], neighbours: float = 5.0, time
             row = {"n": n, "dim": dim, "threshold": t, "exact_seconds": t_exact,
                    "exact_pairs": len(pairs) if pairs is not None else None,
                    "lsh_seconds": t_lsh, "lsh_pairs": len(got) if got is not None else None, "lsh_recall": recall,
-                   "lsh_tables": best["tables"], "lsh_bucket": best["bucket"], "tuning": tuning,
+                   "lsh_tables": best["tables"], "lsh_bucket": best["bucket"], "tuning": tuning, "tuned": tuned,
                    "speedup": t_lsh / t_exact if t_exact and t_lsh else None}
             rows.append(row)
-            fmt = lambda x, spec: "timeout" if x is None else format(x, spec)  # noqa: E731
-            print(f"n={n:>9,} dim={dim:>4}: exact {fmt(t_exact, '7.1f')} s {fmt(row['exact_pairs'], '>10,')} pairs | "
-                  f"MLlib LSH {fmt(t_lsh, '7.1f')} s {fmt(row['lsh_pairs'], '>10,')} pairs, recall {fmt(recall, '.3f')} | "
-                  f"exact/MLlib speedup {fmt(row['speedup'], '.1f')}x", flush=True)
+            late = f"> {timeout:.0f} s (timeout)"
+
+            def took(secs: float | None, count: int | None) -> str:
+                return late if secs is None else f"{secs:7.1f} s {count:>10,} pairs"
+
+            speedup = f"{row['speedup']:.1f}x" if row["speedup"] else (f"> {timeout / t_exact:.1f}x" if t_exact else "n/a")
+            print(f"n={n:>9,} dim={dim:>4}: exact {took(t_exact, row['exact_pairs'])} | MLlib LSH {took(t_lsh, row['lsh_pairs'])}"
+                  f"{'' if recall is None else f', recall {recall:.3f}'} | exact/MLlib speedup {speedup}", flush=True)
             df.unpersist()
             vdf.unpersist()
             _save("batch_vs_mllib", rows, None)
@@ -254,7 +260,7 @@ def _save(name: str, rows: list[dict], scale: float | None) -> None:
     fig, ax = plt.subplots(figsize=(6, 3.5))
     if name == "batch_vs_mllib":
         for dim in sorted({r["dim"] for r in rows}):
-            sel = [r for r in rows if r["dim"] == dim]
+            sel = sorted((r for r in rows if r["dim"] == dim and r.get("tuned", True)), key=lambda r: r["n"])
             ax.plot([r["n"] for r in sel if r["exact_seconds"]], [r["exact_seconds"] for r in sel if r["exact_seconds"]], "o-", label=f"exact, dim {dim}")
             ax.plot([r["n"] for r in sel if r["lsh_seconds"]], [r["lsh_seconds"] for r in sel if r["lsh_seconds"]], "x--", label=f"MLlib LSH, dim {dim}")
         ax.set_xscale("log")

@@ -92,11 +92,16 @@ def bench_parallelism(scale: float = typer.Option(1.0, help="Multiply rates and 
 @bench_app.command("batch")
 def bench_batch(sizes: str = typer.Option("10000,100000", help="Comma-separated row counts (up to 1000000)."),
                 dims: str = typer.Option("2,32,128", help="Comma-separated dimensions."),
-                timeout: float = typer.Option(900.0, help="Seconds after which a join is cancelled and reported as a timeout.")) -> None:
+                timeout: float = typer.Option(900.0, help="Seconds after which a join is cancelled and reported as a timeout."),
+                lsh: str = typer.Option("", help="Fixed MLlib setting 'tables,bucket' (bucket length in thresholds) instead of tuning.")) -> None:
     """The exact static join vs Spark MLlib's BucketedRandomProjectionLSH on the same data."""
     from driftjoin.benchmarks import bench_batch as run
 
-    run([int(x) for x in sizes.split(",")], [int(x) for x in dims.split(",")], timeout=timeout)
+    setting = None
+    if lsh:
+        tables, bucket = lsh.split(",")
+        setting = (int(tables), float(bucket))
+    run([int(x) for x in sizes.split(",")], [int(x) for x in dims.split(",")], timeout=timeout, lsh_setting=setting)
 
 
 if __name__ == "__main__":

@@ -27,7 +27,6 @@ from __future__ import annotations
 
 import json
 import math
-import time
 from dataclasses import dataclass
 from functools import lru_cache
 from typing import Iterator
@@ -35,10 +34,11 @@ from typing import Iterator
 import numpy as np
 import pyarrow as pa
 from pyspark.sql import SparkSession
-from pyspark.sql.datasource import DataSource, DataSourceReader, DataSourceStreamReader, InputPartition
+from pyspark.sql.datasource import DataSource, DataSourceReader, DataSourceStreamReader
 from pyspark.sql.types import StructType
 
 from driftjoin.schemafree.generator import nobench_documents, server_log_documents
+from driftjoin.spark.source import RangeBatchReader, RangeStreamReader
 
 NAME = "driftjoin-docs"
 SCHEMA = "id long, doc string, ts timestamp"
@@ -122,69 +122,6 @@ def read_range(opts: DocsOptions, first: int, last: int, start: float) -> Iterat
         k = end
 
 
-@dataclass(frozen=True)
-class DocsRange(InputPartition):
-    first: int
-    last: int
-    start: float
-
-
-def _split(first: int, last: int, parts: int, start: float) -> list[DocsRange]:
-    bounds = np.linspace(first, last, parts + 1).astype(np.int64)
-    return [DocsRange(int(a), int(b), start) for a, b in zip(bounds, bounds[1:]) if b > a]
-
-
-class _StreamReader(DataSourceStreamReader):
-    def __init__(self, opts: DocsOptions) -> None:
-        self.opts = opts
-
-    def initialOffset(self) -> dict:
-        start = self.opts.start if self.opts.start is not None else time.time()
-        return {"index": 0, "start": float(start)}
-
-    def latestOffset(self, start: dict | None = None, limit: object = None) -> dict:
-        from pyspark.sql.streaming.datasource import ReadMaxRows
-
-        o = self.opts
-        begin = start or self.initialOffset()
-        target = o.total if o.total is not None else math.inf
-        if o.pace:
-            target = min(target, math.floor((time.time() - begin["start"]) * o.rate))
-        index = int(min(target, 2**62))
-        # availableNow asks with ReadAllAvailable for its end offset: then no per-batch cap
-        cap = limit.max_rows if isinstance(limit, ReadMaxRows) else (o.max_per_batch if limit is None else None)
-        if cap:
-            index = min(index, begin["index"] + int(cap))
-        return {"index": max(index, begin["index"]), "start": begin["start"]}
-
-    def getDefaultReadLimit(self) -> object:
-        from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadMaxRows
-
-        return ReadMaxRows(self.opts.max_per_batch) if self.opts.max_per_batch else ReadAllAvailable()
-
-    def partitions(self, start: dict, end: dict) -> list[DocsRange]:
-        return _split(start["index"], end["index"], self.opts.partitions, end["start"])
-
-    def read(self, partition: DocsRange) -> Iterator[pa.RecordBatch]:
-        return read_range(self.opts, partition.first, partition.last, partition.start)
-
-    def commit(self, end: dict) -> None:
-        pass
-
-
-class _BatchReader(DataSourceReader):
-    def __init__(self, opts: DocsOptions) -> None:
-        if opts.total is None:
-            raise ValueError(f"a static read of the {NAME} source needs option total (number of documents)")
-        self.opts = opts
-
-    def partitions(self) -> list[DocsRange]:
-        return _split(0, self.opts.total or 0, self.opts.partitions, self.opts.start or 0.0)
-
-    def read(self, partition: DocsRange) -> Iterator[pa.RecordBatch]:
-        return read_range(self.opts, partition.first, partition.last, partition.start)
-
-
 class DocsSource(DataSource):
     """Generated JSON document streams (see the module docstring for the options)."""
 
@@ -196,10 +133,10 @@ class DocsSource(DataSource):
         return SCHEMA
 
     def reader(self, schema: StructType) -> DataSourceReader:
-        return _BatchReader(DocsOptions.parse(self.options))
+        return RangeBatchReader(DocsOptions.parse(self.options), read_range, NAME, "documents")
 
     def streamReader(self, schema: StructType) -> DataSourceStreamReader:
-        return _StreamReader(DocsOptions.parse(self.options))
+        return RangeStreamReader(DocsOptions.parse(self.options), read_range)
 
 
 def register(spark: SparkSession) -> None:

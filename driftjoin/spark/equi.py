@@ -17,7 +17,6 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-import pandas as pd
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
@@ -29,11 +28,11 @@ from driftjoin.spark.equi_operators import (
     PAIR_SCHEMA,
     DispatcherProcessor,
     EquiPlan,
-    MemoryHandle,
     WorkerProcessor,
     routed_schema,
 )
 from driftjoin.spark.session import prepare_for_stateful
+from driftjoin.spark.static import run_static
 
 #: How rows travel as JSON between the operators: lossless for every Spark type we tested
 #: (microsecond timestamps, NaN/inf/-0.0, binary as base64, nested types, nulls kept).
@@ -277,18 +276,11 @@ def equi_join(
         pairs = tasks.groupBy("wkey").transformWithStateInPandas(WorkerProcessor(plan), out_schema, "Append", "None")
     else:
         left.sparkSession.conf.set("spark.sql.shuffle.partitions", str(plan.parallelism))
-        tasks = data.groupBy("dkey").applyInPandas(lambda k, pdf: _static(DispatcherProcessor(plan), k, pdf), routed)
-        pairs = tasks.groupBy("wkey").applyInPandas(lambda k, pdf: _static(WorkerProcessor(plan), k, pdf), out_schema)
+        tasks = data.groupBy("dkey").applyInPandas(lambda k, pdf: run_static(DispatcherProcessor(plan), k, pdf), routed)
+        pairs = tasks.groupBy("wkey").applyInPandas(lambda k, pdf: run_static(WorkerProcessor(plan), k, pdf), out_schema)
     if plan.output == "count":
         return pairs
     return _unpack(pairs, left, right, spec)
-
-
-def _static(processor: DispatcherProcessor | WorkerProcessor, key: tuple, pdf: pd.DataFrame) -> pd.DataFrame:
-    """Run a streaming processor once over a static group, with in-memory state."""
-    processor.init(MemoryHandle())
-    frames = list(processor.handleInputRows(key, iter([pdf]), None))
-    return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()
 
 
 def _unpack(pairs: DataFrame, left: DataFrame, right: DataFrame, spec: _Spec) -> DataFrame:

@@ -57,7 +57,8 @@ from driftjoin.spark.keys import slot_keys
 from driftjoin.spark.metrics_sink import read_stats, write_stats
 from driftjoin.spark.s3j_operators import _BlobState
 from driftjoin.spark.session import prepare_for_stateful
-from driftjoin.spark.similarity import _id_type, _static
+from driftjoin.spark.similarity import _id_type
+from driftjoin.spark.static import run_static
 
 PARTITIONERS = ("ag", "sc", "ds")
 LOCAL_JOINS = ("fptree", "hash", "nested")
@@ -507,6 +508,14 @@ class Assigner:
         return AssignerOutput(rows, stats)
 
 
+def _saved_core(state: _BlobState) -> Any:
+    """The core state saved by the previous batch (None on the first), refusing other formats."""
+    saved = state.load()
+    if saved is not None and saved.get("format") != STATE_FORMAT:
+        raise ValueError("natural_join state has another format; use a new checkpoint location")
+    return saved["core"] if saved else None
+
+
 class AssignerProcessor(StatefulProcessor):
     """The Assigner under its single grouping key."""
 
@@ -522,11 +531,8 @@ class AssignerProcessor(StatefulProcessor):
         pdf = pd.concat(list(rows), ignore_index=True)
         if pdf.empty:
             return
-        saved = self.state.load()
-        if saved is not None and saved.get("format") != STATE_FORMAT:
-            raise ValueError("natural_join state has another format; use a new checkpoint location")
         started = time.perf_counter()
-        core = Assigner(self.plan, saved["core"] if saved else None)
+        core = Assigner(self.plan, _saved_core(self.state))
         result = core.process(pdf, final=self.final, id_is_str=self.id_is_str)
         self.state.save({"format": STATE_FORMAT, "core": core.state})
         if self.plan.metrics_dir:
@@ -675,11 +681,8 @@ class JoinerProcessor(StatefulProcessor):
         pdf = pd.concat(list(rows), ignore_index=True)
         if pdf.empty:
             return
-        saved = self.state.load()
-        if saved is not None and saved.get("format") != STATE_FORMAT:
-            raise ValueError("natural_join state has another format; use a new checkpoint location")
         started = time.perf_counter()
-        core = Joiner(self.plan, self.plan.slot_of(key[0]), saved["core"] if saved else None)
+        core = Joiner(self.plan, self.plan.slot_of(key[0]), _saved_core(self.state))
         out, stats = core.process(pdf)
         self.state.save({"format": STATE_FORMAT, "core": core.state})
         if self.plan.metrics_dir:
@@ -879,9 +882,9 @@ def natural_join(
             JoinerProcessor(plan, id_is_str), pair_schema, "Append", "None")
     spark.conf.set("spark.sql.shuffle.partitions", str(plan.partitions))
     routed = parsed.groupBy("akey").applyInPandas(
-        lambda k, pdf: _static(AssignerProcessor(plan, id_is_str, final=True), k, pdf), routed_schema)
+        lambda k, pdf: run_static(AssignerProcessor(plan, id_is_str, final=True), k, pdf), routed_schema)
     return routed.groupBy("jkey").applyInPandas(
-        lambda k, pdf: _static(JoinerProcessor(plan, id_is_str), k, pdf), pair_schema)
+        lambda k, pdf: run_static(JoinerProcessor(plan, id_is_str), k, pdf), pair_schema)
 
 
 def invalid_documents(

@@ -40,6 +40,8 @@ from driftjoin.spark.vectors import binary_rows, from_binary, to_binary, validat
 _BLOB = StructType([StructField("blob", BinaryType(), False)])
 #: Pairs per output DataFrame: bounds the Arrow buffers between the Python worker and the JVM.
 OUTPUT_CHUNK = 200_000
+#: Workset memberships per output DataFrame of the formulation (with a 128-D vector each, ~100 MB).
+MEMBER_CHUNK = 100_000
 
 
 @dataclass(frozen=True)
@@ -222,17 +224,20 @@ class FormulationProcessor(StatefulProcessor):
                 "worksets": core.n_worksets, "new_worksets": core.n_worksets - k_before,
                 "memberships": len(m), "windows": sorted(set(batch.window.tolist())),
             })
-        yield pd.DataFrame({
-            "wkey": np.asarray(plan.keys, dtype=np.int32)[routed.worker],
-            "workset": routed.gid,
-            "role": routed.role,
-            "side": rec.side,
-            "id": rec.id,
-            "vec": binary_rows(rec.vec),
-            "ingest": rec.ingest,
-            "window": rec.window,
-            "store": routed.store,
-        })
+        wkey = np.asarray(plan.keys, dtype=np.int32)[routed.worker]
+        for lo in range(0, len(routed.row), MEMBER_CHUNK):  # bounded Arrow arrays (2 GB each at most)
+            sl = slice(lo, lo + MEMBER_CHUNK)
+            yield pd.DataFrame({
+                "wkey": wkey[sl],
+                "workset": routed.gid[sl],
+                "role": routed.role[sl],
+                "side": rec.side[sl],
+                "id": rec.id[sl],
+                "vec": binary_rows(rec.vec[sl]),
+                "ingest": rec.ingest[sl],
+                "window": rec.window[sl],
+                "store": routed.store[sl],
+            })
 
     def close(self) -> None:
         pass

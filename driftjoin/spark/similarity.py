@@ -3,13 +3,12 @@
 from __future__ import annotations
 
 import logging
-from typing import Iterator
 
 import numpy as np
-import pandas as pd
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
+from pyspark.sql.pandas.types import to_arrow_schema
 
 from driftjoin.distance import check_threshold, get_metric
 from driftjoin.durations import parse_duration
@@ -24,6 +23,7 @@ from driftjoin.spark.s3j_operators import (
 )
 from driftjoin.s3j.baselines import ALGORITHMS
 from driftjoin.spark.session import prepare_for_stateful
+from driftjoin.spark.static import static_arrow_udf
 
 log = logging.getLogger(__name__)
 
@@ -224,10 +224,12 @@ def similarity_join(
         return _pair_columns(members.groupBy("wkey").transformWithStateInPandas(
             ComputationProcessor(plan), pair_schema, "Append", "None"), plan.window_seconds)
     left.sparkSession.conf.set("spark.sql.shuffle.partitions", str(plan.parallelism))
+    member_arrow, pair_arrow = to_arrow_schema(member_schema), to_arrow_schema(pair_schema)
     if plan.algorithm == "s3j":
-        members = routed.groupBy("key").applyInPandas(lambda k, pdf: _static(FormulationProcessor(plan), k, pdf), member_schema)
-    return _pair_columns(members.groupBy("wkey").applyInPandas(
-        lambda k, pdf: _static(ComputationProcessor(plan), k, pdf), pair_schema), plan.window_seconds)
+        members = routed.groupBy("key").applyInArrow(
+            static_arrow_udf(lambda: FormulationProcessor(plan), member_arrow), member_schema)
+    return _pair_columns(members.groupBy("wkey").applyInArrow(
+        static_arrow_udf(lambda: ComputationProcessor(plan), pair_arrow), pair_schema), plan.window_seconds)
 
 
 def _pair_columns(raw: DataFrame, window_seconds: float | None) -> DataFrame:
@@ -243,33 +245,6 @@ def _pair_columns(raw: DataFrame, window_seconds: float | None) -> DataFrame:
         F.timestamp_micros("ingest_us").alias("ingest_time"), F.timestamp_micros("emit_us").alias("emit_time"),
         "worker", "workset",
     )
-
-
-class _MemoryState:
-    """Stand-in for a state handle when a processor runs once over a static group."""
-
-    def __init__(self) -> None:
-        self._value: tuple | None = None
-
-    def exists(self) -> bool:
-        return self._value is not None
-
-    def get(self) -> tuple | None:
-        return self._value
-
-    def update(self, value: tuple) -> None:
-        self._value = value
-
-
-class _MemoryHandle:
-    def getValueState(self, name: str, schema: object) -> _MemoryState:
-        return _MemoryState()
-
-
-def _static(processor, key: tuple, pdf: pd.DataFrame) -> pd.DataFrame:
-    processor.init(_MemoryHandle())
-    frames = list(processor.handleInputRows(key, iter([pdf]), None))
-    return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()
 
 
 def invalid_records(

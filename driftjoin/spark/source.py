@@ -24,7 +24,7 @@ from __future__ import annotations
 import math
 import time
 from dataclasses import dataclass
-from typing import Iterator
+from typing import Callable, Iterator
 
 import numpy as np
 import pyarrow as pa
@@ -115,9 +115,17 @@ def _split(first: int, last: int, parts: int, start: float) -> list[RangePartiti
     return [RangePartition(int(a), int(b), start) for a, b in zip(bounds, bounds[1:]) if b > a]
 
 
-class _StreamReader(DataSourceStreamReader):
-    def __init__(self, opts: GeneratorOptions) -> None:
+class RangeStreamReader(DataSourceStreamReader):
+    """A stream of generated rows addressed by index: offsets are ``{"index", "start"}``.
+
+    ``read_fn(opts, first, last, start)`` yields the rows ``first <= index < last``; ``opts``
+    carries ``start``, ``total``, ``rate``, ``pace``, ``max_per_batch`` and ``partitions``.
+    Shared by the vector generator and the document generator (:mod:`driftjoin.spark.docs_source`).
+    """
+
+    def __init__(self, opts, read_fn: Callable[..., Iterator[pa.RecordBatch]]) -> None:
         self.opts = opts
+        self.read_fn = read_fn
 
     def initialOffset(self) -> dict:
         start = self.opts.start if self.opts.start is not None else time.time()
@@ -147,23 +155,26 @@ class _StreamReader(DataSourceStreamReader):
         return _split(start["index"], end["index"], self.opts.partitions, end["start"])
 
     def read(self, partition: RangePartition) -> Iterator[pa.RecordBatch]:
-        return read_range(self.opts, partition.first, partition.last, partition.start)
+        return self.read_fn(self.opts, partition.first, partition.last, partition.start)
 
     def commit(self, end: dict) -> None:
         pass
 
 
-class _BatchReader(DataSourceReader):
-    def __init__(self, opts: GeneratorOptions) -> None:
+class RangeBatchReader(DataSourceReader):
+    """The static read of a :class:`RangeStreamReader` source: rows ``0 <= index < total``."""
+
+    def __init__(self, opts, read_fn: Callable[..., Iterator[pa.RecordBatch]], source: str, unit: str) -> None:
         if opts.total is None:
-            raise ValueError("a static read of the driftjoin source needs option total (number of records)")
+            raise ValueError(f"a static read of the {source} source needs option total (number of {unit})")
         self.opts = opts
+        self.read_fn = read_fn
 
     def partitions(self) -> list[RangePartition]:
         return _split(0, self.opts.total or 0, self.opts.partitions, self.opts.start or 0.0)
 
     def read(self, partition: RangePartition) -> Iterator[pa.RecordBatch]:
-        return read_range(self.opts, partition.first, partition.last, partition.start)
+        return self.read_fn(self.opts, partition.first, partition.last, partition.start)
 
 
 class DriftjoinSource(DataSource):
@@ -177,10 +188,10 @@ class DriftjoinSource(DataSource):
         return SCHEMA
 
     def reader(self, schema: StructType) -> DataSourceReader:
-        return _BatchReader(GeneratorOptions.parse(self.options))
+        return RangeBatchReader(GeneratorOptions.parse(self.options), read_range, "driftjoin", "records")
 
     def streamReader(self, schema: StructType) -> DataSourceStreamReader:
-        return _StreamReader(GeneratorOptions.parse(self.options))
+        return RangeStreamReader(GeneratorOptions.parse(self.options), read_range)
 
 
 def register(spark: SparkSession) -> None:

@@ -191,9 +191,9 @@ def topk_set_join(
         prepare_for_stateful(left.sparkSession, 1)
         raw = sets.groupBy("key").transformWithStateInPandas(SwoopProcessor(plan), out_schema, "Append", "None")
     else:
-        from driftjoin.spark.similarity import _static
+        from driftjoin.spark.static import run_static
 
-        raw = sets.groupBy("key").applyInPandas(lambda key, pdf: _static(SwoopProcessor(plan), key, pdf), out_schema)
+        raw = sets.groupBy("key").applyInPandas(lambda key, pdf: run_static(SwoopProcessor(plan), key, pdf), out_schema)
     return raw.withColumn("change_time", F.timestamp_micros("change_time"))
 
 

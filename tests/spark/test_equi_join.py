@@ -24,7 +24,8 @@ from pyspark.sql import functions as F
 
 from driftjoin.hypercube import Side, StreamTuple, ZipfStreamSpec, oracle_pairs, zipf_stream
 from driftjoin.spark.equi import equi_join, invalid_equi_records
-from driftjoin.spark.equi_operators import DispatcherProcessor, EquiPlan, MemoryHandle, WorkerProcessor
+from driftjoin.spark.equi_operators import DispatcherProcessor, EquiPlan, WorkerProcessor
+from driftjoin.spark.static import MemoryHandle
 from driftjoin.spark.metrics_sink import read_stats
 
 # A stream whose hot values change with its three phases: with p = 4 and batches of 468 tuples SHC

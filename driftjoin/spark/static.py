@@ -1,0 +1,92 @@
+"""Running a streaming state processor once over a static group, with in-memory state.
+
+Static DataFrames go through the same ``StatefulProcessor`` classes as streams, called from
+``groupBy(...).applyInPandas``: :func:`run_static` hands the processor a :class:`MemoryHandle`
+whose value and map states live in memory for the one call. :func:`run_static_arrow` does the
+same under ``groupBy(...).applyInArrow`` and returns the processor's frames as separate Arrow
+batches, for outputs that can exceed Arrow's 2 GB per array when concatenated (S3J's workset
+memberships of a large high-dimensional DataFrame). Tests use the handle to drive
+processors across several batches without Spark (state survives between calls on the same
+processor).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+
+import pandas as pd
+import pyarrow as pa
+
+
+class MemoryValue:
+    """An in-memory stand-in for a ``ValueState``."""
+
+    def __init__(self) -> None:
+        self._value: tuple | None = None
+
+    def exists(self) -> bool:
+        return self._value is not None
+
+    def get(self) -> tuple | None:
+        return self._value
+
+    def update(self, value: tuple) -> None:
+        self._value = value
+
+
+class MemoryMap:
+    """An in-memory stand-in for a ``MapState``."""
+
+    def __init__(self) -> None:
+        self._items: dict[tuple, tuple] = {}
+
+    def exists(self) -> bool:
+        return bool(self._items)
+
+    def updateValue(self, key: tuple, value: tuple) -> None:
+        self._items[key] = value
+
+    def removeKey(self, key: tuple) -> None:
+        self._items.pop(key, None)
+
+    def values(self) -> Iterator[tuple]:
+        return iter(list(self._items.values()))
+
+
+class MemoryHandle:
+    """An in-process state handle: state survives between calls on the same processor."""
+
+    def getValueState(self, name: str, schema: object) -> MemoryValue:
+        return MemoryValue()
+
+    def getMapState(self, name: str, key_schema: object, value_schema: object) -> MemoryMap:
+        return MemoryMap()
+
+
+def run_static(processor, key: tuple, pdf: pd.DataFrame) -> pd.DataFrame:
+    """Run ``processor`` once over a static group (all of its rows as one batch)."""
+    processor.init(MemoryHandle())
+    frames = list(processor.handleInputRows(key, iter([pdf]), None))
+    return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()
+
+
+def static_arrow_udf(make_processor: Callable[[], object], schema: pa.Schema):
+    """The function for ``groupBy(...).applyInArrow`` that runs a fresh processor per group.
+
+    Its type hints tell PySpark to use the iterator form (batches in, batches out).
+    """
+
+    def run(key: tuple[pa.Scalar, ...], batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        return run_static_arrow(make_processor(), key, batches, schema)
+
+    return run
+
+
+def run_static_arrow(processor, key: tuple, batches: Iterator[pa.RecordBatch], schema: pa.Schema) -> Iterator[pa.RecordBatch]:
+    """:func:`run_static` for ``applyInArrow``: each output frame becomes its own batch(es)."""
+    processor.init(MemoryHandle())
+    pdf = pa.Table.from_batches(list(batches)).to_pandas()
+    plain_key = tuple(k.as_py() if isinstance(k, pa.Scalar) else k for k in key)
+    for frame in processor.handleInputRows(plain_key, iter([pdf]), None):
+        if len(frame):
+            yield from pa.Table.from_pandas(frame, schema=schema, preserve_index=False).to_batches()
