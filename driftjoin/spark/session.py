@@ -12,7 +12,7 @@ import sys
 
 from pyspark.sql import SparkSession
 
-from driftjoin.spark.source import register
+from driftjoin.spark import docs_source, source
 
 ROCKSDB = "org.apache.spark.sql.execution.streaming.state.RocksDBStateStoreProvider"
 #: RocksDB changelog checkpointing: measured here it halves the state commit time per batch.
@@ -52,7 +52,8 @@ def local_session(parallelism: int = 2, app_name: str = "driftjoin", *, cores: i
         .getOrCreate()
     )
     spark.sparkContext.setLogLevel("ERROR")
-    register(spark)
+    source.register(spark)
+    docs_source.register(spark)
     return spark
 
 
