@@ -118,19 +118,20 @@ class SimilarityWorker:
     ) -> Pairs:
         # members sorted by workset, outer members last in each workset: outer x outer pairs
         # are never candidates, so only ranges with a non-outer side are enumerated
-        order = np.argsort(_member_key(workset, role), kind="stable")
-        rec, workset, role, store = rec.take(order), workset[order], role[order], store[order]
+        key = _member_key(workset, role)
+        order = np.argsort(key, kind="stable")
+        rec, workset, role, store, key = rec.take(order), workset[order], role[order], store[order], key[order]
         table = self.windows.get(window)
         groups, new_start, new_count = np.unique(workset, return_index=True, return_counts=True)
-        new_inner = np.searchsorted(_member_key(workset, role), 2 * groups + 1) - new_start
+        new_inner = np.searchsorted(key, 2 * groups + 1) - new_start
         out: list[Pairs] = []
         if table is not None and len(table):
             old_lo = np.searchsorted(table.workset, groups, side="left")
             old_cnt = np.searchsorted(table.workset, groups, side="right") - old_lo
             old_inner = np.searchsorted(_member_key(table.workset, table.role), 2 * groups + 1) - old_lo
-            for a_cnt, b_start, b_cnt in ((new_inner, old_lo, old_cnt), (new_count - new_inner, old_lo, old_inner)):
-                a_start = new_start if a_cnt is new_inner else new_start + new_inner
-                for grp, ia, ib in _cross_chunks(a_start, a_cnt, b_start, b_cnt):
+            # new non-outer x all old members, then new outer x old non-outer members
+            for a_start, a_cnt, b_cnt in ((new_start, new_inner, old_cnt), (new_start + new_inner, new_count - new_inner, old_inner)):
+                for grp, ia, ib in _cross_chunks(a_start, a_cnt, old_lo, b_cnt):
                     out.append(self._evaluate(groups[grp], rec, role, ia, table.records, table.role, ib, counters))
         for grp, ia, ib in _cross_chunks(new_start, new_inner, new_start, new_count):
             tri = (ia < ib) & store[ia] & store[ib]

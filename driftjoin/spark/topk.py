@@ -40,6 +40,7 @@ from driftjoin.durations import parse_duration
 from driftjoin.spark.metrics_sink import write_stats
 from driftjoin.spark.s3j_operators import _BlobState
 from driftjoin.spark.session import prepare_for_stateful
+from driftjoin.spark.static import run_static
 from driftjoin.swoop import SIMILARITIES, InvalidSetError, Swoop
 
 
@@ -191,8 +192,6 @@ def topk_set_join(
         prepare_for_stateful(left.sparkSession, 1)
         raw = sets.groupBy("key").transformWithStateInPandas(SwoopProcessor(plan), out_schema, "Append", "None")
     else:
-        from driftjoin.spark.static import run_static
-
         raw = sets.groupBy("key").applyInPandas(lambda key, pdf: run_static(SwoopProcessor(plan), key, pdf), out_schema)
     return raw.withColumn("change_time", F.timestamp_micros("change_time"))
 
