@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import os
+import time
 
 import pytest
 from pyspark.sql import functions as F
@@ -33,6 +35,11 @@ def test_streaming_self_join_topk_equals_base(spark, tmp_path):
     with open(tmp_path / "in" / "b3.json", "w") as f:
         f.write(json.dumps({"id": 9999, "tokens": ["t1"], "ts": 1.0}) + "\n")
         f.write(json.dumps({"id": 9998, "tokens": [], "ts": 200.0}) + "\n")
+    # the file source takes files in modification-time order: files written within one clock
+    # tick would come in any order (b3 first makes every earlier set late)
+    first_mtime = time.time() - 100
+    for b in range(4):
+        os.utime(tmp_path / "in" / f"b{b}.json", (first_mtime + b, first_mtime + b))
     stream = (spark.readStream.schema("id long, tokens array<string>, ts double").option("maxFilesPerTrigger", 1)
               .json(str(tmp_path / "in")).withColumn("ts", F.col("ts").cast("timestamp")))
     changes = topk_set_join(stream, k=5, similarity="jaccard", window="20 seconds")
