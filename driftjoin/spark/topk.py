@@ -151,6 +151,8 @@ class SwoopProcessor(StatefulProcessor):
         if plan.metrics_dir:
             write_stats(plan.metrics_dir, "swoop", 0, seq, {"seq": seq, "time": time.time(), "sets": len(pdf), **refused,
                                                               "changes": len(out["kind"]), "seconds": elapsed})
+        if not out["kind"]:  # no change (an empty frame of object columns does not convert to Arrow)
+            return
         frame = pd.DataFrame(out)
         frame["change_time"] = (frame["change_time"].to_numpy(dtype=np.float64) * 1e6).round().astype(np.int64)
         yield frame
