@@ -176,7 +176,12 @@ class RangeStreamReader(DataSourceStreamReader):
         """What is offered now (``index``) and the schedule: the query progress's latestOffset."""
         if self._start is None:
             return None
-        return {"index": self._offered(self._start), "start": self._start, "schedule": self.opts.schedule.spec()}
+        report = {"index": self._offered(self._start), "start": self._start}
+        if self.opts.pace:
+            report["schedule"] = self.opts.schedule.spec()
+            if self.opts.total is not None:
+                report["total"] = self.opts.total
+        return report
 
     def getDefaultReadLimit(self) -> object:
         from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadMaxRows

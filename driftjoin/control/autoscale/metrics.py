@@ -55,7 +55,9 @@ class WindowMetrics:
 
     Rates are records per second over the window. ``cpu_utilisation`` and ``idle_per_second``
     average over the executors (each in [0, 1]); ``lag_change_rate`` is the derivative of the
-    lag over the window (records per second, positive when the lag grows).
+    lag over the window (records per second, positive when the lag grows). ``latency_p50`` /
+    ``latency_p95``: the time records waited in the input queue (thesis 4.5.1), in seconds;
+    ``operators``: per stateful operator its update and commit time (ms) and state rows.
     """
 
     time: float
@@ -72,6 +74,9 @@ class WindowMetrics:
     trigger_interval: float = 0.0
     batches: int = 0
     per_executor: dict[str, dict[str, float]] = field(default_factory=dict)
+    latency_p50: float = math.nan
+    latency_p95: float = math.nan
+    operators: dict[str, dict[str, float]] = field(default_factory=dict)
 
     @property
     def lag_seconds(self) -> float:
