@@ -67,6 +67,10 @@ class AutoscaleController:
         self._thread: threading.Thread | None = None
         self._listener = None
         self._virtual: int | None = None
+        #: hooks of the joint control plane (:func:`driftjoin.control.joint.attach_joint`):
+        #: ``before_scale(metrics, current, target)`` may veto an action (False); ``after_scale(target)``
+        self.before_scale: Callable[[WindowMetrics, int, int], bool] | None = None
+        self.after_scale: Callable[[int], None] | None = None
 
     @property
     def query(self):
@@ -121,6 +125,10 @@ class AutoscaleController:
         current = self.workers()
         record = WindowRecord(m, current, None)
         target = self.scaler.decide(m, current)
+        if target is not None and self.before_scale is not None and not self.before_scale(m, current, target):
+            self.scaler.actions.pop()
+            self.scaler._last_action = -math.inf
+            target = None
         if target is not None:
             record.target = target
             if self.dry_run:
@@ -130,6 +138,8 @@ class AutoscaleController:
                     record.actuation_seconds = self.actuator.scale_to(target)
                     log.info("autoscale %s: %d -> %d workers (%.1f s)", self.scaler.policy.name, current, target,
                              record.actuation_seconds)
+                    if self.after_scale is not None:
+                        self.after_scale(target)
                 except Exception as e:  # the query must outlive its controller's failures
                     record.error = f"{type(e).__name__}: {e}"
                     log.warning("autoscale %s: could not scale %d -> %d, the query keeps running: %s",
