@@ -134,7 +134,7 @@ class DS2(Policy):
         for s in stages:
             target_in = source_rate if not s.upstream else sum(target_out.get(u, 0.0) for u in s.upstream)
             tpr = s.true_processing_rate
-            op = 0.0 if target_in <= 0 or math.isinf(tpr) else target_in / tpr
+            op = 0.0 if target_in <= 0 or math.isinf(tpr) or tpr <= 0 else target_in / tpr  # no records: no estimate
             optimal[s.name] = min(op, float(s.tasks)) if s.tasks > 0 else op
             target_out[s.name] = target_in * s.selectivity
         return optimal
