@@ -119,6 +119,7 @@ class Simulation:
         self.workers_log: list[tuple[float, int]] = [(0.0, self.k)]
         self.batches: list[tuple[float, float, int]] = []
         self._win: list[tuple[float, float, int, float, float]] = []   # start, duration, n, useful, busy
+        self._busy: list[tuple[float, int]] = [(0.0, 0)]               # (time, cores running tasks from then on)
         self._qlat: list[tuple[np.ndarray, float]] = []
         self._plat: list[tuple[np.ndarray, float]] = []
         self._lag0 = 0.0
@@ -163,11 +164,22 @@ class Simulation:
                 continue
             shares = self.shares(start)
             tasks = shares * (n / cfg.capacity) + cfg.task_overhead
-            stage = list_schedule_makespan(tasks, min(self.k, len(tasks)))
-            duration = cfg.batch_overhead + stage + (cfg.state_reload if self.reload_due else 0.0)
+            self._dynamic_allocation(float(tasks.sum()) / max(1, self.k), len(tasks))
+            reload = cfg.state_reload if self.reload_due else 0.0
             self.reload_due = False
-            self._dynamic_allocation(stage, len(tasks))
-            yield env.timeout(duration)
+            yield env.timeout(cfg.batch_overhead + reload)
+            # tasks go in index order to free cores; executors that arrive meanwhile take tasks too
+            pending, running = list(tasks), []
+            while pending or running:
+                self._activate_launched()
+                while pending and len(running) < max(1, self.k):
+                    heapq.heappush(running, env.now + pending.pop(0))
+                self._busy.append((env.now, len(running)))
+                yield env.timeout(max(0.0, running[0] - env.now))
+                while running and running[0] <= env.now + 1e-12:
+                    heapq.heappop(running)
+            self._busy.append((env.now, 0))
+            duration = env.now - start
             first = self.processed
             self.processed += n
             idx = np.unique(np.linspace(first, first + n - 1, min(n, 256)).astype(np.int64))
@@ -215,7 +227,11 @@ class Simulation:
         n = sum(b[2] for b in self._win)
         useful = sum(b[3] for b in self._win)
         lag = float(self.offered(now) - self.processed)
-        busy = min(1.0, useful / (dur * max(1, self.k)))
+        # core-seconds spent running tasks in the window, batches in progress included
+        pts = [p for p in self._busy if p[0] < now] + [(now, 0)]
+        core_seconds = sum((b[0] - max(a[0], self._t0)) * a[1] for a, b in zip(pts, pts[1:]) if b[0] > self._t0)
+        self._busy = [pts[-2]] if len(pts) >= 2 else [(now, 0)]
+        busy = min(1.0, core_seconds / (dur * max(1, self.k)))
         stage = StageMetrics("stage0", (), cfg.partitions, float(n), float(n), useful)
         m = WindowMetrics(
             time=now, duration=dur, workers=self.k,
