@@ -77,16 +77,27 @@ class S3JPlan:
     time_basis: str = "batch"
     #: how far behind the largest time of earlier batches a window may still take records
     lateness: float = 0.0
+    #: Spark state partitions the workers are placed on (round-robin); None: one per worker
+    partitions: int | None = None
+    #: worksets may move between workers (live balancing): formulation and computation then
+    #: run as two stateful stages; otherwise every workset stays on the worker of the space
+    #: partition that created it and both run in one stage (:class:`FusedProcessor`)
+    balanced: bool = False
 
     @property
     def keys(self) -> tuple[int, ...]:
-        return slot_keys(self.parallelism)
+        return slot_keys(self.parallelism, self.partitions)
+
+    @property
+    def fused(self) -> bool:
+        return self.algorithm == "s3j" and not self.balanced
 
     def settings(self) -> dict[str, Any]:
         """The plan as stored with the checkpoint (:mod:`driftjoin.spark.plan_guard`)."""
         return {"operator": "similarity_join", "state_format": STATE_FORMAT, "algorithm": self.algorithm,
                 "metric": self.metric, "threshold": self.threshold, "dim": self.dim,
-                "parallelism": self.parallelism, "centroids": digest(self.centroids), "self_join": self.self_join,
+                "parallelism": self.parallelism, "partitions": self.partitions or self.parallelism,
+                "stages": 1 if self.fused else 2, "centroids": digest(self.centroids), "self_join": self.self_join,
                 "window_seconds": self.window_seconds, "time_basis": self.time_basis, "lateness": self.lateness,
                 "metrics_dir": self.metrics_dir}
 
@@ -293,143 +304,113 @@ def _late_rows(rec: Records, late: np.ndarray) -> list[dict[str, Any]]:
             for s, i, w, t in zip(rec.side[late], rec.id[late], rec.window[late], rec.ingest[late])]
 
 
-class FormulationProcessor(StatefulProcessor):
-    """Workset formulation for one space partition (key = that partition's slot key)."""
+@dataclass
+class _Formulation:
+    """Workset formulation of one space partition for one batch (state in, memberships out)."""
 
-    def __init__(self, plan: S3JPlan) -> None:
-        self.plan = plan
+    plan: S3JPlan
+    partition: int
+    core: WorksetFormulation
+    router: WorksetRouter
+    clock: WindowClock
 
-    def init(self, handle: StatefulProcessorHandle) -> None:
-        self.state = _BlobState(handle, "formulation")
-        self.guard = self.plan.guard(handle)
-
-    def handleInputRows(self, key: Any, rows: Iterator[pd.DataFrame], timerValues: Any) -> Iterator[pd.DataFrame]:
-        plan = self.plan
-        pdf = pd.concat(list(rows), ignore_index=True)
-        if pdf.empty:
-            return
-        self.guard.check()
-        if key[0] == PLAN_KEY:
-            return
-        pdf, top = _split_heartbeats(pdf)
-        pdf = pdf.sort_values("ingest", kind="stable").reset_index(drop=True)
-        partition = plan.slot_of(key[0])
-        metric = get_metric(plan.metric)
-        core = WorksetFormulation(metric, plan.threshold, plan.dim)
-        router = WorksetRouter(partition)
-        clock = WindowClock(plan.window_seconds, plan.lateness)
-        saved, seq = self.state.resume()
-        check_format(saved)
+    @staticmethod
+    def resume(plan: S3JPlan, partition: int, saved: dict[str, Any] | None) -> "_Formulation":
+        step = _Formulation(plan, partition, WorksetFormulation(get_metric(plan.metric), plan.threshold, plan.dim),
+                            WorksetRouter(partition), WindowClock(plan.window_seconds, plan.lateness))
         if saved is not None:
-            restore_formulation(core, saved["core"])
-            router, clock.seen = saved["router"], saved["clock"]
+            restore_formulation(step.core, saved["core"])
+            step.router, step.clock.seen = saved["router"], saved["clock"]
+        return step
+
+    def state(self) -> dict[str, Any]:
+        return {"core": formulation_state(self.core), "router": self.router, "clock": self.clock.seen}
+
+    def run(self, pdf: pd.DataFrame, top: float, seq: int) -> tuple[Records, Any, dict[str, Any]]:
+        """Formulate the batch's records: (members' records, routed memberships, statistics)."""
+        plan = self.plan
         if plan.metrics_dir:
-            latest = read_assignment(plan.metrics_dir, newer_than=router.version)
+            latest = read_assignment(plan.metrics_dir, newer_than=self.router.version)
             if latest is not None:
-                router.update(*latest)
-        first = clock.first_open()
+                self.router.update(*latest)
+        first = self.clock.first_open()
         if first is not None:
-            core.expire_before(first)
-            router.expire_before(first)
-        batch = _records(pdf, plan.dim)
-        outer = pdf["outer"].to_numpy(dtype=bool)
-        late = clock.late(batch.window)
+            self.core.expire_before(first)
+            self.router.expire_before(first)
+        pdf = pdf.sort_values("ingest", kind="stable").reset_index(drop=True)
+        batch, outer = _records(pdf, plan.dim), pdf["outer"].to_numpy(dtype=bool)
+        late = self.clock.late(batch.window)
         late_rows = _late_rows(batch, late & ~outer)
         on_time = np.nonzero(~late)[0]
         batch, outer = batch.take(on_time), outer[on_time]
-        k_before = core.n_worksets
-        m = core.formulate(batch, outer)
+        k_before = self.core.n_worksets
+        m = self.core.formulate(batch, outer)
         rec = m.records.take(m.row)
         # new worksets stay on the worker that created them (7.5) until the balancer moves them
-        routed = router.route(global_workset(partition, m.workset), m.role, rec.window, rec.id)
-        clock.advance(top)
-        self.state.save({"format": STATE_FORMAT, "core": formulation_state(core), "router": router, "seq": seq,
-                         "clock": clock.seen})
-        rec = rec.take(routed.row)
-        if plan.metrics_dir and (len(batch) or late_rows):
-            write_stats(plan.metrics_dir, "formulation", partition, seq, {
-                "partition": partition, "seq": seq, "time": time.time(),
-                "records": int((~outer).sum()), "outer_copies": int(outer.sum()),
-                "worksets": core.n_worksets, "new_worksets": core.n_worksets - k_before,
-                "memberships": len(m), "windows": sorted(set(batch.window.tolist())),
-                "late": len(late_rows), "late_rows": late_rows,
-            })
-        wkey = np.asarray(plan.keys, dtype=np.int32)[routed.worker]
-        for lo in range(0, len(routed.row), MEMBER_CHUNK):  # bounded Arrow arrays (2 GB each at most)
-            sl = slice(lo, lo + MEMBER_CHUNK)
-            yield pd.DataFrame({
-                "wkey": wkey[sl],
-                "workset": routed.gid[sl],
-                "role": routed.role[sl],
-                "side": rec.side[sl],
-                "id": rec.id[sl],
-                "vec": binary_rows(rec.vec[sl]),
-                "ingest": rec.ingest[sl],
-                "window": rec.window[sl],
-                "store": routed.store[sl],
-            })
-        yield _forward_heartbeats(plan, top, "" if pdf["id"].dtype == object else 0)
-
-    def close(self) -> None:
-        pass
+        routed = self.router.route(global_workset(self.partition, m.workset), m.role, rec.window, rec.id)
+        self.clock.advance(top)
+        stats = {
+            "partition": self.partition, "seq": seq, "time": time.time(),
+            "records": int((~outer).sum()), "outer_copies": int(outer.sum()),
+            "worksets": self.core.n_worksets, "new_worksets": self.core.n_worksets - k_before,
+            "memberships": len(m), "windows": sorted(set(batch.window.tolist())),
+            "late": len(late_rows), "late_rows": late_rows,
+        }
+        return rec.take(routed.row), routed, stats
 
 
-class ComputationProcessor(StatefulProcessor):
-    """Similarity computation for the worksets assigned to one worker (key = its slot key)."""
+@dataclass
+class _Computation:
+    """Similarity computation of one worker for one batch (members in, pairs out)."""
 
-    def __init__(self, plan: S3JPlan) -> None:
-        self.plan = plan
+    plan: S3JPlan
+    worker: int
+    core: SimilarityWorker
+    clock: WindowClock
 
-    def init(self, handle: StatefulProcessorHandle) -> None:
-        self.state = _BlobState(handle, "worker")
-        self.guard = self.plan.guard(handle)
-
-    def handleInputRows(self, key: Any, rows: Iterator[pd.DataFrame], timerValues: Any) -> Iterator[pd.DataFrame]:
-        plan = self.plan
-        pdf = pd.concat(list(rows), ignore_index=True)
-        if pdf.empty:
-            return
-        self.guard.check()
-        if key[0] == PLAN_KEY:
-            return
-        pdf, top = _split_heartbeats(pdf)
-        worker = plan.slot_of(key[0])
-        metric = get_metric(plan.metric)
-        core = SimilarityWorker(metric, plan.threshold, plan.self_join)
-        clock = WindowClock(plan.window_seconds, plan.lateness)
-        saved, seq = self.state.resume()
-        check_format(saved)
+    @staticmethod
+    def resume(plan: S3JPlan, worker: int, saved: dict[str, Any] | None) -> "_Computation":
+        step = _Computation(plan, worker, SimilarityWorker(get_metric(plan.metric), plan.threshold, plan.self_join),
+                            WindowClock(plan.window_seconds, plan.lateness))
         if saved is not None:
-            restore_worker(core, saved["core"])
-            clock.seen = saved["clock"]
-        first = clock.first_open()
+            restore_worker(step.core, saved["core"])
+            step.clock.seen = saved["clock"]
+        return step
+
+    def state(self) -> dict[str, Any]:
+        return {"core": worker_state(self.core), "clock": self.clock.seen}
+
+    def run(self, rec: Records, workset: np.ndarray, role: np.ndarray, store: np.ndarray, top: float,
+            seq: int) -> tuple[Any, dict[str, Any] | None]:
+        """Pair the batch's members: (pairs, statistics or None when nothing happened)."""
+        first = self.clock.first_open()
         if first is not None:
-            core.expire_before(first)
-        rec = _records(pdf, plan.dim)
-        role = pdf["role"].to_numpy(dtype=np.int8)
+            self.core.expire_before(first)
         # only a stateless router (ClusterJoin, brute force) sends late records this far; the
         # formulation has rejected them already otherwise
-        late = clock.late(rec.window)
+        late = self.clock.late(rec.window)
         late_rows = _late_rows(rec, late & ((role & 3) != OUTER))
         on_time = np.nonzero(~late)[0]
-        rec, role = rec.take(on_time), role[on_time]
+        rec, workset, role, store = rec.take(on_time), workset[on_time], role[on_time], store[on_time]
         counters = WorksetCounters()
-        pairs = core.add(rec, pdf["workset"].to_numpy(dtype=np.int64)[on_time], role, counters,
-                         store=pdf["store"].to_numpy(dtype=bool)[on_time])
-        clock.advance(top)
-        self.state.save({"format": STATE_FORMAT, "core": worker_state(core), "seq": seq, "clock": clock.seen})
+        pairs = self.core.add(rec, workset, role, counters, store=store)
+        self.clock.advance(top)
         emit = time.time()
-        if plan.metrics_dir and (len(rec) or late_rows):
-            stats = _worker_stats(worker, seq, emit, core, counters, pairs)
+        stats = None
+        if len(rec) or late_rows:
+            stats = _worker_stats(self.worker, seq, emit, self.core, counters, pairs)
             stats.update(late=len(late_rows), late_rows=late_rows)
-            write_stats(plan.metrics_dir, "computation", worker, seq, stats)
+        return pairs, emit, stats
+
+    def emit(self, pairs: Any, emit: float) -> Iterator[pd.DataFrame]:
+        """The pairs as output frames of plain numbers (timestamps are built in the JVM)."""
         emit_us = int(round(emit * 1e6))
         ingest_us = np.round(pairs.ingest * 1e6).astype(np.int64)
         for lo in range(0, len(pairs), OUTPUT_CHUNK):
             part = slice(lo, lo + OUTPUT_CHUNK)
             n = len(pairs.left_id[part])
-            # plain numbers only: timestamps are derived in the JVM (see similarity_join), which
-            # moves millions of pairs per batch far faster than converting them in pandas
+            # plain numbers only: the JVM derives timestamps (see similarity_join) far faster than
+            # pandas converts millions of pairs per batch
             yield pd.DataFrame({
                 "left_id": pairs.left_id[part],
                 "right_id": pairs.right_id[part],
@@ -437,12 +418,112 @@ class ComputationProcessor(StatefulProcessor):
                 "window": pairs.window[part],
                 "ingest_us": ingest_us[part],
                 "emit_us": np.full(n, emit_us, dtype=np.int64),
-                "worker": np.full(n, worker, dtype=np.int32),
+                "worker": np.full(n, self.worker, dtype=np.int32),
                 "workset": pairs.workset[part],
             })
 
+
+class _S3JProcessor(StatefulProcessor):
+    """What the three S3J processors share: the plan guard, the state blob, heartbeats."""
+
+    state_name = ""
+
+    def __init__(self, plan: S3JPlan) -> None:
+        self.plan = plan
+
+    def init(self, handle: StatefulProcessorHandle) -> None:
+        self.state = _BlobState(handle, self.state_name)
+        self.guard = self.plan.guard(handle)
+
+    def handleInputRows(self, key: Any, rows: Iterator[pd.DataFrame], timerValues: Any) -> Iterator[pd.DataFrame]:
+        pdf = pd.concat(list(rows), ignore_index=True)
+        if pdf.empty:
+            return
+        self.guard.check()
+        if key[0] == PLAN_KEY:
+            return
+        pdf, top = _split_heartbeats(pdf)
+        saved, seq = self.state.resume()
+        check_format(saved)
+        yield from self.process(self.plan.slot_of(key[0]), pdf, top, saved, seq)
+
+    def process(self, slot: int, pdf: pd.DataFrame, top: float, saved: dict[str, Any] | None,
+                seq: int) -> Iterator[pd.DataFrame]:
+        raise NotImplementedError
+
+    def save(self, state: dict[str, Any], seq: int) -> None:
+        self.state.save({"format": STATE_FORMAT, "seq": seq, **state})
+
     def close(self) -> None:
         pass
+
+
+def _member_frames(plan: S3JPlan, rec: Records, routed: Any) -> Iterator[pd.DataFrame]:
+    wkey = np.asarray(plan.keys, dtype=np.int32)[routed.worker]
+    for lo in range(0, len(routed.row), MEMBER_CHUNK):  # bounded Arrow arrays (2 GB each at most)
+        sl = slice(lo, lo + MEMBER_CHUNK)
+        yield pd.DataFrame({
+            "wkey": wkey[sl], "workset": routed.gid[sl], "role": routed.role[sl], "side": rec.side[sl],
+            "id": rec.id[sl], "vec": binary_rows(rec.vec[sl]), "ingest": rec.ingest[sl],
+            "window": rec.window[sl], "store": routed.store[sl],
+        })
+
+
+class FormulationProcessor(_S3JProcessor):
+    """Workset formulation for one space partition (key = that partition's slot key)."""
+
+    state_name = "formulation"
+
+    def process(self, slot, pdf, top, saved, seq):
+        step = _Formulation.resume(self.plan, slot, None if saved is None else saved["formulation"])
+        rec, routed, stats = step.run(pdf, top, seq)
+        self.save({"formulation": step.state()}, seq)
+        if self.plan.metrics_dir and (stats["records"] or stats["outer_copies"] or stats["late"]):
+            write_stats(self.plan.metrics_dir, "formulation", slot, seq, stats)
+        yield from _member_frames(self.plan, rec, routed)
+        yield _forward_heartbeats(self.plan, top, "" if pdf["id"].dtype == object else 0)
+
+
+class ComputationProcessor(_S3JProcessor):
+    """Similarity computation for the worksets assigned to one worker (key = its slot key)."""
+
+    state_name = "worker"
+
+    def process(self, slot, pdf, top, saved, seq):
+        step = _Computation.resume(self.plan, slot, None if saved is None else saved["computation"])
+        pairs, emit, stats = step.run(_records(pdf, self.plan.dim), pdf["workset"].to_numpy(dtype=np.int64),
+                                      pdf["role"].to_numpy(dtype=np.int8), pdf["store"].to_numpy(dtype=bool), top, seq)
+        self.save({"computation": step.state()}, seq)
+        if self.plan.metrics_dir and stats is not None:
+            write_stats(self.plan.metrics_dir, "computation", slot, seq, stats)
+        yield from step.emit(pairs, emit)
+
+
+class FusedProcessor(_S3JProcessor):
+    """Formulation and computation of one space partition and its worker in one stateful stage.
+
+    Without live balancing every workset stays on the worker of the space partition that
+    created it (section 7.5), so the memberships a partition's formulation produces are all for
+    its own worker: both steps run under the partition's key, one after the other, and the
+    query has one stateful stage instead of two (each stateful stage costs about 100 ms per
+    task and batch whatever it does).
+    """
+
+    state_name = "s3j"
+
+    def process(self, slot, pdf, top, saved, seq):
+        plan = self.plan
+        formulation = _Formulation.resume(plan, slot, None if saved is None else saved["formulation"])
+        computation = _Computation.resume(plan, slot, None if saved is None else saved["computation"])
+        rec, routed, f_stats = formulation.run(pdf, top, seq)
+        pairs, emit, c_stats = computation.run(rec, routed.gid, routed.role, routed.store, top, seq)
+        self.save({"formulation": formulation.state(), "computation": computation.state()}, seq)
+        if plan.metrics_dir:
+            if f_stats["records"] or f_stats["outer_copies"] or f_stats["late"]:
+                write_stats(plan.metrics_dir, "formulation", slot, seq, f_stats)
+            if c_stats is not None:
+                write_stats(plan.metrics_dir, "computation", slot, seq, c_stats)
+        yield from computation.emit(pairs, emit)
 
 
 def _worker_stats(worker: int, seq: int, emit: float, core: SimilarityWorker, c: WorksetCounters, pairs: Any) -> dict:
