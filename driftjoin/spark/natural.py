@@ -56,8 +56,8 @@ from driftjoin.schemafree.window import CountWindow, TimeWindow
 from driftjoin.spark.keys import slot_keys
 from driftjoin.spark.metrics_sink import read_stats, write_stats
 from driftjoin.spark.plan_guard import PlanGuard
-from driftjoin.spark.s3j_operators import _BlobState
 from driftjoin.spark.session import prepare_for_stateful
+from driftjoin.spark.state import BlobState
 from driftjoin.spark.similarity import _id_type
 from driftjoin.spark.static import run_static
 
@@ -517,7 +517,7 @@ class Assigner:
         return AssignerOutput(rows, stats)
 
 
-def _saved_core(state: _BlobState) -> Any:
+def _saved_core(state: BlobState) -> Any:
     """The core state saved by the previous batch (None on the first), refusing other formats."""
     saved = state.load()
     if saved is not None and saved.get("format") != STATE_FORMAT:
@@ -534,7 +534,7 @@ class AssignerProcessor(StatefulProcessor):
         self.final = final
 
     def init(self, handle: StatefulProcessorHandle) -> None:
-        self.state = _BlobState(handle, "assigner")
+        self.state = BlobState(handle, "assigner")
         self.guard = PlanGuard(handle, "natural_join", self.plan.settings(), ADOPTABLE)
 
     def handleInputRows(self, key: Any, rows: Iterator[pd.DataFrame], timerValues: Any) -> Iterator[pd.DataFrame]:
@@ -686,7 +686,7 @@ class JoinerProcessor(StatefulProcessor):
         self.id_is_str = id_is_str
 
     def init(self, handle: StatefulProcessorHandle) -> None:
-        self.state = _BlobState(handle, "joiner")
+        self.state = BlobState(handle, "joiner")
 
     def handleInputRows(self, key: Any, rows: Iterator[pd.DataFrame], timerValues: Any) -> Iterator[pd.DataFrame]:
         pdf = pd.concat(list(rows), ignore_index=True)

@@ -22,7 +22,6 @@ the statistics (``late_rows``), never joined with part of their window.
 
 from __future__ import annotations
 
-import pickle
 import time
 from dataclasses import dataclass
 from typing import Any, Iterator
@@ -36,15 +35,17 @@ from pyspark.sql.types import BinaryType, StructField, StructType
 from driftjoin.clock import WindowClock, batch_max
 from driftjoin.distance import get_metric
 from driftjoin.s3j.baselines import BruteForceRouter, ClusterJoinRouter
-from driftjoin.s3j.compute import SimilarityWorker, WorksetCounters, restore_worker, worker_state
+from driftjoin.s3j.compute import SimilarityWorker, WorksetCounters, run_arrays, run_from_arrays
 from driftjoin.s3j.ids import global_workset
 from driftjoin.s3j.routing import WorksetRouter
 from driftjoin.s3j.records import Records
 from driftjoin.s3j.space import SpacePartitioner
-from driftjoin.s3j.workset import OUTER, WorksetFormulation, formulation_state, restore_formulation
+from driftjoin.s3j.workset import STATE_FORMAT as FORMULATION_FORMAT
+from driftjoin.s3j.workset import OUTER, WorksetFormulation, restore_formulation
 from driftjoin.spark.keys import slot_keys
 from driftjoin.spark.metrics_sink import latency_histogram, read_assignment, write_stats
 from driftjoin.spark.plan_guard import PLAN_KEY, PlanGuard, digest
+from driftjoin.spark.state import Chunks, ChunkedState, Loaded, Meta
 from driftjoin.spark.vectors import binary_rows, from_binary, to_binary, validate
 
 _BLOB = StructType([StructField("blob", BinaryType(), False)])
@@ -54,8 +55,8 @@ OUTPUT_CHUNK = 200_000
 MEMBER_CHUNK = 100_000
 #: ``side`` of a heartbeat row (its ``ingest`` is the largest window time its sender saw).
 HEARTBEAT = -1
-#: Version of the operators' state; a checkpoint written with another is refused.
-STATE_FORMAT = 2
+#: Version of the operators' state (stored with the plan: a checkpoint written with another is refused).
+STATE_FORMAT = 3
 #: Plan settings a restarted query may change (they do not touch state).
 ADOPTABLE = frozenset({"metrics_dir"})
 
@@ -251,33 +252,11 @@ def _records(pdf: pd.DataFrame, dim: int) -> Records:
     )
 
 
-class _BlobState:
-    """One binary value per key: the whole core state, read and written in bulk."""
-
-    def __init__(self, handle: StatefulProcessorHandle, name: str) -> None:
-        self.value = handle.getValueState(name, _BLOB)
-
-    def load(self) -> dict[str, Any] | None:
-        if not self.value.exists():
-            return None
-        return pickle.loads(self.value.get()[0])
-
-    def save(self, state: dict[str, Any]) -> None:
-        self.value.update((pickle.dumps(state, protocol=pickle.HIGHEST_PROTOCOL),))
-
-    def resume(self) -> tuple[dict[str, Any] | None, int]:
-        """The saved state (None on the first batch) and this batch's sequence number."""
-        saved = self.load()
-        return saved, 0 if saved is None else saved["seq"] + 1
-
-
-def check_format(saved: dict[str, Any] | None) -> None:
-    """Refuse state written by another version of these operators (a checkpoint of an older release)."""
-    if saved is not None and saved.get("format") != STATE_FORMAT:
-        raise RuntimeError(
-            f"this checkpoint holds similarity_join operator state format {saved.get('format')}, but driftjoin "
-            f"{__import__('driftjoin').__version__} reads format {STATE_FORMAT}: restart the query with a new "
-            "checkpoint location (or run the driftjoin version that wrote it)")
+def _legacy_refusal() -> RuntimeError:
+    return RuntimeError(
+        f"this checkpoint holds similarity_join state written by an older driftjoin (one value per key); "
+        f"driftjoin {__import__('driftjoin').__version__} keeps it in chunks (format {STATE_FORMAT}): restart "
+        "the query with a new checkpoint location (or run the driftjoin version that wrote it)")
 
 
 def _split_heartbeats(pdf: pd.DataFrame) -> tuple[pd.DataFrame, float]:
@@ -304,9 +283,18 @@ def _late_rows(rec: Records, late: np.ndarray) -> list[dict[str, Any]]:
             for s, i, w, t in zip(rec.side[late], rec.id[late], rec.window[late], rec.ingest[late])]
 
 
+#: Chunk group of the workset centroids (windows are the other groups; centroids never expire).
+CENTROIDS = -(2**62)
+
+
 @dataclass
 class _Formulation:
-    """Workset formulation of one space partition for one batch (state in, memberships out)."""
+    """Workset formulation of one space partition for one batch (state in, memberships out).
+
+    State (:class:`~driftjoin.spark.state.ChunkedState` ``formulation``): chunks of the
+    centroids each batch created (group :data:`CENTROIDS`) and of the outer-partition records
+    each batch buffered (group = their window); the router and the clock in the meta fields.
+    """
 
     plan: S3JPlan
     partition: int
@@ -315,19 +303,26 @@ class _Formulation:
     clock: WindowClock
 
     @staticmethod
-    def resume(plan: S3JPlan, partition: int, saved: dict[str, Any] | None) -> "_Formulation":
-        step = _Formulation(plan, partition, WorksetFormulation(get_metric(plan.metric), plan.threshold, plan.dim),
+    def empty(plan: S3JPlan, partition: int) -> "_Formulation":
+        return _Formulation(plan, partition, WorksetFormulation(get_metric(plan.metric), plan.threshold, plan.dim),
                             WorksetRouter(partition), WindowClock(plan.window_seconds, plan.lateness))
-        if saved is not None:
-            restore_formulation(step.core, saved["core"])
-            step.router, step.clock.seen = saved["router"], saved["clock"]
+
+    @staticmethod
+    def rebuild(plan: S3JPlan, partition: int, meta: Meta, chunks: Chunks) -> "_Formulation":
+        step = _Formulation.empty(plan, partition)
+        centroids = [c for _, c in chunks.read(CENTROIDS)]
+        buffered = [Records(*arrays) for g in chunks.groups() if g != CENTROIDS for _, arrays in chunks.read(g)]
+        restore_formulation(step.core, {"format": FORMULATION_FORMAT,
+                                        "centroids": np.vstack(centroids) if centroids else step.core.centroids,
+                                        "buffer": _arrays(Records.concat(buffered)) if buffered else _arrays(step.core.outer_buffer)})
+        step.router, step.clock.seen = meta.fields["router"], meta.fields["clock"]
         return step
 
-    def state(self) -> dict[str, Any]:
-        return {"core": formulation_state(self.core), "router": self.router, "clock": self.clock.seen}
+    def run(self, pdf: pd.DataFrame, top: float, seq: int, chunks: Chunks) -> tuple[Records, Any, dict[str, Any]]:
+        """Formulate the batch's records: (members' records, routed memberships, statistics).
 
-    def run(self, pdf: pd.DataFrame, top: float, seq: int) -> tuple[Records, Any, dict[str, Any]]:
-        """Formulate the batch's records: (members' records, routed memberships, statistics)."""
+        Writes to ``chunks`` what the batch added and removes what expired.
+        """
         plan = self.plan
         if plan.metrics_dir:
             latest = read_assignment(plan.metrics_dir, newer_than=self.router.version)
@@ -337,6 +332,7 @@ class _Formulation:
         if first is not None:
             self.core.expire_before(first)
             self.router.expire_before(first)
+            chunks.drop_groups(lambda g: g == CENTROIDS or g >= first)
         pdf = pdf.sort_values("ingest", kind="stable").reset_index(drop=True)
         batch, outer = _records(pdf, plan.dim), pdf["outer"].to_numpy(dtype=bool)
         late = self.clock.late(batch.window)
@@ -345,6 +341,11 @@ class _Formulation:
         batch, outer = batch.take(on_time), outer[on_time]
         k_before = self.core.n_worksets
         m = self.core.formulate(batch, outer)
+        if self.core.n_worksets > k_before:
+            chunks.add(CENTROIDS, self.core.centroids[k_before:])
+        buffered = batch.take(np.nonzero(outer)[0])
+        for w in np.unique(buffered.window).tolist():
+            chunks.add(int(w), _arrays(buffered.take(np.nonzero(buffered.window == w)[0])))
         rec = m.records.take(m.row)
         # new worksets stay on the worker that created them (7.5) until the balancer moves them
         routed = self.router.route(global_workset(self.partition, m.workset), m.role, rec.window, rec.id)
@@ -358,10 +359,20 @@ class _Formulation:
         }
         return rec.take(routed.row), routed, stats
 
+    def fields(self) -> dict[str, Any]:
+        return {"router": self.router, "clock": self.clock.seen}
+
+    def nbytes(self) -> int:
+        return int(self.core.centroids.nbytes + self.core.outer_buffer.nbytes())
+
 
 @dataclass
 class _Computation:
-    """Similarity computation of one worker for one batch (members in, pairs out)."""
+    """Similarity computation of one worker for one batch (members in, pairs out).
+
+    State (:class:`~driftjoin.spark.state.ChunkedState` ``worker``): one chunk per run of
+    members (:mod:`driftjoin.s3j.compute`), grouped by window; the clock in the meta fields.
+    """
 
     plan: S3JPlan
     worker: int
@@ -369,23 +380,27 @@ class _Computation:
     clock: WindowClock
 
     @staticmethod
-    def resume(plan: S3JPlan, worker: int, saved: dict[str, Any] | None) -> "_Computation":
-        step = _Computation(plan, worker, SimilarityWorker(get_metric(plan.metric), plan.threshold, plan.self_join),
+    def empty(plan: S3JPlan, worker: int) -> "_Computation":
+        return _Computation(plan, worker, SimilarityWorker(get_metric(plan.metric), plan.threshold, plan.self_join),
                             WindowClock(plan.window_seconds, plan.lateness))
-        if saved is not None:
-            restore_worker(step.core, saved["core"])
-            step.clock.seen = saved["clock"]
+
+    @staticmethod
+    def rebuild(plan: S3JPlan, worker: int, meta: Meta, chunks: Chunks) -> "_Computation":
+        step = _Computation.empty(plan, worker)
+        step.core.windows = {g: [run_from_arrays(arrays, c) for c, arrays in chunks.read(g)] for g in chunks.groups()}
+        step.clock.seen = meta.fields["clock"]
         return step
 
-    def state(self) -> dict[str, Any]:
-        return {"core": worker_state(self.core), "clock": self.clock.seen}
-
     def run(self, rec: Records, workset: np.ndarray, role: np.ndarray, store: np.ndarray, top: float,
-            seq: int) -> tuple[Any, dict[str, Any] | None]:
-        """Pair the batch's members: (pairs, statistics or None when nothing happened)."""
+            seq: int, chunks: Chunks) -> tuple[Any, float, dict[str, Any] | None]:
+        """Pair the batch's members: (pairs, emit time, statistics or None when nothing happened).
+
+        Writes the runs the batch created to ``chunks`` and removes the merged and expired ones.
+        """
         first = self.clock.first_open()
         if first is not None:
             self.core.expire_before(first)
+            chunks.drop_groups(lambda g: g >= first)
         # only a stateless router (ClusterJoin, brute force) sends late records this far; the
         # formulation has rejected them already otherwise
         late = self.clock.late(rec.window)
@@ -394,13 +409,29 @@ class _Computation:
         rec, workset, role, store = rec.take(on_time), workset[on_time], role[on_time], store[on_time]
         counters = WorksetCounters()
         pairs = self.core.add(rec, workset, role, counters, store=store)
+        for w, run in self.core.retired:
+            chunks.remove(w, run.label)
+        self.core.retired.clear()
+        written = 0
+        for w, runs in self.core.windows.items():
+            for run in runs:
+                if run.label is None:
+                    run.label = chunks.add(w, run_arrays(run))
+                    written += run.nbytes()
         self.clock.advance(top)
         emit = time.time()
         stats = None
         if len(rec) or late_rows:
             stats = _worker_stats(self.worker, seq, emit, self.core, counters, pairs)
-            stats.update(late=len(late_rows), late_rows=late_rows)
+            stats.update(late=len(late_rows), late_rows=late_rows, state_written=written,
+                         runs=sum(len(r) for r in self.core.windows.values()))
         return pairs, emit, stats
+
+    def fields(self) -> dict[str, Any]:
+        return {"clock": self.clock.seen}
+
+    def nbytes(self) -> int:
+        return self.core.state_bytes()
 
     def emit(self, pairs: Any, emit: float) -> Iterator[pd.DataFrame]:
         """The pairs as output frames of plain numbers (timestamps are built in the JVM)."""
@@ -423,17 +454,23 @@ class _Computation:
             })
 
 
-class _S3JProcessor(StatefulProcessor):
-    """What the three S3J processors share: the plan guard, the state blob, heartbeats."""
+def _arrays(r: Records) -> tuple:
+    return (r.id, r.side, r.vec, r.ingest, r.window)
 
-    state_name = ""
+
+class _S3JProcessor(StatefulProcessor):
+    """What the three S3J processors share: the plan guard, heartbeats, the state layer."""
+
+    parts: tuple[str, ...] = ()
 
     def __init__(self, plan: S3JPlan) -> None:
         self.plan = plan
 
     def init(self, handle: StatefulProcessorHandle) -> None:
-        self.state = _BlobState(handle, self.state_name)
         self.guard = self.plan.guard(handle)
+        self.states = {name: ChunkedState(handle, name) for name in self.parts}
+        # state of driftjoin releases before the chunked layout (one value per key)
+        self.legacy = [handle.getValueState(name, _BLOB) for name in ("formulation", "worker")]
 
     def handleInputRows(self, key: Any, rows: Iterator[pd.DataFrame], timerValues: Any) -> Iterator[pd.DataFrame]:
         pdf = pd.concat(list(rows), ignore_index=True)
@@ -443,16 +480,23 @@ class _S3JProcessor(StatefulProcessor):
         if key[0] == PLAN_KEY:
             return
         pdf, top = _split_heartbeats(pdf)
-        saved, seq = self.state.resume()
-        check_format(saved)
-        yield from self.process(self.plan.slot_of(key[0]), pdf, top, saved, seq)
+        slot = self.plan.slot_of(key[0])
+        loaded = {name: self.states[name].load(key[0], *self._builders(name, slot)) for name in self.parts}
+        if any(part.meta.token is None for part in loaded.values()) and any(v.exists() for v in self.legacy):
+            raise _legacy_refusal()
+        seq = next(iter(loaded.values())).seq
+        yield from self.process(slot, pdf, top, loaded, seq)
+        for name, part in loaded.items():
+            self.states[name].save(key[0], part, part.value.nbytes(), part.value.fields())
 
-    def process(self, slot: int, pdf: pd.DataFrame, top: float, saved: dict[str, Any] | None,
+    def _builders(self, name: str, slot: int) -> tuple:
+        plan = self.plan
+        step = _Formulation if name == "formulation" else _Computation
+        return (lambda meta, chunks: step.rebuild(plan, slot, meta, chunks)), (lambda: step.empty(plan, slot))
+
+    def process(self, slot: int, pdf: pd.DataFrame, top: float, loaded: dict[str, Loaded],
                 seq: int) -> Iterator[pd.DataFrame]:
         raise NotImplementedError
-
-    def save(self, state: dict[str, Any], seq: int) -> None:
-        self.state.save({"format": STATE_FORMAT, "seq": seq, **state})
 
     def close(self) -> None:
         pass
@@ -472,12 +516,11 @@ def _member_frames(plan: S3JPlan, rec: Records, routed: Any) -> Iterator[pd.Data
 class FormulationProcessor(_S3JProcessor):
     """Workset formulation for one space partition (key = that partition's slot key)."""
 
-    state_name = "formulation"
+    parts = ("formulation",)
 
-    def process(self, slot, pdf, top, saved, seq):
-        step = _Formulation.resume(self.plan, slot, None if saved is None else saved["formulation"])
-        rec, routed, stats = step.run(pdf, top, seq)
-        self.save({"formulation": step.state()}, seq)
+    def process(self, slot, pdf, top, loaded, seq):
+        part = loaded["formulation"]
+        rec, routed, stats = part.value.run(pdf, top, seq, part.chunks)
         if self.plan.metrics_dir and (stats["records"] or stats["outer_copies"] or stats["late"]):
             write_stats(self.plan.metrics_dir, "formulation", slot, seq, stats)
         yield from _member_frames(self.plan, rec, routed)
@@ -487,14 +530,16 @@ class FormulationProcessor(_S3JProcessor):
 class ComputationProcessor(_S3JProcessor):
     """Similarity computation for the worksets assigned to one worker (key = its slot key)."""
 
-    state_name = "worker"
+    parts = ("worker",)
 
-    def process(self, slot, pdf, top, saved, seq):
-        step = _Computation.resume(self.plan, slot, None if saved is None else saved["computation"])
+    def process(self, slot, pdf, top, loaded, seq):
+        part = loaded["worker"]
+        step: _Computation = part.value
         pairs, emit, stats = step.run(_records(pdf, self.plan.dim), pdf["workset"].to_numpy(dtype=np.int64),
-                                      pdf["role"].to_numpy(dtype=np.int8), pdf["store"].to_numpy(dtype=bool), top, seq)
-        self.save({"computation": step.state()}, seq)
+                                      pdf["role"].to_numpy(dtype=np.int8), pdf["store"].to_numpy(dtype=bool), top, seq,
+                                      part.chunks)
         if self.plan.metrics_dir and stats is not None:
+            stats["cached"] = part.cached
             write_stats(self.plan.metrics_dir, "computation", slot, seq, stats)
         yield from step.emit(pairs, emit)
 
@@ -509,21 +554,20 @@ class FusedProcessor(_S3JProcessor):
     task and batch whatever it does).
     """
 
-    state_name = "s3j"
+    parts = ("formulation", "worker")
 
-    def process(self, slot, pdf, top, saved, seq):
+    def process(self, slot, pdf, top, loaded, seq):
         plan = self.plan
-        formulation = _Formulation.resume(plan, slot, None if saved is None else saved["formulation"])
-        computation = _Computation.resume(plan, slot, None if saved is None else saved["computation"])
-        rec, routed, f_stats = formulation.run(pdf, top, seq)
-        pairs, emit, c_stats = computation.run(rec, routed.gid, routed.role, routed.store, top, seq)
-        self.save({"formulation": formulation.state(), "computation": computation.state()}, seq)
+        f, c = loaded["formulation"], loaded["worker"]
+        rec, routed, f_stats = f.value.run(pdf, top, seq, f.chunks)
+        pairs, emit, c_stats = c.value.run(rec, routed.gid, routed.role, routed.store, top, seq, c.chunks)
         if plan.metrics_dir:
             if f_stats["records"] or f_stats["outer_copies"] or f_stats["late"]:
                 write_stats(plan.metrics_dir, "formulation", slot, seq, f_stats)
             if c_stats is not None:
+                c_stats["cached"] = c.cached
                 write_stats(plan.metrics_dir, "computation", slot, seq, c_stats)
-        yield from computation.emit(pairs, emit)
+        yield from c.value.emit(pairs, emit)
 
 
 def _worker_stats(worker: int, seq: int, emit: float, core: SimilarityWorker, c: WorksetCounters, pairs: Any) -> dict:
