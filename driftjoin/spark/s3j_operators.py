@@ -23,7 +23,7 @@ the statistics (``late_rows``), never joined with part of their window.
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Iterator
 
 import numpy as np
@@ -35,7 +35,7 @@ from pyspark.sql.types import BinaryType, StructField, StructType
 from driftjoin.clock import WindowClock, batch_max
 from driftjoin.distance import get_metric
 from driftjoin.s3j.baselines import BruteForceRouter, ClusterJoinRouter
-from driftjoin.s3j.compute import SimilarityWorker, WorksetCounters, run_arrays, run_from_arrays
+from driftjoin.s3j.compute import MemberTable, SimilarityWorker, WorksetCounters, run_arrays, run_from_arrays
 from driftjoin.s3j.ids import global_workset
 from driftjoin.s3j.routing import WorksetRouter
 from driftjoin.s3j.records import Records
@@ -301,6 +301,8 @@ class _Formulation:
     core: WorksetFormulation
     router: WorksetRouter
     clock: WindowClock
+    #: decoded chunks by group and id (a stale cached step lends them to the next rebuild)
+    pieces: dict[int, dict[int, Any]] = field(default_factory=dict)
 
     @staticmethod
     def empty(plan: S3JPlan, partition: int) -> "_Formulation":
@@ -308,15 +310,22 @@ class _Formulation:
                             WorksetRouter(partition), WindowClock(plan.window_seconds, plan.lateness))
 
     @staticmethod
-    def rebuild(plan: S3JPlan, partition: int, meta: Meta, chunks: Chunks) -> "_Formulation":
+    def rebuild(plan: S3JPlan, partition: int, meta: Meta, chunks: Chunks, stale: "_Formulation | None") -> "_Formulation":
         step = _Formulation.empty(plan, partition)
-        centroids = [c for _, c in chunks.read(CENTROIDS)]
-        buffered = [Records(*arrays) for g in chunks.groups() if g != CENTROIDS for _, arrays in chunks.read(g)]
-        restore_formulation(step.core, {"format": FORMULATION_FORMAT,
-                                        "centroids": np.vstack(centroids) if centroids else step.core.centroids,
-                                        "buffer": _arrays(Records.concat(buffered)) if buffered else _arrays(step.core.outer_buffer)})
+        known = {} if stale is None else stale.pieces
+        step.pieces = {g: dict(chunks.read(g, known.get(g))) for g in chunks.groups()}
         step.router, step.clock.seen = meta.fields["router"], meta.fields["clock"]
+        step.restore_core()
         return step
+
+    def restore_core(self) -> None:
+        """The core's centroids and outer buffer from the decoded chunks."""
+        centroids = list(self.pieces.get(CENTROIDS, {}).values())
+        buffered = [Records(*a) for g, parts in sorted(self.pieces.items()) if g != CENTROIDS for a in parts.values()]
+        empty = self.core.outer_buffer
+        restore_formulation(self.core, {"format": FORMULATION_FORMAT,
+                                        "centroids": np.vstack(centroids) if centroids else self.core.centroids,
+                                        "buffer": _arrays(Records.concat(buffered) if buffered else empty)})
 
     def run(self, pdf: pd.DataFrame, top: float, seq: int, chunks: Chunks) -> tuple[Records, Any, dict[str, Any]]:
         """Formulate the batch's records: (members' records, routed memberships, statistics).
@@ -332,7 +341,8 @@ class _Formulation:
         if first is not None:
             self.core.expire_before(first)
             self.router.expire_before(first)
-            chunks.drop_groups(lambda g: g == CENTROIDS or g >= first)
+            for g in chunks.drop_groups(lambda g: g == CENTROIDS or g >= first):
+                self.pieces.pop(g, None)
         pdf = pdf.sort_values("ingest", kind="stable").reset_index(drop=True)
         batch, outer = _records(pdf, plan.dim), pdf["outer"].to_numpy(dtype=bool)
         late = self.clock.late(batch.window)
@@ -342,10 +352,10 @@ class _Formulation:
         k_before = self.core.n_worksets
         m = self.core.formulate(batch, outer)
         if self.core.n_worksets > k_before:
-            chunks.add(CENTROIDS, self.core.centroids[k_before:])
+            self._add(chunks, CENTROIDS, self.core.centroids[k_before:])
         buffered = batch.take(np.nonzero(outer)[0])
         for w in np.unique(buffered.window).tolist():
-            chunks.add(int(w), _arrays(buffered.take(np.nonzero(buffered.window == w)[0])))
+            self._add(chunks, int(w), _arrays(buffered.take(np.nonzero(buffered.window == w)[0])))
         rec = m.records.take(m.row)
         # new worksets stay on the worker that created them (7.5) until the balancer moves them
         routed = self.router.route(global_workset(self.partition, m.workset), m.role, rec.window, rec.id)
@@ -358,6 +368,9 @@ class _Formulation:
             "late": len(late_rows), "late_rows": late_rows,
         }
         return rec.take(routed.row), routed, stats
+
+    def _add(self, chunks: Chunks, group: int, value: Any) -> None:
+        self.pieces.setdefault(group, {})[chunks.add(group, value)] = value
 
     def fields(self) -> dict[str, Any]:
         return {"router": self.router, "clock": self.clock.seen}
@@ -385,9 +398,12 @@ class _Computation:
                             WindowClock(plan.window_seconds, plan.lateness))
 
     @staticmethod
-    def rebuild(plan: S3JPlan, worker: int, meta: Meta, chunks: Chunks) -> "_Computation":
+    def rebuild(plan: S3JPlan, worker: int, meta: Meta, chunks: Chunks, stale: "_Computation | None") -> "_Computation":
         step = _Computation.empty(plan, worker)
-        step.core.windows = {g: [run_from_arrays(arrays, c) for c, arrays in chunks.read(g)] for g in chunks.groups()}
+        known = {} if stale is None else {run.label: run for runs in stale.core.windows.values() for run in runs
+                                          if run.label is not None}
+        step.core.windows = {g: [v if isinstance(v, MemberTable) else run_from_arrays(v, c) for c, v in chunks.read(g, known)]
+                             for g in chunks.groups()}
         step.clock.seen = meta.fields["clock"]
         return step
 
@@ -492,7 +508,7 @@ class _S3JProcessor(StatefulProcessor):
     def _builders(self, name: str, slot: int) -> tuple:
         plan = self.plan
         step = _Formulation if name == "formulation" else _Computation
-        return (lambda meta, chunks: step.rebuild(plan, slot, meta, chunks)), (lambda: step.empty(plan, slot))
+        return (lambda meta, chunks, stale: step.rebuild(plan, slot, meta, chunks, stale)), (lambda: step.empty(plan, slot))
 
     def process(self, slot: int, pdf: pd.DataFrame, top: float, loaded: dict[str, Loaded],
                 seq: int) -> Iterator[pd.DataFrame]:
@@ -539,7 +555,7 @@ class ComputationProcessor(_S3JProcessor):
                                       pdf["role"].to_numpy(dtype=np.int8), pdf["store"].to_numpy(dtype=bool), top, seq,
                                       part.chunks)
         if self.plan.metrics_dir and stats is not None:
-            stats["cached"] = part.cached
+            stats.update(state_source=part.source, chunks_read=part.chunks.read_count)
             write_stats(self.plan.metrics_dir, "computation", slot, seq, stats)
         yield from step.emit(pairs, emit)
 
@@ -565,7 +581,7 @@ class FusedProcessor(_S3JProcessor):
             if f_stats["records"] or f_stats["outer_copies"] or f_stats["late"]:
                 write_stats(plan.metrics_dir, "formulation", slot, seq, f_stats)
             if c_stats is not None:
-                c_stats["cached"] = c.cached
+                c_stats.update(state_source=c.source, chunks_read=c.chunks.read_count)
                 write_stats(plan.metrics_dir, "computation", slot, seq, c_stats)
         yield from c.value.emit(pairs, emit)
 

@@ -13,18 +13,25 @@ key's state as
 
 Reading every chunk back on every batch would still cost O(window), so each Python worker
 process keeps a **cache** of decoded states (:data:`CACHE`), keyed by operator and grouping key
-and validated by the token: a batch uses the cached value only if its token equals the token in
-the meta value it just read. Spark rolls a failed batch's state back, so after a failure, a
-replay, a restart, or when the key's task runs in another process, the tokens differ and the
-state is rebuilt from the chunks. The value is taken out of the cache when a batch starts and
-put back only when the batch saves, so a batch that fails half-way (after changing the value
-in place) can never leave a half-changed value behind for the next attempt.
+and validated by the token: a batch uses the cached value as it is only if its token equals the
+token in the meta value it just read. Spark rolls a failed batch's state back, so after a
+failure, a replay, a restart, or when the key's previous batch ran in another process (Spark
+reuses a few Python worker processes and hands a partition to any idle one: measured here, a
+key ran in the same process as in its previous batch about half the time), the tokens differ.
+Then the state is rebuilt from the meta value's list of chunks, and the operator may reuse the
+decoded chunks of the stale value: chunk ids are random 62-bit numbers, never reused, and a
+chunk never changes once written, so a decoded chunk whose id the current meta still lists is
+exactly that chunk. Only the chunks written since (by the other process) are read: O(batch).
+The value is taken out of the cache when a batch starts and put back only when the batch
+saves, so a batch that fails half-way (after changing the value in place) never leaves its
+changes behind as if they were committed.
 """
 
 from __future__ import annotations
 
 import os
 import pickle
+import secrets
 import uuid
 from collections import OrderedDict
 from collections.abc import Callable
@@ -53,16 +60,22 @@ class StateCache:
         self.limit = limit_bytes
         self._entries: OrderedDict[tuple, tuple[str, Any, int]] = OrderedDict()
         self.hits = 0
+        self.stale = 0
         self.misses = 0
 
-    def take(self, key: tuple, token: str | None) -> Any | None:
-        """The cached value of ``key`` if it was saved with ``token``; the entry leaves the cache."""
+    def take(self, key: tuple, token: str | None) -> tuple[Any | None, bool]:
+        """The cached value of ``key`` and whether it was saved with ``token`` (else it is stale:
+        only its decoded chunks may be reused); the entry leaves the cache."""
         entry = self._entries.pop(key, None)
-        if entry is not None and token is not None and entry[0] == token:
+        if entry is None:
+            self.misses += 1
+            return None, False
+        exact = token is not None and entry[0] == token
+        if exact:
             self.hits += 1
-            return entry[1]
-        self.misses += 1
-        return None
+        else:
+            self.stale += 1
+        return entry[1], exact
 
     def put(self, key: tuple, token: str, value: Any, nbytes: int) -> None:
         self._entries[key] = (token, value, nbytes)
@@ -87,7 +100,6 @@ class Meta:
     token: str | None = None
     #: chunk ids per group, in the order they were written
     chunks: dict[int, list[int]] = field(default_factory=dict)
-    next_chunk: int = 0
     fields: dict[str, Any] = field(default_factory=dict)
 
 
@@ -97,6 +109,8 @@ class Chunks:
     def __init__(self, store: Any, meta: Meta) -> None:
         self._store = store
         self._meta = meta
+        #: chunks read from the store by this batch (statistics: O(batch) when the cache works)
+        self.read_count = 0
 
     def groups(self) -> list[int]:
         return sorted(self._meta.chunks)
@@ -104,14 +118,23 @@ class Chunks:
     def ids(self, group: int) -> list[int]:
         return list(self._meta.chunks.get(group, ()))
 
-    def read(self, group: int) -> list[tuple[int, Any]]:
-        """``(chunk id, value)`` of every chunk of ``group``, in the order written."""
-        return [(c, pickle.loads(self._store.getValue((group, c))[0])) for c in self._meta.chunks.get(group, ())]
+    def read(self, group: int, known: dict[int, Any] | None = None) -> list[tuple[int, Any]]:
+        """``(chunk id, value)`` of every chunk of ``group``, in the order written; values of
+        ``known`` chunk ids (decoded earlier: chunks never change) are not read again."""
+        known = known or {}
+        out = []
+        for c in self._meta.chunks.get(group, ()):
+            if c in known:
+                out.append((c, known[c]))
+            else:
+                self.read_count += 1
+                out.append((c, pickle.loads(self._store.getValue((group, c))[0])))
+        return out
 
     def add(self, group: int, value: Any) -> int:
-        """Write a new chunk to ``group``; returns its id."""
-        chunk = self._meta.next_chunk
-        self._meta.next_chunk += 1
+        """Write a new chunk to ``group``; returns its id (random: ids are never reused, not even
+        by a replay of a batch whose first attempt failed after writing)."""
+        chunk = secrets.randbits(62)
         self._store.updateValue((group, chunk), (dumps(value),))
         self._meta.chunks.setdefault(group, []).append(chunk)
         return chunk
@@ -134,13 +157,19 @@ class Chunks:
 
 @dataclass
 class Loaded(Generic[T]):
-    """One key's state for one batch: its value, the chunks, the sequence number of this batch."""
+    """One key's state for one batch: its value, the chunks, the sequence number of this batch,
+    and how it was found: ``"cache"`` (as saved), ``"delta"`` (a stale cached value brought up
+    to date), ``"chunks"`` (rebuilt from every chunk) or ``"new"``."""
 
     value: T
     chunks: Chunks
     meta: Meta
     seq: int
-    cached: bool
+    source: str
+
+    @property
+    def cached(self) -> bool:
+        return self.source == "cache"
 
 
 def _query() -> str | None:
@@ -165,15 +194,18 @@ class ChunkedState:
         self._meta = handle.getValueState(f"{name}_meta", _BLOB)
         self._store = handle.getMapState(f"{name}_chunks", _CHUNK_KEY, _BLOB)
 
-    def load(self, key: Any, rebuild: Callable[[Meta, Chunks], T], empty: Callable[[], T]) -> Loaded[T]:
-        """This batch's state: the cached value if its token matches, else ``rebuild`` from chunks."""
+    def load(self, key: Any, rebuild: Callable[[Meta, Chunks, T | None], T], empty: Callable[[], T]) -> Loaded[T]:
+        """This batch's state: the cached value if its token matches, else ``rebuild(meta, chunks,
+        stale)`` (``stale``: a cached value of an older or failed batch, whose decoded chunks the
+        rebuild may reuse by id, or None)."""
         meta = pickle.loads(self._meta.get()[0]) if self._meta.exists() else Meta()
         chunks = Chunks(self._store, meta)
-        value = None if self.cache is None else self.cache.take((self.name, key), meta.token)
-        cached = value is not None
-        if value is None:
-            value = empty() if meta.token is None else rebuild(meta, chunks)
-        return Loaded(value, chunks, meta, meta.seq + 1, cached)
+        value, exact = (None, False) if self.cache is None else self.cache.take((self.name, key), meta.token)
+        if exact:
+            return Loaded(value, chunks, meta, meta.seq + 1, "cache")
+        if meta.token is None:
+            return Loaded(empty(), chunks, meta, meta.seq + 1, "new")
+        return Loaded(rebuild(meta, chunks, value), chunks, meta, meta.seq + 1, "chunks" if value is None else "delta")
 
     def save(self, key: Any, loaded: Loaded[T], nbytes: int, fields: dict[str, Any] | None = None) -> None:
         """Write the meta value with a new token and put the value back in the cache."""

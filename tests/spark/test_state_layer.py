@@ -105,14 +105,21 @@ def _input(rows: list[tuple[int, int, list[float], float]]) -> pa.RecordBatch:
                                        pa.array(times), pa.array(times), pa.array([None] * len(rows), pa.string())], schema=INPUT)
 
 
-def _run(plan: S3JPlan, batches: list, fail: set[int], two_stage: bool) -> list[tuple]:
-    """Run the batches through the processors; batch i in ``fail`` is rolled back once and replayed."""
+def _run(plan: S3JPlan, batches: list, fail: set[int], two_stage: bool, caches: list[StateCache]) -> list[tuple]:
+    """Run the batches through the processors; batch i in ``fail`` is rolled back once and replayed.
+
+    Each attempt runs in the "process" of ``caches[attempt number % len(caches)]`` (Spark hands
+    a partition to any idle Python worker: a key's previous batch often ran in another process).
+    """
     keys = [*plan.keys, -1]
     handles = {k: TransactionalHandle() for k in keys}
     worker_handles = {k: TransactionalHandle() for k in keys}
     out: list[tuple] = []
+    attempts = 0
     for i, rows in enumerate(batches):
         for attempt in range(2 if i in fail else 1):
+            state_layer.CACHE = caches[attempts % len(caches)]
+            attempts += 1
             routed = pa.Table.from_batches(list(route_batches(plan, iter([_input(rows)]), ROUTED))).to_pandas()
             pairs: list[pd.DataFrame] = []
             members: list[pd.DataFrame] = []
@@ -148,8 +155,8 @@ def streaming_cache(monkeypatch):
 
 @settings(max_examples=25, deadline=None, suppress_health_check=list(HealthCheck))
 @given(n=st.integers(20, 200), cuts=st.integers(2, 8), seed=st.integers(0, 10**6), two_stage=st.booleans(),
-       data=st.data())
-def test_cache_with_failures_and_replays_equals_oracle_and_no_cache(streaming_cache, n, cuts, seed, two_stage, data):
+       processes=st.integers(1, 3), data=st.data())
+def test_cache_with_failures_and_replays_equals_oracle_and_no_cache(streaming_cache, n, cuts, seed, two_stage, processes, data):
     rng = np.random.default_rng(seed)
     X = rng.uniform(-1, 1, (n, 2))
     t = np.sort(rng.uniform(0, 90, n))  # windows of 30 s: several close while batches arrive
@@ -162,12 +169,13 @@ def test_cache_with_failures_and_replays_equals_oracle_and_no_cache(streaming_ca
                    time_basis="ingest", lateness=0.0, balanced=two_stage)
     expected = {(a, b) for a, b, _ in oracle_pairs(np.arange(n), side.astype(np.int8), X, np.floor(t / 30).astype(np.int64),
                                                    m, 0.15, False)}
-    streaming_cache.clear()
-    with_cache = _run(plan, batches, fail, two_stage)
+    caches = [StateCache(2**30) for _ in range(processes)]
+    with_cache = _run(plan, batches, fail, two_stage, caches)
     assert len(with_cache) == len(set(with_cache)) and set(with_cache) == expected
-    assert streaming_cache.hits > 0  # later batches found their state in the cache
-    streaming_cache.limit = 0  # every batch rebuilds its state from the chunks
-    without = _run(plan, batches, fail, two_stage)
+    # later batches found their state in the cache, as saved or (another process ran the key's
+    # previous batch, or it failed) stale and brought up to date from the new chunks
+    assert sum(c.hits + c.stale for c in caches) > 0
+    without = _run(plan, batches, fail, two_stage, [StateCache(0)])  # every batch rebuilds from the chunks
     assert sorted(without) == sorted(with_cache)
 
 
@@ -176,21 +184,21 @@ def test_a_failed_batch_never_leaves_its_changes_in_the_cache(streaming_cache):
     handle = TransactionalHandle()
     state = ChunkedState(handle, "part")
     handle.begin()
-    first = state.load(1, rebuild=lambda meta, chunks: ["rebuilt"], empty=lambda: [])
+    first = state.load(1, rebuild=lambda meta, chunks, stale: ["rebuilt"], empty=lambda: [])
     first.value.append("batch 0")
     first.chunks.add(0, "batch 0")
     state.save(1, first, 10)
     handle.commit()
     handle.begin()
-    second = state.load(1, rebuild=lambda meta, chunks: [v for _, v in chunks.read(0)], empty=lambda: [])
+    second = state.load(1, rebuild=lambda meta, chunks, stale: [v for _, v in chunks.read(0)], empty=lambda: [])
     assert second.cached and second.value == ["batch 0"]
     second.value.append("batch 1, failed")  # the batch fails after this: no save, no commit
     handle.begin()
-    replay = state.load(1, rebuild=lambda meta, chunks: [v for _, v in chunks.read(0)], empty=lambda: [])
+    replay = state.load(1, rebuild=lambda meta, chunks, stale: [v for _, v in chunks.read(0)], empty=lambda: [])
     assert not replay.cached and replay.value == ["batch 0"]
     replay.value.append("batch 1")
     replay.chunks.add(0, "batch 1")
     state.save(1, replay, 10)  # saved in the task, then the batch fails in another task: rolled back
     handle.begin()
-    again = state.load(1, rebuild=lambda meta, chunks: [v for _, v in chunks.read(0)], empty=lambda: [])
+    again = state.load(1, rebuild=lambda meta, chunks, stale: [v for _, v in chunks.read(0)], empty=lambda: [])
     assert not again.cached and again.value == ["batch 0"]
