@@ -46,12 +46,12 @@ from driftjoin.spark.columns import time_seconds
 from driftjoin.spark.metrics_sink import write_stats
 from driftjoin.spark.plan_guard import PlanGuard
 from driftjoin.spark.session import prepare_for_stateful
-from driftjoin.spark.state import BlobState
+from driftjoin.spark.state import BlobState, LoggedState
 from driftjoin.spark.static import run_static
 from driftjoin.swoop import SIMILARITIES, DuplicateSetError, InvalidSetError, LateSetError, Swoop
 
 #: Version of the operator's state; a checkpoint written with another is refused.
-STATE_FORMAT = 2
+STATE_FORMAT = 3
 
 
 @dataclass(frozen=True)
@@ -105,14 +105,50 @@ def dead_sets(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
                  pa.array(reason[bad].tolist(), pa.string())], names=["side", "id", "raw", "reason"])
 
 
+@dataclass
+class _SwoopState:
+    """The join and the number of change rows emitted so far (the next change's ``seq``)."""
+
+    join: Swoop
+    changes: int = 0
+
+    def insert_all(self, sets: list[tuple], two_stream: bool, out: dict[str, list] | None = None) -> dict[str, int]:
+        """Insert sets ``(id, side, tokens, ts)`` in order; change rows go to ``out`` (None: a
+        replay of the log, which only rebuilds the state). Returns the refused sets by kind."""
+        refused = {"late": 0, "duplicate": 0, "invalid": 0}
+        for sid, side, tokens, ts in sets:
+            try:
+                changes = self.join.insert(sid, tokens, ts, ("R" if side == 0 else "S") if two_stream else None)
+            except InvalidSetError as e:
+                kind = "late" if isinstance(e, LateSetError) else "duplicate" if isinstance(e, DuplicateSetError) else "invalid"
+                refused[kind] += 1
+                if out is not None:
+                    for col, v in zip(out, (kind, sid, None, math.nan, ts, self.changes)):
+                        out[col].append(v)
+                self.changes += 1
+                continue
+            if out is not None:
+                for n, c in enumerate(changes):
+                    for col, v in zip(out, (c.kind, c.pair.first, c.pair.second, c.pair.sim, c.time, self.changes + n)):
+                        out[col].append(v)
+            self.changes += len(changes)
+        return refused
+
+
 class SwoopProcessor(StatefulProcessor):
-    """The whole SWOOP join (one key): inserts a batch's sets in timestamp order."""
+    """The whole SWOOP join (one key): inserts a batch's sets in timestamp order.
+
+    State: a snapshot of the join plus a log of the sets each batch inserted, in the shared
+    state layer (:class:`~driftjoin.spark.state.LoggedState`): a batch writes its sets, not the
+    whole index and window; SWOOP is deterministic, so replaying the log rebuilds the join.
+    """
 
     def __init__(self, plan: TopKPlan) -> None:
         self.plan = plan
 
     def init(self, handle: StatefulProcessorHandle) -> None:
-        self.state = BlobState(handle, "swoop")
+        self.state = LoggedState(handle, "swoop_log")
+        self.legacy = BlobState(handle, "swoop")
         self.guard = PlanGuard(handle, "topk_set_join", self.plan.settings(), frozenset({"metrics_dir"}))
 
     def handleInputRows(self, key: Any, rows: Iterator[pd.DataFrame], timerValues: Any) -> Iterator[pd.DataFrame]:
@@ -121,36 +157,25 @@ class SwoopProcessor(StatefulProcessor):
         if pdf.empty:
             return
         self.guard.check()
-        saved, seq = self.state.resume()
-        if saved is not None and saved.get("format") != STATE_FORMAT:
+        loaded = self.state.load(
+            key[0], lambda: _SwoopState(Swoop(plan.k, plan.similarity, plan.window_seconds, two_stream=plan.two_stream)),
+            lambda snap: snap, lambda value, sets: value.insert_all(sets, plan.two_stream))
+        if loaded.source == "new" and self.legacy.value.exists():
             raise RuntimeError("this checkpoint holds topk_set_join state of another driftjoin version: "
                                "restart the query with a new checkpoint location")
-        join = saved["join"] if saved else Swoop(plan.k, plan.similarity, plan.window_seconds, two_stream=plan.two_stream)
-        change_no = saved["changes"] if saved else 0
+        state: _SwoopState = loaded.value.value
         # a total order (time, side, id): a replayed batch inserts in the same order whatever the row order
         pdf = pdf.sort_values(["ts", "side", "id"], kind="stable")
+        sets = [(sid, int(side), list(tokens), float(ts)) for sid, side, tokens, ts in zip(pdf["id"], pdf["side"], pdf["tokens"], pdf["ts"])]
         out: dict[str, list] = {"kind": [], "left_id": [], "right_id": [], "similarity": [], "change_time": [], "seq": []}
         started = time.perf_counter()
-        refused = {"late": 0, "duplicate": 0, "invalid": 0}
-        for sid, side, tokens, ts in zip(pdf["id"], pdf["side"], pdf["tokens"], pdf["ts"]):
-            try:
-                changes = join.insert(sid, list(tokens), float(ts), ("R" if side == 0 else "S") if plan.two_stream else None)
-            except InvalidSetError as e:
-                kind = "late" if isinstance(e, LateSetError) else "duplicate" if isinstance(e, DuplicateSetError) else "invalid"
-                refused[kind] += 1
-                for col, v in zip(out, (kind, sid, None, math.nan, float(ts), change_no)):
-                    out[col].append(v)
-                change_no += 1
-                continue
-            for c in changes:
-                for col, v in zip(out, (c.kind, c.pair.first, c.pair.second, c.pair.sim, c.time, change_no)):
-                    out[col].append(v)
-                change_no += 1
+        refused = state.insert_all(sets, plan.two_stream, out)
         elapsed = time.perf_counter() - started
-        self.state.save({"format": STATE_FORMAT, "join": join, "changes": change_no, "seq": seq})
+        snapshot = self.state.save(key[0], loaded, sets, lambda: state, state.join.window_size * 200)
         if plan.metrics_dir:
-            write_stats(plan.metrics_dir, "swoop", 0, seq, {"seq": seq, "time": time.time(), "sets": len(pdf), **refused,
-                                                              "changes": len(out["kind"]), "seconds": elapsed})
+            write_stats(plan.metrics_dir, "swoop", 0, loaded.seq, {
+                "seq": loaded.seq, "time": time.time(), "sets": len(pdf), **refused, "changes": len(out["kind"]),
+                "seconds": elapsed, "state_source": loaded.source, "snapshot": snapshot})
         if not out["kind"]:  # no change (an empty frame of object columns does not convert to Arrow)
             return
         frame = pd.DataFrame(out)
