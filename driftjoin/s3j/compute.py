@@ -29,8 +29,9 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from driftjoin.distance import Metric
+from driftjoin.s3j import kernels
 from driftjoin.s3j.records import Records
-from driftjoin.s3j.workset import INNER, OUTER
+from driftjoin.s3j.workset import OUTER
 
 
 @dataclass
@@ -149,22 +150,31 @@ class SimilarityWorker:
         rec, workset, role, store, key = rec.take(order), workset[order], role[order], store[order], key[order]
         groups, new_start, new_count = np.unique(workset, return_index=True, return_counts=True)
         new_inner = np.searchsorted(key, 2 * groups + 1) - new_start
+        cross = (groups & CROSS_BIT) != 0
+        comparisons = np.zeros(len(groups), np.int64)
+        found = np.zeros(len(groups), np.int64)
+        kind, limit, two = kernels.key_kind(self.metric.name), kernels.key_limit(self.metric, self.threshold), not self.self_join
         out: list[Pairs] = []
         for table in self.windows.get(window, ()):
             old_lo = np.searchsorted(table.workset, groups, side="left")
             old_cnt = np.searchsorted(table.workset, groups, side="right") - old_lo
             old_inner = np.searchsorted(_member_key(table.workset, table.role), 2 * groups + 1) - old_lo
+            old = table.records
             # new non-outer x all old members, then new outer x old non-outer members
             for a_start, a_cnt, b_cnt in ((new_start, new_inner, old_cnt), (new_start + new_inner, new_count - new_inner, old_inner)):
-                for grp, ia, ib in _cross_chunks(a_start, a_cnt, old_lo, b_cnt):
-                    out.append(self._evaluate(groups[grp], rec, role, ia, table.records, table.role, ib, counters))
-        for grp, ia, ib in _cross_chunks(new_start, new_inner, new_start, new_count):
-            tri = (ia < ib) & store[ia] & store[ib]
-            out.append(self._evaluate(groups[grp[tri]], rec, role, ia[tri], rec, role, ib[tri], counters))
+                ia, ib, g = kernels.cross_candidates(rec.vec, role, rec.side, a_start, a_cnt, old.vec, table.role, old.side,
+                                                     old_lo, b_cnt, cross, False, store, two, kind, limit, comparisons)
+                out.append(self._accept(groups, g, rec, ia, old, ib, found))
+        ia, ib, g = kernels.cross_candidates(rec.vec, role, rec.side, new_start, new_inner, rec.vec, role, rec.side,
+                                             new_start, new_count, cross, True, store, two, kind, limit, comparisons)
+        out.append(self._accept(groups, g, rec, ia, rec, ib, found))
         if counters is not None:
+            _accumulate(counters.comparisons, groups, comparisons)
+            _accumulate(counters.pairs, groups, found)
             plain = role & 3
+            member_group = np.searchsorted(groups, workset)
             for r, bucket in ((0, counters.inner), (1, counters.outlier), (2, counters.outer)):
-                _accumulate(bucket, workset[store & (plain == r)])
+                _accumulate(bucket, groups, np.bincount(member_group[store & (plain == r)], minlength=len(groups)))
         keep = np.nonzero(store)[0]
         if len(keep):  # already sorted by member key: a run
             self._store(window, MemberTable(workset[keep], role[keep], rec.take(keep)))
@@ -179,35 +189,10 @@ class SimilarityWorker:
             self.retired += [(window, t) for t in (older, newer) if t.label is not None]
             runs.append(MemberTable.merged(older, newer))
 
-    def _evaluate(
-        self,
-        gid: np.ndarray,
-        a: Records,
-        a_role: np.ndarray,
-        ia: np.ndarray,
-        b: Records,
-        b_role: np.ndarray,
-        ib: np.ndarray,
-        counters: WorksetCounters | None,
-    ) -> Pairs:
-        """Apply the role, stream and split-site rules to candidates (a[ia], b[ib]); test distances.
-
-        Roles are encoded bytes (see :mod:`driftjoin.s3j.routing`): the low two bits are the role,
-        the rest the member's part in a split workset; a cross-part site pairs only members of
-        different parts.
-        """
-        ca, cb = a_role[ia], b_role[ib]
-        ra, rb = ca & 3, cb & 3
-        ok = ~((ra == OUTER) & (rb == OUTER))
-        if not self.self_join:
-            ok &= a.side[ia] != b.side[ib]
-        cross = (gid & CROSS_BIT) != 0
-        if cross.any():
-            ok &= ~(cross & ((ca >> 2) == (cb >> 2)))
-        gid, ia, ib, ra, rb = gid[ok], ia[ok], ib[ok], ra[ok], rb[ok]
-        if counters is not None:
-            compared = ~((ra == INNER) & (rb == INNER))
-            _accumulate(counters.comparisons, gid[compared])
+    def _accept(self, groups: np.ndarray, g: np.ndarray, a: Records, ia: np.ndarray, b: Records, ib: np.ndarray,
+                found: np.ndarray) -> Pairs:
+        """The exact test on the candidates the kernel passed: ``distance <= threshold`` on the
+        user's metric (the oracle's function), never a record with itself in a self-join."""
         if len(ia) == 0:
             return Pairs.concat([], a.id.dtype)
         dist = self.metric.rowwise(a.vec[ia], b.vec[ib])
@@ -215,9 +200,8 @@ class SimilarityWorker:
         left, right = a.id[ia], b.id[ib]
         if self.self_join:
             hit &= left != right
-        ia, ib, dist, gid, left, right = ia[hit], ib[hit], dist[hit], gid[hit], left[hit], right[hit]
-        if counters is not None:
-            _accumulate(counters.pairs, gid)
+        ia, ib, dist, g, left, right = ia[hit], ib[hit], dist[hit], g[hit], left[hit], right[hit]
+        found += np.bincount(g, minlength=len(found))
         swap = (right < left) if self.self_join else (a.side[ia] == 1)
         left, right = np.where(swap, right, left), np.where(swap, left, right)
         return Pairs(
@@ -226,45 +210,23 @@ class SimilarityWorker:
             distance=dist,
             window=a.window[ia],
             ingest=np.maximum(a.ingest[ia], b.ingest[ib]),
-            workset=gid,
+            workset=groups[g],
         )
 
 
 #: Bit 31 of a workset id marks a cross-part site of a split workset (driftjoin.s3j.routing).
 CROSS_BIT = 1 << 31
 
-#: Candidate pairs evaluated at once (bounds the memory of one step).
-CHUNK_PAIRS = 2_000_000
-
-
-def _cross_chunks(a_start: np.ndarray, a_cnt: np.ndarray, b_start: np.ndarray, b_cnt: np.ndarray):
-    """All (i, j) with i in group g's a-range and j in its b-range, as (group, i, j) chunks."""
-    sizes = a_cnt.astype(np.int64) * b_cnt.astype(np.int64)
-    g0 = 0
-    while g0 < len(sizes):
-        acc = np.cumsum(sizes[g0:])
-        g1 = g0 + max(1, int(np.searchsorted(acc, CHUNK_PAIRS, side="right")))
-        c = sizes[g0:g1]
-        total = int(c.sum())
-        if total:
-            grp = np.repeat(np.arange(g0, g1), c)
-            k = np.arange(total) - np.repeat(np.cumsum(c) - c, c)
-            bc = b_cnt[grp]
-            yield grp, a_start[grp] + k // bc, b_start[grp] + k % bc
-        g0 = g1
-
-
 def _member_key(workset: np.ndarray, role: np.ndarray) -> np.ndarray:
     """Sort key of a member table: by workset, then non-outer before outer members."""
     return 2 * workset.astype(np.int64) + ((role & 3) == OUTER)
 
 
-def _accumulate(bucket: dict[int, int], gids: np.ndarray) -> None:
-    if len(gids) == 0:
-        return
-    uniq, cnt = np.unique(gids, return_counts=True)
-    for g, c in zip(uniq.tolist(), cnt.tolist()):
-        bucket[g] = bucket.get(g, 0) + c
+def _accumulate(bucket: dict[int, int], groups: np.ndarray, counts: np.ndarray) -> None:
+    """Add per-group counts (non-zero ones) to a per-workset dict."""
+    for i in np.nonzero(counts)[0].tolist():
+        g = int(groups[i])
+        bucket[g] = bucket.get(g, 0) + int(counts[i])
 
 
 def run_arrays(t: MemberTable) -> tuple:

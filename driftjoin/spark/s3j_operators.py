@@ -22,6 +22,7 @@ the statistics (``late_rows``), never joined with part of their window.
 
 from __future__ import annotations
 
+import itertools
 import time
 from dataclasses import dataclass, field
 from typing import Any, Iterator
@@ -495,15 +496,39 @@ class _S3JProcessor(StatefulProcessor):
         self.guard.check()
         if key[0] == PLAN_KEY:
             return
+        clock = time.perf_counter
+        t0 = clock()
         pdf, top = _split_heartbeats(pdf)
         slot = self.plan.slot_of(key[0])
         loaded = {name: self.states[name].load(key[0], *self._builders(name, slot)) for name in self.parts}
         if any(part.meta.token is None for part in loaded.values()) and any(v.exists() for v in self.legacy):
             raise _legacy_refusal()
         seq = next(iter(loaded.values())).seq
-        yield from self.process(slot, pdf, top, loaded, seq)
+        t1 = clock()
+        frames, stats = self.process(slot, pdf, top, loaded, seq)
+        t2 = clock()
+        build = spark = 0.0
+        while True:  # time building the output frames apart from Spark converting and sending them
+            b0 = clock()
+            frame = next(frames, None)
+            build += clock() - b0
+            if frame is None:
+                break
+            s0 = clock()
+            yield frame
+            spark += clock() - s0
+        t3 = clock()
         for name, part in loaded.items():
             self.states[name].save(key[0], part, part.value.nbytes(), part.value.fields())
+        t4 = clock()
+        if self.plan.metrics_dir:
+            timings = {"state_read": t1 - t0, "work": t2 - t1, "output_build": build, "output_spark": spark,
+                       "state_write": t4 - t3}
+            state = {name: {"source": part.source, "chunks_read": part.chunks.read_count,
+                            "bytes_written": part.chunks.written_bytes} for name, part in loaded.items()}
+            for operator, st in stats.items():
+                if st is not None:
+                    write_stats(self.plan.metrics_dir, operator, slot, seq, {**st, "timings": timings, "state": state})
 
     def _builders(self, name: str, slot: int) -> tuple:
         plan = self.plan
@@ -511,11 +536,17 @@ class _S3JProcessor(StatefulProcessor):
         return (lambda meta, chunks, stale: step.rebuild(plan, slot, meta, chunks, stale)), (lambda: step.empty(plan, slot))
 
     def process(self, slot: int, pdf: pd.DataFrame, top: float, loaded: dict[str, Loaded],
-                seq: int) -> Iterator[pd.DataFrame]:
+                seq: int) -> tuple[Iterator[pd.DataFrame], dict[str, dict[str, Any] | None]]:
+        """Run the batch: (output frames, made lazily; statistics per operator, None: nothing to report)."""
         raise NotImplementedError
 
     def close(self) -> None:
         pass
+
+
+def _reported(stats: dict[str, Any]) -> dict[str, Any] | None:
+    """Formulation statistics worth a file (a batch of heartbeats only has none)."""
+    return stats if stats["records"] or stats["outer_copies"] or stats["late"] else None
 
 
 def _member_frames(plan: S3JPlan, rec: Records, routed: Any) -> Iterator[pd.DataFrame]:
@@ -537,10 +568,8 @@ class FormulationProcessor(_S3JProcessor):
     def process(self, slot, pdf, top, loaded, seq):
         part = loaded["formulation"]
         rec, routed, stats = part.value.run(pdf, top, seq, part.chunks)
-        if self.plan.metrics_dir and (stats["records"] or stats["outer_copies"] or stats["late"]):
-            write_stats(self.plan.metrics_dir, "formulation", slot, seq, stats)
-        yield from _member_frames(self.plan, rec, routed)
-        yield _forward_heartbeats(self.plan, top, "" if pdf["id"].dtype == object else 0)
+        beat = _forward_heartbeats(self.plan, top, "" if pdf["id"].dtype == object else 0)
+        return itertools.chain(_member_frames(self.plan, rec, routed), [beat]), {"formulation": _reported(stats)}
 
 
 class ComputationProcessor(_S3JProcessor):
@@ -554,10 +583,7 @@ class ComputationProcessor(_S3JProcessor):
         pairs, emit, stats = step.run(_records(pdf, self.plan.dim), pdf["workset"].to_numpy(dtype=np.int64),
                                       pdf["role"].to_numpy(dtype=np.int8), pdf["store"].to_numpy(dtype=bool), top, seq,
                                       part.chunks)
-        if self.plan.metrics_dir and stats is not None:
-            stats.update(state_source=part.source, chunks_read=part.chunks.read_count)
-            write_stats(self.plan.metrics_dir, "computation", slot, seq, stats)
-        yield from step.emit(pairs, emit)
+        return step.emit(pairs, emit), {"computation": stats}
 
 
 class FusedProcessor(_S3JProcessor):
@@ -573,17 +599,14 @@ class FusedProcessor(_S3JProcessor):
     parts = ("formulation", "worker")
 
     def process(self, slot, pdf, top, loaded, seq):
-        plan = self.plan
         f, c = loaded["formulation"], loaded["worker"]
+        started = time.perf_counter()
         rec, routed, f_stats = f.value.run(pdf, top, seq, f.chunks)
+        formulated = time.perf_counter()
         pairs, emit, c_stats = c.value.run(rec, routed.gid, routed.role, routed.store, top, seq, c.chunks)
-        if plan.metrics_dir:
-            if f_stats["records"] or f_stats["outer_copies"] or f_stats["late"]:
-                write_stats(plan.metrics_dir, "formulation", slot, seq, f_stats)
-            if c_stats is not None:
-                c_stats.update(state_source=c.source, chunks_read=c.chunks.read_count)
-                write_stats(plan.metrics_dir, "computation", slot, seq, c_stats)
-        yield from c.value.emit(pairs, emit)
+        if c_stats is not None:
+            c_stats["steps"] = {"formulation": formulated - started, "computation": time.perf_counter() - formulated}
+        return c.value.emit(pairs, emit), {"formulation": _reported(f_stats), "computation": c_stats}
 
 
 def _worker_stats(worker: int, seq: int, emit: float, core: SimilarityWorker, c: WorksetCounters, pairs: Any) -> dict:

@@ -111,6 +111,8 @@ class Chunks:
         self._meta = meta
         #: chunks read from the store by this batch (statistics: O(batch) when the cache works)
         self.read_count = 0
+        #: bytes of the chunks this batch wrote
+        self.written_bytes = 0
 
     def groups(self) -> list[int]:
         return sorted(self._meta.chunks)
@@ -140,6 +142,7 @@ class Chunks:
         """:meth:`add` for a value pickled already."""
         chunk = secrets.randbits(62)
         self._store.updateValue((group, chunk), (blob,))
+        self.written_bytes += len(blob)
         self._meta.chunks.setdefault(group, []).append(chunk)
         return chunk
 
