@@ -153,7 +153,7 @@ class SimilarityWorker:
         cross = (groups & CROSS_BIT) != 0
         comparisons = np.zeros(len(groups), np.int64)
         found = np.zeros(len(groups), np.int64)
-        kind, limit, two = kernels.key_kind(self.metric.name), kernels.key_limit(self.metric, self.threshold), not self.self_join
+        code, two = kernels.METRIC_CODES[self.metric.name], not self.self_join
         out: list[Pairs] = []
         for table in self.windows.get(window, ()):
             old_lo = np.searchsorted(table.workset, groups, side="left")
@@ -162,12 +162,12 @@ class SimilarityWorker:
             old = table.records
             # new non-outer x all old members, then new outer x old non-outer members
             for a_start, a_cnt, b_cnt in ((new_start, new_inner, old_cnt), (new_start + new_inner, new_count - new_inner, old_inner)):
-                ia, ib, g = kernels.cross_candidates(rec.vec, role, rec.side, a_start, a_cnt, old.vec, table.role, old.side,
-                                                     old_lo, b_cnt, cross, False, store, two, kind, limit, comparisons)
-                out.append(self._accept(groups, g, rec, ia, old, ib, found))
-        ia, ib, g = kernels.cross_candidates(rec.vec, role, rec.side, new_start, new_inner, rec.vec, role, rec.side,
-                                             new_start, new_count, cross, True, store, two, kind, limit, comparisons)
-        out.append(self._accept(groups, g, rec, ia, rec, ib, found))
+                found_here = kernels.cross_candidates(rec.vec, role, rec.side, a_start, a_cnt, old.vec, table.role, old.side,
+                                                      old_lo, b_cnt, cross, False, store, two, code, self.threshold, comparisons)
+                out.append(self._accept(groups, rec, old, found_here, found))
+        found_here = kernels.cross_candidates(rec.vec, role, rec.side, new_start, new_inner, rec.vec, role, rec.side,
+                                              new_start, new_count, cross, True, store, two, code, self.threshold, comparisons)
+        out.append(self._accept(groups, rec, rec, found_here, found))
         if counters is not None:
             _accumulate(counters.comparisons, groups, comparisons)
             _accumulate(counters.pairs, groups, found)
@@ -189,24 +189,31 @@ class SimilarityWorker:
             self.retired += [(window, t) for t in (older, newer) if t.label is not None]
             runs.append(MemberTable.merged(older, newer))
 
-    def _accept(self, groups: np.ndarray, g: np.ndarray, a: Records, ia: np.ndarray, b: Records, ib: np.ndarray,
-                found: np.ndarray) -> Pairs:
-        """The exact test on the candidates the kernel passed: ``distance <= threshold`` on the
-        user's metric (the oracle's function), never a record with itself in a self-join."""
+    def _accept(self, groups: np.ndarray, a: Records, b: Records, candidates: tuple, found: np.ndarray) -> Pairs:
+        """The pairs of the kernel's candidates: the sure ones as they are, the unsure ones (a
+        distance within a billionth of the threshold) decided by the oracle's own function
+        ``distance <= threshold``; never a record with itself in a self-join."""
+        ia, ib, g, dist, unsure = candidates
         if len(ia) == 0:
             return Pairs.concat([], a.id.dtype)
-        dist = self.metric.rowwise(a.vec[ia], b.vec[ib])
-        hit = dist <= self.threshold
+        if unsure.any():
+            at = np.nonzero(unsure)[0]
+            exact = self.metric.rowwise(a.vec[ia[at]], b.vec[ib[at]])
+            dist = dist.copy()
+            dist[at] = exact
+            keep = np.ones(len(ia), bool)
+            keep[at] = exact <= self.threshold
+            ia, ib, g, dist = ia[keep], ib[keep], g[keep], dist[keep]
         left, right = a.id[ia], b.id[ib]
         if self.self_join:
-            hit &= left != right
-        ia, ib, dist, g, left, right = ia[hit], ib[hit], dist[hit], g[hit], left[hit], right[hit]
+            differ = left != right
+            if not differ.all():
+                ia, ib, g, dist, left, right = ia[differ], ib[differ], g[differ], dist[differ], left[differ], right[differ]
         found += np.bincount(g, minlength=len(found))
         swap = (right < left) if self.self_join else (a.side[ia] == 1)
-        left, right = np.where(swap, right, left), np.where(swap, left, right)
         return Pairs(
-            left_id=left,
-            right_id=right,
+            left_id=np.where(swap, right, left),
+            right_id=np.where(swap, left, right),
             distance=dist,
             window=a.window[ia],
             ingest=np.maximum(a.ingest[ia], b.ingest[ib]),

@@ -5,63 +5,78 @@ runs (``a`` and ``b``). Enumerating every candidate pair as index arrays, filter
 and stream, then gathering their vectors cost about 70% of the core's time (profiled: 25 M
 candidates in a 2-D one-minute window). :func:`cross_candidates` does the same in one compiled
 pass without materialising the candidates: role, stream and split-part rules, the comparisons
-count per workset, and a distance test in the metric's *key space* (squared chord length for
-angular and cosine, squared Euclidean, Manhattan, Chebyshev) against a bound with a relative
-slack of 1e-9, so rounding can only keep a pair, never drop one. It returns the pairs that pass;
-the exact test ``distance <= threshold`` on the user's metric (the oracle's function) is taken
-afterwards on those, as before. Inner x inner pairs are always passed on (the t/2 bound makes
-them pairs; the exact test only catches rounding).
+count per workset, and the distance on the user's metric computed by the same formula as
+:meth:`driftjoin.distance.Metric.rowwise`. A pair is *in* when its distance is below
+``threshold * (1 - 1e-9)`` and *out* above ``threshold * (1 + 1e-9)``; a pair in between (a
+distance within a billionth of the threshold, where a different summation order could round the
+other way) is *unsure* and the caller decides it with the oracle's own function, so rounding
+can never add or drop a pair. Inner x inner pairs are in without a comparison (the t/2 bound)
+unless their distance rounds above the threshold, exactly as before.
 """
 
 from __future__ import annotations
+
+import math
 
 import numpy as np
 from numba import njit
 
 from driftjoin.s3j.workset import INNER, OUTER
 
-#: Distance kinds of the key space: squared L2, L1, L-infinity.
-L2, L1, LINF = 0, 1, 2
+#: Metrics the kernel computes (``Metric.rowwise`` formulas on prepared vectors).
+EUCLIDEAN, MANHATTAN, CHEBYSHEV, ANGULAR, COSINE = 0, 1, 2, 3, 4
+#: Relative margin around the threshold inside which the exact reference decides.
+MARGIN = 1e-9
 
 
-@njit(cache=True)
-def _key(a: np.ndarray, b: np.ndarray, kind: int) -> float:
+@njit(cache=True, inline="always")
+def _distance(a: np.ndarray, i: int, b: np.ndarray, j: int, metric: int) -> float:
     acc = 0.0
-    if kind == L2:
-        for k in range(a.shape[0]):
-            d = a[k] - b[k]
-            acc += d * d
-    elif kind == L1:
-        for k in range(a.shape[0]):
-            acc += abs(a[k] - b[k])
-    else:
-        for k in range(a.shape[0]):
-            d = abs(a[k] - b[k])
+    if metric == MANHATTAN:
+        for k in range(a.shape[1]):
+            acc += abs(a[i, k] - b[j, k])
+        return acc
+    if metric == CHEBYSHEV:
+        for k in range(a.shape[1]):
+            d = abs(a[i, k] - b[j, k])
             if d > acc:
                 acc = d
-    return acc
+        return acc
+    for k in range(a.shape[1]):
+        d = a[i, k] - b[j, k]
+        acc += d * d
+    chord = math.sqrt(acc)
+    if metric == ANGULAR:
+        return 2.0 * math.asin(min(chord * 0.5, 1.0)) / math.pi
+    if metric == COSINE:
+        return 0.5 * chord * chord
+    return chord
 
 
 @njit(cache=True)
 def cross_candidates(a_vec: np.ndarray, a_role: np.ndarray, a_side: np.ndarray, a_start: np.ndarray, a_cnt: np.ndarray,
                      b_vec: np.ndarray, b_role: np.ndarray, b_side: np.ndarray, b_start: np.ndarray, b_cnt: np.ndarray,
-                     cross: np.ndarray, triangle: bool, a_store: np.ndarray, two_stream: bool, kind: int,
-                     limit: float, comparisons: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Pairs ``(i, j, group)`` of ``a[i]`` and ``b[j]`` in the same group range that may join.
+                     cross: np.ndarray, triangle: bool, a_store: np.ndarray, two_stream: bool, metric: int,
+                     threshold: float, comparisons: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """Pairs ``(i, j, group, distance, unsure)`` of ``a[i]`` and ``b[j]`` that join (or may: unsure).
 
     Group ``g`` pairs ``a[a_start[g] : a_start[g] + a_cnt[g]]`` with ``b[b_start[g] : ...]``.
     ``triangle``: ``a`` and ``b`` are the same rows (new members among themselves): only
     ``i < j`` with both ``a_store``. ``cross[g]``: a cross-part site of a split workset (only
     members of different parts pair). ``comparisons[g]`` is incremented per compared pair (all
-    but inner x inner). ``limit``: the bound in the key space of ``kind``, slack included.
+    but inner x inner).
     """
+    lo = threshold * (1.0 - MARGIN)
+    hi = threshold * (1.0 + MARGIN)
     total = 0
     for g in range(len(a_start)):
         total += a_cnt[g] * b_cnt[g]
-    cap = min(total, 1 << 20) if total > 0 else 1
+    cap = max(1, min(total, 1 << 20))
     out_i = np.empty(cap, np.int64)
     out_j = np.empty(cap, np.int64)
     out_g = np.empty(cap, np.int64)
+    out_d = np.empty(cap, np.float64)
+    out_u = np.empty(cap, np.bool_)
     n = 0
     for g in range(len(a_start)):
         for i in range(a_start[g], a_start[g] + a_cnt[g]):
@@ -79,21 +94,22 @@ def cross_candidates(a_vec: np.ndarray, a_role: np.ndarray, a_side: np.ndarray, 
                     continue
                 if cross[g] and pa == (b_role[j] >> 2):
                     continue
-                inner = ra == INNER and rb == INNER
-                if not inner:
+                if not (ra == INNER and rb == INNER):
                     comparisons[g] += 1
-                    if _key(a_vec[i], b_vec[j], kind) > limit:
-                        continue
+                d = _distance(a_vec, i, b_vec, j, metric)
+                if d > hi:
+                    continue
                 if n == cap:
                     cap *= 2
-                    out_i = _grow(out_i, cap)
-                    out_j = _grow(out_j, cap)
-                    out_g = _grow(out_g, cap)
+                    out_i, out_j, out_g = _grow(out_i, cap), _grow(out_j, cap), _grow(out_g, cap)
+                    out_d, out_u = _grow(out_d, cap), _grow(out_u, cap)
                 out_i[n] = i
                 out_j[n] = j
                 out_g[n] = g
+                out_d[n] = d
+                out_u[n] = d >= lo
                 n += 1
-    return out_i[:n], out_j[:n], out_g[:n]
+    return out_i[:n], out_j[:n], out_g[:n], out_d[:n], out_u[:n]
 
 
 @njit(cache=True)
@@ -103,18 +119,7 @@ def _grow(a: np.ndarray, size: int) -> np.ndarray:
     return out
 
 
-def key_kind(metric_name: str) -> int:
-    """The key-space distance of a metric (angular and cosine: squared chord of unit vectors)."""
-    return {"manhattan": L1, "chebyshev": LINF}.get(metric_name, L2)
-
-
-def key_limit(metric, threshold: float) -> float:
-    """The key-space bound of ``threshold`` with a relative slack of 1e-9 (never drops a pair)."""
-    from driftjoin.distance import BOUND_SLACK
-
-    partition = metric.partition_metric
-    bound = partition.key_threshold(metric.partition_threshold(threshold)) * (1.0 + BOUND_SLACK)
-    return bound * bound if key_kind(metric.name) == L2 else bound
+METRIC_CODES = {"euclidean": EUCLIDEAN, "manhattan": MANHATTAN, "chebyshev": CHEBYSHEV, "angular": ANGULAR, "cosine": COSINE}
 
 
 def warm_up() -> None:
@@ -122,4 +127,5 @@ def warm_up() -> None:
     z = np.zeros(1, np.int64)
     v = np.zeros((1, 1))
     r = np.zeros(1, np.int8)
-    cross_candidates(v, r, r, z, z, v, r, r, z, z, np.zeros(1, np.bool_), False, np.ones(1, np.bool_), False, L2, 1.0, z.copy())
+    cross_candidates(v, r, r, z, z, v, r, r, z, z, np.zeros(1, np.bool_), False, np.ones(1, np.bool_), False,
+                     EUCLIDEAN, 1.0, z.copy())

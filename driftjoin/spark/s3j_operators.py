@@ -52,6 +52,14 @@ from driftjoin.spark.vectors import binary_rows, from_binary, to_binary, validat
 _BLOB = StructType([StructField("blob", BinaryType(), False)])
 #: Pairs per output DataFrame: bounds the Arrow buffers between the Python worker and the JVM.
 OUTPUT_CHUNK = 200_000
+#: Left records per output DataFrame of the grouped transport.
+GROUPED_CHUNK = 20_000
+#: How pairs leave the Python worker: ``"grouped"``, one row per left record with its partners
+#: in arrays (the JVM explodes them into pairs unless the user asked for grouped output), or
+#: ``"flat"``, one row per pair (the earlier transport, kept to measure against). Measured in
+#: bench/s3j_low_selectivity.py: pandas and Arrow cost about a microsecond per row, so sending
+#: a record's ~60 pairs as one row moves most of that cost into the JVM's explode.
+TRANSPORTS = ("grouped", "flat")
 #: Workset memberships per output DataFrame of the formulation (with a 128-D vector each, ~100 MB).
 MEMBER_CHUNK = 100_000
 #: ``side`` of a heartbeat row (its ``ingest`` is the largest window time its sender saw).
@@ -85,6 +93,8 @@ class S3JPlan:
     #: run as two stateful stages; otherwise every workset stays on the worker of the space
     #: partition that created it and both run in one stage (:class:`FusedProcessor`)
     balanced: bool = False
+    #: how pairs leave the Python worker (:data:`TRANSPORTS`)
+    transport: str = "grouped"
 
     @property
     def keys(self) -> tuple[int, ...]:
@@ -99,7 +109,8 @@ class S3JPlan:
         return {"operator": "similarity_join", "state_format": STATE_FORMAT, "algorithm": self.algorithm,
                 "metric": self.metric, "threshold": self.threshold, "dim": self.dim,
                 "parallelism": self.parallelism, "partitions": self.partitions or self.parallelism,
-                "stages": 1 if self.fused else 2, "centroids": digest(self.centroids), "self_join": self.self_join,
+                "stages": 1 if self.fused else 2, "transport": self.transport, "centroids": digest(self.centroids),
+                "self_join": self.self_join,
                 "window_seconds": self.window_seconds, "time_basis": self.time_basis, "lateness": self.lateness,
                 "metrics_dir": self.metrics_dir}
 
@@ -451,7 +462,38 @@ class _Computation:
         return self.core.state_bytes()
 
     def emit(self, pairs: Any, emit: float) -> Iterator[pd.DataFrame]:
-        """The pairs as output frames of plain numbers (timestamps are built in the JVM)."""
+        """The pairs as output frames (see :data:`TRANSPORTS`)."""
+        if self.plan.transport == "grouped":
+            return self._emit_grouped(pairs, emit)
+        return self._emit_flat(pairs, emit)
+
+    def _emit_grouped(self, pairs: Any, emit: float) -> Iterator[pd.DataFrame]:
+        """One row per left record: its partners' ids, distances, ingestion times, worksets as arrays."""
+        if not len(pairs):
+            return
+        order = np.argsort(pairs.left_id, kind="stable")
+        left = pairs.left_id[order]
+        starts = np.flatnonzero(np.r_[True, left[1:] != left[:-1]])
+        emit_us = int(round(emit * 1e6))
+        ingest_us = np.round(pairs.ingest[order] * 1e6).astype(np.int64)
+        right, dist, workset, window = pairs.right_id[order], pairs.distance[order], pairs.workset[order], pairs.window[order]
+        bounds = np.r_[starts, len(left)]
+        for lo in range(0, len(starts), GROUPED_CHUNK):
+            rows = starts[lo:lo + GROUPED_CHUNK]
+            a, b = bounds[lo], bounds[min(lo + GROUPED_CHUNK, len(starts))]
+            cut = bounds[lo + 1:lo + len(rows)] - a
+
+            def split(values: np.ndarray) -> list[np.ndarray]:
+                return np.split(values[a:b], cut)
+
+            yield pd.DataFrame({
+                "left_id": left[rows], "window": window[rows],
+                "emit_us": np.full(len(rows), emit_us, dtype=np.int64), "worker": np.full(len(rows), self.worker, dtype=np.int32),
+                "right_ids": split(right), "distances": split(dist), "ingest_us": split(ingest_us), "worksets": split(workset),
+            })
+
+    def _emit_flat(self, pairs: Any, emit: float) -> Iterator[pd.DataFrame]:
+        """One row per pair (plain numbers: the JVM builds the timestamps)."""
         emit_us = int(round(emit * 1e6))
         ingest_us = np.round(pairs.ingest * 1e6).astype(np.int64)
         for lo in range(0, len(pairs), OUTPUT_CHUNK):

@@ -30,6 +30,8 @@ from driftjoin.spark.static import static_arrow_udf
 log = logging.getLogger(__name__)
 
 _ID_TYPES = (T.LongType, T.IntegerType, T.ShortType, T.StringType)
+#: Output shapes of :func:`similarity_join` (see its docstring).
+OUTPUTS = ("pairs", "grouped", "pairs-flat")
 
 
 def _vector_column(df: DataFrame, name: str) -> Column:
@@ -110,7 +112,7 @@ def _plan(left: DataFrame, right: DataFrame | None, *, threshold: float, metric:
           window: str | None, parallelism: int | None, centroids: object, bounds: tuple[float, float], seed: int,
           vector_col: str, metrics_dir: str | None, algorithm: str = "s3j", virtual_partitions: int = 500,
           time_basis: str = "batch", lateness: float = 0.0, partitions: int | None = None,
-          balanced: bool = False) -> S3JPlan:
+          balanced: bool = False, transport: str = "grouped") -> S3JPlan:
     if algorithm not in ALGORITHMS:
         raise ValueError(f"algorithm={algorithm!r}: choose one of {', '.join(ALGORITHMS)}")
     if algorithm == "clusterjoin" and (not isinstance(virtual_partitions, int) or virtual_partitions < 1):
@@ -156,7 +158,7 @@ def _plan(left: DataFrame, right: DataFrame | None, *, threshold: float, metric:
         raise ValueError(f"centroids have {c.shape[1]} dimensions but dim={dim}")
     window_seconds = None if window is None else parse_duration(window, "window")
     return S3JPlan(m.name, t, dim, parallelism, c, right is None, window_seconds, metrics_dir, algorithm,
-                   time_basis, lateness, partitions, balanced)
+                   time_basis, lateness, partitions, balanced, transport)
 
 
 def _declared_watermark(inputs: list[DataFrame], column: str) -> float | None:
@@ -224,6 +226,7 @@ def similarity_join(
     virtual_partitions: int = 500,
     balance: str = "none",
     balance_options: dict | None = None,
+    output: str = "pairs",
 ) -> DataFrame:
     """Exact similarity join: every pair (same window) with ``distance <= threshold``.
 
@@ -253,8 +256,12 @@ def similarity_join(
     input is one window (or one per window of ``time_col``); ``window=None`` makes a stream one
     unbounded window.
 
-    Output columns: ``left_id, right_id, distance, window_start, window_end, ingest_time``
-    (the later ingestion time of the two records), ``emit_time``, ``worker``, ``workset``.
+    Output columns (``output="pairs"``): ``left_id, right_id, distance, window_start,
+    window_end, ingest_time`` (the later ingestion time of the two records), ``emit_time``,
+    ``worker``, ``workset``. ``output="grouped"``: one row per left record, worker and
+    micro-batch: ``left_id, right_ids, distances, window_start, window_end, ingest_times,
+    emit_time, worker`` (arrays in the same order), for users who need no row per pair.
+    ``output="pairs-flat"`` gives the pairs through the earlier one-row-per-pair transport.
     Rows that cannot be joined are skipped here and reported by :func:`invalid_records`.
     """
     if right is not None and right.isStreaming != left.isStreaming:
@@ -263,13 +270,17 @@ def similarity_join(
         for name, what in ((ingest_col, "ingest_col"), (time_col, "time_col")):
             if df is not None and name is not None:
                 check_time_column(df, name, what)
+    if output not in OUTPUTS:
+        raise ValueError(f"output={output!r}: use 'pairs' (one row per pair), 'grouped' (one row per record with "
+                         "arrays of partners) or 'pairs-flat'")
     time_basis, lateness = _lateness(left, right, time_col, ingest_col, watermark, window)
     if not left.isStreaming and time_col is None:
         window = None
     plan = _plan(left, right, threshold=threshold, metric=metric, dim=dim, window=window, parallelism=parallelism,
                  centroids=centroids, bounds=bounds, seed=seed, vector_col=vector_col, metrics_dir=metrics_dir,
                  algorithm=algorithm, virtual_partitions=virtual_partitions, time_basis=time_basis, lateness=lateness,
-                 partitions=partitions, balanced=balance != "none" and left.isStreaming)
+                 partitions=partitions, balanced=balance != "none" and left.isStreaming,
+                 transport="flat" if output == "pairs-flat" else "grouped")
     if balance != "none":
         from driftjoin.control import CONTROLLERS, BalanceController, attach
 
@@ -298,11 +309,16 @@ def similarity_join(
         T.StructField("ingest", T.DoubleType()), T.StructField("window", T.LongType()),
         T.StructField("store", T.BooleanType()),
     ])
-    pair_schema = T.StructType([
+    pair_schema = (T.StructType([
+        T.StructField("left_id", id_type), T.StructField("window", T.LongType()), T.StructField("emit_us", T.LongType()),
+        T.StructField("worker", T.IntegerType()), T.StructField("right_ids", T.ArrayType(id_type)),
+        T.StructField("distances", T.ArrayType(T.DoubleType())), T.StructField("ingest_us", T.ArrayType(T.LongType())),
+        T.StructField("worksets", T.ArrayType(T.LongType())),
+    ]) if plan.transport == "grouped" else T.StructType([
         T.StructField("left_id", id_type), T.StructField("right_id", id_type), T.StructField("distance", T.DoubleType()),
         T.StructField("window", T.LongType()), T.StructField("ingest_us", T.LongType()), T.StructField("emit_us", T.LongType()),
         T.StructField("worker", T.IntegerType()), T.StructField("workset", T.LongType()),
-    ])
+    ]))
     if plan.algorithm == "s3j":
         routed_arrow = to_arrow_schema(routed_schema)
         routed = data.mapInArrow(lambda it: route_batches(plan, it, routed_arrow), routed_schema)
@@ -313,29 +329,44 @@ def similarity_join(
         prepare_for_stateful(left.sparkSession, plan.partitions)
         if plan.fused:
             return _pair_columns(routed.groupBy("key").transformWithStateInPandas(
-                FusedProcessor(plan), pair_schema, "Append", "None"), plan.window_seconds)
+                FusedProcessor(plan), pair_schema, "Append", "None"), plan, output)
         if plan.algorithm == "s3j":
             members = routed.groupBy("key").transformWithStateInPandas(
                 FormulationProcessor(plan), member_schema, "Append", "None")
         return _pair_columns(members.groupBy("wkey").transformWithStateInPandas(
-            ComputationProcessor(plan), pair_schema, "Append", "None"), plan.window_seconds)
+            ComputationProcessor(plan), pair_schema, "Append", "None"), plan, output)
     left.sparkSession.conf.set("spark.sql.shuffle.partitions", str(plan.partitions))
     pair_arrow = to_arrow_schema(pair_schema)
     if plan.fused:
         return _pair_columns(routed.groupBy("key").applyInArrow(
-            static_arrow_udf(lambda: FusedProcessor(plan), pair_arrow), pair_schema), plan.window_seconds)
+            static_arrow_udf(lambda: FusedProcessor(plan), pair_arrow), pair_schema), plan, output)
     return _pair_columns(members.groupBy("wkey").applyInArrow(
-        static_arrow_udf(lambda: ComputationProcessor(plan), pair_arrow), pair_schema), plan.window_seconds)
+        static_arrow_udf(lambda: ComputationProcessor(plan), pair_arrow), pair_schema), plan, output)
 
 
-def _pair_columns(raw: DataFrame, window_seconds: float | None) -> DataFrame:
-    """The user-facing pair columns, with timestamps built in the JVM from plain numbers."""
+def _pair_columns(raw: DataFrame, plan: S3JPlan, output: str) -> DataFrame:
+    """The user-facing columns, with timestamps built in the JVM from plain numbers.
+
+    ``output="pairs"``: one row per pair (grouped rows are exploded here, in the JVM);
+    ``"grouped"``: one row per left record and micro-batch with its partners in arrays.
+    """
+    window_seconds = plan.window_seconds
     if window_seconds is None:
         start = end = F.lit(None).cast("timestamp")
     else:
         us = int(round(window_seconds * 1e6))
         start = F.timestamp_micros(F.col("window") * F.lit(us))
         end = F.timestamp_micros((F.col("window") + 1) * F.lit(us))
+    if output == "grouped":
+        return raw.select(
+            "left_id", F.col("right_ids"), F.col("distances"), start.alias("window_start"), end.alias("window_end"),
+            F.transform("ingest_us", lambda x: F.timestamp_micros(x)).alias("ingest_times"),
+            F.timestamp_micros("emit_us").alias("emit_time"), "worker")
+    if plan.transport == "grouped":
+        raw = raw.select("left_id", "window", "emit_us", "worker",
+                         F.explode(F.arrays_zip("right_ids", "distances", "ingest_us", "worksets")).alias("p")).select(
+            "left_id", F.col("p.right_ids").alias("right_id"), F.col("p.distances").alias("distance"), "window",
+            F.col("p.ingest_us").alias("ingest_us"), "emit_us", "worker", F.col("p.worksets").alias("workset"))
     return raw.select(
         "left_id", "right_id", "distance", start.alias("window_start"), end.alias("window_end"),
         F.timestamp_micros("ingest_us").alias("ingest_time"), F.timestamp_micros("emit_us").alias("emit_time"),
@@ -344,8 +375,8 @@ def _pair_columns(raw: DataFrame, window_seconds: float | None) -> DataFrame:
 
 
 #: Settings of :func:`similarity_join` that do not change which rows are valid.
-_JOIN_ONLY = frozenset({"threshold", "window", "parallelism", "watermark", "centroids", "bounds", "seed",
-                        "metrics_dir", "algorithm", "virtual_partitions", "balance", "balance_options"})
+_JOIN_ONLY = frozenset({"threshold", "window", "parallelism", "partitions", "watermark", "centroids", "bounds", "seed",
+                        "metrics_dir", "algorithm", "virtual_partitions", "balance", "balance_options", "output"})
 
 
 def invalid_records(

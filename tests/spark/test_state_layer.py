@@ -140,8 +140,13 @@ def _run(plan: S3JPlan, batches: list, fail: set[int], two_stage: bool, caches: 
                 continue  # the batch failed elsewhere: nothing commits, the next attempt replays it
             for h in (*handles.values(), *worker_handles.values()):
                 h.commit()
-            out += [(r.left_id, r.right_id) for f in pairs for r in f.itertuples()]
+            out += [pair for f in pairs for pair in _pairs(f)]
     return out
+
+
+def _pairs(frame: pd.DataFrame) -> list[tuple]:
+    """The pairs of an output frame (one row per left record with its partners in arrays)."""
+    return [(left, int(right)) for left, rights in zip(frame["left_id"], frame["right_ids"]) for right in rights]
 
 
 @pytest.fixture
