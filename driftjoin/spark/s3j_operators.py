@@ -54,12 +54,13 @@ _BLOB = StructType([StructField("blob", BinaryType(), False)])
 OUTPUT_CHUNK = 200_000
 #: Left records per output DataFrame of the grouped transport.
 GROUPED_CHUNK = 20_000
-#: How pairs leave the Python worker: ``"grouped"``, one row per left record with its partners
-#: in arrays (the JVM explodes them into pairs unless the user asked for grouped output), or
-#: ``"flat"``, one row per pair (the earlier transport, kept to measure against). Measured in
-#: bench/s3j_low_selectivity.py: pandas and Arrow cost about a microsecond per row, so sending
-#: a record's ~60 pairs as one row moves most of that cost into the JVM's explode.
-TRANSPORTS = ("grouped", "flat")
+#: How pairs leave the Python worker: ``"flat"``, one row per pair, or ``"grouped"``, one row
+#: per left record with its partners in Arrow list arrays (``output="grouped"``, or exploded in
+#: the JVM for ``output="pairs-grouped"``). Measured in bench/s3j_low_selectivity.py (2 x 4,000
+#: records/s, 60 s, same machine load): Spark took 19.6 s (summed over workers) to take flat
+#: frames against 161 s for grouped object arrays and 191 s for grouped Arrow list columns:
+#: PySpark 4.3 converts list columns of a transformWithStateInPandas output element by element.
+TRANSPORTS = ("flat", "grouped")
 #: Workset memberships per output DataFrame of the formulation (with a 128-D vector each, ~100 MB).
 MEMBER_CHUNK = 100_000
 #: ``side`` of a heartbeat row (its ``ingest`` is the largest window time its sender saw).
@@ -94,7 +95,7 @@ class S3JPlan:
     #: partition that created it and both run in one stage (:class:`FusedProcessor`)
     balanced: bool = False
     #: how pairs leave the Python worker (:data:`TRANSPORTS`)
-    transport: str = "grouped"
+    transport: str = "flat"
 
     @property
     def keys(self) -> tuple[int, ...]:
@@ -468,29 +469,30 @@ class _Computation:
         return self._emit_flat(pairs, emit)
 
     def _emit_grouped(self, pairs: Any, emit: float) -> Iterator[pd.DataFrame]:
-        """One row per left record: its partners' ids, distances, ingestion times, worksets as arrays."""
+        """One row per left record: its partners' ids, distances, ingestion times, worksets as
+        arrays. The arrays are Arrow list arrays inside the pandas frame (``pd.ArrowDtype``), so
+        they reach the JVM without a per-element conversion."""
         if not len(pairs):
             return
         order = np.argsort(pairs.left_id, kind="stable")
         left = pairs.left_id[order]
         starts = np.flatnonzero(np.r_[True, left[1:] != left[:-1]])
         emit_us = int(round(emit * 1e6))
-        ingest_us = np.round(pairs.ingest[order] * 1e6).astype(np.int64)
-        right, dist, workset, window = pairs.right_id[order], pairs.distance[order], pairs.workset[order], pairs.window[order]
+        columns = {"right_ids": pairs.right_id[order], "distances": pairs.distance[order],
+                   "ingest_us": np.round(pairs.ingest[order] * 1e6).astype(np.int64), "worksets": pairs.workset[order]}
         bounds = np.r_[starts, len(left)]
         for lo in range(0, len(starts), GROUPED_CHUNK):
-            rows = starts[lo:lo + GROUPED_CHUNK]
-            a, b = bounds[lo], bounds[min(lo + GROUPED_CHUNK, len(starts))]
-            cut = bounds[lo + 1:lo + len(rows)] - a
-
-            def split(values: np.ndarray) -> list[np.ndarray]:
-                return np.split(values[a:b], cut)
-
-            yield pd.DataFrame({
-                "left_id": left[rows], "window": window[rows],
-                "emit_us": np.full(len(rows), emit_us, dtype=np.int64), "worker": np.full(len(rows), self.worker, dtype=np.int32),
-                "right_ids": split(right), "distances": split(dist), "ingest_us": split(ingest_us), "worksets": split(workset),
-            })
+            hi = min(lo + GROUPED_CHUNK, len(starts))
+            rows = starts[lo:hi]
+            offsets = pa.array((bounds[lo:hi + 1] - bounds[lo]).astype(np.int32))
+            part = slice(bounds[lo], bounds[hi])
+            frame = {"left_id": left[rows], "window": pairs.window[order][rows],
+                     "emit_us": np.full(len(rows), emit_us, dtype=np.int64),
+                     "worker": np.full(len(rows), self.worker, dtype=np.int32)}
+            for name, values in columns.items():
+                lists = pa.ListArray.from_arrays(offsets, pa.array(values[part]))
+                frame[name] = pd.Series(pd.arrays.ArrowExtensionArray(lists))
+            yield pd.DataFrame(frame)
 
     def _emit_flat(self, pairs: Any, emit: float) -> Iterator[pd.DataFrame]:
         """One row per pair (plain numbers: the JVM builds the timestamps)."""

@@ -178,14 +178,14 @@ def test_baselines_on_spark_equal_oracle(spark, tmp_path, algorithm):
 
 
 def test_output_shapes_agree(spark):
-    """output='grouped' (one row per left record, arrays) and 'pairs-flat' (the earlier transport)
-    give the same pairs and distances as the default 'pairs'."""
+    """output='grouped' (one row per left record, arrays) and 'pairs-grouped' (grouped transport
+    exploded in the JVM) give the same pairs and distances as the default 'pairs'."""
     rng = np.random.default_rng(21)
     X = rng.uniform(-1, 1, (500, 3))
     df = spark.createDataFrame([(i, X[i].tolist()) for i in range(500)], "id long, vector array<double>")
     kw = dict(threshold=0.2, metric="euclidean", parallelism=3)
     pairs = sorted((r.left_id, r.right_id, round(r.distance, 12)) for r in similarity_join(df, **kw).collect())
-    flat = sorted((r.left_id, r.right_id, round(r.distance, 12)) for r in similarity_join(df, output="pairs-flat", **kw).collect())
+    flat = sorted((r.left_id, r.right_id, round(r.distance, 12)) for r in similarity_join(df, output="pairs-grouped", **kw).collect())
     grouped = similarity_join(df, output="grouped", **kw).collect()
     exploded = sorted((r.left_id, b, round(d, 12)) for r in grouped for b, d in zip(r.right_ids, r.distances))
     assert len(pairs) > 100 and pairs == flat == exploded

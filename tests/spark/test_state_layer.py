@@ -145,8 +145,10 @@ def _run(plan: S3JPlan, batches: list, fail: set[int], two_stage: bool, caches: 
 
 
 def _pairs(frame: pd.DataFrame) -> list[tuple]:
-    """The pairs of an output frame (one row per left record with its partners in arrays)."""
-    return [(left, int(right)) for left, rights in zip(frame["left_id"], frame["right_ids"]) for right in rights]
+    """The pairs of an output frame (one row per pair, or per left record with arrays)."""
+    if "right_ids" in frame:
+        return [(left, int(right)) for left, rights in zip(frame["left_id"], frame["right_ids"]) for right in rights]
+    return list(zip(frame["left_id"], frame["right_id"]))
 
 
 @pytest.fixture
