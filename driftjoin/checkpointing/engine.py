@@ -139,6 +139,7 @@ class TraceAtFailure:
     recvs: dict[tuple[int, int], int]
     replayed: dict[int, list[int]]
     channels: dict[int, tuple[int, int]]
+    available: dict[int, list[int]]  # per instance, the checkpoint indices durable at the failure
 
 
 class Engine:
@@ -190,6 +191,7 @@ class Engine:
         self.trace_send: dict[tuple[int, int], int] = {}
         self.trace_recv: dict[tuple[int, int], int] = {}
         self.traces: list[TraceAtFailure] = []
+        self.durable_index: dict[int, list[int]] = {i.id: [0] for i in self.insts}
         self.protocol = protocol_factory(self)
 
     # --- running ------------------------------------------------------------------------------
@@ -411,6 +413,7 @@ class Engine:
             if self.epoch != epoch:
                 return
             ck.done = self.env.now
+            self.durable_index[ck.inst].append(ck.index)
             for ch, msgs in ck.log.items():
                 store = self.durable[ch]
                 for m in msgs:
@@ -438,7 +441,8 @@ class Engine:
         if self.trace:
             self.traces.append(TraceAtFailure(dict(f.line), dict(self.trace_send), dict(self.trace_recv),
                                               {ch: [m.seq for m in msgs] for ch, msgs in replay.items()},
-                                              dict(self.channel_ends)))
+                                              dict(self.channel_ends),
+                                              {i: list(x) for i, x in self.durable_index.items()}))
         per_worker = [0.0] * self.parallelism
         for iid, ck in line.items():
             per_worker[self.insts[iid].worker] += (c.download_per_byte + c.snapshot_per_byte) * ck.state_bytes
@@ -453,6 +457,7 @@ class Engine:
             inst.op.restore(ck.state)
             inst.sent, inst.recv = dict(ck.sent), dict(ck.recv)
             inst.ckpt_index = ck.index
+            self.durable_index[inst.id] = [x for x in self.durable_index[inst.id] if x <= ck.index]
             inst.unlogged = defaultdict(list)
             inst.reset(env)
         if self.trace:

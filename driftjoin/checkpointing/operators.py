@@ -96,6 +96,7 @@ class Sink(Operator):
     def __init__(self, n_inputs: int) -> None:
         super().__init__(n_inputs)
         self.log: list[Record] = []
+        self.state_bytes = 8  # what a checkpoint stores: the committed length
 
     def process(self, port: int, ch: int, rec: Record, nbytes: int) -> Out:
         self.log.append(rec)

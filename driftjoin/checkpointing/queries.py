@@ -112,14 +112,14 @@ S3J_THRESHOLD = 0.02
 S3J_DIM = 2
 
 
-def s3j(parallelism: int, seed: int = 0, **_: Any) -> Dataflow:
+def s3j(parallelism: int, seed: int = 0, threshold: float = S3J_THRESHOLD, **_: Any) -> Dataflow:
     centroids = random_centroids(parallelism, S3J_DIM, seed)
-    partitioner = SpacePartitioner(centroids, get_metric(S3J_METRIC), S3J_THRESHOLD)
+    partitioner = SpacePartitioner(centroids, get_metric(S3J_METRIC), threshold)
     stages = [
         _src(),
         Stage("route", lambda n, i: S3JRoute(n, partitioner, S3J_METRIC, WINDOW)),
-        Stage("formulate", lambda n, i: S3JFormulate(n, S3J_METRIC, S3J_THRESHOLD, S3J_DIM)),
-        Stage("compute", lambda n, i: S3JCompute(n, S3J_METRIC, S3J_THRESHOLD)),
+        Stage("formulate", lambda n, i: S3JFormulate(n, S3J_METRIC, threshold, S3J_DIM)),
+        Stage("compute", lambda n, i: S3JCompute(n, S3J_METRIC, threshold)),
         _sink(),
     ]
     edges = [

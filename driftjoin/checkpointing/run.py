@@ -95,7 +95,7 @@ class RunConfig:
             times = sorted(self.failures)
             if any(not 0 < t < self.duration for t in times):
                 raise ValueError(f"failure times must lie inside the input (0, {self.duration:g}) s, got {list(self.failures)}")
-            if any(b - a < self.interval for a, b in zip(times, times[1:])):
+            if any(b - a < self.interval - 1e-9 for a, b in zip(times, times[1:])):
                 raise ValueError(f"failure times must be at least one checkpoint interval ({self.interval:g} s) apart, "
                                  f"got {times}")
 
