@@ -36,19 +36,19 @@ from pathlib import Path
 
 #: Per-record CPU (seconds) of each operator kind, measured by the calibration script.
 DEFAULT_PROCESS: dict[str, float] = {
-    "source": 1.9e-06,
-    "map": 1.4e-06,
-    "filter": 0.6e-06,
-    "join": 2.4e-06,
-    "window_join": 3.1e-06,
-    "window_agg": 2.0e-06,
-    "reach_join": 3.5e-06,
-    "select": 0.8e-06,
-    "project": 1.5e-06,
-    "sink": 0.7e-06,
-    "s3j_route": 28e-06,
-    "s3j_formulate": 95e-06,
-    "s3j_compute": 60e-06,
+    "source": 0.09e-06,
+    "map": 0.57e-06,
+    "filter": 0.13e-06,
+    "join": 0.51e-06,
+    "window_join": 4.3e-06,
+    "window_agg": 2.3e-06,
+    "reach_join": 3.0e-06,
+    "select": 0.26e-06,
+    "project": 0.28e-06,
+    "sink": 0.18e-06,
+    "s3j_route": 82e-06,
+    "s3j_formulate": 1316e-06,
+    "s3j_compute": 721e-06,
 }
 
 
@@ -57,17 +57,17 @@ class CostModel:
     """Simulated costs in seconds (per record, per message, per byte)."""
 
     process: dict[str, float] = field(default_factory=lambda: dict(DEFAULT_PROCESS))
-    ser_per_msg: float = 1.1e-06
-    ser_per_byte: float = 1.5e-09
-    net_per_msg: float = 18e-06
-    net_per_byte: float = 0.4e-09
-    snapshot_per_byte: float = 2.5e-09
-    upload_per_byte: float = 1.2e-09
-    upload_latency: float = 2.0e-03
-    log_per_msg: float = 0.15e-06
-    log_per_byte: float = 0.2e-09
-    download_per_byte: float = 0.8e-09
-    recovery_line_per_checkpoint: float = 4e-06
+    ser_per_msg: float = 1.65e-06
+    ser_per_byte: float = 8.3e-09
+    net_per_msg: float = 58e-06
+    net_per_byte: float = 1.17e-09
+    snapshot_per_byte: float = 42.7e-09
+    upload_per_byte: float = 1.79e-09
+    upload_latency: float = 10.4e-03
+    log_per_msg: float = 0.28e-06
+    log_per_byte: float = 0.012e-09
+    download_per_byte: float = 0.51e-09
+    recovery_line_per_checkpoint: float = 1.7e-06
     failure_detection: float = 0.0
 
     def __post_init__(self) -> None:

@@ -197,7 +197,10 @@ class WindowedJoin(Operator):
     def process(self, port: int, ch: int, rec: Record, nbytes: int) -> Out:
         t = self.time(rec)
         w = int(t // self.window)
-        left, right, size = self.windows.setdefault(w, ({}, defaultdict(list), [0]))
+        win = self.windows.get(w)
+        if win is None:
+            win = self.windows[w] = ({}, defaultdict(list), [0])
+        left, right, size = win
         size[0] += nbytes
         self.state_bytes += nbytes
         if port == 0:
@@ -287,6 +290,9 @@ class ReachJoin(Operator):
         self.sources: dict[int, dict[tuple, tuple]] = defaultdict(dict)  # node -> (root, links) -> (src, bytes)
         self.dead_links: set[int] = set()
         self.dead_roots: set[int] = set()
+        #: where the stored sources that use a link / a root are: for purging without a scan
+        self.by_link: dict[int, set[tuple]] = defaultdict(set)
+        self.by_root: dict[int, set[tuple]] = defaultdict(set)
 
     def process(self, port: int, ch: int, rec: Record, nbytes: int) -> Out:
         tag = rec[0]
@@ -303,6 +309,9 @@ class ReachJoin(Operator):
             if root in self.dead_roots or any(l in self.dead_links for l in lids):
                 return _NONE
             self.sources[node][(root, lids)] = (src, nbytes)
+            self.by_root[root].add((node, lids))
+            for l in lids:
+                self.by_link[l].add((node, root, lids))
             self.state_bytes += nbytes
             return [("J", src, lid, b) for lid, (b, _) in self.links.get(node, {}).items()]
         if tag == "L-":
@@ -311,29 +320,35 @@ class ReachJoin(Operator):
             gone = self.links.get(a, {}).pop(lid, None)
             if gone is not None:
                 self.state_bytes -= gone[1]
-            self._purge(lambda root, lids: lid in lids)
+            for node, root, lids in self.by_link.pop(lid, ()):
+                self._drop(node, root, lids)
             return [rec]
         if tag == "S-":
             _, root, _node = rec
             self.dead_roots.add(root)
-            self._purge(lambda r, lids: r == root)
+            for node, lids in self.by_root.pop(root, ()):
+                self._drop(node, root, lids)
             return [rec]
         raise ValueError(f"unknown reachability record {tag!r}")
 
-    def _purge(self, dead: Callable[[int, tuple], bool]) -> None:
-        for node, srcs in self.sources.items():
-            for key in [k for k in srcs if dead(*k)]:
-                self.state_bytes -= srcs.pop(key)[1]
+    def _drop(self, node: int, root: int, lids: tuple) -> None:
+        """Forget a stored source (the indexes may still name it: a later drop finds nothing)."""
+        gone = self.sources.get(node, {}).pop((root, lids), None)
+        if gone is not None:
+            self.state_bytes -= gone[1]
 
     def snapshot(self) -> Any:
         return ({n: dict(d) for n, d in self.links.items()}, {n: dict(d) for n, d in self.sources.items()},
-                set(self.dead_links), set(self.dead_roots), self.state_bytes)
+                set(self.dead_links), set(self.dead_roots), self.state_bytes,
+                {k: set(v) for k, v in self.by_link.items()}, {k: set(v) for k, v in self.by_root.items()})
 
     def restore(self, snap: Any) -> None:
-        links, sources, dl, dr, self.state_bytes = snap
+        links, sources, dl, dr, self.state_bytes, by_link, by_root = snap
         self.links = defaultdict(dict, {n: dict(d) for n, d in links.items()})
         self.sources = defaultdict(dict, {n: dict(d) for n, d in sources.items()})
         self.dead_links, self.dead_roots = set(dl), set(dr)
+        self.by_link = defaultdict(set, {k: set(v) for k, v in by_link.items()})
+        self.by_root = defaultdict(set, {k: set(v) for k, v in by_root.items()})
 
 
 class ReachSelect(Operator):
