@@ -5,7 +5,8 @@ Sections (``--sections``, all by default):
 - ``normal``: per query, protocol (and the checkpoint-free run) and number of workers, the
   maximum sustainable throughput (:mod:`driftjoin.checkpointing.mst`), message overhead, the
   average checkpoint time, checkpoints taken and invalid ones (Figures 3.7, 3.8, Tables 3.2, 3.3).
-- ``failure``: each protocol at 80% of its own MST with one failure at 40% of the run: p50 and
+- ``failure``: each protocol at 80% of its own MST with one failure (``--failure-at``, 40% of the
+  run by default): p50 and
   p99 latency before the failure, restart and recovery time, messages and records replayed,
   the latency over time (Figures 3.9 to 3.11).
 - ``skew``: Q3, Q8, Q12 at 50% and 80% of the non-skewed MST with 10 to 30% hot items: p50
@@ -33,7 +34,7 @@ from pathlib import Path
 from typing import Any
 
 from driftjoin.checkpointing import CostModel, RunConfig, run
-from driftjoin.checkpointing.mst import search
+from driftjoin.checkpointing.mst import estimate, search
 
 PROTOCOLS = ("coor", "unc", "cic")
 #: records/s per worker for the first (estimate) run of the MST search: a moderate load
@@ -48,7 +49,14 @@ def _cfg(args: argparse.Namespace, **kw: Any) -> RunConfig:
 
 
 def task_normal(job: dict) -> dict:
+    """MST, then the metrics at 80% of it; with ``probes == 0`` the MST is the utilisation
+    estimate and the metrics are those of the estimate's own run (at the moderate base rate)."""
     cfg, probes = job["cfg"], job["probes"]
+    if probes == 0:
+        est, res = estimate(cfg, BASE_RATE[cfg.query] * cfg.workers)
+        out = res.summary()
+        out.update(mst=est, estimate=est, probes=[])
+        return out
     m = search(cfg, BASE_RATE[cfg.query] * cfg.workers, probes=probes)
     at = run(replace(cfg, rate=0.8 * m.mst))
     out = at.summary()
@@ -82,6 +90,10 @@ def _pool(fn: Any, jobs: list[dict], n: int) -> list[dict]:
 
 def _fmt(x: float, nd: int = 1) -> str:
     return "-" if x is None or (isinstance(x, float) and math.isnan(x)) else f"{x:.{nd}f}"
+
+
+def _finite(x: Any) -> bool:
+    return isinstance(x, (int, float)) and math.isfinite(x) and x > 0
 
 
 def _mst_of(normal: list[dict], query: str, protocol: str, workers: int) -> float:
@@ -121,7 +133,7 @@ def section_failure(args: argparse.Namespace, normal: list[dict]) -> list[dict]:
             for w in args.failure_workers:
                 rate = 0.8 * _mst_of(normal, q, p, w)
                 jobs.append({"cfg": _cfg(args, query=q, protocol=p, workers=w, rate=rate,
-                                         failures=[0.4 * args.duration]), "timeline": True})
+                                         failures=[args.failure_at * args.duration]), "timeline": True})
     print(f"failure: {len(jobs)} runs")
     rows = _pool(task_run, jobs, args.jobs)
     print(f"\n{'query':<6} {'proto':<5} {'W':>2} {'rate/s':>9} {'restart ms':>10} {'recovery ms':>11} "
@@ -139,7 +151,7 @@ def section_skew(args: argparse.Namespace, normal: list[dict]) -> list[dict]:
     for q in [q for q in ("q3", "q8", "q12") if q in args.queries]:
         for p in PROTOCOLS:
             for load in (0.5, 0.8):
-                for hot in (0.0, 0.1, 0.3):
+                for hot in args.hot:
                     rate = load * _mst_of(normal, q, p, w)
                     jobs.append({"cfg": _cfg(args, query=q, protocol=p, workers=w, rate=rate, hot=hot),
                                  "tag": {"load": load}})
@@ -211,12 +223,13 @@ def figures(out: Path, res: dict) -> list[Path]:
             fig, axes = plt.subplots(1, len(queries), figsize=(3.2 * len(queries), 3), squeeze=False)
             for ax, q in zip(axes[0], queries):
                 for p in PROTOCOLS:
-                    pts = sorted((r["workers"], r[key]) for r in normal if r["query"] == q and r["protocol"] == p)
+                    pts = sorted((r["workers"], r[key]) for r in normal
+                                 if r["query"] == q and r["protocol"] == p and _finite(r[key]))
                     if pts:
                         ax.plot([x for x, _ in pts], [y for _, y in pts], "o-", color=colors[p], label=p.upper())
                 ax.set_title(q.upper())
                 ax.set_xlabel("workers")
-                if log:
+                if log and ax.lines:
                     ax.set_yscale("log")
             axes[0][0].set_ylabel(ylabel)
             axes[0][0].legend()
@@ -231,13 +244,16 @@ def figures(out: Path, res: dict) -> list[Path]:
         for pct, fname in ((1, "fig3_9_p50_latency.png"), (2, "fig3_10_p99_latency.png")):
             fig, axes = plt.subplots(1, len(fq), figsize=(3.2 * len(fq), 3), squeeze=False)
             for ax, q in zip(axes[0], fq):
+                plotted = False
                 for r in failure:
                     if r["query"] == q and r["workers"] == wmax:
-                        tl = r["timeline"]
+                        tl = [t for t in r["timeline"] if t[pct] > 0]
+                        plotted |= bool(tl)
                         ax.plot([t[0] for t in tl], [t[pct] for t in tl], color=colors[r["protocol"]],
                                 label=r["protocol"].upper(), lw=1)
                         ax.axvline(r["failures"][0]["time"], color="k", ls="--", lw=0.8)
-                ax.set_yscale("log")
+                if plotted:
+                    ax.set_yscale("log")
                 ax.set_title(f"{q.upper()}, {wmax} workers")
                 ax.set_xlabel("time (s)")
             axes[0][0].set_ylabel(("p50" if pct == 1 else "p99") + " latency (ms)")
@@ -268,9 +284,11 @@ def figures(out: Path, res: dict) -> list[Path]:
                 for col, key, label in ((2 * k, "p50_ms", "p50 latency (ms)"), (2 * k + 1, "avg_checkpoint_ms", "checkpoint time (ms)")):
                     ax = axes[row][col]
                     for p in PROTOCOLS:
-                        pts = sorted((r["hot"], r[key]) for r in skew if (r["query"], r["protocol"], r["load"]) == (q, p, load))
+                        pts = sorted((r["hot"], r[key]) for r in skew
+                                     if (r["query"], r["protocol"], r["load"]) == (q, p, load) and _finite(r[key]))
                         ax.plot([100 * x for x, _ in pts], [y for _, y in pts], "o-", color=colors[p], label=p.upper())
-                    ax.set_yscale("log")
+                    if any(len(line.get_xdata()) for line in ax.lines):
+                        ax.set_yscale("log")
                     ax.set_title(f"{q.upper()} {int(100 * load)}% MST", fontsize=8)
                     ax.set_xlabel("hot items %", fontsize=8)
                     ax.set_ylabel(label, fontsize=8)
@@ -291,6 +309,7 @@ def main() -> None:
     ap.add_argument("--skew-workers", type=int, default=4)
     ap.add_argument("--cyclic-workers", default="2,4")
     ap.add_argument("--intervals", default="0.1,0.25,0.5")
+    ap.add_argument("--hot", default="0,0.1,0.3", help="hot-item shares of the skew section")
     ap.add_argument("--duration", type=float, default=1.0, help="simulated seconds of input per run")
     ap.add_argument("--interval", type=float, default=0.25, help="checkpoint interval (simulated seconds)")
     ap.add_argument("--probes", type=int, default=3, help="bisection probes per MST search (0: estimate only)")
@@ -298,12 +317,15 @@ def main() -> None:
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--costs", help="a costs JSON from `python -m driftjoin.checkpointing.calibrate --out`")
     ap.add_argument("--out", default="bench/results")
+    ap.add_argument("--mst-from", help="take the normal section (MSTs) from this earlier JSON instead of measuring")
+    ap.add_argument("--failure-at", type=float, default=0.4, help="failure time as a share of the run (failure section)")
     args = ap.parse_args()
     args.queries = args.queries.split(",")
     args.workers = [int(x) for x in args.workers.split(",")]
     args.failure_workers = [int(x) for x in args.failure_workers.split(",")]
     args.cyclic_workers = [int(x) for x in args.cyclic_workers.split(",")]
     args.intervals = [float(x) for x in args.intervals.split(",")]
+    args.hot = [float(x) for x in args.hot.split(",")]
     args.costs = CostModel.from_json(args.costs) if args.costs else CostModel()
     sections = args.sections.split(",")
     needed = set(args.failure_workers) | {args.skew_workers} | set(args.cyclic_workers)
@@ -313,7 +335,10 @@ def main() -> None:
     out.mkdir(parents=True, exist_ok=True)
     started = time.time()
     res: dict[str, Any] = {"settings": {k: (v if not isinstance(v, CostModel) else v.__dict__) for k, v in vars(args).items()}}
-    res["normal"] = section_normal(args)
+    if args.mst_from:  # reuse the MSTs (and normal-operation rows) of an earlier run
+        res["normal"] = json.loads(Path(args.mst_from).read_text())["normal"]
+    else:
+        res["normal"] = section_normal(args)
     for name, fn in (("failure", section_failure), ("skew", section_skew), ("cyclic", section_cyclic),
                      ("intervals", section_intervals)):
         if name in sections:

@@ -42,6 +42,8 @@ def estimate(cfg: RunConfig, rate: float) -> tuple[float, RunResult]:
 def search(cfg: RunConfig, rate: float, probes: int = 4, tolerance: float = 0.03) -> MSTResult:
     """Bisect the MST of ``cfg`` (failure-free), starting from the estimate at ``rate``."""
     est, _ = estimate(cfg, rate)
+    if probes == 0:
+        return MSTResult(est, est, [])
     lo, hi = 0.0, float("inf")
     tried: list[tuple[float, bool, float]] = []
     r = 0.97 * est

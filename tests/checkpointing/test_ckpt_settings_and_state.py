@@ -88,3 +88,17 @@ def test_s3j_operators_restore_their_worksets() -> None:
     form.restore(snaps[0])
     comp.restore(snaps[1])
     assert go(recs[40:]) == first and first
+
+
+def test_mst_search_brackets_the_capacity() -> None:
+    """Above the MST the backlog outlasts the slack; at the MST it does not."""
+    from dataclasses import replace
+
+    from driftjoin.checkpointing import CostModel
+    from driftjoin.checkpointing.mst import search, sustainable
+
+    cfg = RunConfig(query="q12", protocol="coor", workers=1, duration=0.3, interval=0.1, costs=CostModel().scaled(20))
+    m = search(cfg, rate=1000.0, probes=4)
+    assert m.probes and 0.7 * m.estimate < m.mst < 1.2 * m.estimate
+    assert sustainable(run(replace(cfg, rate=m.mst)))
+    assert not sustainable(run(replace(cfg, rate=1.5 * m.mst)))
