@@ -164,9 +164,9 @@ class Engine:
             times = np.asarray([t for t, _ in part], dtype=np.float64)
             recs = [r for _, r in part]
             self.inputs.append((times, recs, [len(pickle.dumps(r, 5)) for r in recs]))
-        n_sources = sum(1 for i in self.insts if i.source)
-        if n_sources != len(self.inputs) * max(1, sum(1 for s in flow.stages if s.source)):
-            raise ValueError(f"dataflow {flow.name} has {n_sources} source instances but {len(self.inputs)} input partitions")
+        if sum(1 for s in flow.stages if s.source) != 1 or len(self.inputs) != parallelism:
+            raise ValueError(f"dataflow {flow.name} needs one source stage and one input partition per worker "
+                             f"({parallelism}), got {len(self.inputs)} partitions")
         self.input_end = max((float(t[-1]) for t, _, _ in self.inputs if len(t)), default=0.0)
         self.drain_limit = drain_limit
         self.failures = [Failure(t, w) for t, w in sorted(failures)]
