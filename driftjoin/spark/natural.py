@@ -55,6 +55,7 @@ from driftjoin.schemafree.partitioner import Partitioner, mask_targets
 from driftjoin.schemafree.window import CountWindow, TimeWindow
 from driftjoin.spark.keys import slot_keys
 from driftjoin.spark.metrics_sink import read_stats, write_stats
+from driftjoin.spark.plan_guard import PlanGuard
 from driftjoin.spark.s3j_operators import _BlobState
 from driftjoin.spark.session import prepare_for_stateful
 from driftjoin.spark.similarity import _id_type
@@ -65,11 +66,15 @@ LOCAL_JOINS = ("fptree", "hash", "nested")
 #: Kinds of routed rows; a joiner handles them in this order within a batch.
 OPEN, DOC, FRONTIER = 0, 1, 2
 #: Version of the state blobs; a checkpoint written by another version is refused.
-STATE_FORMAT = 1
+STATE_FORMAT = 2
+#: Settings a restarted query may change: where statistics go, and the local join (each joiner
+#: rebuilds it from its stored documents every batch, and every local join is exact).
+ADOPTABLE = frozenset({"metrics_dir", "local_join"})
 
 ASSIGNER_OP, JOINER_OP = "natural_assigner", "natural_joiner"
 #: The Assigner's grouping key. It does not depend on the settings, so a query restarted with
-#: other settings finds the old Assigner state and is refused (instead of starting afresh).
+#: other settings finds the plan stored with the old Assigner state and is refused
+#: (:mod:`driftjoin.spark.plan_guard`) instead of starting afresh.
 ASSIGNER_KEY = 0
 
 
@@ -114,10 +119,16 @@ class NaturalPlan:
     def slot_of(self, key: int) -> int:
         return self.keys.index(int(key))
 
-    def fingerprint(self) -> tuple:
-        """Settings a restarted query must keep (its checkpoint state depends on them)."""
-        return (self.partitions, self.partitioner, self.window_kind, self.size, self.length,
-                self.time_attribute, self.two_streams)
+    def settings(self) -> dict[str, Any]:
+        """The plan as stored with the checkpoint (:mod:`driftjoin.spark.plan_guard`)."""
+        return {"operator": "natural_join", "state_format": STATE_FORMAT, "partitions": self.partitions,
+                "partitioner": self.partitioner, "local_join": self.local_join, "delta": self.delta,
+                "theta": self.theta, "creators": self.creators, "expand": self.expand,
+                "window_kind": self.window_kind, "size": self.size, "length": self.length,
+                "time_attribute": self.time_attribute, "watermark": self.watermark, "two_streams": self.two_streams,
+                "merged": self.merged, "sample_size": self.sample_size, "seed": self.seed,
+                "require_time": self.require_time, "metrics_dir": self.metrics_dir}
+        # ``initial`` (a partitioner fitted on ``sample=``) only seeds the first batch of a new query
 
     def new_partitioner(self) -> Partitioner:
         return Partitioner(self.partitions, self.partitioner, delta=self.delta, theta=self.theta,  # type: ignore[arg-type]
@@ -311,7 +322,6 @@ class _OpenWindow:
 class AssignerState:
     """Everything the Assigner keeps between batches (pickled as one blob)."""
 
-    fingerprint: tuple
     seq: int = -1
     next_doc: int = 0
     count: int = 0
@@ -343,13 +353,9 @@ class Assigner:
     def __init__(self, plan: NaturalPlan, state: AssignerState | None) -> None:
         self.plan = plan
         if state is None:
-            state = AssignerState(plan.fingerprint())
+            state = AssignerState()
             if plan.initial is not None:
                 state.current = pickle.loads(plan.initial)
-        elif state.fingerprint != plan.fingerprint():
-            raise ValueError(
-                f"this checkpoint was started with settings {state.fingerprint} (partitions, partitioner, window, ...), "
-                f"the query now has {plan.fingerprint()}; keep the settings or use a new checkpoint location")
         self.state = state
         self._full = (1 << plan.partitions) - 1
         self._mask_bytes = (plan.partitions + 7) // 8
@@ -446,6 +452,7 @@ class Assigner:
             windows = np.floor(times / plan.length).astype(np.int64)
         late_mask = np.zeros(n, dtype=bool) if s.frontier is None else windows < s.frontier
         late: dict[int, int] = {}
+        late_rows: list[dict[str, Any]] = []
         out = _empty_routed()
         opened: list[int] = []
         # sorted by time (or positions), so each window is one run of rows, ascending
@@ -454,6 +461,7 @@ class Assigner:
             w = int(windows[start])
             if late_mask[start]:
                 late[w] = late.get(w, 0) + end - start
+                late_rows.extend({"side": sides[i], "id": ids[i], "window": w} for i in range(start, end))
                 continue
             idx = range(start, end)
             docs = [Document(seqs[i], json.loads(texts[i]), None if math.isnan(times[i]) else float(times[i])) for i in idx]
@@ -492,6 +500,7 @@ class Assigner:
                 window_stats.append(rec.metrics(w, False))
         stats = {
             "seq": s.seq, "time": time.time(), "documents": n - int(late_mask.sum()), "late": {str(k): v for k, v in late.items()},
+            "late_rows": late_rows,
             "frontier": s.frontier, "open_windows": sorted(s.windows), "windows": window_stats,
             "routed_rows": len(out["jkey"]),
         }
@@ -526,11 +535,13 @@ class AssignerProcessor(StatefulProcessor):
 
     def init(self, handle: StatefulProcessorHandle) -> None:
         self.state = _BlobState(handle, "assigner")
+        self.guard = PlanGuard(handle, "natural_join", self.plan.settings(), ADOPTABLE)
 
     def handleInputRows(self, key: Any, rows: Iterator[pd.DataFrame], timerValues: Any) -> Iterator[pd.DataFrame]:
         pdf = pd.concat(list(rows), ignore_index=True)
         if pdf.empty:
             return
+        self.guard.check()
         started = time.perf_counter()
         core = Assigner(self.plan, _saved_core(self.state))
         result = core.process(pdf, final=self.final, id_is_str=self.id_is_str)
