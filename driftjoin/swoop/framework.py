@@ -164,7 +164,8 @@ class TopKJoin(ABC):
             before, added, removed = self._join_step(record, role == OWN)
             if role == OWN:
                 self._W.append(record)
-            else:
+            else:  # a visitor keeps its id and end only (its tokens served the join)
+                record = SetRecord(seq, set_id, side, ts, record.end, (), record.size)
                 self._visitors.append(record)
         self._records[seq] = record
         self._live_ids[(side, set_id)] = seq

@@ -161,6 +161,11 @@ class PartWorker(Swoop):
         """Sets of the window (indexed here or not)."""
         return len(self._records)
 
+    @property
+    def indexed_sets(self) -> int:
+        """Sets of the window indexed here."""
+        return len(self._W)
+
     def advance_keyed(self, ts: float) -> list[KeyedChange]:
         """:meth:`advance` with the changes as :class:`KeyedChange` (all expiries)."""
         return self.advance(ts)  # type: ignore[return-value]
