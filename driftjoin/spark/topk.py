@@ -74,6 +74,7 @@ def topk_set_join(
     window: str = "10 minutes",
     metrics_dir: str | None = None,
     parallelism: int = 1,
+    share_bound: bool = False,
 ) -> DataFrame:
     """The continuous top-k most similar pairs of sets in a sliding window (SWOOP).
 
@@ -84,6 +85,9 @@ def topk_set_join(
     (``left_id`` is the later set of a self-join pair, or the R set). ``parallelism``: the
     number of workers (Spark tasks) that find the pairs; each indexes about ``1 / p`` of the
     window and every set is joined by all of them, and one more task merges their top-k's.
+    ``share_bound=True`` (a stream with ``parallelism > 1`` and ``metrics_dir``): the driver
+    combines the workers' stocks after every micro-batch into a bound that every worker prunes
+    with (:class:`driftjoin.control.SharedBoundController`); the result is the same.
     """
     if isinstance(k, bool) or not isinstance(k, int) or k < 1:
         raise ValueError(f"k must be an integer >= 1, got {k!r}")
@@ -93,7 +97,21 @@ def topk_set_join(
         raise ValueError(f"similarity={similarity!r}: choose one of {', '.join(sorted(SIMILARITIES))}")
     if right is not None and right.isStreaming != left.isStreaming:
         raise ValueError("left and right must both be streaming or both static")
-    plan = TopKPlan(k, similarity, parse_duration(window, "window"), right is not None, metrics_dir, parallelism)
+    if share_bound:
+        if parallelism == 1:
+            raise ValueError("share_bound=True shares a bound between workers: it needs parallelism > 1")
+        if not metrics_dir:
+            raise ValueError("share_bound=True needs metrics_dir= (a directory the workers and the driver share: "
+                             "stocks go out and the bound comes back through it)")
+        if not left.isStreaming:
+            raise ValueError("share_bound=True applies to streams (the bound is published between micro-batches); "
+                             "a static join runs in one batch")
+    plan = TopKPlan(k, similarity, parse_duration(window, "window"), right is not None, metrics_dir, parallelism,
+                    share_bound)
+    if share_bound:
+        from driftjoin.control import SharedBoundController, attach
+
+        attach(left.sparkSession, SharedBoundController(metrics_dir, k, parallelism))
     id_type = _id_type(left, right, id_col)
     data = _input(left, 0, id_col, tokens_col, time_col, id_type, False)
     if right is not None:

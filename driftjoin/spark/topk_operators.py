@@ -28,6 +28,13 @@ every worker and lets the merger put the workers' changes back into one sequence
 operation, steps by time and phase (expiries before the insert's own step), as a single join
 reports them. Only the owner reports a refused set (kind ``late``, ``duplicate``), once.
 
+Shared bound (``share_bound=True``, streams with ``metrics_dir``): each worker also writes its
+stock's similarities and end times with its statistics, :class:`driftjoin.control.
+SharedBoundController` on the driver combines them after every micro-batch into a lower bound of
+the global skyband bound and publishes it as a versioned decision, and each worker adopts the
+newest version at the start of its next batch and prunes with the larger of its own bound and
+the shared one (exact: :mod:`driftjoin.swoop.bound`).
+
 State: per worker its join (index and window of about ``|W| / p`` sets, the ids of all valid
 sets, its stock) and operation count; the merge key holds the union of the top-k's (at most
 ``p k`` pairs) and the change count. Each is one pickled value per key, read and written once
@@ -51,16 +58,22 @@ import pyarrow as pa
 import pyarrow.compute as pc
 from pyspark.sql.streaming.stateful_processor import StatefulProcessor, StatefulProcessorHandle
 
+from driftjoin.control import SHARED_BOUND
 from driftjoin.spark.keys import slot_keys
-from driftjoin.spark.metrics_sink import write_stats
+from driftjoin.spark.metrics_sink import newest, write_stats
 from driftjoin.spark.plan_guard import PlanGuard
 from driftjoin.spark.s3j_operators import _BlobState
 from driftjoin.swoop import DuplicateSetError, InvalidSetError, LateSetError, Swoop
+from driftjoin.swoop.bound import Staircase
 from driftjoin.swoop.pairs import SimilarPair
 from driftjoin.swoop.partitioned import KeyedChange, OwnerWorker, TopKMerger, owner_of, owners_of_ints
 
 #: Version of the operator's state; a checkpoint written with another is refused.
 STATE_FORMAT = 2
+
+#: Settings a restart may change: where statistics go, and whether the bound is shared (exact
+#: either way).
+ADOPTABLE = frozenset({"metrics_dir", "share_bound"})
 
 #: The merge stage's one key (also worker 0's slot key; the stages have separate state).
 MERGE_KEY = 0
@@ -79,23 +92,20 @@ class TopKPlan:
     two_stream: bool
     metrics_dir: str | None
     parallelism: int = 1
+    share_bound: bool = False
 
     def settings(self) -> dict[str, Any]:
         """The plan as stored with the checkpoint (:mod:`driftjoin.spark.plan_guard`); the
-        parallelism only above 1, so checkpoints of the single operator keep their plan."""
+        parallelism and the shared bound only when used, so checkpoints of the single operator
+        keep their plan."""
         settings = {"operator": "topk_set_join", "state_format": STATE_FORMAT, "k": self.k,
                     "similarity": self.similarity, "window_seconds": self.window_seconds,
                     "two_stream": self.two_stream, "metrics_dir": self.metrics_dir}
         if self.parallelism > 1:
             settings["parallelism"] = self.parallelism
+        if self.share_bound:
+            settings["share_bound"] = True
         return settings
-
-
-def check_format(saved: dict[str, Any] | None) -> None:
-    """Refuse state written by another version of the operator."""
-    if saved is not None and saved.get("format") != STATE_FORMAT:
-        raise RuntimeError("this checkpoint holds topk_set_join state of another driftjoin version: "
-                           "restart the query with a new checkpoint location")
 
 
 def refusal_kind(error: InvalidSetError) -> str:
@@ -159,24 +169,45 @@ def dead_sets(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
                  pa.array(reason[bad].tolist(), pa.string())], names=["side", "id", "raw", "reason"])
 
 
-class SwoopProcessor(StatefulProcessor):
-    """The whole SWOOP join (one key, ``parallelism=1``): inserts a batch's sets in order."""
+class _Processor(StatefulProcessor):
+    """What the three processors share: a blob state named :attr:`state_name`, the plan guard,
+    and the start of a batch; :meth:`_batch` does the rest."""
+
+    state_name = ""
 
     def __init__(self, plan: TopKPlan) -> None:
         self.plan = plan
 
     def init(self, handle: StatefulProcessorHandle) -> None:
-        self.state = _BlobState(handle, "swoop")
-        self.guard = PlanGuard(handle, "topk_set_join", self.plan.settings(), frozenset({"metrics_dir"}))
+        self.state = _BlobState(handle, self.state_name)
+        self.guard = PlanGuard(handle, "topk_set_join", self.plan.settings(), ADOPTABLE)
 
     def handleInputRows(self, key: Any, rows: Iterator[pd.DataFrame], timerValues: Any) -> Iterator[pd.DataFrame]:
-        plan = self.plan
         pdf = pd.concat(list(rows), ignore_index=True)
         if pdf.empty:
             return
         self.guard.check()
         saved, seq = self.state.resume()
-        check_format(saved)
+        if saved is not None and saved.get("format") != STATE_FORMAT:
+            raise RuntimeError("this checkpoint holds topk_set_join state of another driftjoin version: "
+                               "restart the query with a new checkpoint location")
+        yield from self._batch(key, pdf, saved, seq)
+
+    def _batch(self, key: Any, pdf: pd.DataFrame, saved: dict[str, Any] | None, seq: int) -> Iterator[pd.DataFrame]:
+        """One batch's output from its rows, the saved state (``None`` at first) and its number."""
+        raise NotImplementedError
+
+    def close(self) -> None:
+        pass
+
+
+class SwoopProcessor(_Processor):
+    """The whole SWOOP join (one key, ``parallelism=1``): inserts a batch's sets in order."""
+
+    state_name = "swoop"
+
+    def _batch(self, key: Any, pdf: pd.DataFrame, saved: dict[str, Any] | None, seq: int) -> Iterator[pd.DataFrame]:
+        plan = self.plan
         join = saved["join"] if saved else Swoop(plan.k, plan.similarity, plan.window_seconds, two_stream=plan.two_stream)
         change_no = saved["changes"] if saved else 0
         pdf = insert_order(pdf)
@@ -204,9 +235,6 @@ class SwoopProcessor(StatefulProcessor):
                                                               "changes": len(out["kind"]), "seconds": elapsed})
         yield from change_frames(out)
 
-    def close(self) -> None:
-        pass
-
 
 def route_sets(plan: TopKPlan, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
     """Stateless routing: each valid set to every worker key, with its owner."""
@@ -228,28 +256,23 @@ def route_sets(plan: TopKPlan, batches: Iterator[pa.RecordBatch]) -> Iterator[pa
                                              names=["key", "side", "id", "tokens", "ts", "owner"])
 
 
-class WorkerProcessor(StatefulProcessor):
+class WorkerProcessor(_Processor):
     """Worker w (its key is ``slot_keys(p)[w]``): SWOOP over its own pairs (module docstring)."""
 
-    def __init__(self, plan: TopKPlan) -> None:
-        self.plan = plan
+    state_name = "swoop_worker"
 
-    def init(self, handle: StatefulProcessorHandle) -> None:
-        self.state = _BlobState(handle, "swoop_worker")
-        self.guard = PlanGuard(handle, "topk_set_join", self.plan.settings(), frozenset({"metrics_dir"}))
-
-    def handleInputRows(self, key: Any, rows: Iterator[pd.DataFrame], timerValues: Any) -> Iterator[pd.DataFrame]:
+    def _batch(self, key: Any, pdf: pd.DataFrame, saved: dict[str, Any] | None, seq: int) -> Iterator[pd.DataFrame]:
         plan = self.plan
-        pdf = pd.concat(list(rows), ignore_index=True)
-        if pdf.empty:
-            return
-        self.guard.check()
-        saved, seq = self.state.resume()
-        check_format(saved)
         w = slot_keys(plan.parallelism).index(int(key[0]))
         worker = saved["worker"] if saved else OwnerWorker(
             plan.k, plan.similarity, plan.window_seconds, w, plan.parallelism, two_stream=plan.two_stream)
         op = saved["ops"] if saved else 0
+        bound_version = saved.get("bound_version", 0) if saved else 0
+        if plan.share_bound:  # the control plane's newest bound (SharedBoundController)
+            doc = newest(plan.metrics_dir, SHARED_BOUND, newer_than=bound_version)
+            if doc is not None:
+                worker.set_bound(Staircase(np.array(doc["ends"]), np.array(doc["sims"])))
+                bound_version = int(doc["version"])
         pre, cand = worker.generator.pre_candidates, worker.generator.candidates
         out: dict[str, list] = {name: [] for name in WORKER_COLUMNS}
         started = time.perf_counter()
@@ -270,19 +293,19 @@ class WorkerProcessor(StatefulProcessor):
                 _append(out, op, c.time, int(x >= mark), c.kind, c.key, c.pair.first, c.pair.second)
             op += 1
         elapsed = time.perf_counter() - started
-        self.state.save({"format": STATE_FORMAT, "worker": worker, "ops": op, "seq": seq})
+        self.state.save({"format": STATE_FORMAT, "worker": worker, "ops": op, "seq": seq, "bound_version": bound_version})
         if plan.metrics_dir:
-            write_stats(plan.metrics_dir, "swoop_worker", w, seq, {
-                "seq": seq, "time": time.time(), "worker": w, "sets": len(pdf),
-                "owned": int((pdf["owner"] == w).sum()), **refused, "changes": len(out["op"]), "seconds": elapsed,
-                "pre_candidates": worker.generator.pre_candidates - pre,
-                "candidates": worker.generator.candidates - cand, "stock": len(worker.stock),
-                "indexed_sets": worker.indexed_sets})
+            stats = {"seq": seq, "time": time.time(), "worker": w, "sets": len(pdf),
+                     "owned": int((pdf["owner"] == w).sum()), **refused, "changes": len(out["op"]), "seconds": elapsed,
+                     "pre_candidates": worker.generator.pre_candidates - pre,
+                     "candidates": worker.generator.candidates - cand, "stock": len(worker.stock),
+                     "indexed_sets": worker.indexed_sets, "bound_version": bound_version}
+            if plan.share_bound:  # the control plane combines the stocks into the shared bound
+                sims, ends = worker.stock.pair_arrays()
+                stats.update(stock_sims=sims.tolist(), stock_ends=ends.tolist())
+            write_stats(plan.metrics_dir, "swoop_worker", w, seq, stats)
         if out["op"]:  # (an empty frame would have float columns, which Arrow refuses for ids)
             yield pd.DataFrame(out)
-
-    def close(self) -> None:
-        pass
 
 
 def _append(out: dict[str, list], op: int, when: float, phase: int, kind: str, key: tuple, left: Any, right: Any) -> None:
@@ -290,24 +313,13 @@ def _append(out: dict[str, list], op: int, when: float, phase: int, kind: str, k
         out[name].append(value)
 
 
-class MergeProcessor(StatefulProcessor):
+class MergeProcessor(_Processor):
     """The global change stream from the workers' changes (one key, :class:`TopKMerger`)."""
 
-    def __init__(self, plan: TopKPlan) -> None:
-        self.plan = plan
+    state_name = "swoop_merge"
 
-    def init(self, handle: StatefulProcessorHandle) -> None:
-        self.state = _BlobState(handle, "swoop_merge")
-        self.guard = PlanGuard(handle, "topk_set_join", self.plan.settings(), frozenset({"metrics_dir"}))
-
-    def handleInputRows(self, key: Any, rows: Iterator[pd.DataFrame], timerValues: Any) -> Iterator[pd.DataFrame]:
+    def _batch(self, key: Any, pdf: pd.DataFrame, saved: dict[str, Any] | None, seq: int) -> Iterator[pd.DataFrame]:
         plan = self.plan
-        pdf = pd.concat(list(rows), ignore_index=True)
-        if pdf.empty:
-            return
-        self.guard.check()
-        saved, seq = self.state.resume()
-        check_format(saved)
         merger = saved["merger"] if saved else TopKMerger(plan.k)
         change_no = saved["changes"] if saved else 0
         started = time.perf_counter()
@@ -337,6 +349,3 @@ class MergeProcessor(StatefulProcessor):
                 "seq": seq, "time": time.time(), "worker_changes": len(pdf), "changes": len(out["kind"]),
                 "union": len(merger), "seconds": time.perf_counter() - started})
         yield from change_frames(out)
-
-    def close(self) -> None:
-        pass

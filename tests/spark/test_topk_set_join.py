@@ -114,6 +114,37 @@ def test_restart_with_another_parallelism_is_refused(spark, tmp_path):
                               tmp_path / "ck")
 
 
+@pytest.mark.slow
+def test_streaming_shared_bound_is_published_adopted_and_exact(spark, tmp_path):
+    """The workers' stocks go to the driver, the bound comes back and is adopted by the next
+    batch (stepped here by hand between two runs, as the attached listener does after every
+    batch); the change stream stays Base's."""
+    from driftjoin.control import SharedBoundController
+    from driftjoin.spark.metrics_sink import read_stats
+
+    rows = _stream_rows(240, seed=11)
+    batches = [rows[i:i + 60] for i in range(0, 240, 60)]
+    metrics = str(tmp_path / "metrics")
+    write_batches(tmp_path / "in", batches[:2])
+    stream = (spark.readStream.schema("id long, tokens array<string>, ts double").option("maxFilesPerTrigger", 1)
+              .json(str(tmp_path / "in")).withColumn("ts", F.col("ts").cast("timestamp")))
+
+    def run():
+        changes = topk_set_join(stream, k=3, window="30 seconds", parallelism=2, share_bound=True, metrics_dir=metrics)
+        assert run_available_now(changes, tmp_path / "out", tmp_path / "ck").exception() is None
+
+    run()
+    controller = SharedBoundController(metrics, 3, 2)
+    controller.step()
+    assert controller.version >= 1  # (the listener may have published first: then it is that version)
+    write_batches(tmp_path / "in", batches[2:], start=2)
+    run()
+    adopted = [r["bound_version"] for r in read_stats(metrics, "swoop_worker") if r["seq"] >= 2]
+    assert len(adopted) == 4 and min(adopted) >= 1
+    expected, _ = _base_changes(batches, 3, "jaccard", 30.0)
+    assert _spark_changes(spark.read.parquet(str(tmp_path / "out"))) == expected
+
+
 def test_bad_settings_fail_fast(spark):
     df = spark.createDataFrame([(1, ["a"], 0.0)], "id long, tokens array<string>, ts double")
     with pytest.raises(ValueError, match="k must be"):
@@ -124,3 +155,9 @@ def test_bad_settings_fail_fast(spark):
         topk_set_join(df.withColumn("tokens", F.lit("x")), k=3)
     with pytest.raises(ValueError, match="parallelism must be"):
         topk_set_join(df, k=3, parallelism=0)
+    with pytest.raises(ValueError, match="needs parallelism > 1"):
+        topk_set_join(df, k=3, share_bound=True, metrics_dir="/tmp/m")
+    with pytest.raises(ValueError, match="needs metrics_dir"):
+        topk_set_join(df, k=3, parallelism=2, share_bound=True)
+    with pytest.raises(ValueError, match="applies to streams"):
+        topk_set_join(df, k=3, parallelism=2, share_bound=True, metrics_dir="/tmp/m")
