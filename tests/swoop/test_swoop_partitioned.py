@@ -42,6 +42,7 @@ def scenarios(draw, ks=(1, 2, 3, 5, 8)):
     two_stream = draw(st.booleans())
     p = draw(st.sampled_from([1, 2, 4, 8]))
     share_bound = draw(st.booleans())
+    bulk_min = draw(st.sampled_from([0, 4, 10**9]))  # Python engine: vectorised / mixed / scalar
     string_tokens = draw(st.booleans())
     vocab = draw(st.integers(3, 14))
     ops = []
@@ -55,16 +56,18 @@ def scenarios(draw, ks=(1, 2, 3, 5, 8)):
             tokens = [f"w{tok}" for tok in tokens]
         side = draw(st.sampled_from(["R", "S"])) if two_stream else None
         ops.append(("insert", dt, tokens, side, draw(st.integers(0, 3)) == 0))  # publish after?
-    return k, similarity, window, two_stream, p, share_bound, ops
+    return k, similarity, window, two_stream, p, share_bound, bulk_min, ops
 
 
 def run(scenario, design, engine):
-    k, similarity, window, two_stream, p, share_bound, ops = scenario
+    k, similarity, window, two_stream, p, share_bound, bulk_min, ops = scenario
     part = PartitionedTopK(
         k, similarity, window, parallelism=p, design=design, two_stream=two_stream,
         share_bound=share_bound, engine=engine,
     )  # fmt: skip
-    assert all(worker.engine == engine for worker in part.workers)
+    for worker in part.workers:
+        assert worker.engine == engine
+        worker.generator.bulk_min = bulk_min
     base = BaseTopK(k, similarity, window, two_stream=two_stream)
     t = 0
     for n, (op, dt, tokens, side, publish) in enumerate(ops):
@@ -118,10 +121,12 @@ def _global_stock(worker):
 def test_each_pair_is_one_workers_and_its_stock_is_minimal(design, engine, scenario):
     """Without the shared bound each worker's stock is the minimal stock of its own pairs, and
     the workers' pairs partition Base's (set ids are the arrival numbers here: no rejects)."""
-    k, similarity, window, two_stream, p, _, ops = scenario
+    k, similarity, window, two_stream, p, _, bulk_min, ops = scenario
     part = PartitionedTopK(
         k, similarity, window, parallelism=p, design=design, two_stream=two_stream, engine=engine
     )
+    for worker in part.workers:
+        worker.generator.bulk_min = bulk_min
     base = BaseTopK(k, similarity, window, two_stream=two_stream)
     tokens_of, sides = {}, {}
     t = 0
