@@ -131,7 +131,7 @@ def partitioned(
     }  # fmt: skip
 
 
-def sweep(args: argparse.Namespace) -> list[Row]:
+def sweep(args: argparse.Namespace, save) -> list[Row]:  # type: ignore[no-untyped-def]
     variants = [("single", 1, False)] + [
         (design, p, bound)
         for design in args.designs
@@ -172,6 +172,7 @@ def sweep(args: argparse.Namespace) -> list[Row]:
                         row["speedup"] = row["sets_per_s"] / base["sets_per_s"]
                         row["work_ratio"] = row["total_cpu_s"] / base["total_cpu_s"]
                     rows.append(row)
+                    save(rows)  # after every row: a long sweep can be stopped without losing rows
                     print(
                         f"  {design:6s} p={p} bound={bound!s:5s} {workload:7s} |W|={window:>6} k={k:>4}: "
                         f"{row['sets_per_s']:8.0f} sets/s (x{row.get('speedup', 1):.2f})  "
@@ -267,17 +268,23 @@ def main() -> None:
 
     fast.warm_up()
     started = time.perf_counter()
-    rows = sweep(args)
     RESULTS.mkdir(parents=True, exist_ok=True)
     path = RESULTS / "swoop_partitioned.json"
     key = lambda r: (r["workload"], r["design"], r["p"], r["bound"], r["window"], r["k"])  # noqa: E731
     previous = json.loads(path.read_text())["runs"] if path.exists() else []
-    fresh = {key(r) for r in rows}
-    rows = sorted([r for r in previous if key(r) not in fresh] + rows, key=lambda r: tuple(map(str, key(r))))
-    print_tables(rows)
     meta = {"python": sys.version.split()[0], "rate_sets_per_time_unit": RATE, "similarity": "jaccard",
             "workloads": {name: {**kw, "size": list(kw["size"])} for name, kw in WORKLOADS.items()}}
-    path.write_text(json.dumps({"meta": meta, "runs": rows}, indent=1))
+
+    def merged(rows: list[Row]) -> list[Row]:
+        """This run's rows and the earlier runs' other rows."""
+        fresh = {key(r) for r in rows}
+        return sorted([r for r in previous if key(r) not in fresh] + rows, key=lambda r: tuple(map(str, key(r))))
+
+    def save(rows: list[Row]) -> None:
+        path.write_text(json.dumps({"meta": meta, "runs": merged(rows)}, indent=1))
+
+    rows = merged(sweep(args, save))
+    print_tables(rows)
     plot(rows, RESULTS / "swoop_partitioned.png")
     print(f"\nwrote {path} and {RESULTS / 'swoop_partitioned.png'} ({time.perf_counter() - started:.0f} s)")
 
