@@ -29,11 +29,11 @@ operation, steps by time and phase (expiries before the insert's own step), as a
 reports them. Only the owner reports a refused set (kind ``late``, ``duplicate``), once.
 
 Shared bound (``share_bound=True``, streams with ``metrics_dir``): each worker also writes its
-stock's similarities and end times with its statistics, :class:`driftjoin.control.
-SharedBoundController` on the driver combines them after every micro-batch into a lower bound of
-the global skyband bound and publishes it as a versioned decision, and each worker adopts the
-newest version at the start of its next batch and prunes with the larger of its own bound and
-the shared one (exact: :mod:`driftjoin.swoop.bound`).
+stock's similarities and end times with its statistics,
+:class:`~driftjoin.control.SharedBoundController` on the driver combines them after every
+micro-batch into a lower bound of the global skyband bound and publishes it as a versioned
+decision, and each worker adopts the newest version at the start of its next batch and prunes
+with the larger of its own bound and the shared one (exact: :mod:`driftjoin.swoop.bound`).
 
 State: per worker its join (index and window of about ``|W| / p`` sets, the ids of all valid
 sets, its stock) and operation count; the merge key holds the union of the top-k's (at most
