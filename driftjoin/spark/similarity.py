@@ -22,6 +22,7 @@ from driftjoin.spark.s3j_operators import (
     route_members,
 )
 from driftjoin.s3j.baselines import ALGORITHMS
+from driftjoin.spark.grid_operators import choose, grid_pairs, grid_plan
 from driftjoin.spark.session import prepare_for_stateful
 from driftjoin.spark.static import static_arrow_udf
 
@@ -30,7 +31,7 @@ log = logging.getLogger(__name__)
 _ID_TYPES = (T.LongType, T.IntegerType, T.ShortType, T.StringType)
 
 
-def _vector_column(df: DataFrame, name: str) -> Column:
+def _vector_column(df: DataFrame, name: str, float32: bool = False) -> Column:
     if name not in df.columns:
         raise ValueError(f"vector_col={name!r} is not a column of the input; columns are {df.columns}")
     dtype = df.schema[name].dataType
@@ -39,7 +40,7 @@ def _vector_column(df: DataFrame, name: str) -> Column:
 
         return vector_to_array(F.col(name), "float64")
     if isinstance(dtype, T.ArrayType) and isinstance(dtype.elementType, T.NumericType):
-        return F.col(name).cast("array<double>")
+        return F.col(name).cast("array<float>" if float32 else "array<double>")
     raise TypeError(f"vector_col={name!r} has type {dtype.simpleString()}; use array<double>, array<float> or an MLlib Vector")
 
 
@@ -57,12 +58,12 @@ def _id_type(left: DataFrame, right: DataFrame | None, id_col: str) -> T.DataTyp
 
 
 def _normalise(df: DataFrame, side: int, id_col: str, vector_col: str, id_type: T.DataType,
-               ingest_col: str | None, time_col: str | None, with_raw: bool) -> DataFrame:
+               ingest_col: str | None, time_col: str | None, with_raw: bool, float32: bool = False) -> DataFrame:
     ingest = (F.col(ingest_col) if ingest_col else F.current_timestamp()).cast("timestamp").cast("double")
     cols = [
         F.lit(side).cast("byte").alias("side"),
         F.col(id_col).cast(id_type).alias("id"),
-        _vector_column(df, vector_col).alias("vector"),
+        _vector_column(df, vector_col, float32).alias("vector"),
         ingest.alias("ingest"),
     ]
     if time_col:
@@ -137,16 +138,23 @@ def similarity_join(
     bounds: tuple[float, float] = (-1.0, 1.0),
     seed: int = 0,
     metrics_dir: str | None = None,
-    algorithm: str = "s3j",
+    algorithm: str = "auto",
     virtual_partitions: int = 500,
     balance: str = "none",
     balance_options: dict | None = None,
+    sample: object = None,
+    block_bytes: int | None = None,
 ) -> DataFrame:
     """Exact similarity join: every pair (same window) with ``distance <= threshold``.
 
-    ``algorithm``: ``"s3j"`` (space partitioning + worksets, the default), ``"clusterjoin"``
-    (the paper's baseline: ``virtual_partitions`` inner/outer partitions, section 9.4) or
-    ``"bruteforce"`` (every pair compared on one worker: the oracle, for small data).
+    ``algorithm``: ``"auto"`` (the default: S3J or the grid, estimated on a sample, see
+    :mod:`driftjoin.grid.choice`), ``"s3j"`` (space partitioning + worksets), ``"grid"``
+    (1-Bucket-Theta grid with matrix-product block joins: embeddings of tens to hundreds of
+    dimensions), ``"clusterjoin"`` (the paper's baseline: ``virtual_partitions`` inner/outer
+    partitions, section 9.4) or ``"bruteforce"`` (every pair compared on one worker: the
+    oracle, for small data). ``sample``: vectors like a stream's (an array or a static
+    DataFrame) for ``auto`` to decide on; without it a stream is decided by ``dim``.
+    ``block_bytes``: memory bound of one matrix-product block of the grid (default 32 MB).
 
     ``balance``: ``"none"``, ``"s3j"`` (the paper's Algorithm 1) or ``"greedy"`` (LPT): a
     controller on the driver (:class:`driftjoin.control.BalanceController`) reads the statistics
@@ -173,9 +181,23 @@ def similarity_join(
         window = None
     if right is not None and right.isStreaming != left.isStreaming:
         raise ValueError("left and right must both be streaming or both static")
+    if algorithm not in (*ALGORITHMS, "grid", "auto"):
+        raise ValueError(f"algorithm={algorithm!r}: choose one of auto, grid, {', '.join(ALGORITHMS)}")
+    if algorithm == "grid" and balance != "none":
+        raise ValueError("balance= moves S3J worksets: it needs algorithm='s3j' (or 'auto', which then uses S3J)")
+    flexible = algorithm in ("auto", "grid") and balance == "none"
     plan = _plan(left, threshold=threshold, metric=metric, dim=dim, window=window, parallelism=parallelism,
                  centroids=centroids, bounds=bounds, seed=seed, self_join=self_join, vector_col=vector_col,
-                 metrics_dir=metrics_dir, algorithm=algorithm, virtual_partitions=virtual_partitions)
+                 metrics_dir=metrics_dir, algorithm="s3j" if algorithm == "auto" or flexible else algorithm,
+                 virtual_partitions=virtual_partitions)
+    grid = None
+    if flexible:
+        grid = grid_plan(left, right, plan, algorithm=algorithm, vector_col=vector_col, sample=sample, seed=seed,
+                         block_bytes=block_bytes)
+    elif algorithm == "auto":  # balance= given: S3J
+        choose(left, right, algorithm="s3j", metric=plan.metric, threshold=plan.threshold, dim=plan.dim,
+               parallelism=plan.parallelism, centroids=plan.centroids, vector_col=vector_col, sample=None, seed=seed,
+               metrics_dir=metrics_dir)
     if balance != "none":
         from driftjoin.control import CONTROLLERS, BalanceController, attach
 
@@ -189,9 +211,10 @@ def similarity_join(
         CONTROLLERS[metrics_dir] = controller
         attach(left.sparkSession, controller)
     id_type = _id_type(left, right, id_col)
-    inputs = [_normalise(left, 0, id_col, vector_col, id_type, ingest_col, time_col, False)]
+    f32 = grid is not None and grid.float32
+    inputs = [_normalise(left, 0, id_col, vector_col, id_type, ingest_col, time_col, False, f32)]
     if right is not None:
-        inputs.append(_normalise(right, 1, id_col, vector_col, id_type, ingest_col, time_col, False))
+        inputs.append(_normalise(right, 1, id_col, vector_col, id_type, ingest_col, time_col, False, f32))
     data = inputs[0] if len(inputs) == 1 else inputs[0].unionByName(inputs[1])
     has_event = time_col is not None
     if has_event and data.isStreaming:
@@ -212,6 +235,9 @@ def similarity_join(
         T.StructField("window", T.LongType()), T.StructField("ingest_us", T.LongType()), T.StructField("emit_us", T.LongType()),
         T.StructField("worker", T.IntegerType()), T.StructField("workset", T.LongType()),
     ])
+    if grid is not None:
+        return _pair_columns(grid_pairs(data, grid, has_event=has_event, id_type=id_type, pair_schema=pair_schema,
+                                        streaming=data.isStreaming), plan.window_seconds)
     if plan.algorithm == "s3j":
         routed = data.mapInArrow(lambda it: route_batches(plan, it, has_event=has_event), routed_schema)
     else:

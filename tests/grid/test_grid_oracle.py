@@ -183,3 +183,24 @@ def test_layout_is_deterministic_across_processes():
     code = "from driftjoin.grid.layout import id_hash; import numpy as np; print(id_hash(np.array(['x','yy']),0).tolist(), id_hash(np.arange(3),1).tolist())"
     runs = {subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env={"PYTHONHASHSEED": s}).stdout for s in ("1", "2")}
     assert len(runs) == 1 and runs.pop().strip()
+
+
+def test_state_round_trip_and_refusals():
+    import pickle
+
+    from driftjoin.grid.worker import GridWorker, grid_state, restore_grid
+
+    m = get_metric("euclidean")
+    layout = choose_layout(2, True)
+    w = GridWorker(layout, 0, m, 0.5)
+    raw = np.random.default_rng(0).normal(size=(50, 4)).astype(np.float32)
+    row, worker, bucket = layout.route(np.arange(50), np.zeros(50, np.int8))
+    k = worker == 0
+    w.add(Records(np.arange(50)[row[k]], np.zeros(k.sum(), np.int8), raw[row[k]], np.zeros(k.sum()), np.zeros(k.sum(), np.int64)), bucket[k])
+    state = pickle.loads(pickle.dumps(grid_state(w)))
+    again = restore_grid(GridWorker(layout, 0, m, 0.5), state)
+    assert again.windows[0].records.vec.dtype == np.float32 and len(again.windows[0].records) == k.sum()
+    with pytest.raises(ValueError, match="another grid"):
+        restore_grid(GridWorker(choose_layout(3, True), 0, m, 0.5), state)
+    with pytest.raises(ValueError, match="new checkpoint location"):
+        restore_grid(GridWorker(layout, 0, m, 0.5), {**state, "format": 99})

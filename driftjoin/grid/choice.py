@@ -1,0 +1,159 @@
+"""``algorithm="auto"``: S3J or the grid, estimated on a sample, fixed for the query's life.
+
+S3J prunes: a record is compared only with the members of the worksets it joins, but it is
+copied to every workset whose ball of radius ``2t`` reaches it (its duplication). The grid
+does not prune across workers: every record is copied to about ``sqrt(p)`` workers and every
+pair of a window is screened by matrix products. Which is cheaper depends on the data, so
+:func:`estimate` runs both on a sample, in one process, and measures what decides it:
+
+- S3J's duplication (workset memberships per record: space partitioning and workset
+  formulation together) and the fraction of all pairs it compares;
+- the grid's copies per record (from its layout) and the fraction of all pairs its block
+  kernel screens (its pivot band prunes in low dimension).
+
+Rule (:func:`decide`): the grid when S3J copies a record more than :data:`DUPLICATION_FACTOR`
+times as often as the grid does, or when S3J's compared pairs, each costing
+``row_cost(d) / block_cost(d)`` times a screened pair of the block kernel (constants measured on
+the 2-core machine, below), cost more than the grid's screened pairs; S3J otherwise. Counts,
+not timings, decide, and the sample is drawn deterministically, so the same inputs and
+settings give the same choice on every run, replay and restart.
+
+Streams decide when the query is built, from ``sample=`` (vectors like the stream's) if the
+user gives one, else from the dimension alone (:data:`STREAM_S3J_MAX_DIM`). The choice and its
+estimate are logged and written to the statistics (:func:`write_choice`), and the stateful
+operators keep the plan in their state: a restart with settings that choose otherwise is
+refused by the state check rather than mixing two partitionings.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import asdict, dataclass
+
+import numpy as np
+
+from driftjoin.blockjoin import BlockJoin
+from driftjoin.distance import Metric
+from driftjoin.grid.layout import choose_layout
+from driftjoin.s3j.engine import S3JEngine
+from driftjoin.s3j.records import Records
+
+#: Rows of the sample the estimate runs on (fewer in high dimension, see :func:`sample_rows`).
+SAMPLE_ROWS = 2000
+#: The grid is chosen when S3J's duplication exceeds the grid's copies per record by this factor.
+DUPLICATION_FACTOR = 4.0
+#: Streams without a sample: S3J up to this dimension, the grid above it.
+STREAM_S3J_MAX_DIM = 8
+
+
+def sample_rows(dim: int) -> int:
+    """Rows the estimate uses: 2,000 up to 32 dimensions, fewer above (S3J's formulation on a
+    sample of high-dimensional vectors is the slow part of the estimate), at least 300."""
+    return max(300, min(SAMPLE_ROWS, SAMPLE_ROWS * 32 // max(1, dim)))
+
+
+def row_cost(dim: int) -> float:
+    """Nanoseconds per pair compared pair by pair (S3J's computation: gathers, difference, norm)."""
+    return 40.0 + 4.0 * dim
+
+
+def block_cost(dim: int) -> float:
+    """Nanoseconds per pair screened by the block kernel (a float64 matrix product and a compare)."""
+    return 2.0 + 0.1 * dim
+
+
+@dataclass(frozen=True)
+class Choice:
+    """The algorithm ``auto`` picked and the estimate it picked it on."""
+
+    algorithm: str
+    reason: str
+    dim: int
+    parallelism: int
+    sample_rows: int = 0
+    s3j_duplication: float | None = None
+    grid_copies: float | None = None
+    s3j_compared_fraction: float | None = None
+    grid_screened_fraction: float | None = None
+    s3j_pair_cost: float | None = None
+    grid_pair_cost: float | None = None
+
+    def as_dict(self) -> dict:
+        return {k: (round(v, 6) if isinstance(v, float) else v) for k, v in asdict(self).items()}
+
+
+def estimate(sample: np.ndarray, metric: Metric, threshold: float, *, parallelism: int, self_join: bool,
+             centroids: np.ndarray, seed: int = 0) -> Choice:
+    """Run S3J and the grid kernel over ``sample`` (raw vectors) and decide with :func:`decide`."""
+    raw = np.asarray(sample, dtype=np.float64)
+    if raw.ndim != 2:
+        raise ValueError(f"sample must be a 2-D array of vectors (rows x dim), got shape {raw.shape}")
+    usable = np.isfinite(raw).all(axis=1)  # the rows the join would not dead-letter
+    if metric.needs_nonzero:
+        usable &= np.any(raw != 0.0, axis=1)
+    raw = raw[usable]
+    rows = sample_rows(raw.shape[1])
+    if len(raw) > rows:
+        raw = raw[np.sort(np.random.default_rng(seed).choice(len(raw), rows, replace=False))]
+    n, dim = raw.shape
+    vec = metric.prepare(raw)
+    layout = choose_layout(parallelism, self_join)
+    if n < 2:
+        return Choice("s3j", "sample too small to estimate: S3J", dim, parallelism, n, grid_copies=layout.copies_per_record())
+    engine = S3JEngine(centroids, metric, threshold, self_join=True, dim=dim)
+    _, stats = engine.process(Records(np.arange(n), np.zeros(n, np.int8), vec, np.zeros(n), np.zeros(n, np.int64)))
+    all_pairs = n * (n - 1) / 2
+    screened = BlockJoin(metric, threshold).join(vec).stats.screened
+    return decide(dim, parallelism, n, stats.memberships / n, layout.copies_per_record(),
+                  stats.comparisons / all_pairs, screened / all_pairs)
+
+
+def decide(dim: int, parallelism: int, sample_rows: int, s3j_duplication: float, grid_copies: float,
+           s3j_compared: float, grid_screened: float) -> Choice:
+    """The rule of the module docstring, on measured counts."""
+    s3j_cost = s3j_compared * row_cost(dim)
+    grid_cost = grid_screened * block_cost(dim)
+    common = dict(dim=dim, parallelism=parallelism, sample_rows=sample_rows, s3j_duplication=s3j_duplication,
+                  grid_copies=grid_copies, s3j_compared_fraction=s3j_compared, grid_screened_fraction=grid_screened,
+                  s3j_pair_cost=s3j_cost, grid_pair_cost=grid_cost)
+    if s3j_duplication > DUPLICATION_FACTOR * grid_copies:
+        return Choice("grid", f"S3J copies each record {s3j_duplication:.1f} times, the grid {grid_copies:.1f}", **common)
+    if s3j_cost > grid_cost:
+        return Choice("grid", f"S3J's comparisons cost {s3j_cost:.3g} ns per record pair, the grid's products {grid_cost:.3g}", **common)
+    return Choice("s3j", f"S3J copies each record {s3j_duplication:.1f} times and its comparisons cost "
+                         f"{s3j_cost:.3g} ns per record pair (grid: {grid_copies:.1f} copies, {grid_cost:.3g} ns)", **common)
+
+
+def by_dimension(dim: int, parallelism: int) -> Choice:
+    """A stream without a sample: decided by the dimension alone."""
+    if dim <= STREAM_S3J_MAX_DIM:
+        return Choice("s3j", f"stream of dimension {dim} <= {STREAM_S3J_MAX_DIM} and no sample= given", dim, parallelism)
+    return Choice("grid", f"stream of dimension {dim} > {STREAM_S3J_MAX_DIM} and no sample= given", dim, parallelism)
+
+
+def forced(algorithm: str, dim: int, parallelism: int) -> Choice:
+    return Choice(algorithm, f"algorithm={algorithm!r} given", dim, parallelism)
+
+
+def write_choice(metrics_dir: str, choice: Choice) -> None:
+    """Record the choice beside the statistics: ``metrics_dir/plan/algorithm.json``."""
+    from pyarrow import fs as pafs
+
+    fs, base = pafs.FileSystem.from_uri(metrics_dir) if "://" in metrics_dir else (pafs.LocalFileSystem(), metrics_dir)
+    folder = f"{base.rstrip('/')}/plan"
+    fs.create_dir(folder, recursive=True)
+    with fs.open_output_stream(f"{folder}/algorithm.json") as out:
+        out.write(json.dumps(choice.as_dict(), indent=1).encode())
+
+
+def read_choice(metrics_dir: str) -> dict | None:
+    """What :func:`write_choice` recorded (None if nothing was)."""
+    from pyarrow import fs as pafs
+
+    fs, base = pafs.FileSystem.from_uri(metrics_dir) if "://" in metrics_dir else (pafs.LocalFileSystem(), metrics_dir)
+    path = f"{base.rstrip('/')}/plan/algorithm.json"
+    if fs.get_file_info(path).type != pafs.FileType.File:
+        return None
+    with fs.open_input_stream(path) as f:
+        return json.loads(f.read())
+
