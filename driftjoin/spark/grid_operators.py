@@ -5,9 +5,14 @@ Data path (one micro-batch)::
     input rows --mapInArrow(route_grid)--> (worker key, bucket, record)   [1-Bucket-Theta routing]
       --groupBy(worker key).transformWithStateInPandas(GridProcessor)--> pairs   [block joins]
 
-The router validates each row exactly as the S3J router does (invalid rows are skipped here and
-reported by ``invalid_records``), computes the window, hashes the id to its bucket and copies the
-record once to every worker that holds a cell of its row (or column). Vectors travel as the
+The router validates each row with the S3J router's test (:func:`~driftjoin.spark.s3j_operators.classify`:
+invalid rows are skipped here and reported by ``invalid_records``), computes the window, hashes
+the id to its bucket and copies the record once to every worker that holds a cell of its row
+(or column). Like the S3J routers it sends one heartbeat row per task to every worker key and to
+the plan key, so every key runs on every batch with data, stores and checks the plan
+(:mod:`driftjoin.spark.plan_guard`: a restart whose settings, or whose ``auto`` choice, differ is
+refused) and closes windows by the same frontier (:mod:`driftjoin.clock`); records of closed
+windows are late, listed in the statistics (``late_rows``) by the worker that counts them. Vectors travel as the
 user gave them: ``array<float>`` input stays float32 through Arrow, the shuffle and the state
 (half the bytes of float64); the worker prepares them for the metric in float64.
 
@@ -29,15 +34,26 @@ import pandas as pd
 import pyarrow as pa
 from pyspark.sql.streaming.stateful_processor import StatefulProcessor, StatefulProcessorHandle
 
+from driftjoin.clock import WindowClock, batch_max
 from driftjoin.distance import get_metric
 from driftjoin.grid.choice import Choice
 from driftjoin.grid.layout import GridLayout
-from driftjoin.grid.worker import CellCounters, GridWorker, grid_state, restore_grid
+from driftjoin.grid.worker import GRID_STATE_FORMAT, CellCounters, GridWorker, grid_state, layout_fingerprint, restore_grid
 from driftjoin.s3j.records import Records
 from driftjoin.spark.keys import slot_keys
 from driftjoin.spark.metrics_sink import latency_histogram, write_stats
-from driftjoin.spark.s3j_operators import OUTPUT_CHUNK, _BlobState
-from driftjoin.spark.vectors import from_binary, to_binary, validate
+from driftjoin.spark.plan_guard import PLAN_KEY, PlanGuard
+from driftjoin.spark.s3j_operators import (
+    ADOPTABLE,
+    OUTPUT_CHUNK,
+    _BlobState,
+    _heartbeats,
+    _late_rows,
+    _split_heartbeats,
+    _window_of,
+    classify,
+)
+from driftjoin.spark.vectors import from_binary, to_binary
 
 
 @dataclass(frozen=True)
@@ -55,40 +71,49 @@ class GridPlan:
     float32: bool = False
     block_bytes: int | None = None
     choice: dict = field(default_factory=dict)
+    time_basis: str = "batch"
+    lateness: float = 0.0
 
     @property
     def keys(self) -> tuple[int, ...]:
         return slot_keys(self.parallelism)
+
+    def settings(self) -> dict[str, Any]:
+        """The plan as stored with the checkpoint (:mod:`driftjoin.spark.plan_guard`)."""
+        return {"operator": "similarity_join", "state_format": GRID_STATE_FORMAT, "algorithm": "grid",
+                "metric": self.metric, "threshold": self.threshold, "dim": self.dim, "parallelism": self.parallelism,
+                "grid": list(layout_fingerprint(self.layout)), "float32": self.float32, "self_join": self.self_join,
+                "window_seconds": self.window_seconds, "time_basis": self.time_basis, "lateness": self.lateness,
+                "metrics_dir": self.metrics_dir}
 
     @property
     def dtype(self) -> np.dtype:
         return np.dtype(np.float32 if self.float32 else np.float64)
 
 
-def route_grid(plan: GridPlan, batches: Iterator[pa.RecordBatch], *, has_event: bool) -> Iterator[pa.RecordBatch]:
-    """Validate, window and copy each record to the workers of its grid row (or column)."""
-    metric = get_metric(plan.metric)
+def route_grid(plan: GridPlan, batches: Iterator[pa.RecordBatch], schema: pa.Schema) -> Iterator[pa.RecordBatch]:
+    """Validate, window and copy each record to the workers of its grid row (or column); heartbeats last."""
     keys = np.asarray(plan.keys, dtype=np.int32)
+    seen = -np.inf
     for batch in batches:
-        valid, _, mat = validate(batch.column("id"), batch.column("vector"), plan.dim, metric.needs_nonzero)
-        if not valid.any():
+        reason, mat = classify(plan, batch)
+        idx = np.nonzero(reason == None)[0]  # noqa: E711
+        if not len(idx):
             continue
-        idx = np.nonzero(valid)[0]
         ids = batch.column("id").take(pa.array(idx))
         side = batch.column("side").to_numpy(zero_copy_only=False)[idx].astype(np.int8)
         ingest = batch.column("ingest").to_numpy(zero_copy_only=False)[idx].astype(np.float64)
-        if plan.window_seconds is None:
-            window = np.zeros(len(idx), dtype=np.int64)
-        else:
-            basis = batch.column("event").to_numpy(zero_copy_only=False)[idx].astype(np.float64) if has_event else ingest
-            window = np.floor(basis / plan.window_seconds).astype(np.int64)
+        basis = batch.column("time").to_numpy(zero_copy_only=False)[idx].astype(np.float64)
+        seen = max(seen, batch_max(basis))
+        window = _window_of(plan, basis)
         row, worker, bucket = plan.layout.route(ids.to_numpy(zero_copy_only=False), side)
         take = pa.array(row)
         yield pa.RecordBatch.from_arrays(
             [pa.array(keys[worker], pa.int32()), pa.array(bucket, pa.int32()), pa.array(side[row], pa.int8()),
              ids.take(take), to_binary(mat[row], plan.dtype), pa.array(ingest[row]), pa.array(window[row])],
-            names=["wkey", "bucket", "side", "id", "vec", "ingest", "window"],
+            schema=schema,
         )
+    yield _heartbeats([*plan.keys, PLAN_KEY], seen, schema)
 
 
 class GridProcessor(StatefulProcessor):
@@ -99,17 +124,27 @@ class GridProcessor(StatefulProcessor):
 
     def init(self, handle: StatefulProcessorHandle) -> None:
         self.state = _BlobState(handle, "grid")
+        self.guard = PlanGuard(handle, "similarity_join", self.plan.settings(), ADOPTABLE)
 
     def handleInputRows(self, key: Any, rows: Iterator[pd.DataFrame], timerValues: Any) -> Iterator[pd.DataFrame]:
         plan = self.plan
         pdf = pd.concat(list(rows), ignore_index=True)
         if pdf.empty:
             return
+        self.guard.check()
+        if key[0] == PLAN_KEY:
+            return
+        pdf, top = _split_heartbeats(pdf)
         worker = plan.keys.index(int(key[0]))
         core = GridWorker(plan.layout, worker, get_metric(plan.metric), plan.threshold, block_bytes=plan.block_bytes)
+        clock = WindowClock(plan.window_seconds, plan.lateness)
         saved, seq = self.state.resume()
         if saved is not None:
             restore_grid(core, saved["core"])
+            clock.seen = saved["clock"]
+        first = clock.first_open()
+        if first is not None:
+            core.expire_before(first)
         rec = Records(
             id=pdf["id"].to_numpy(),
             side=pdf["side"].to_numpy(dtype=np.int8),
@@ -118,14 +153,19 @@ class GridProcessor(StatefulProcessor):
             window=pdf["window"].to_numpy(dtype=np.int64),
         )
         bucket = pdf["bucket"].to_numpy(dtype=np.int32)
-        core.expire_before(int(rec.window.min()))
+        home = _home(plan.layout, rec.side, bucket) == worker
+        late = clock.late(rec.window)
+        late_rows = _late_rows(rec, late & home)
+        on_time = np.nonzero(~late)[0]
+        rec, bucket, home = rec.take(on_time), bucket[on_time], home[on_time]
         counters = CellCounters()
         pairs = core.add(rec, bucket, counters)
-        self.state.save({"core": grid_state(core), "seq": seq})
+        clock.advance(top)
+        self.state.save({"core": grid_state(core), "seq": seq, "clock": clock.seen})
         emit = time.time()
-        if plan.metrics_dir:
-            write_stats(plan.metrics_dir, "computation", worker, seq,
-                        _stats(plan, worker, seq, emit, core, counters, rec, bucket, pairs))
+        if plan.metrics_dir and (len(rec) or late_rows):
+            stats = _stats(plan, worker, seq, emit, core, counters, rec, int(home.sum()), pairs)
+            write_stats(plan.metrics_dir, "computation", worker, seq, {**stats, "late": len(late_rows), "late_rows": late_rows})
         emit_us = int(round(emit * 1e6))
         ingest_us = np.round(pairs.ingest * 1e6).astype(np.int64)
         for lo in range(0, max(len(pairs), 1), OUTPUT_CHUNK):
@@ -153,12 +193,12 @@ def _home(layout: GridLayout, side: np.ndarray, bucket: np.ndarray) -> np.ndarra
 
 
 def _stats(plan: GridPlan, worker: int, seq: int, emit: float, core: GridWorker, c: CellCounters,
-           rec: Records, bucket: np.ndarray, pairs: Any) -> dict:
+           rec: Records, records: int, pairs: Any) -> dict:
     cells = sorted(set(c.records) | set(c.comparisons))
     stats = {
         "worker": worker, "seq": seq, "time": emit, "algorithm": "grid",
         "comparisons": int(sum(c.comparisons.values())), "candidates": int(sum(c.candidates.values())),
-        "pairs": len(pairs), "records": int((_home(plan.layout, rec.side, bucket) == worker).sum()),
+        "pairs": len(pairs), "records": records,
         "memberships": len(rec), "state_bytes": core.state_bytes(),
         "latency_hist": latency_histogram(emit - pairs.ingest),
         "windows": sorted(int(w) for w in core.windows),
@@ -218,7 +258,7 @@ def choose(left: Any, right: Any, *, algorithm: str, metric: str, threshold: flo
     return choice
 
 
-def grid_pairs(data: Any, plan: GridPlan, *, has_event: bool, id_type: Any, pair_schema: Any, streaming: bool) -> Any:
+def grid_pairs(data: Any, plan: GridPlan, *, id_type: Any, pair_schema: Any) -> Any:
     """The raw pair DataFrame of the grid join (the columns of the S3J computation operator)."""
     from pyspark.sql import types as T
     from pyspark.sql.pandas.types import to_arrow_schema
@@ -231,9 +271,10 @@ def grid_pairs(data: Any, plan: GridPlan, *, has_event: bool, id_type: Any, pair
         T.StructField("id", id_type), T.StructField("vec", T.BinaryType()), T.StructField("ingest", T.DoubleType()),
         T.StructField("window", T.LongType()),
     ])
-    routed = data.mapInArrow(lambda it: route_grid(plan, it, has_event=has_event), routed_schema)
+    routed_arrow = to_arrow_schema(routed_schema)
+    routed = data.mapInArrow(lambda it: route_grid(plan, it, routed_arrow), routed_schema)
     spark = data.sparkSession
-    if streaming:
+    if data.isStreaming:
         prepare_for_stateful(spark, plan.parallelism)
         return routed.groupBy("wkey").transformWithStateInPandas(GridProcessor(plan), pair_schema, "Append", "None")
     spark.conf.set("spark.sql.shuffle.partitions", str(plan.parallelism))
@@ -265,4 +306,5 @@ def grid_plan(left: Any, right: Any, plan: Any, *, algorithm: str, vector_col: s
         return None
     f32 = all(_is_float32(df, vector_col) for df in (left, right) if df is not None)
     return GridPlan(plan.metric, plan.threshold, plan.dim, plan.parallelism, plan.self_join, plan.window_seconds,
-                    plan.metrics_dir, choose_layout(plan.parallelism, plan.self_join), f32, block_bytes, choice.as_dict())
+                    plan.metrics_dir, choose_layout(plan.parallelism, plan.self_join), f32, block_bytes, choice.as_dict(),
+                    plan.time_basis, plan.lateness)

@@ -22,7 +22,8 @@ from driftjoin.spark.s3j_operators import (
     route_members,
 )
 from driftjoin.s3j.baselines import ALGORITHMS
-from driftjoin.spark.grid_operators import choose, grid_pairs, grid_plan
+from driftjoin.spark.grid_operators import grid_pairs, grid_plan
+from driftjoin.spark.columns import check_time_column, time_seconds
 from driftjoin.spark.session import prepare_for_stateful
 from driftjoin.spark.static import static_arrow_udf
 
@@ -38,7 +39,8 @@ def _vector_column(df: DataFrame, name: str, float32: bool = False) -> Column:
     if isinstance(dtype, T.UserDefinedType) and dtype.simpleString() == "vector":
         from pyspark.ml.functions import vector_to_array
 
-        return vector_to_array(F.col(name), "float64")
+        # vector_to_array fails on a null Vector: a missing vector is a dead letter, not an error
+        return F.when(F.col(name).isNotNull(), vector_to_array(F.col(name), "float64"))
     if isinstance(dtype, T.ArrayType) and isinstance(dtype.elementType, T.NumericType):
         return F.col(name).cast("array<float>" if float32 else "array<double>")
     raise TypeError(f"vector_col={name!r} has type {dtype.simpleString()}; use array<double>, array<float> or an MLlib Vector")
@@ -59,26 +61,55 @@ def _id_type(left: DataFrame, right: DataFrame | None, id_col: str) -> T.DataTyp
 
 def _normalise(df: DataFrame, side: int, id_col: str, vector_col: str, id_type: T.DataType,
                ingest_col: str | None, time_col: str | None, with_raw: bool, float32: bool = False) -> DataFrame:
-    ingest = (F.col(ingest_col) if ingest_col else F.current_timestamp()).cast("timestamp").cast("double")
+    """``side, id, vector, ingest, time, time_reason[, raw]``: the columns the operators read.
+
+    ``ingest`` (epoch seconds) is the ingestion time (``ingest_col``, else the micro-batch
+    time); ``time`` is the time that decides the window: ``time_col`` (event time) if given,
+    else the ingestion time. ``time_reason`` says why a row has no usable time (null if it has).
+    """
+    reasons = []
+    if ingest_col:
+        ingest, why = time_seconds(df, ingest_col, "ingest_col")
+        reasons.append(why)
+    else:
+        ingest = F.unix_micros(F.current_timestamp()) / F.lit(1e6)
+    basis = ingest
+    if time_col:
+        basis, why = time_seconds(df, time_col, "time_col")
+        reasons.append(why)
     cols = [
         F.lit(side).cast("byte").alias("side"),
         F.col(id_col).cast(id_type).alias("id"),
         _vector_column(df, vector_col, float32).alias("vector"),
         ingest.alias("ingest"),
+        basis.alias("time"),
+        (F.coalesce(*reasons) if reasons else F.lit(None)).cast("string").alias("time_reason"),
     ]
-    if time_col:
-        if time_col not in df.columns:
-            raise ValueError(f"time_col={time_col!r} is not a column of the input; columns are {df.columns}")
-        cols.append(F.col(time_col).cast("timestamp").cast("double").alias("event"))
     if with_raw:
         cols.append(F.to_json(F.struct(*[F.col(c) for c in df.columns])).alias("raw"))
     return df.select(*cols)
 
 
-def _plan(left: DataFrame, *, threshold: float, metric: str, dim: int | None, window: str | None,
-          parallelism: int | None, centroids: object, bounds: tuple[float, float], seed: int,
-          self_join: bool, vector_col: str, metrics_dir: str | None, algorithm: str = "s3j",
-          virtual_partitions: int = 500) -> S3JPlan:
+def _infer_dim(inputs: list[DataFrame], vector_col: str) -> int:
+    """The vector length most rows of a static input have (a malformed first row cannot decide it)."""
+    sizes = None
+    for df in inputs:
+        part = df.select(F.size(_vector_column(df, vector_col)).alias("n"))
+        sizes = part if sizes is None else sizes.unionByName(part)
+    top = sizes.where(F.col("n") > 0).groupBy("n").count().orderBy(F.col("count").desc(), F.col("n")).limit(2).collect()
+    if not top:
+        raise ValueError("cannot infer dim: the input has no non-empty vector; pass dim=")
+    if len(top) == 2 and top[0]["count"] == top[1]["count"]:
+        raise ValueError(f"cannot infer dim: vectors of length {top[0]['n']} and {top[1]['n']} are equally "
+                         "common; pass dim= (rows of the other length become dead letters)")
+    log.info("similarity_join: dim=%d inferred from the input (the most common vector length)", top[0]["n"])
+    return int(top[0]["n"])
+
+
+def _plan(left: DataFrame, right: DataFrame | None, *, threshold: float, metric: str, dim: int | None,
+          window: str | None, parallelism: int | None, centroids: object, bounds: tuple[float, float], seed: int,
+          vector_col: str, metrics_dir: str | None, algorithm: str = "s3j", virtual_partitions: int = 500,
+          time_basis: str = "batch", lateness: float = 0.0) -> S3JPlan:
     if algorithm not in ALGORITHMS:
         raise ValueError(f"algorithm={algorithm!r}: choose one of {', '.join(ALGORITHMS)}")
     if algorithm == "clusterjoin" and (not isinstance(virtual_partitions, int) or virtual_partitions < 1):
@@ -87,7 +118,7 @@ def _plan(left: DataFrame, *, threshold: float, metric: str, dim: int | None, wi
     t = check_threshold(m, threshold)
     if parallelism is None:
         parallelism = int(left.sparkSession.conf.get("spark.sql.shuffle.partitions"))
-    if not isinstance(parallelism, int) or parallelism < 1:
+    if isinstance(parallelism, bool) or not isinstance(parallelism, int) or parallelism < 1:
         raise ValueError(f"parallelism must be an integer >= 1 (the number of workers), got {parallelism!r}")
     if isinstance(centroids, str) and centroids not in ("random", "sample"):
         raise ValueError(f"centroids={centroids!r}: use 'random', 'sample' (static input) or an array of shape (parallelism, dim)")
@@ -96,17 +127,16 @@ def _plan(left: DataFrame, *, threshold: float, metric: str, dim: int | None, wi
         c = np.asarray(centroids, dtype=np.float64)
         if c.ndim != 2 or len(c) != n_centroids:
             raise ValueError(f"centroids must have shape ({n_centroids}, dim) (one per {'virtual partition' if algorithm == 'clusterjoin' else 'worker'}), got {c.shape}")
+        if not np.isfinite(c).all():
+            raise ValueError("centroids must be finite numbers")
         dim = dim or c.shape[1]
     if dim is None:
         if left.isStreaming:
             raise ValueError("dim is required for streaming inputs (the vector dimension, e.g. dim=2): the space partition centroids are drawn before the first record arrives")
-        first = left.select(_vector_column(left, vector_col).alias("v")).where(F.col("v").isNotNull()).first()
-        if first is None:
-            raise ValueError("cannot infer dim from an empty input; pass dim=")
-        dim = len(first["v"])
-    if not isinstance(dim, int) or dim < 1:
+        dim = _infer_dim([d for d in (left, right) if d is not None], vector_col)
+    if isinstance(dim, bool) or not isinstance(dim, int) or dim < 1:
         raise ValueError(f"dim must be an integer >= 1, got {dim!r}")
-    if centroids == "sample":
+    if isinstance(centroids, str) and centroids == "sample":
         if left.isStreaming:
             raise ValueError("centroids='sample' needs a static input; for streams use 'random' (the paper's choice) or pass an array")
         rows = left.select(_vector_column(left, vector_col).alias("v")).where(F.size("v") == dim).limit(50 * n_centroids).collect()
@@ -114,10 +144,55 @@ def _plan(left: DataFrame, *, threshold: float, metric: str, dim: int | None, wi
         if len(pool) < n_centroids:
             raise ValueError("not enough rows to sample centroids from; use centroids='random'")
         c = pool[np.random.default_rng(seed).choice(len(pool), n_centroids, replace=False)]
-    elif centroids == "random":
+    elif isinstance(centroids, str):
         c = random_centroids(n_centroids, dim, seed, *bounds)
+    elif c.shape[1] != dim:
+        raise ValueError(f"centroids have {c.shape[1]} dimensions but dim={dim}")
     window_seconds = None if window is None else parse_duration(window, "window")
-    return S3JPlan(m.name, t, dim, parallelism, c, self_join, window_seconds, metrics_dir, algorithm)
+    return S3JPlan(m.name, t, dim, parallelism, c, right is None, window_seconds, metrics_dir, algorithm,
+                   time_basis, lateness)
+
+
+def _declared_watermark(inputs: list[DataFrame], column: str) -> float | None:
+    """The delay (seconds) of a watermark the inputs already carry on ``column`` (``withWatermark``)."""
+    delays = {df.schema[column].metadata.get("spark.watermarkDelayMs") for df in inputs if column in df.columns}
+    delays.discard(None)
+    if len(delays) > 1:
+        raise ValueError(f"the inputs carry different watermarks on {column!r} ({sorted(delays)} ms); give both the same delay")
+    return delays.pop() / 1000.0 if delays else None
+
+
+def _lateness(left: DataFrame, right: DataFrame | None, time_col: str | None, ingest_col: str | None,
+              watermark: str | None, window: str | None) -> tuple[str, float]:
+    """What decides a record's window (``event``, ``ingest`` or ``batch``) and its allowed lateness.
+
+    A window stays open until the largest time of earlier batches passes its end by the
+    lateness (:mod:`driftjoin.clock`). Event time (``time_col``) needs ``watermark=`` on a stream,
+    or a watermark the input already carries on that column (``withWatermark``), which is then
+    used as it is; an ingestion-time column (``ingest_col``) allows one window of lateness
+    unless ``watermark=`` says otherwise; the micro-batch time never runs backwards.
+    """
+    column = time_col or ingest_col
+    if column is None:
+        if watermark is not None:
+            raise ValueError("watermark= needs time_col= (an event-time column) or ingest_col=")
+        return "batch", 0.0
+    inputs = [d for d in (left, right) if d is not None]
+    declared = _declared_watermark(inputs, column)
+    if watermark is not None:
+        lateness = parse_duration(watermark, "watermark", allow_zero=True)
+        if declared is not None and declared != lateness:
+            raise ValueError(f"the input already has a watermark of {declared:g} seconds on {column!r} (withWatermark), "
+                             f"but watermark={watermark!r}: drop watermark= to use the input's, or give the same delay")
+    elif declared is not None:
+        lateness = declared
+    elif time_col is not None:
+        if left.isStreaming:
+            raise ValueError("event-time windows on a stream need watermark= (how late a record may arrive), e.g. watermark='10 seconds'")
+        lateness = 0.0
+    else:
+        lateness = parse_duration(window, "window") if window is not None else 0.0
+    return ("event" if time_col else "ingest"), lateness
 
 
 def similarity_join(
@@ -164,44 +239,42 @@ def similarity_join(
 
     ``right=None`` joins ``left`` with itself: each unordered pair once, ``left_id < right_id``.
     Streams are windowed by processing time (the ingestion time: ``ingest_col`` if given, else
-    the micro-batch time) unless ``time_col`` names an event-time column, then by event time
-    with ``watermark`` (late rows are dropped by Spark). A static input is one window (or one
-    per window of ``time_col``); ``window=None`` makes a stream one unbounded window.
+    the micro-batch time) unless ``time_col`` names an event-time column, then by event time.
+    A window stays open until the largest time of earlier micro-batches is ``watermark`` past
+    its end (event time: required on a stream, or taken from the input's own ``withWatermark``;
+    ``ingest_col``: one window unless given); a record whose window has closed is *late*: not
+    joined, counted and listed (``late_rows``) in the statistics of ``metrics_dir``. A static
+    input is one window (or one per window of ``time_col``); ``window=None`` makes a stream one
+    unbounded window.
 
     Output columns: ``left_id, right_id, distance, window_start, window_end, ingest_time``
     (the later ingestion time of the two records), ``emit_time``, ``worker``, ``workset``.
     Rows that cannot be joined are skipped here and reported by :func:`invalid_records`.
     """
-    self_join = right is None
-    if time_col is None and watermark is not None:
-        raise ValueError("watermark= needs time_col= (an event-time column)")
-    if time_col is not None and left.isStreaming and watermark is None:
-        raise ValueError("event-time windows on a stream need watermark= (how late a record may arrive), e.g. watermark='10 seconds'")
-    if not left.isStreaming and time_col is None:
-        window = None
     if right is not None and right.isStreaming != left.isStreaming:
         raise ValueError("left and right must both be streaming or both static")
+    for df in (left, right):
+        for name, what in ((ingest_col, "ingest_col"), (time_col, "time_col")):
+            if df is not None and name is not None:
+                check_time_column(df, name, what)
+    time_basis, lateness = _lateness(left, right, time_col, ingest_col, watermark, window)
+    if not left.isStreaming and time_col is None:
+        window = None
     if algorithm not in (*ALGORITHMS, "grid", "auto"):
         raise ValueError(f"algorithm={algorithm!r}: choose one of auto, grid, {', '.join(ALGORITHMS)}")
     if algorithm == "grid" and balance != "none":
         raise ValueError("balance= moves S3J worksets: it needs algorithm='s3j' (or 'auto', which then uses S3J)")
     flexible = algorithm in ("auto", "grid") and balance == "none"
-    plan = _plan(left, threshold=threshold, metric=metric, dim=dim, window=window, parallelism=parallelism,
-                 centroids=centroids, bounds=bounds, seed=seed, self_join=self_join, vector_col=vector_col,
-                 metrics_dir=metrics_dir, algorithm="s3j" if algorithm == "auto" or flexible else algorithm,
-                 virtual_partitions=virtual_partitions)
-    grid = None
-    if flexible:
-        grid = grid_plan(left, right, plan, algorithm=algorithm, vector_col=vector_col, sample=sample, seed=seed,
-                         block_bytes=block_bytes)
-    elif algorithm == "auto":  # balance= given: S3J
-        choose(left, right, algorithm="s3j", metric=plan.metric, threshold=plan.threshold, dim=plan.dim,
-               parallelism=plan.parallelism, centroids=plan.centroids, vector_col=vector_col, sample=None, seed=seed,
-               metrics_dir=metrics_dir)
+    plan = _plan(left, right, threshold=threshold, metric=metric, dim=dim, window=window, parallelism=parallelism,
+                 centroids=centroids, bounds=bounds, seed=seed, vector_col=vector_col, metrics_dir=metrics_dir,
+                 algorithm="s3j" if algorithm in ("auto", "grid") else algorithm,
+                 virtual_partitions=virtual_partitions, time_basis=time_basis, lateness=lateness)
+    grid = grid_plan(left, right, plan, algorithm=algorithm if flexible else "s3j", vector_col=vector_col,
+                     sample=sample, seed=seed, block_bytes=block_bytes) if algorithm in ("auto", "grid") else None
     if balance != "none":
         from driftjoin.control import CONTROLLERS, BalanceController, attach
 
-        if algorithm != "s3j":
+        if plan.algorithm != "s3j":
             raise ValueError("balance= moves S3J worksets: it needs algorithm='s3j'")
         if not metrics_dir:
             raise ValueError("balance= needs metrics_dir= (a directory the operators and the driver share: statistics go out and assignments come back through it)")
@@ -216,9 +289,6 @@ def similarity_join(
     if right is not None:
         inputs.append(_normalise(right, 1, id_col, vector_col, id_type, ingest_col, time_col, False, f32))
     data = inputs[0] if len(inputs) == 1 else inputs[0].unionByName(inputs[1])
-    has_event = time_col is not None
-    if has_event and data.isStreaming:
-        data = data.withColumn("event_ts", F.col("event").cast("timestamp")).withWatermark("event_ts", watermark).drop("event_ts")
     routed_schema = T.StructType([
         T.StructField("key", T.IntegerType()), T.StructField("outer", T.BooleanType()),
         T.StructField("side", T.ByteType()), T.StructField("id", id_type), T.StructField("vec", T.BinaryType()),
@@ -236,12 +306,13 @@ def similarity_join(
         T.StructField("worker", T.IntegerType()), T.StructField("workset", T.LongType()),
     ])
     if grid is not None:
-        return _pair_columns(grid_pairs(data, grid, has_event=has_event, id_type=id_type, pair_schema=pair_schema,
-                                        streaming=data.isStreaming), plan.window_seconds)
+        return _pair_columns(grid_pairs(data, grid, id_type=id_type, pair_schema=pair_schema), plan.window_seconds)
     if plan.algorithm == "s3j":
-        routed = data.mapInArrow(lambda it: route_batches(plan, it, has_event=has_event), routed_schema)
+        routed_arrow = to_arrow_schema(routed_schema)
+        routed = data.mapInArrow(lambda it: route_batches(plan, it, routed_arrow), routed_schema)
     else:
-        members = data.mapInArrow(lambda it: route_members(plan, it, has_event=has_event), member_schema)
+        member_arrow = to_arrow_schema(member_schema)
+        members = data.mapInArrow(lambda it: route_members(plan, it, member_arrow), member_schema)
     if data.isStreaming:
         prepare_for_stateful(left.sparkSession, plan.parallelism)
         if plan.algorithm == "s3j":
@@ -273,25 +344,46 @@ def _pair_columns(raw: DataFrame, window_seconds: float | None) -> DataFrame:
     )
 
 
+#: Settings of :func:`similarity_join` that do not change which rows are valid.
+_JOIN_ONLY = frozenset({"threshold", "window", "parallelism", "watermark", "centroids", "bounds", "seed",
+                        "metrics_dir", "algorithm", "virtual_partitions", "balance", "balance_options",
+                        "sample", "block_bytes"})
+
+
 def invalid_records(
     left: DataFrame,
     right: DataFrame | None = None,
     *,
     metric: str = "angular",
-    dim: int,
+    dim: int | None = None,
     id_col: str = "id",
     vector_col: str = "vector",
+    time_col: str | None = None,
+    ingest_col: str | None = None,
+    **join_settings: object,
 ) -> DataFrame:
     """The dead-letter output: every input row :func:`similarity_join` cannot join, with why.
 
-    Columns: ``side`` (0 left, 1 right), ``id``, ``raw`` (the row as JSON) and ``reason``.
-    Stateless, so it can run as its own streaming query next to the join.
+    Takes the same keyword arguments as :func:`similarity_join` (pass the same ones: the rows
+    refused depend on ``metric``, ``dim``, ``id_col``, ``vector_col``, ``time_col`` and
+    ``ingest_col``; the others are accepted and ignored), so a row is always either joined or
+    here, never both. Columns: ``side`` (0 left, 1 right), ``id``, ``raw`` (the row as JSON)
+    and ``reason``. Stateless, so it can run as its own streaming query next to the join.
+    Records that arrive after their window closed are refused by the join itself and listed in
+    its statistics (``late_rows``), since only the join knows its windows.
     """
+    unknown = set(join_settings) - _JOIN_ONLY
+    if unknown:
+        raise TypeError(f"invalid_records() got unexpected keyword argument(s) {sorted(unknown)}")
     m = get_metric(metric)
+    if dim is None:
+        if left.isStreaming:
+            raise ValueError("dim is required for streaming inputs (the vector dimension, e.g. dim=2)")
+        dim = _infer_dim([d for d in (left, right) if d is not None], vector_col)
     id_type = _id_type(left, right, id_col)
-    inputs = [_normalise(left, 0, id_col, vector_col, id_type, None, None, True)]
+    inputs = [_normalise(left, 0, id_col, vector_col, id_type, ingest_col, time_col, True)]
     if right is not None:
-        inputs.append(_normalise(right, 1, id_col, vector_col, id_type, None, None, True))
+        inputs.append(_normalise(right, 1, id_col, vector_col, id_type, ingest_col, time_col, True))
     data = inputs[0] if len(inputs) == 1 else inputs[0].unionByName(inputs[1])
     plan = S3JPlan(m.name, 1.0, dim, 1, np.zeros((1, dim)), right is None, None, None)
     schema = T.StructType([

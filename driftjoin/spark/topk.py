@@ -7,10 +7,15 @@ state (index, stock, window) is one pickled value, read and written once per mic
 
 Output: the change stream of the top-k (``kind`` = ``"enter"`` / ``"leave"``, the pair, its
 similarity, the time of the change, and ``seq``, the change's position in the stream), plus a
-row of kind ``"late"`` for every set whose timestamp is older than the index time when it
-arrives (it cannot be joined without reordering the past; it is reported, not silently lost).
-:func:`current_topk` replays a change stream (e.g. the Parquet sink read back) into the current
-top-k. Rows that cannot be sets at all go to :func:`invalid_sets` with a reason.
+row for every set the join itself refuses: kind ``"late"`` for a set whose timestamp is older
+than the index time when it arrives (it cannot be joined without reordering the past) and
+``"duplicate"`` for a set whose id equals that of a set of the same side still in the window;
+both are reported, never silently lost. :func:`current_topk` replays a change stream (e.g. the
+Parquet sink read back) into the current top-k. Rows that cannot be sets at all (a missing,
+unparsable or non-finite time, a missing id, no tokens, a null token) go to
+:func:`invalid_sets` with a reason; both functions test rows with the same code, so a row is
+in exactly one of the two outputs. The plan (k, similarity, window, self or two-stream) is
+stored with the checkpoint (:mod:`driftjoin.spark.plan_guard`).
 
 Scaling out (docs/architecture.md): the top-k of a union is the top-k of the per-part top-k's
 only if every pair falls into one part; partitioning the token space replicates each set to
@@ -37,11 +42,16 @@ from pyspark.sql import types as T
 from pyspark.sql.streaming.stateful_processor import StatefulProcessor, StatefulProcessorHandle
 
 from driftjoin.durations import parse_duration
+from driftjoin.spark.columns import time_seconds
 from driftjoin.spark.metrics_sink import write_stats
+from driftjoin.spark.plan_guard import PlanGuard
 from driftjoin.spark.s3j_operators import _BlobState
 from driftjoin.spark.session import prepare_for_stateful
 from driftjoin.spark.static import run_static
-from driftjoin.swoop import SIMILARITIES, InvalidSetError, Swoop
+from driftjoin.swoop import SIMILARITIES, DuplicateSetError, InvalidSetError, LateSetError, Swoop
+
+#: Version of the operator's state; a checkpoint written with another is refused.
+STATE_FORMAT = 2
 
 
 @dataclass(frozen=True)
@@ -52,16 +62,28 @@ class TopKPlan:
     two_stream: bool
     metrics_dir: str | None
 
+    def settings(self) -> dict[str, Any]:
+        """The plan as stored with the checkpoint (:mod:`driftjoin.spark.plan_guard`)."""
+        return {"operator": "topk_set_join", "state_format": STATE_FORMAT, "k": self.k, "similarity": self.similarity,
+                "window_seconds": self.window_seconds, "two_stream": self.two_stream, "metrics_dir": self.metrics_dir}
+
 
 def _reasons(batch: pa.RecordBatch) -> np.ndarray:
-    """Why each row cannot be a set (None where it can)."""
+    """Why each row cannot be a set (None where it can): the test of both the join and :func:`invalid_sets`."""
     n = batch.num_rows
-    reason = np.full(n, None, dtype=object)
-    reason[batch.column("ts").is_null().to_numpy(zero_copy_only=False)] = "missing timestamp"
+    reason = batch.column("time_reason").to_numpy(zero_copy_only=False).astype(object)
     tokens = batch.column("tokens")
+    if isinstance(tokens, pa.ChunkedArray):
+        tokens = tokens.combine_chunks()
     reason[tokens.is_null().to_numpy(zero_copy_only=False) & (reason == None)] = "missing tokens"  # noqa: E711
     lengths = pc.list_value_length(tokens).fill_null(-1).to_numpy(zero_copy_only=False)
     reason[(lengths == 0) & (reason == None)] = "empty set"  # noqa: E711
+    if n and tokens.null_count < n:
+        # rows whose list holds a null element: count the nulls of the flattened values per row
+        nulls = pc.is_null(pc.list_flatten(tokens)).to_numpy(zero_copy_only=False)
+        owner = pc.list_parent_indices(tokens).to_numpy(zero_copy_only=False)
+        has_null = np.bincount(owner[nulls], minlength=n) > 0
+        reason[has_null & (reason == None)] = "null token"  # noqa: E711
     reason[batch.column("id").is_null().to_numpy(zero_copy_only=False) & (reason == None)] = "missing id"  # noqa: E711
     return reason
 
@@ -91,25 +113,32 @@ class SwoopProcessor(StatefulProcessor):
 
     def init(self, handle: StatefulProcessorHandle) -> None:
         self.state = _BlobState(handle, "swoop")
+        self.guard = PlanGuard(handle, "topk_set_join", self.plan.settings(), frozenset({"metrics_dir"}))
 
     def handleInputRows(self, key: Any, rows: Iterator[pd.DataFrame], timerValues: Any) -> Iterator[pd.DataFrame]:
         plan = self.plan
         pdf = pd.concat(list(rows), ignore_index=True)
         if pdf.empty:
             return
+        self.guard.check()
         saved, seq = self.state.resume()
+        if saved is not None and saved.get("format") != STATE_FORMAT:
+            raise RuntimeError("this checkpoint holds topk_set_join state of another driftjoin version: "
+                               "restart the query with a new checkpoint location")
         join = saved["join"] if saved else Swoop(plan.k, plan.similarity, plan.window_seconds, two_stream=plan.two_stream)
         change_no = saved["changes"] if saved else 0
-        pdf = pdf.sort_values(["ts", "side"], kind="stable")
+        # a total order (time, side, id): a replayed batch inserts in the same order whatever the row order
+        pdf = pdf.sort_values(["ts", "side", "id"], kind="stable")
         out: dict[str, list] = {"kind": [], "left_id": [], "right_id": [], "similarity": [], "change_time": [], "seq": []}
         started = time.perf_counter()
-        late = 0
+        refused = {"late": 0, "duplicate": 0, "invalid": 0}
         for sid, side, tokens, ts in zip(pdf["id"], pdf["side"], pdf["tokens"], pdf["ts"]):
             try:
                 changes = join.insert(sid, list(tokens), float(ts), ("R" if side == 0 else "S") if plan.two_stream else None)
-            except InvalidSetError:
-                late += 1
-                for col, v in zip(out, ("late", sid, None, math.nan, float(ts), change_no)):
+            except InvalidSetError as e:
+                kind = "late" if isinstance(e, LateSetError) else "duplicate" if isinstance(e, DuplicateSetError) else "invalid"
+                refused[kind] += 1
+                for col, v in zip(out, (kind, sid, None, math.nan, float(ts), change_no)):
                     out[col].append(v)
                 change_no += 1
                 continue
@@ -118,10 +147,10 @@ class SwoopProcessor(StatefulProcessor):
                     out[col].append(v)
                 change_no += 1
         elapsed = time.perf_counter() - started
-        self.state.save({"join": join, "changes": change_no, "seq": seq})
+        self.state.save({"format": STATE_FORMAT, "join": join, "changes": change_no, "seq": seq})
         if plan.metrics_dir:
-            write_stats(plan.metrics_dir, "swoop", 0, seq, {"seq": seq, "time": time.time(), "sets": len(pdf),
-                                                              "late": late, "changes": len(out["kind"]), "seconds": elapsed})
+            write_stats(plan.metrics_dir, "swoop", 0, seq, {"seq": seq, "time": time.time(), "sets": len(pdf), **refused,
+                                                              "changes": len(out["kind"]), "seconds": elapsed})
         frame = pd.DataFrame(out)
         frame["change_time"] = (frame["change_time"].to_numpy(dtype=np.float64) * 1e6).round().astype(np.int64)
         yield frame
@@ -137,9 +166,10 @@ def _input(df: DataFrame, side: int, id_col: str, tokens_col: str, time_col: str
     dtype = df.schema[tokens_col].dataType
     if not isinstance(dtype, T.ArrayType) or not isinstance(dtype.elementType, (T.StringType, T.IntegralType)):
         raise TypeError(f"tokens_col={tokens_col!r} has type {dtype.simpleString()}; use array<string> or array<int/long>")
+    ts, time_reason = time_seconds(df, time_col, "time_col")
     cols = [F.lit(0).alias("key"), F.lit(side).cast("byte").alias("side"), F.col(id_col).cast(id_type).alias("id"),
             F.array_distinct(F.col(tokens_col).cast("array<string>")).alias("tokens"),
-            F.col(time_col).cast("timestamp").cast("double").alias("ts")]
+            ts.alias("ts"), time_reason.alias("time_reason")]
     if with_raw:
         cols.append(F.to_json(F.struct(*[F.col(c) for c in df.columns])).alias("raw"))
     return df.select(*cols)
@@ -198,7 +228,13 @@ def topk_set_join(
 
 def invalid_sets(left: DataFrame, right: DataFrame | None = None, *, tokens_col: str = "tokens", id_col: str = "id",
                  time_col: str = "ts") -> DataFrame:
-    """Rows that cannot be sets (missing id, tokens or timestamp; empty set), with the reason."""
+    """Rows that cannot be sets, with the reason: the dead-letter output of :func:`topk_set_join`.
+
+    A missing, unparsable or non-finite timestamp, a missing id, missing tokens, an empty set, a
+    null token. Pass the same columns as to the join. Sets the join refuses because of the
+    window (late, duplicate id) are rows of its change stream instead (kinds ``late`` and
+    ``duplicate``), since only the join knows its window.
+    """
     id_type = _id_type(left, right, id_col)
     data = _input(left, 0, id_col, tokens_col, time_col, id_type, True)
     if right is not None:
@@ -212,7 +248,7 @@ def current_topk(changes: DataFrame) -> DataFrame:
     """The top-k after the last change of a (static) change stream: pairs whose last event is 'enter'."""
     from pyspark.sql.window import Window
 
-    pairs = changes.where(F.col("kind") != "late")
+    pairs = changes.where(F.col("kind").isin("enter", "leave"))
     last = Window.partitionBy("left_id", "right_id").orderBy(F.col("seq").desc())
     return (pairs.withColumn("_r", F.row_number().over(last)).where((F.col("_r") == 1) & (F.col("kind") == "enter"))
             .select("left_id", "right_id", "similarity", "change_time").orderBy(F.col("similarity").desc()))

@@ -29,7 +29,7 @@ documented in :mod:`~driftjoin.swoop.pairs`, :mod:`~driftjoin.swoop.framework` a
 from driftjoin.swoop.base import BaseTopK
 from driftjoin.swoop.join import Swoop
 from driftjoin.swoop.pairs import SimilarPair, TopKChange
-from driftjoin.swoop.records import InvalidSetError
+from driftjoin.swoop.records import DuplicateSetError, InvalidSetError, LateSetError
 from driftjoin.swoop.similarity import (
     COSINE,
     DICE,
@@ -54,8 +54,10 @@ __all__ = [
     "Dice",
     "HAMMING",
     "Hamming",
+    "DuplicateSetError",
     "InvalidSetError",
     "JACCARD",
+    "LateSetError",
     "Jaccard",
     "OVERLAP",
     "Overlap",

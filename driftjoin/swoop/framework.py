@@ -22,7 +22,7 @@ from collections.abc import Hashable, Iterable
 
 from driftjoin.swoop.pairs import PairKey, SimilarPair, TopKChange
 from driftjoin.swoop.records import (
-    InvalidSetError,
+    DuplicateSetError,
     SetRecord,
     TokenOrder,
     validate_set_id,
@@ -122,7 +122,7 @@ class TopKJoin(ABC):
             side = validate_side(set_id, side, self.two_stream)
         live = self._live_ids.get((side, set_id))
         if live is not None and self._records[live].end > ts:
-            raise InvalidSetError(f"set {set_id!r}: duplicate id of a set still in the window")
+            raise DuplicateSetError(f"set {set_id!r}: duplicate id of a set still in the window")
         oldest = self._W.oldest_end()
         if oldest is None or oldest > ts:  # nothing expires (as _set_index_time, shortcut)
             self._t_J = ts
