@@ -56,6 +56,8 @@ SCREEN_SLACK = 1e-9
 #: (the number of neighbours within a radius grows at most like radius ** dim).
 FLOAT32_MAX_INFLATION = 2.0
 
+#: Largest vector norm (after centring) screened in float32: squares stay far below its overflow.
+FLOAT32_MAX_NORM = 1e15
 _UNIT = {np.dtype(np.float32): 2.0**-24, np.dtype(np.float64): 2.0**-53}
 
 
@@ -175,6 +177,8 @@ class BlockJoin:
         na = np.sqrt(np.einsum("ij,ij->i", ca, ca))
         nb = na if upper else np.sqrt(np.einsum("ij,ij->i", cb, cb))
         dtype = self._screen_dtype(dim, float(np.median(na) + np.median(nb)))
+        if dtype == np.float32 and max(float(na.max()), float(nb.max())) >= FLOAT32_MAX_NORM:
+            dtype = np.dtype(np.float64)
         kappa = _kappa(dim, _UNIT[dtype])
         fa = _augment(ca, dtype, left=True)
         fb = _augment(cb, dtype, left=False)
@@ -195,7 +199,7 @@ class BlockJoin:
                 s_max = na_max + float(nb[j0:j1].max()) * (1.0 + 1e-6)
                 limit = (t_screen + kappa * s_max) ** 2
                 prod = fa[i0:i1] @ fb[j0:j1].T
-                hit_i, hit_j = np.nonzero(prod <= limit)
+                hit_i, hit_j = np.nonzero(~(prod > limit))  # NaN (overflow) is a candidate
                 stats.screened += (i1 - i0) * (j1 - j0)
                 if upper and j0 < i1:  # a diagonal block: keep j > i only
                     keep = hit_j + j0 > hit_i + i0

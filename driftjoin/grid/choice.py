@@ -37,6 +37,7 @@ from driftjoin.distance import Metric
 from driftjoin.grid.layout import choose_layout
 from driftjoin.s3j.engine import S3JEngine
 from driftjoin.s3j.records import Records
+from driftjoin.spark.vectors import MAX_MAGNITUDE
 
 #: Rows of the sample the estimate runs on (fewer in high dimension, see :func:`sample_rows`).
 SAMPLE_ROWS = 2000
@@ -88,7 +89,9 @@ def estimate(sample: np.ndarray, metric: Metric, threshold: float, *, parallelis
     raw = np.asarray(sample, dtype=np.float64)
     if raw.ndim != 2:
         raise ValueError(f"sample must be a 2-D array of vectors (rows x dim), got shape {raw.shape}")
-    usable = np.isfinite(raw).all(axis=1)  # the rows the join would not dead-letter
+    usable = np.isfinite(raw).all(axis=1)  # the rows the join would not dead-letter (vectors.validate)
+    if metric.bounded:
+        usable &= np.abs(raw).max(axis=1, initial=0.0) <= MAX_MAGNITUDE
     if metric.needs_nonzero:
         usable &= np.any(raw != 0.0, axis=1)
     raw = raw[usable]
