@@ -12,9 +12,13 @@ pair of a window is screened by matrix products. Which is cheaper depends on the
   kernel screens (its pivot band prunes in low dimension).
 
 Rule (:func:`decide`): the grid when S3J copies a record more than :data:`DUPLICATION_FACTOR`
-times as often as the grid does, or when S3J's compared pairs, each costing
-``row_cost(d) / block_cost(d)`` times a screened pair of the block kernel (constants measured on
-the 2-core machine, below), cost more than the grid's screened pairs; S3J otherwise. Counts,
+times as often as the grid does, or (above :data:`LOW_DIM` dimensions) when S3J's compared
+pairs, each costing ``row_cost(d) / block_cost(d)`` times a screened pair of the block kernel
+(constants measured on the 2-core machine, below), cost more than the grid's screened pairs;
+S3J otherwise. Up to :data:`LOW_DIM` dimensions (the paper's setting) only the duplication rule
+can pick the grid: there S3J's copies stay near 2 and, at high selectivities where the cost
+rule would favour the grid's products, most of S3J's pairs are inner x inner pairs it emits
+without a comparison. Counts,
 not timings, decide, and the sample is drawn deterministically, so the same inputs and
 settings give the same choice on every run, replay and restart.
 
@@ -43,6 +47,8 @@ from driftjoin.spark.vectors import MAX_MAGNITUDE
 SAMPLE_ROWS = 2000
 #: The grid is chosen when S3J's duplication exceeds the grid's copies per record by this factor.
 DUPLICATION_FACTOR = 4.0
+#: Up to this dimension only S3J's duplication can make ``auto`` pick the grid.
+LOW_DIM = 3
 #: Streams without a sample: S3J up to this dimension, the grid above it.
 STREAM_S3J_MAX_DIM = 8
 
@@ -121,7 +127,7 @@ def decide(dim: int, parallelism: int, sample_rows: int, s3j_duplication: float,
                   s3j_pair_cost=s3j_cost, grid_pair_cost=grid_cost)
     if s3j_duplication > DUPLICATION_FACTOR * grid_copies:
         return Choice("grid", f"S3J copies each record {s3j_duplication:.1f} times, the grid {grid_copies:.1f}", **common)
-    if s3j_cost > grid_cost:
+    if s3j_cost > grid_cost and dim > LOW_DIM:
         return Choice("grid", f"S3J's comparisons cost {s3j_cost:.3g} ns per record pair, the grid's products {grid_cost:.3g}", **common)
     return Choice("s3j", f"S3J copies each record {s3j_duplication:.1f} times and its comparisons cost "
                          f"{s3j_cost:.3g} ns per record pair (grid: {grid_copies:.1f} copies, {grid_cost:.3g} ns)", **common)

@@ -204,3 +204,31 @@ def test_state_round_trip_and_refusals():
         restore_grid(GridWorker(choose_layout(3, True), 0, m, 0.5), state)
     with pytest.raises(ValueError, match="new checkpoint location"):
         restore_grid(GridWorker(layout, 0, m, 0.5), {**state, "format": 99})
+
+
+@pytest.mark.parametrize("dist", ["uniform", "gaussian", "skewed"])
+def test_auto_picks_s3j_in_two_dimensions(dist):
+    from driftjoin.grid.choice import estimate
+    from driftjoin.s3j.space import random_centroids
+    from driftjoin.selectivity import choose_threshold
+
+    x = generate_vectors(dist, seed=1, stream=0, start=0, count=1500, dim=2)
+    for metric in ("angular", "euclidean"):
+        for sel in (0.001, 0.1):
+            t = choose_threshold(x, selectivity=sel, metric=metric)
+            for p in (2, 4):
+                c = estimate(x, get_metric(metric), t, parallelism=p, self_join=True, centroids=random_centroids(p, 2, 0))
+                assert c.algorithm == "s3j", c
+
+
+def test_auto_picks_grid_for_clustered_embeddings_and_is_deterministic():
+    from driftjoin.grid.choice import estimate
+    from driftjoin.s3j.space import random_centroids
+    from driftjoin.selectivity import choose_threshold
+
+    x = generate_vectors("gaussian", seed=1, stream=0, start=0, count=3000, dim=64, clusters=16, spread=0.1)
+    t = choose_threshold(x, selectivity=5 / 20000, metric="euclidean")
+    runs = [estimate(x, get_metric("euclidean"), t, parallelism=2, self_join=True, centroids=random_centroids(2, 64, 0))
+            for _ in range(2)]
+    assert runs[0] == runs[1] and runs[0].algorithm == "grid"
+    assert runs[0].s3j_duplication > 4 * runs[0].grid_copies
