@@ -159,7 +159,7 @@ def _timed(spark, label: str, seconds: float, fn):
 #: FAISS's exact range search (one process) and a blocked numpy matrix-product join (one process).
 BATCH_METHODS = ("auto", "grid", "s3j", "mllib", "faiss", "numpy")
 #: Rows per block of the numpy reference join.
-NUMPY_BLOCK = 4096
+NUMPY_BLOCK = 1024
 
 
 def numpy_join(x: np.ndarray, t: float) -> set[tuple[int, int]]:
