@@ -211,8 +211,6 @@ def _stats(plan: GridPlan, worker: int, seq: int, emit: float, core: GridWorker,
 
 def _sample_matrix(sample: Any, vector_col: str, dim: int) -> np.ndarray:
     """``sample=`` as a matrix: an array of vectors or a static DataFrame (its first rows)."""
-    from driftjoin.grid.choice import sample_rows
-
     if hasattr(sample, "sparkSession"):
         if sample.isStreaming:
             raise ValueError("sample= must be a static DataFrame or an array of vectors, not a stream")
@@ -220,7 +218,7 @@ def _sample_matrix(sample: Any, vector_col: str, dim: int) -> np.ndarray:
     mat = np.asarray(sample, dtype=np.float64)
     if mat.ndim != 2 or mat.shape[1] != dim:
         raise ValueError(f"sample= must hold vectors of dimension {dim} (rows x {dim}), got shape {mat.shape}")
-    return mat[: 4 * sample_rows(dim)]
+    return mat
 
 
 def _collect_vectors(df: Any, vector_col: str, dim: int) -> np.ndarray:
@@ -245,11 +243,13 @@ def choose(left: Any, right: Any, *, algorithm: str, metric: str, threshold: flo
     elif sample is not None or not left.isStreaming:
         if sample is not None:
             mat = _sample_matrix(sample, vector_col, dim)
+            rows = sample.count() if hasattr(sample, "sparkSession") else len(mat)
         else:
-            parts = [_collect_vectors(df, vector_col, dim) for df in (left, right) if df is not None]
-            mat = np.vstack(parts)
+            inputs = [df for df in (left, right) if df is not None]
+            mat = np.vstack([_collect_vectors(df, vector_col, dim) for df in inputs])
+            rows = sum(df.count() for df in inputs)  # the one window of a static input
         choice = estimate(mat, get_metric(metric), threshold, parallelism=parallelism, self_join=right is None,
-                          centroids=centroids, seed=seed)
+                          centroids=centroids, seed=seed, rows=rows)
     else:
         choice = by_dimension(dim, parallelism)
     logging.getLogger("driftjoin").info("similarity_join algorithm=%s: %s", choice.algorithm, choice.reason)
