@@ -1,8 +1,9 @@
 """Similarity computation (S3J section 7.7), the state of one worker.
 
-A worker holds, per open window, the members of the worksets assigned to it, sorted by
-workset. When new members arrive, each is paired with the members already there and with the
-other new members of its workset, according to roles:
+A worker holds, per open window, the members of the worksets assigned to it as a few *runs*,
+each sorted by workset (outer members last). When new members arrive, each is paired with the
+members already there (run by run) and with the other new members of its workset, according
+to roles:
 
 - inner x inner: emitted without a similarity comparison (both within ``t/2`` of the
   centroid, hence within ``t`` of each other);
@@ -13,6 +14,12 @@ Only records of different streams pair in a two-stream join. The distance of eve
 pair is computed for the output column; an inner x inner pair is dropped only if rounding puts
 its computed distance above the threshold, so the output is exactly ``{dist <= threshold}`` as
 the oracle computes it. Comparisons (the paper's count) exclude inner x inner pairs.
+
+Runs: a batch's stored members become a new run; the last two runs merge while the older is
+less than twice the newer, so a window of n members has O(log n) runs and each member is
+merged O(log n) times. No batch re-sorts the whole window, and a runtime that persists runs
+(``MemberTable.label``) rewrites only the runs a batch created (``SimilarityWorker.retired``
+lists the ones merged away), so the state written per batch follows the batch, not the window.
 """
 
 from __future__ import annotations
@@ -62,14 +69,28 @@ class WorksetCounters:
 
 @dataclass
 class MemberTable:
-    """Members of the worksets of one window, sorted by workset id (global id), outer members last."""
+    """A run of members of one window, sorted by workset id (global id), outer members last.
+
+    ``label`` is free for the runtime (the Spark operator stores the run's chunk id there).
+    """
 
     workset: np.ndarray
     role: np.ndarray
     records: Records
+    label: int | None = None
 
     def __len__(self) -> int:
         return len(self.workset)
+
+    @staticmethod
+    def sorted(workset: np.ndarray, role: np.ndarray, records: Records) -> "MemberTable":
+        order = np.argsort(_member_key(workset, role), kind="stable")
+        return MemberTable(workset[order], role[order], records.take(order))
+
+    @staticmethod
+    def merged(a: "MemberTable", b: "MemberTable") -> "MemberTable":
+        return MemberTable.sorted(np.concatenate([a.workset, b.workset]), np.concatenate([a.role, b.role]),
+                                  Records.concat([a.records, b.records]))
 
     def nbytes(self) -> int:
         return int(self.workset.nbytes + self.role.nbytes + self.records.nbytes())
@@ -82,7 +103,9 @@ class SimilarityWorker:
         self.metric = metric
         self.threshold = threshold
         self.self_join = self_join
-        self.windows: dict[int, MemberTable] = {}
+        self.windows: dict[int, list[MemberTable]] = {}
+        #: runs merged away since the runtime last emptied this list: (window, run)
+        self.retired: list[tuple[int, MemberTable]] = []
         self._kernel: BlockJoin | None = None
 
     def expire_before(self, window: int) -> None:
@@ -90,7 +113,10 @@ class SimilarityWorker:
             del self.windows[w]
 
     def state_bytes(self) -> int:
-        return sum(t.nbytes() for t in self.windows.values())
+        return sum(t.nbytes() for runs in self.windows.values() for t in runs)
+
+    def members(self, window: int) -> int:
+        return sum(len(t) for t in self.windows.get(window, ()))
 
     def add(
         self,
@@ -123,11 +149,10 @@ class SimilarityWorker:
         key = _member_key(workset, role)
         order = np.argsort(key, kind="stable")
         rec, workset, role, store, key = rec.take(order), workset[order], role[order], store[order], key[order]
-        table = self.windows.get(window)
         groups, new_start, new_count = np.unique(workset, return_index=True, return_counts=True)
         new_inner = np.searchsorted(key, 2 * groups + 1) - new_start
         out: list[Pairs] = []
-        if table is not None and len(table):
+        for table in self.windows.get(window, ()):
             old_lo = np.searchsorted(table.workset, groups, side="left")
             old_cnt = np.searchsorted(table.workset, groups, side="right") - old_lo
             old_inner = np.searchsorted(_member_key(table.workset, table.role), 2 * groups + 1) - old_lo
@@ -147,17 +172,18 @@ class SimilarityWorker:
             for r, bucket in ((0, counters.inner), (1, counters.outlier), (2, counters.outer)):
                 _accumulate(bucket, workset[store & (plain == r)])
         keep = np.nonzero(store)[0]
-        if len(keep):
-            self._store(window, workset[keep], role[keep], rec.take(keep), table)
+        if len(keep):  # already sorted by member key: a run
+            self._store(window, MemberTable(workset[keep], role[keep], rec.take(keep)))
         return Pairs.concat(out, rec.id.dtype)
 
-    def _store(self, window: int, workset: np.ndarray, role: np.ndarray, rec: Records, table: MemberTable | None) -> None:
-        if table is None:
-            self.windows[window] = MemberTable(workset, role, rec)
-            return
-        ws, roles = np.concatenate([table.workset, workset]), np.concatenate([table.role, role])
-        order = np.argsort(_member_key(ws, roles), kind="stable")
-        self.windows[window] = MemberTable(ws[order], roles[order], Records.concat([table.records, rec]).take(order))
+    def _store(self, window: int, run: MemberTable) -> None:
+        """Add a run; merge the last two while the older is less than twice the newer."""
+        runs = self.windows.setdefault(window, [])
+        runs.append(run)
+        while len(runs) >= 2 and len(runs[-2]) < 2 * len(runs[-1]):
+            newer, older = runs.pop(), runs.pop()
+            self.retired += [(window, t) for t in (older, newer) if t.label is not None]
+            runs.append(MemberTable.merged(older, newer))
 
     def _blas_groups(self, groups: np.ndarray, a_cnt: np.ndarray, b_cnt: np.ndarray) -> np.ndarray:
         """Worksets whose range pair is large enough for the block kernel (split sites excepted)."""
@@ -320,17 +346,22 @@ def _accumulate(bucket: dict[int, int], gids: np.ndarray) -> None:
         bucket[g] = bucket.get(g, 0) + c
 
 
+def run_arrays(t: MemberTable) -> tuple:
+    """A run as plain arrays (what a runtime persists)."""
+    return (t.workset, t.role, (t.records.id, t.records.side, t.records.vec, t.records.ingest, t.records.window))
+
+
+def run_from_arrays(arrays: tuple, label: int | None = None) -> MemberTable:
+    """Inverse of :func:`run_arrays` (the arrays of a run are sorted already)."""
+    ws, role, rec = arrays
+    return MemberTable(ws, role, Records(*rec), label)
+
+
 def worker_state(w: SimilarityWorker) -> dict:
-    """The worker's member tables as plain arrays (what the Spark operator checkpoints)."""
+    """The worker's runs as plain arrays (a whole-state snapshot: tests and static runs)."""
     from driftjoin.s3j.workset import STATE_FORMAT
 
-    return {
-        "format": STATE_FORMAT,
-        "windows": {
-            k: (t.workset, t.role, (t.records.id, t.records.side, t.records.vec, t.records.ingest, t.records.window))
-            for k, t in w.windows.items()
-        },
-    }
+    return {"format": STATE_FORMAT, "windows": {k: [run_arrays(t) for t in runs] for k, runs in w.windows.items()}}
 
 
 def restore_worker(w: SimilarityWorker, state: dict) -> SimilarityWorker:
@@ -338,8 +369,5 @@ def restore_worker(w: SimilarityWorker, state: dict) -> SimilarityWorker:
     from driftjoin.s3j.workset import check_state_format
 
     check_state_format(state)
-    w.windows = {}
-    for k, (ws, role, rec) in state["windows"].items():
-        order = np.argsort(_member_key(ws, role), kind="stable")  # tables written before outer-last
-        w.windows[k] = MemberTable(ws[order], role[order], Records(*rec).take(order))
+    w.windows = {k: [run_from_arrays(r) for r in runs] for k, runs in state["windows"].items()}
     return w

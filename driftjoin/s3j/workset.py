@@ -199,7 +199,7 @@ class WorksetFormulation:
         return own, role
 
 
-STATE_FORMAT = 1
+STATE_FORMAT = 2
 
 
 def formulation_state(f: WorksetFormulation) -> dict:

@@ -56,6 +56,7 @@ from driftjoin.hypercube import (
 )
 from driftjoin.spark.keys import slot_keys
 from driftjoin.spark.metrics_sink import write_stats
+from driftjoin.spark.plan_guard import PlanGuard
 
 # Row kinds, in the order a worker applies them within a batch.
 TICK, INSTALL, DROP, RELEASE, ROUTE = 0, 1, 2, 3, 4
@@ -63,8 +64,8 @@ SIDES = (Side.R, Side.S)
 ROLES = {i: Role(i) for i in (1, 2, 3)}
 KEY_TYPES = {"long": T.LongType(), "string": T.StringType(), "binary": T.BinaryType()}
 _DUMMY_KEY = {"long": 0, "string": "", "binary": b""}
-#: Late rows listed (as JSON) in a batch's dispatcher statistics; ``late`` counts all of them.
-LATE_ROWS_KEPT = 1000
+#: Version of the operators' state; a checkpoint written with another is refused.
+STATE_FORMAT = 2
 _BLOB = T.StructType([T.StructField("blob", T.BinaryType(), False)])
 _CHUNK_KEY = T.StructType([T.StructField("chunk", T.LongType(), False)])
 
@@ -94,6 +95,13 @@ class EquiPlan:
 
     def slot_of(self, key: int) -> int:
         return self.keys.index(int(key))
+
+    def settings(self) -> dict[str, Any]:
+        """The plan as stored with the checkpoint (:mod:`driftjoin.spark.plan_guard`)."""
+        return {"operator": "equi_join", "state_format": STATE_FORMAT, "algorithm": self.algorithm,
+                "parallelism": self.parallelism, "key_type": self.key_type, "window": self.window,
+                "lateness": self.lateness, "options": [list(o) for o in self.options], "output": self.output,
+                "metrics_dir": self.metrics_dir}
 
     def new_dispatcher(self) -> Dispatcher:
         return make_dispatcher(self.algorithm, self.parallelism, window=self.window, lateness=self.lateness,
@@ -211,11 +219,14 @@ class DispatcherProcessor(StatefulProcessor):
     def init(self, handle: StatefulProcessorHandle) -> None:
         self.state = _Blob(handle, "dispatcher")
         self.copy = handle.getMapState("stream_copy", _CHUNK_KEY, _BLOB) if self.plan.keeps_copy else None
+        # the dispatcher's key is a constant, so every batch with data checks the stored plan
+        self.guard = PlanGuard(handle, "equi_join", self.plan.settings(), frozenset({"metrics_dir"}))
 
     def handleInputRows(self, key: Any, rows: Iterator[pd.DataFrame], timerValues: Any) -> Iterator[pd.DataFrame]:
         frames = [f for f in rows if len(f)]
         if not frames:
             return
+        self.guard.check()
         yield self.dispatch(pd.concat(frames, ignore_index=True))
 
     def close(self) -> None:
@@ -227,7 +238,11 @@ class DispatcherProcessor(StatefulProcessor):
         plan = self.plan
         saved = self.state.load()
         if saved is None:
-            saved = {"batch": -1, "dispatcher": plan.new_dispatcher(), "next_tid": [0, 0], "chunks": [], "moved": 0}
+            saved = {"format": STATE_FORMAT, "batch": -1, "dispatcher": plan.new_dispatcher(), "next_tid": [0, 0],
+                     "chunks": [], "moved": 0}
+        elif saved.get("format") != STATE_FORMAT:
+            raise RuntimeError("this checkpoint holds equi_join state of another driftjoin version: "
+                               "restart the query with a new checkpoint location")
         batch = saved["batch"] + 1
         d: Dispatcher = saved["dispatcher"]
         # A deterministic batch order (a replayed batch gets the same ids, routes and output): by
@@ -363,7 +378,7 @@ class DispatcherProcessor(StatefulProcessor):
         stats = {
             "batch": batch, "time": time.time(), "algorithm": d.name, "tuples": len(side),
             "left": int((side == 0).sum()), "right": int((side == 1).sum()), "late": len(late),
-            "late_rows": late["payload"].tolist()[:LATE_ROWS_KEPT] if len(late) else [],
+            "late_rows": late["payload"].tolist() if len(late) else [],
             "copies": copies, "installs": installs, "drops": len(reconf.moves.drops),
             "created": len(reconf.created), "released": len(reconf.released),
             "evict_before": reconf.evict_before, "stream_copy": copy_size,

@@ -46,13 +46,13 @@ from driftjoin.spark.plan_guard import PLAN_KEY, PlanGuard
 from driftjoin.spark.s3j_operators import (
     ADOPTABLE,
     OUTPUT_CHUNK,
-    _BlobState,
     _heartbeats,
     _late_rows,
     _split_heartbeats,
     _window_of,
     classify,
 )
+from driftjoin.spark.state import BlobState
 from driftjoin.spark.vectors import from_binary, to_binary
 
 
@@ -123,7 +123,7 @@ class GridProcessor(StatefulProcessor):
         self.plan = plan
 
     def init(self, handle: StatefulProcessorHandle) -> None:
-        self.state = _BlobState(handle, "grid")
+        self.state = BlobState(handle, "grid")
         self.guard = PlanGuard(handle, "similarity_join", self.plan.settings(), ADOPTABLE)
 
     def handleInputRows(self, key: Any, rows: Iterator[pd.DataFrame], timerValues: Any) -> Iterator[pd.DataFrame]:

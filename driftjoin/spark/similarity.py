@@ -16,6 +16,7 @@ from driftjoin.s3j.space import random_centroids
 from driftjoin.spark.s3j_operators import (
     ComputationProcessor,
     FormulationProcessor,
+    FusedProcessor,
     S3JPlan,
     dead_letter_batches,
     route_batches,
@@ -109,7 +110,8 @@ def _infer_dim(inputs: list[DataFrame], vector_col: str) -> int:
 def _plan(left: DataFrame, right: DataFrame | None, *, threshold: float, metric: str, dim: int | None,
           window: str | None, parallelism: int | None, centroids: object, bounds: tuple[float, float], seed: int,
           vector_col: str, metrics_dir: str | None, algorithm: str = "s3j", virtual_partitions: int = 500,
-          time_basis: str = "batch", lateness: float = 0.0) -> S3JPlan:
+          time_basis: str = "batch", lateness: float = 0.0, partitions: int | None = None,
+          balanced: bool = False) -> S3JPlan:
     if algorithm not in ALGORITHMS:
         raise ValueError(f"algorithm={algorithm!r}: choose one of {', '.join(ALGORITHMS)}")
     if algorithm == "clusterjoin" and (not isinstance(virtual_partitions, int) or virtual_partitions < 1):
@@ -120,6 +122,11 @@ def _plan(left: DataFrame, right: DataFrame | None, *, threshold: float, metric:
         parallelism = int(left.sparkSession.conf.get("spark.sql.shuffle.partitions"))
     if isinstance(parallelism, bool) or not isinstance(parallelism, int) or parallelism < 1:
         raise ValueError(f"parallelism must be an integer >= 1 (the number of workers), got {parallelism!r}")
+    if partitions is None:
+        partitions = min(parallelism, left.sparkSession.sparkContext.defaultParallelism)
+    if isinstance(partitions, bool) or not isinstance(partitions, int) or not 1 <= partitions <= parallelism:
+        raise ValueError(f"partitions must be an integer in [1, parallelism] (Spark state partitions the "
+                         f"{parallelism} workers share), got {partitions!r}")
     if isinstance(centroids, str) and centroids not in ("random", "sample"):
         raise ValueError(f"centroids={centroids!r}: use 'random', 'sample' (static input) or an array of shape (parallelism, dim)")
     n_centroids = virtual_partitions if algorithm == "clusterjoin" else parallelism
@@ -150,7 +157,7 @@ def _plan(left: DataFrame, right: DataFrame | None, *, threshold: float, metric:
         raise ValueError(f"centroids have {c.shape[1]} dimensions but dim={dim}")
     window_seconds = None if window is None else parse_duration(window, "window")
     return S3JPlan(m.name, t, dim, parallelism, c, right is None, window_seconds, metrics_dir, algorithm,
-                   time_basis, lateness)
+                   time_basis, lateness, partitions, balanced)
 
 
 def _declared_watermark(inputs: list[DataFrame], column: str) -> float | None:
@@ -205,6 +212,7 @@ def similarity_join(
     vector_col: str = "vector",
     window: str | None = "1 minute",
     parallelism: int | None = None,
+    partitions: int | None = None,
     time_col: str | None = None,
     watermark: str | None = None,
     ingest_col: str | None = None,
@@ -237,6 +245,12 @@ def similarity_join(
     ``balance_options`` are its settings (``monitoring_window``, ``di_threshold``,
     ``latency_spread``, ``migration_factor``, ``split``, ``at``, ``load``). Streams only.
 
+    ``parallelism`` is the number of logical workers (space partitions); ``partitions`` the Spark
+    state partitions they are placed on round-robin (default: the smaller of ``parallelism`` and
+    the cluster's cores). Each stateful task costs about 100 ms per micro-batch whatever it
+    does, so sharing partitions lowers a batch's fixed cost; both are stored with the checkpoint.
+    Without balancing, workset formulation and similarity computation run in one stateful stage.
+
     ``right=None`` joins ``left`` with itself: each unordered pair once, ``left_id < right_id``.
     Streams are windowed by processing time (the ingestion time: ``ingest_col`` if given, else
     the micro-batch time) unless ``time_col`` names an event-time column, then by event time.
@@ -268,7 +282,8 @@ def similarity_join(
     plan = _plan(left, right, threshold=threshold, metric=metric, dim=dim, window=window, parallelism=parallelism,
                  centroids=centroids, bounds=bounds, seed=seed, vector_col=vector_col, metrics_dir=metrics_dir,
                  algorithm="s3j" if algorithm in ("auto", "grid") else algorithm,
-                 virtual_partitions=virtual_partitions, time_basis=time_basis, lateness=lateness)
+                 virtual_partitions=virtual_partitions, time_basis=time_basis, lateness=lateness,
+                 partitions=partitions, balanced=balance != "none" and left.isStreaming)
     grid = grid_plan(left, right, plan, algorithm=algorithm if flexible else "s3j", vector_col=vector_col,
                      sample=sample, seed=seed, block_bytes=block_bytes) if algorithm in ("auto", "grid") else None
     if balance != "none":
@@ -314,17 +329,20 @@ def similarity_join(
         member_arrow = to_arrow_schema(member_schema)
         members = data.mapInArrow(lambda it: route_members(plan, it, member_arrow), member_schema)
     if data.isStreaming:
-        prepare_for_stateful(left.sparkSession, plan.parallelism)
+        prepare_for_stateful(left.sparkSession, plan.partitions)
+        if plan.fused:
+            return _pair_columns(routed.groupBy("key").transformWithStateInPandas(
+                FusedProcessor(plan), pair_schema, "Append", "None"), plan.window_seconds)
         if plan.algorithm == "s3j":
             members = routed.groupBy("key").transformWithStateInPandas(
                 FormulationProcessor(plan), member_schema, "Append", "None")
         return _pair_columns(members.groupBy("wkey").transformWithStateInPandas(
             ComputationProcessor(plan), pair_schema, "Append", "None"), plan.window_seconds)
-    left.sparkSession.conf.set("spark.sql.shuffle.partitions", str(plan.parallelism))
-    member_arrow, pair_arrow = to_arrow_schema(member_schema), to_arrow_schema(pair_schema)
-    if plan.algorithm == "s3j":
-        members = routed.groupBy("key").applyInArrow(
-            static_arrow_udf(lambda: FormulationProcessor(plan), member_arrow), member_schema)
+    left.sparkSession.conf.set("spark.sql.shuffle.partitions", str(plan.partitions))
+    pair_arrow = to_arrow_schema(pair_schema)
+    if plan.fused:
+        return _pair_columns(routed.groupBy("key").applyInArrow(
+            static_arrow_udf(lambda: FusedProcessor(plan), pair_arrow), pair_schema), plan.window_seconds)
     return _pair_columns(members.groupBy("wkey").applyInArrow(
         static_arrow_udf(lambda: ComputationProcessor(plan), pair_arrow), pair_schema), plan.window_seconds)
 

@@ -45,8 +45,8 @@ from driftjoin.durations import parse_duration
 from driftjoin.spark.columns import time_seconds
 from driftjoin.spark.metrics_sink import write_stats
 from driftjoin.spark.plan_guard import PlanGuard
-from driftjoin.spark.s3j_operators import _BlobState
 from driftjoin.spark.session import prepare_for_stateful
+from driftjoin.spark.state import BlobState
 from driftjoin.spark.static import run_static
 from driftjoin.swoop import SIMILARITIES, DuplicateSetError, InvalidSetError, LateSetError, Swoop
 
@@ -112,7 +112,7 @@ class SwoopProcessor(StatefulProcessor):
         self.plan = plan
 
     def init(self, handle: StatefulProcessorHandle) -> None:
-        self.state = _BlobState(handle, "swoop")
+        self.state = BlobState(handle, "swoop")
         self.guard = PlanGuard(handle, "topk_set_join", self.plan.settings(), frozenset({"metrics_dir"}))
 
     def handleInputRows(self, key: Any, rows: Iterator[pd.DataFrame], timerValues: Any) -> Iterator[pd.DataFrame]:
@@ -151,6 +151,8 @@ class SwoopProcessor(StatefulProcessor):
         if plan.metrics_dir:
             write_stats(plan.metrics_dir, "swoop", 0, seq, {"seq": seq, "time": time.time(), "sets": len(pdf), **refused,
                                                               "changes": len(out["kind"]), "seconds": elapsed})
+        if not out["kind"]:  # no change (an empty frame of object columns does not convert to Arrow)
+            return
         frame = pd.DataFrame(out)
         frame["change_time"] = (frame["change_time"].to_numpy(dtype=np.float64) * 1e6).round().astype(np.int64)
         yield frame

@@ -24,7 +24,8 @@ def _run(vec, ids, side, window, m, t, self_join, cuts, p, seed, balance_at=None
         if a == b:
             continue
         if balance_at == k:  # move every workset to worker 0: new members probe the old holders
-            eng.set_assignment({g: 0 for w in eng.workers for t_ in w.windows.values() for g in np.unique(t_.workset).tolist()})
+            eng.set_assignment({g: 0 for w in eng.workers for runs in w.windows.values() for t_ in runs
+                                for g in np.unique(t_.workset).tolist()})
         eng.expire_before(int(window[a:b].min()))
         pairs, st_ = eng.process(Records(ids[a:b], side[a:b], vec[a:b], np.zeros(b - a), window[a:b]))
         got += list(zip(pairs.left_id.tolist(), pairs.right_id.tolist(), pairs.window.tolist()))

@@ -239,7 +239,7 @@ def test_streaming_several_batches_equal_oracle_exactly_once(spark, tmp_path, al
             for r in invalid_equi_records(*static, on="k", time_col="t" if window is not None else None).collect()}
     expected_dead = {(0, 9001, "null join key 'k'"), (1, 9002, "null join key 'k'")}
     if window is not None:
-        expected_dead.add((1, 9003, "null time column 't'"))
+        expected_dead.add((1, 9003, "missing time (t)"))
     assert dead == expected_dead
 
 

@@ -124,6 +124,12 @@ def test_zero_vector_is_dead_letter_for_angular(spark):
         ({"threshold": 2.0, "metric": "angular"}, "exceeds the largest angular distance"),
         ({"threshold": 0.1, "window": "soon"}, "is not a duration"),
         ({"threshold": 0.1, "vector_col": "nope"}, "vector_col='nope' is not a column"),
+        ({"threshold": True}, "threshold must be a number"),
+        ({"threshold": 0.1, "window": "-5 seconds"}, "window must be positive"),
+        ({"threshold": 0.1, "ingest_col": "arrival"}, "ingest_col='arrival' is not a column"),
+        ({"threshold": 0.1, "time_col": "ts", "watermark": "-1 s"}, "watermark must be zero or positive"),
+        ({"threshold": 0.1, "parallelism": 2, "centroids": [[0.0, float("nan")], [1.0, 1.0]]}, "centroids must be finite"),
+        ({"threshold": 0.1, "parallelism": True}, "parallelism must be an integer >= 1"),
     ],
 )
 def test_bad_settings_fail_before_the_job_starts(spark, kwargs, message):

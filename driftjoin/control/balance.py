@@ -29,7 +29,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from driftjoin.s3j.balancer import BalancerStats, Rebalance, greedy_rebalance, plan_splits, s3j_rebalance, should_rebalance
+from driftjoin.s3j.balancer import BalancerStats, Move, Rebalance, greedy_rebalance, plan_splits, s3j_rebalance, should_rebalance
 from driftjoin.s3j.ids import WORKSET_BITS
 from driftjoin.s3j.routing import MAX_PARTS, base_gid, site_gid
 from driftjoin.spark.metrics_sink import histogram_quantile, read_assignment, read_stats, write_assignment
@@ -70,6 +70,11 @@ class BalanceController:
     at: str = "any"
     load: str = "comparisons"
     decisions: list[Decision] = field(default_factory=list)
+    #: set by the joint control plane (:mod:`driftjoin.control.joint`): balance over this many
+    #: executors (bins of partitions ``i mod bins``, each bin's worksets on partition ``bin``)
+    bins: int | None = None
+    force_next: bool = False
+    last_loads: list[float] = field(default_factory=list)
     _last: float = 0.0
     _last_window: int | None = None
 
@@ -126,7 +131,7 @@ class BalanceController:
     def step(self, now: float | None = None) -> Decision | None:
         """Run one control round if a monitoring window has passed; returns what it did."""
         now = time.time() if now is None else now
-        if self.policy == "none" or now - self._last < self.monitoring_window:
+        if self.policy == "none" or (now - self._last < self.monitoring_window and not self.force_next):
             return None
         stats, loads, lat, newest = self._window_stats(self._last)
         return self.decide(stats, loads, lat, newest, now)
@@ -140,17 +145,22 @@ class BalanceController:
         """
         if not stats or self.policy == "none":
             return None
-        if self.at == "window":
+        self.last_loads = list(loads)
+        forced, self.force_next = self.force_next, False
+        bins = self.bins if self.bins and self.bins < self.parallelism else self.parallelism
+        if self.at == "window" and not forced:
             if newest == self._last_window:
                 return None
             self._last_window = newest
         self._last = now
         finite = [x if not math.isnan(x) else 0.0 for x in lat]
-        if not should_rebalance(loads, finite, self.di_threshold, self.latency_spread):
+        if bins < self.parallelism:
+            loads, finite = self.bin_loads(loads), []
+        if not forced and not should_rebalance(loads, finite, self.di_threshold, self.latency_spread):
             return None
         member_bytes = 8 * self.dim + 40
-        rows = [(g, load, members * member_bytes, self.owner(g)) for g, (load, members) in stats.items()]
-        snapshot = BalancerStats.of(self.parallelism, rows)
+        rows = [(g, load, members * member_bytes, self.owner(g) % bins) for g, (load, members) in stats.items()]
+        snapshot = BalancerStats.of(bins, rows)
         new_splits: dict[int, int] = {}
         if self.split:
             for plan in plan_splits(snapshot):
@@ -158,7 +168,12 @@ class BalanceController:
                 if int(base_gid(g)) == g and g not in self.splits:
                     new_splits[g] = int(min(MAX_PARTS, max(2, plan.parts)))
         result: Rebalance = s3j_rebalance(snapshot, self.migration_factor) if self.policy == "s3j" else greedy_rebalance(snapshot)
-        for mv in result.moves:
+        moves = list(result.moves)
+        if bins < self.parallelism:
+            # every bin's worksets go to partition ``bin`` (scheduled first), also those the round left in their bin
+            moves += [Move(g, self.owner(g), self.owner(g) % bins, stats[g][0], 0.0)
+                      for g in stats if self.owner(g) >= bins and result.assignment[g] == self.owner(g) % bins]
+        for mv in moves:
             self.assignment[int(mv.workset)] = int(mv.target)
         for g, k in new_splits.items():
             self.splits[g] = k
@@ -166,15 +181,28 @@ class BalanceController:
             # spread the new sites over the workers, starting after the workset's owner
             for n, (i, j) in enumerate((i, j) for i in range(k) for j in range(i, k)):
                 self.assignment[site_gid(g, i, j)] = (owner + n) % self.parallelism
-        if not result.moves and not new_splits:
+        if not moves and not new_splits:
             return None
         self.version += 1
         write_assignment(self.metrics_dir, self.version, self.assignment, self.splits)
         decision = Decision(now, self.version, self.policy, result.di_before, result.di_after, list(result.loads_before),
-                            list(result.loads_after), len(result.moves), float(result.migrated_bytes), new_splits)
+                            list(result.loads_after), len(moves), float(result.migrated_bytes), new_splits)
         self.decisions.append(decision)
         self._log(decision)
         return decision
+
+    def bin_loads(self, loads: list[float]) -> list[float]:
+        """Worker loads folded onto ``bins`` executors (partition ``i`` on bin ``i mod bins``)."""
+        out = [0.0] * self.bins
+        for i, x in enumerate(loads):
+            out[i % self.bins] += x
+        return out
+
+    def imbalanced(self) -> bool:
+        """Whether the last window's loads, over the bins, exceed the DI threshold."""
+        loads = self.bin_loads(self.last_loads) if self.bins and self.bins < self.parallelism else self.last_loads
+        total = math.fsum(loads)
+        return total > 0 and should_rebalance(loads, [], self.di_threshold, math.inf)
 
     def _log(self, d: Decision) -> None:
         from pyarrow import fs as pafs
