@@ -106,11 +106,13 @@ def main() -> None:
             r = run(spark, setting, algorithm, args.seconds, rate, dim, "20 seconds", out)
             rows.append(r)
             shutil.rmtree(out, ignore_errors=True)
-            rate_s = f"{r['sustained_rate']:,.0f}" if r["sustained_rate"] else "n/a"
+            def num(x: float | None, spec: str) -> str:
+                return "n/a" if x is None else format(x, spec)
+
             print(f"{setting:>5} {algorithm:>4} (chose {r['chosen']}): {r['records']:,}/{r['expected']:,} records, "
-                  f"{r['pairs']:,} pairs ({r['late_records']:,} late records), sustained {rate_s} records/s (offered {r['input_rate']:,}), "
-                  f"p99 {r['p99_latency_s']:.2f} s, p50 {r['p50_latency_s']:.2f} s, median batch {r['batch_ms_median']:.0f} ms",
-                  flush=True)
+                  f"{r['pairs']:,} pairs ({r['late_records']:,} late records), sustained {num(r['sustained_rate'], ',.0f')} "
+                  f"records/s (offered {r['input_rate']:,}), p99 {num(r['p99_latency_s'], '.2f')} s, "
+                  f"p50 {num(r['p50_latency_s'], '.2f')} s, median batch {num(r['batch_ms_median'], '.0f')} ms", flush=True)
     RESULTS.mkdir(parents=True, exist_ok=True)
     (RESULTS / "grid_stream.json").write_text(json.dumps(rows, indent=1))
     spark.stop()
