@@ -250,6 +250,8 @@ def similarity_join(
     the cluster's cores). Each stateful task costs about 100 ms per micro-batch whatever it
     does, so sharing partitions lowers a batch's fixed cost; both are stored with the checkpoint.
     Without balancing, workset formulation and similarity computation run in one stateful stage.
+    The grid runs one stateful stage with one Spark state partition per worker (``partitions``
+    applies to S3J only).
 
     ``right=None`` joins ``left`` with itself: each unordered pair once, ``left_id < right_id``.
     Streams are windowed by processing time (the ingestion time: ``ingest_col`` if given, else
