@@ -8,7 +8,7 @@ if [ ! -x .venv/bin/python ]; then
   "$PY" -m venv .venv
 fi
 .venv/bin/python -m pip install --quiet --upgrade pip
-.venv/bin/python -m pip install --quiet -e ".[test]"
+.venv/bin/python -m pip install --quiet -e ".[test,bench]"
 # compile the numba kernels (SWOOP's, S3J's candidate enumeration) into numba's on-disk cache
 # now (about 30 s once), not in the first Spark micro-batch that uses them
 .venv/bin/python -c "from driftjoin.swoop import fast; from driftjoin.s3j import kernels; fast.warm_up(); kernels.warm_up()"

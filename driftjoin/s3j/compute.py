@@ -28,10 +28,11 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from driftjoin.blockjoin import BlockJoin
 from driftjoin.distance import Metric
 from driftjoin.s3j import kernels
 from driftjoin.s3j.records import Records
-from driftjoin.s3j.workset import OUTER
+from driftjoin.s3j.workset import INNER, OUTER
 
 
 @dataclass
@@ -106,6 +107,7 @@ class SimilarityWorker:
         self.windows: dict[int, list[MemberTable]] = {}
         #: runs merged away since the runtime last emptied this list: (window, run)
         self.retired: list[tuple[int, MemberTable]] = []
+        self._kernel: BlockJoin | None = None
 
     def expire_before(self, window: int) -> None:
         for w in [w for w in self.windows if w < window]:
@@ -162,11 +164,17 @@ class SimilarityWorker:
             old = table.records
             # new non-outer x all old members, then new outer x old non-outer members
             for a_start, a_cnt, b_cnt in ((new_start, new_inner, old_cnt), (new_start + new_inner, new_count - new_inner, old_inner)):
-                found_here = kernels.cross_candidates(rec.vec, role, rec.side, a_start, a_cnt, old.vec, table.role, old.side,
-                                                      old_lo, b_cnt, cross, False, store, two, code, self.threshold, comparisons)
+                big = self._blas_groups(groups, a_cnt, b_cnt)
+                out += self._blocks(groups[big], rec, role, a_start[big], a_cnt[big], old, table.role, old_lo[big], b_cnt[big], counters)
+                found_here = kernels.cross_candidates(rec.vec, role, rec.side, a_start, np.where(big, 0, a_cnt), old.vec,
+                                                      table.role, old.side, old_lo, b_cnt, cross, False, store, two, code,
+                                                      self.threshold, comparisons)
                 out.append(self._accept(groups, rec, old, found_here, found))
-        found_here = kernels.cross_candidates(rec.vec, role, rec.side, new_start, new_inner, rec.vec, role, rec.side,
-                                              new_start, new_count, cross, True, store, two, code, self.threshold, comparisons)
+        big = self._blas_groups(groups, new_inner, new_count)
+        out += self._blocks(groups[big], rec, role, new_start[big], new_inner[big], rec, role, new_start[big], new_count[big], counters, store)
+        found_here = kernels.cross_candidates(rec.vec, role, rec.side, new_start, np.where(big, 0, new_inner), rec.vec, role,
+                                              rec.side, new_start, new_count, cross, True, store, two, code, self.threshold,
+                                              comparisons)
         out.append(self._accept(groups, rec, rec, found_here, found))
         if counters is not None:
             _accumulate(counters.comparisons, groups, comparisons)
@@ -188,6 +196,94 @@ class SimilarityWorker:
             newer, older = runs.pop(), runs.pop()
             self.retired += [(window, t) for t in (older, newer) if t.label is not None]
             runs.append(MemberTable.merged(older, newer))
+
+    def _blas_groups(self, groups: np.ndarray, a_cnt: np.ndarray, b_cnt: np.ndarray) -> np.ndarray:
+        """Worksets whose range pair is large enough for the block kernel (split sites excepted)."""
+        return (a_cnt.astype(np.int64) * b_cnt >= BLAS_MIN_PAIRS) & ((groups & CROSS_BIT) == 0)
+
+    def _blocks(self, gids: np.ndarray, a: Records, a_role: np.ndarray, a_start: np.ndarray, a_cnt: np.ndarray,
+                b: Records, b_role: np.ndarray, b_start: np.ndarray, b_cnt: np.ndarray,
+                counters: WorksetCounters | None, store: np.ndarray | None = None) -> list[Pairs]:
+        """Large worksets through :class:`~driftjoin.blockjoin.BlockJoin`; same pairs and counts as
+        :meth:`_evaluate` over every pair of the two ranges.
+
+        ``store`` given: the b-range is the a-range's own workset of new members (a = its
+        non-outer prefix), pairs ``i < j`` of stored members only.
+        """
+        if self._kernel is None:
+            self._kernel = BlockJoin(self.metric, self.threshold)
+        out = []
+        for g, s0, na, t0, nb in zip(gids.tolist(), a_start.tolist(), a_cnt.tolist(), b_start.tolist(), b_cnt.tolist()):
+            ra = np.arange(s0, s0 + na)
+            if store is None:
+                res = self._kernel.join(a.vec[ra], b.vec[t0 : t0 + nb])
+                ia, ib = ra[res.ia], t0 + res.ib
+                if counters is not None:
+                    _accumulate_n(counters.comparisons, g, _compared(a, a_role, ra, b, b_role, np.arange(t0, t0 + nb), self.self_join))
+            else:  # pairs inside the non-outer prefix, then prefix x the outer suffix
+                rs = np.arange(s0 + na, t0 + nb)
+                inner = self._kernel.join(a.vec[ra])
+                cross = self._kernel.join(a.vec[ra], a.vec[rs])
+                ia = np.concatenate([ra[inner.ia], ra[cross.ia]])
+                ib = np.concatenate([ra[inner.ib], rs[cross.ib]])
+                keep = store[ia] & store[ib]
+                ia, ib = ia[keep], ib[keep]
+                if counters is not None:
+                    ra, rs = ra[store[ra]], rs[store[rs]]
+                    within = _compared(a, a_role, ra, a, a_role, ra, self.self_join, same=True)
+                    _accumulate_n(counters.comparisons, g, within + _compared(a, a_role, ra, a, a_role, rs, self.self_join))
+            out.append(self._evaluate(np.full(len(ia), g, dtype=np.int64), a, a_role, ia, b, b_role, ib, counters, count=False))
+        return out
+
+    def _evaluate(
+        self,
+        gid: np.ndarray,
+        a: Records,
+        a_role: np.ndarray,
+        ia: np.ndarray,
+        b: Records,
+        b_role: np.ndarray,
+        ib: np.ndarray,
+        counters: WorksetCounters | None,
+        count: bool = True,
+    ) -> Pairs:
+        """Apply the role, stream and split-site rules to candidates (a[ia], b[ib]); test distances.
+
+        Roles are encoded bytes (see :mod:`driftjoin.s3j.routing`): the low two bits are the role,
+        the rest the member's part in a split workset; a cross-part site pairs only members of
+        different parts.
+        """
+        ca, cb = a_role[ia], b_role[ib]
+        ra, rb = ca & 3, cb & 3
+        ok = ~((ra == OUTER) & (rb == OUTER))
+        if not self.self_join:
+            ok &= a.side[ia] != b.side[ib]
+        cross = (gid & CROSS_BIT) != 0
+        if cross.any():
+            ok &= ~(cross & ((ca >> 2) == (cb >> 2)))
+        gid, ia, ib, ra, rb = gid[ok], ia[ok], ib[ok], ra[ok], rb[ok]
+        if counters is not None and count:
+            compared = ~((ra == INNER) & (rb == INNER))
+            _accumulate_gids(counters.comparisons, gid[compared])
+        if len(ia) == 0:
+            return Pairs.concat([], a.id.dtype)
+        dist = self.metric.rowwise(a.vec[ia], b.vec[ib])
+        hit = dist <= self.threshold
+        left, right = a.id[ia], b.id[ib]
+        if self.self_join:
+            hit &= left != right
+        ia, ib, dist, gid, left, right = ia[hit], ib[hit], dist[hit], gid[hit], left[hit], right[hit]
+        if counters is not None:
+            _accumulate_gids(counters.pairs, gid)
+        swap = (right < left) if self.self_join else (a.side[ia] == 1)
+        return Pairs(
+            left_id=np.where(swap, right, left),
+            right_id=np.where(swap, left, right),
+            distance=dist,
+            window=a.window[ia],
+            ingest=np.maximum(a.ingest[ia], b.ingest[ib]),
+            workset=gid,
+        )
 
     def _accept(self, groups: np.ndarray, a: Records, b: Records, candidates: tuple, found: np.ndarray) -> Pairs:
         """The pairs of the kernel's candidates: the sure ones as they are, the unsure ones (a
@@ -224,6 +320,13 @@ class SimilarityWorker:
 #: Bit 31 of a workset id marks a cross-part site of a split workset (driftjoin.s3j.routing).
 CROSS_BIT = 1 << 31
 
+#: Range pairs of a workset with at least this many member pairs are joined by the block kernel
+#: (matrix products, :mod:`driftjoin.blockjoin`); smaller ones by the compiled pair loop
+#: (:mod:`driftjoin.s3j.kernels`). Measured crossover on the 2-core machine: about 64 x 64
+#: members in 2 to 128 dimensions (a block-kernel call costs ~0.3 ms of fixed work).
+BLAS_MIN_PAIRS = 4096
+
+
 def _member_key(workset: np.ndarray, role: np.ndarray) -> np.ndarray:
     """Sort key of a member table: by workset, then non-outer before outer members."""
     return 2 * workset.astype(np.int64) + ((role & 3) == OUTER)
@@ -234,6 +337,43 @@ def _accumulate(bucket: dict[int, int], groups: np.ndarray, counts: np.ndarray) 
     for i in np.nonzero(counts)[0].tolist():
         g = int(groups[i])
         bucket[g] = bucket.get(g, 0) + int(counts[i])
+
+
+def _categories(rec: Records, role: np.ndarray, rows: np.ndarray) -> np.ndarray:
+    """Members of ``rows`` counted by (plain role, side): a 3 x 2 histogram."""
+    cat = (role[rows] & 3).astype(np.int64) * 2 + rec.side[rows].astype(np.int64)
+    return np.bincount(cat, minlength=6).reshape(3, 2).astype(np.int64)
+
+
+def _compared(a: Records, a_role: np.ndarray, ra: np.ndarray, b: Records, b_role: np.ndarray, rb: np.ndarray,
+              self_join: bool, same: bool = False) -> int:
+    """The comparisons :meth:`SimilarityWorker._evaluate` counts over all pairs of ``ra x rb``
+    (``same``: the unordered pairs of ``ra`` with itself), from role/side histograms."""
+    ha, hb = _categories(a, a_role, ra), _categories(b, b_role, rb)
+    w = np.ones((3, 2, 3, 2), dtype=np.int64)
+    w[OUTER, :, OUTER, :] = 0  # never paired
+    w[INNER, :, INNER, :] = 0  # paired by the t/2 bound, not compared
+    if not self_join:
+        w[:, 0, :, 0] = 0
+        w[:, 1, :, 1] = 0
+    total = int(np.einsum("ij,ijkl,kl->", ha, w, hb))
+    if same:
+        diag = int(np.einsum("ij,ijij->", ha, w))
+        total = (total - diag) // 2
+    return total
+
+
+def _accumulate_n(bucket: dict[int, int], gid: int, n: int) -> None:
+    if n:
+        bucket[gid] = bucket.get(gid, 0) + n
+
+
+def _accumulate_gids(bucket: dict[int, int], gids: np.ndarray) -> None:
+    if len(gids) == 0:
+        return
+    uniq, cnt = np.unique(gids, return_counts=True)
+    for g, c in zip(uniq.tolist(), cnt.tolist()):
+        bucket[g] = bucket.get(g, 0) + c
 
 
 def run_arrays(t: MemberTable) -> tuple:

@@ -23,6 +23,7 @@ from driftjoin.spark.s3j_operators import (
     route_members,
 )
 from driftjoin.s3j.baselines import ALGORITHMS
+from driftjoin.spark.grid_operators import grid_pairs, grid_plan
 from driftjoin.spark.columns import check_time_column, time_seconds
 from driftjoin.spark.session import prepare_for_stateful
 from driftjoin.spark.static import static_arrow_udf
@@ -34,7 +35,7 @@ _ID_TYPES = (T.LongType, T.IntegerType, T.ShortType, T.StringType)
 OUTPUTS = ("pairs", "grouped", "pairs-grouped")
 
 
-def _vector_column(df: DataFrame, name: str) -> Column:
+def _vector_column(df: DataFrame, name: str, float32: bool = False) -> Column:
     if name not in df.columns:
         raise ValueError(f"vector_col={name!r} is not a column of the input; columns are {df.columns}")
     dtype = df.schema[name].dataType
@@ -44,7 +45,7 @@ def _vector_column(df: DataFrame, name: str) -> Column:
         # vector_to_array fails on a null Vector: a missing vector is a dead letter, not an error
         return F.when(F.col(name).isNotNull(), vector_to_array(F.col(name), "float64"))
     if isinstance(dtype, T.ArrayType) and isinstance(dtype.elementType, T.NumericType):
-        return F.col(name).cast("array<double>")
+        return F.col(name).cast("array<float>" if float32 else "array<double>")
     raise TypeError(f"vector_col={name!r} has type {dtype.simpleString()}; use array<double>, array<float> or an MLlib Vector")
 
 
@@ -62,7 +63,7 @@ def _id_type(left: DataFrame, right: DataFrame | None, id_col: str) -> T.DataTyp
 
 
 def _normalise(df: DataFrame, side: int, id_col: str, vector_col: str, id_type: T.DataType,
-               ingest_col: str | None, time_col: str | None, with_raw: bool) -> DataFrame:
+               ingest_col: str | None, time_col: str | None, with_raw: bool, float32: bool = False) -> DataFrame:
     """``side, id, vector, ingest, time, time_reason[, raw]``: the columns the operators read.
 
     ``ingest`` (epoch seconds) is the ingestion time (``ingest_col``, else the micro-batch
@@ -82,7 +83,7 @@ def _normalise(df: DataFrame, side: int, id_col: str, vector_col: str, id_type: 
     cols = [
         F.lit(side).cast("byte").alias("side"),
         F.col(id_col).cast(id_type).alias("id"),
-        _vector_column(df, vector_col).alias("vector"),
+        _vector_column(df, vector_col, float32).alias("vector"),
         ingest.alias("ingest"),
         basis.alias("time"),
         (F.coalesce(*reasons) if reasons else F.lit(None)).cast("string").alias("time_reason"),
@@ -222,17 +223,24 @@ def similarity_join(
     bounds: tuple[float, float] = (-1.0, 1.0),
     seed: int = 0,
     metrics_dir: str | None = None,
-    algorithm: str = "s3j",
+    algorithm: str = "auto",
     virtual_partitions: int = 500,
     balance: str = "none",
     balance_options: dict | None = None,
     output: str = "pairs",
+    sample: object = None,
+    block_bytes: int | None = None,
 ) -> DataFrame:
     """Exact similarity join: every pair (same window) with ``distance <= threshold``.
 
-    ``algorithm``: ``"s3j"`` (space partitioning + worksets, the default), ``"clusterjoin"``
-    (the paper's baseline: ``virtual_partitions`` inner/outer partitions, section 9.4) or
-    ``"bruteforce"`` (every pair compared on one worker: the oracle, for small data).
+    ``algorithm``: ``"auto"`` (the default: S3J or the grid, estimated on a sample, see
+    :mod:`driftjoin.grid.choice`), ``"s3j"`` (space partitioning + worksets), ``"grid"``
+    (1-Bucket-Theta grid with matrix-product block joins: embeddings of tens to hundreds of
+    dimensions), ``"clusterjoin"`` (the paper's baseline: ``virtual_partitions`` inner/outer
+    partitions, section 9.4) or ``"bruteforce"`` (every pair compared on one worker: the
+    oracle, for small data). ``sample``: vectors like a stream's (an array or a static
+    DataFrame) for ``auto`` to decide on; without it a stream is decided by ``dim``.
+    ``block_bytes``: memory bound of one matrix-product block of the grid (default 32 MB).
 
     ``balance``: ``"none"``, ``"s3j"`` (the paper's Algorithm 1) or ``"greedy"`` (LPT): a
     controller on the driver (:class:`driftjoin.control.BalanceController`) reads the statistics
@@ -245,6 +253,8 @@ def similarity_join(
     the cluster's cores). Each stateful task costs about 100 ms per micro-batch whatever it
     does, so sharing partitions lowers a batch's fixed cost; both are stored with the checkpoint.
     Without balancing, workset formulation and similarity computation run in one stateful stage.
+    The grid runs one stateful stage with one Spark state partition per worker (``partitions``
+    applies to S3J only).
 
     ``right=None`` joins ``left`` with itself: each unordered pair once, ``left_id < right_id``.
     Streams are windowed by processing time (the ingestion time: ``ingest_col`` if given, else
@@ -277,15 +287,26 @@ def similarity_join(
     time_basis, lateness = _lateness(left, right, time_col, ingest_col, watermark, window)
     if not left.isStreaming and time_col is None:
         window = None
+    if algorithm not in (*ALGORITHMS, "grid", "auto"):
+        raise ValueError(f"algorithm={algorithm!r}: choose one of auto, grid, {', '.join(ALGORITHMS)}")
+    if algorithm == "grid" and balance != "none":
+        raise ValueError("balance= moves S3J worksets: it needs algorithm='s3j' (or 'auto', which then uses S3J)")
+    flexible = algorithm in ("auto", "grid") and balance == "none"
     plan = _plan(left, right, threshold=threshold, metric=metric, dim=dim, window=window, parallelism=parallelism,
                  centroids=centroids, bounds=bounds, seed=seed, vector_col=vector_col, metrics_dir=metrics_dir,
-                 algorithm=algorithm, virtual_partitions=virtual_partitions, time_basis=time_basis, lateness=lateness,
+                 algorithm="s3j" if algorithm in ("auto", "grid") else algorithm,
+                 virtual_partitions=virtual_partitions, time_basis=time_basis, lateness=lateness,
                  partitions=partitions, balanced=balance != "none" and left.isStreaming,
                  transport="flat" if output == "pairs" else "grouped")
+    grid = grid_plan(left, right, plan, algorithm=algorithm if flexible else "s3j", vector_col=vector_col,
+                     sample=sample, seed=seed, block_bytes=block_bytes) if algorithm in ("auto", "grid") else None
+    if grid is not None and output != "pairs":
+        raise ValueError(f"output={output!r} is not available when the grid algorithm joins (it emits one row per pair): "
+                         "use output='pairs', or algorithm='s3j'")
     if balance != "none":
         from driftjoin.control import CONTROLLERS, BalanceController, attach
 
-        if algorithm != "s3j":
+        if plan.algorithm != "s3j":
             raise ValueError("balance= moves S3J worksets: it needs algorithm='s3j'")
         if not metrics_dir:
             raise ValueError("balance= needs metrics_dir= (a directory the operators and the driver share: statistics go out and assignments come back through it)")
@@ -295,9 +316,10 @@ def similarity_join(
         CONTROLLERS[metrics_dir] = controller
         attach(left.sparkSession, controller)
     id_type = _id_type(left, right, id_col)
-    inputs = [_normalise(left, 0, id_col, vector_col, id_type, ingest_col, time_col, False)]
+    f32 = grid is not None and grid.float32
+    inputs = [_normalise(left, 0, id_col, vector_col, id_type, ingest_col, time_col, False, f32)]
     if right is not None:
-        inputs.append(_normalise(right, 1, id_col, vector_col, id_type, ingest_col, time_col, False))
+        inputs.append(_normalise(right, 1, id_col, vector_col, id_type, ingest_col, time_col, False, f32))
     data = inputs[0] if len(inputs) == 1 else inputs[0].unionByName(inputs[1])
     routed_schema = T.StructType([
         T.StructField("key", T.IntegerType()), T.StructField("outer", T.BooleanType()),
@@ -320,6 +342,8 @@ def similarity_join(
         T.StructField("window", T.LongType()), T.StructField("ingest_us", T.LongType()), T.StructField("emit_us", T.LongType()),
         T.StructField("worker", T.IntegerType()), T.StructField("workset", T.LongType()),
     ]))
+    if grid is not None:  # output="pairs" (checked above): one row per pair
+        return _pair_columns(grid_pairs(data, grid, id_type=id_type, pair_schema=pair_schema), plan, "pairs")
     if plan.algorithm == "s3j":
         routed_arrow = to_arrow_schema(routed_schema)
         routed = data.mapInArrow(lambda it: route_batches(plan, it, routed_arrow), routed_schema)
@@ -377,7 +401,8 @@ def _pair_columns(raw: DataFrame, plan: S3JPlan, output: str) -> DataFrame:
 
 #: Settings of :func:`similarity_join` that do not change which rows are valid.
 _JOIN_ONLY = frozenset({"threshold", "window", "parallelism", "partitions", "watermark", "centroids", "bounds", "seed",
-                        "metrics_dir", "algorithm", "virtual_partitions", "balance", "balance_options", "output"})
+                        "metrics_dir", "algorithm", "virtual_partitions", "balance", "balance_options", "output",
+                        "sample", "block_bytes"})
 
 
 def invalid_records(
