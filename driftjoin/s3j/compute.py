@@ -30,7 +30,6 @@ import numpy as np
 
 from driftjoin.blockjoin import BlockJoin
 from driftjoin.distance import Metric
-from driftjoin.s3j import kernels
 from driftjoin.s3j.records import Records
 from driftjoin.s3j.workset import INNER, OUTER
 
@@ -155,6 +154,7 @@ class SimilarityWorker:
         cross = (groups & CROSS_BIT) != 0
         comparisons = np.zeros(len(groups), np.int64)
         found = np.zeros(len(groups), np.int64)
+        kernels = _kernels()
         code, two = kernels.METRIC_CODES[self.metric.name], not self.self_join
         out: list[Pairs] = []
         for table in self.windows.get(window, ()):
@@ -325,6 +325,15 @@ CROSS_BIT = 1 << 31
 #: (:mod:`driftjoin.s3j.kernels`). Measured crossover on the 2-core machine: about 64 x 64
 #: members in 2 to 128 dimensions (a block-kernel call costs ~0.3 ms of fixed work).
 BLAS_MIN_PAIRS = 4096
+
+
+def _kernels():
+    """The compiled pair loop (:mod:`driftjoin.s3j.kernels`), imported on first use: numba costs
+    about half a second to import, which a Python worker that never computes pairs (a router,
+    Spark's planning worker) does not pay."""
+    from driftjoin.s3j import kernels
+
+    return kernels
 
 
 def _member_key(workset: np.ndarray, role: np.ndarray) -> np.ndarray:
