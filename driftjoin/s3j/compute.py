@@ -275,15 +275,7 @@ class SimilarityWorker:
         ia, ib, dist, gid, left, right = ia[hit], ib[hit], dist[hit], gid[hit], left[hit], right[hit]
         if counters is not None:
             _accumulate_gids(counters.pairs, gid)
-        swap = (right < left) if self.self_join else (a.side[ia] == 1)
-        return Pairs(
-            left_id=np.where(swap, right, left),
-            right_id=np.where(swap, left, right),
-            distance=dist,
-            window=a.window[ia],
-            ingest=np.maximum(a.ingest[ia], b.ingest[ib]),
-            workset=gid,
-        )
+        return self._oriented(a, ia, b, ib, left, right, dist, gid)
 
     def _accept(self, groups: np.ndarray, a: Records, b: Records, candidates: tuple, found: np.ndarray) -> Pairs:
         """The pairs of the kernel's candidates: the sure ones as they are, the unsure ones (a
@@ -306,15 +298,15 @@ class SimilarityWorker:
             if not differ.all():
                 ia, ib, g, dist, left, right = ia[differ], ib[differ], g[differ], dist[differ], left[differ], right[differ]
         found += np.bincount(g, minlength=len(found))
+        return self._oriented(a, ia, b, ib, left, right, dist, groups[g])
+
+    def _oriented(self, a: Records, ia: np.ndarray, b: Records, ib: np.ndarray, left: np.ndarray, right: np.ndarray,
+                  dist: np.ndarray, workset: np.ndarray) -> Pairs:
+        """Joined pairs as the output reports them: ``left_id < right_id`` in a self-join, the left
+        stream's record first in a two-stream join; the later ingestion time of the two."""
         swap = (right < left) if self.self_join else (a.side[ia] == 1)
-        return Pairs(
-            left_id=np.where(swap, right, left),
-            right_id=np.where(swap, left, right),
-            distance=dist,
-            window=a.window[ia],
-            ingest=np.maximum(a.ingest[ia], b.ingest[ib]),
-            workset=groups[g],
-        )
+        return Pairs(left_id=np.where(swap, right, left), right_id=np.where(swap, left, right), distance=dist,
+                     window=a.window[ia], ingest=np.maximum(a.ingest[ia], b.ingest[ib]), workset=workset)
 
 
 #: Bit 31 of a workset id marks a cross-part site of a split workset (driftjoin.s3j.routing).
