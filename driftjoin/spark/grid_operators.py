@@ -45,13 +45,13 @@ from driftjoin.spark.metrics_sink import latency_histogram, write_stats
 from driftjoin.spark.plan_guard import PLAN_KEY, PlanGuard
 from driftjoin.spark.s3j_operators import (
     ADOPTABLE,
-    OUTPUT_CHUNK,
+    _arrays,
     _heartbeats,
     _late_rows,
-    _arrays,
     _split_heartbeats,
     _window_of,
     classify,
+    pair_frames,
 )
 from driftjoin.spark.state import BlobState, ChunkedState, Chunks, Meta
 from driftjoin.spark.vectors import from_binary, to_binary
@@ -199,16 +199,7 @@ class GridProcessor(StatefulProcessor):
         if plan.metrics_dir and (len(rec) or late_rows):
             stats = _stats(plan, worker, seq, emit, core, counters, rec, int(home.sum()), pairs)
             write_stats(plan.metrics_dir, "computation", worker, seq, {**stats, "late": len(late_rows), "late_rows": late_rows})
-        emit_us = int(round(emit * 1e6))
-        ingest_us = np.round(pairs.ingest * 1e6).astype(np.int64)
-        for lo in range(0, max(len(pairs), 1), OUTPUT_CHUNK):
-            part = slice(lo, lo + OUTPUT_CHUNK)
-            n = len(pairs.left_id[part])
-            yield pd.DataFrame({
-                "left_id": pairs.left_id[part], "right_id": pairs.right_id[part], "distance": pairs.distance[part],
-                "window": pairs.window[part], "ingest_us": ingest_us[part], "emit_us": np.full(n, emit_us, dtype=np.int64),
-                "worker": np.full(n, worker, dtype=np.int32), "workset": pairs.workset[part],
-            })
+        yield from pair_frames(pairs, worker, emit)
 
     def close(self) -> None:
         pass
