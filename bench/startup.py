@@ -7,7 +7,9 @@ similarity join over a JSON file stream (2-D, two streams), starts it with ``ava
 times, from the process start: session ready, query started, first batch committed (with
 Spark's own phases of that batch), and the second batch. The first run starts from an empty
 checkpoint, the later ones restart from it with one more file per stream (the restart path).
-Prints a table and writes bench/results/startup.json.
+Both worker start-ups run side by side, interleaved: Python workers forked from driftjoin's
+preloading daemon (the default) and from PySpark's plain one, each with its own checkpoint.
+Prints a table with the ratios and writes bench/results/startup.json.
 """
 
 from __future__ import annotations
@@ -36,12 +38,12 @@ def write_file(folder: Path, name: str, n: int, seed: int, mtime: float) -> None
     os.utime(folder / name, (mtime, mtime))
 
 
-def child(parallelism: int) -> None:
+def child(parallelism: int, preload: bool, out: Path) -> None:
     """One process: session, query, first two batches; prints a JSON line of timings."""
     t0 = time.time()
     from driftjoin import local_session, similarity_join
 
-    spark = local_session(parallelism, "driftjoin-startup")
+    spark = local_session(parallelism, "driftjoin-startup", preload_workers=preload)
     t_session = time.time()
 
     def read(side: str):
@@ -49,7 +51,7 @@ def child(parallelism: int) -> None:
 
     pairs = similarity_join(read("L"), read("R"), threshold=0.01, metric="euclidean", window=None, dim=2,
                             parallelism=parallelism)
-    q = (pairs.writeStream.format("noop").option("checkpointLocation", str(OUT / "ck"))
+    q = (pairs.writeStream.format("noop").option("checkpointLocation", str(out))
          .trigger(availableNow=True).start())
     t_started = time.time()
     done: list[float] = []
@@ -75,10 +77,10 @@ def main() -> None:
     ap.add_argument("--parallelism", type=int, default=5)
     ap.add_argument("--rows", type=int, default=20_000, help="records per file and stream")
     ap.add_argument("--runs", type=int, default=3)
-    ap.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
+    ap.add_argument("--child", choices=["preload", "plain"], help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.child:
-        child(args.parallelism)
+        child(args.parallelism, args.child == "preload", OUT / f"ck-{args.child}")
         return
     shutil.rmtree(OUT, ignore_errors=True)
     results = []
@@ -86,18 +88,26 @@ def main() -> None:
         for side, seed in (("L", 1), ("R", 2)):
             for b in range(2):
                 write_file(OUT / "in" / side, f"r{run}b{b}.json", args.rows, seed * 100 + run * 10 + b, 1_700_000_000 + run * 10 + b)
-        started = time.time()
-        line = subprocess.run([sys.executable, __file__, "--child", "--parallelism", str(args.parallelism)],
-                              capture_output=True, text=True, cwd=ROOT).stdout.strip().splitlines()[-1]
-        result = {"run": run, "kind": "fresh" if run == 0 else "restart", "wall_s": time.time() - started, **json.loads(line)}
-        results.append(result)
+        for daemon in ("plain", "preload"):
+            started = time.time()
+            line = subprocess.run([sys.executable, __file__, "--child", daemon, "--parallelism", str(args.parallelism)],
+                                  capture_output=True, text=True, cwd=ROOT).stdout.strip().splitlines()[-1]
+            results.append({"run": run, "kind": "fresh" if run == 0 else "restart", "daemon": daemon,
+                            "wall_s": time.time() - started, **json.loads(line)})
     print(f"\nstart-up and restart, similarity_join, {args.parallelism} workers, 2 x {args.rows:,} records per batch "
           f"(load average {os.getloadavg()[0]:.1f})")
-    print(f"{'run':<10}{'session (s)':>12}{'query started':>15}{'1st batch':>11}{'2nd batch':>11}   Spark phases of the 1st batch (ms)")
+    print(f"{'run':<10}{'daemon':<9}{'session (s)':>12}{'query started':>15}{'1st batch':>11}{'2nd batch':>11}"
+          "   Spark phases of the 1st batch (ms)")
     for r in results:
         phases = ", ".join(f"{k} {v}" for k, v in r["first_batch_phases_ms"].items() if v >= 50)
-        print(f"{r['kind']:<10}{r['session_s']:>12.1f}{r['query_started_s']:>15.1f}{r['first_batch_s'] or 0:>11.1f}"
-              f"{r['second_batch_s'] or 0:>11.1f}   {phases}; state commit {r['first_state_commit_ms']}")
+        print(f"{r['kind']:<10}{r['daemon']:<9}{r['session_s']:>12.1f}{r['query_started_s']:>15.1f}"
+              f"{r['first_batch_s'] or 0:>11.1f}{r['second_batch_s'] or 0:>11.1f}   {phases}; state commit {r['first_state_commit_ms']}")
+    for kind in ("fresh", "restart"):
+        batch = {d: np.median([r["first_batch_s"] - r["query_started_s"] for r in results
+                               if r["kind"] == kind and r["daemon"] == d and r["first_batch_s"]] or [np.nan])
+                 for d in ("plain", "preload")}
+        print(f"{kind}: query start to 1st batch committed, median: plain {batch['plain']:.1f} s, "
+              f"preload {batch['preload']:.1f} s (plain/preload {batch['plain'] / batch['preload']:.2f}x)")
     Path(ROOT / "bench" / "results").mkdir(parents=True, exist_ok=True)
     (ROOT / "bench" / "results" / "startup.json").write_text(json.dumps(results, indent=2))
 
