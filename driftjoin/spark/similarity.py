@@ -22,7 +22,7 @@ from driftjoin.spark.s3j_operators import (
     route_members,
 )
 from driftjoin.s3j.baselines import ALGORITHMS
-from driftjoin.spark.session import prepare_for_stateful
+from driftjoin.spark.session import prepare_for_stateful, prepare_session
 from driftjoin.spark.static import static_arrow_udf
 
 log = logging.getLogger(__name__)
@@ -165,6 +165,7 @@ def similarity_join(
     Rows that cannot be joined are skipped here and reported by :func:`invalid_records`.
     """
     self_join = right is None
+    metrics_dir = prepare_session(left.sparkSession, metrics_dir, need_metrics=balance != "none" and left.isStreaming and algorithm == "s3j")
     if time_col is None and watermark is not None:
         raise ValueError("watermark= needs time_col= (an event-time column)")
     if time_col is not None and left.isStreaming and watermark is None:
@@ -181,8 +182,6 @@ def similarity_join(
 
         if algorithm != "s3j":
             raise ValueError("balance= moves S3J worksets: it needs algorithm='s3j'")
-        if not metrics_dir:
-            raise ValueError("balance= needs metrics_dir= (a directory the operators and the driver share: statistics go out and assignments come back through it)")
         if not left.isStreaming:
             raise ValueError("balance= applies to streaming joins; a static join runs once")
         controller = BalanceController(metrics_dir, plan.parallelism, plan.dim, policy=balance, **(balance_options or {}))
@@ -261,6 +260,7 @@ def invalid_records(
     Columns: ``side`` (0 left, 1 right), ``id``, ``raw`` (the row as JSON) and ``reason``.
     Stateless, so it can run as its own streaming query next to the join.
     """
+    prepare_session(left.sparkSession)
     m = get_metric(metric)
     id_type = _id_type(left, right, id_col)
     inputs = [_normalise(left, 0, id_col, vector_col, id_type, None, None, True)]

@@ -39,7 +39,7 @@ from pyspark.sql.streaming.stateful_processor import StatefulProcessor, Stateful
 from driftjoin.durations import parse_duration
 from driftjoin.spark.metrics_sink import write_stats
 from driftjoin.spark.s3j_operators import _BlobState
-from driftjoin.spark.session import prepare_for_stateful
+from driftjoin.spark.session import prepare_for_stateful, prepare_session
 from driftjoin.spark.static import run_static
 from driftjoin.swoop import SIMILARITIES, InvalidSetError, Swoop
 
@@ -176,6 +176,7 @@ def topk_set_join(
         raise ValueError(f"similarity={similarity!r}: choose one of {', '.join(sorted(SIMILARITIES))}")
     if right is not None and right.isStreaming != left.isStreaming:
         raise ValueError("left and right must both be streaming or both static")
+    prepare_session(left.sparkSession, metrics_dir)
     plan = TopKPlan(k, similarity, parse_duration(window, "window"), right is not None, metrics_dir)
     id_type = _id_type(left, right, id_col)
     data = _input(left, 0, id_col, tokens_col, time_col, id_type, False)
@@ -199,6 +200,7 @@ def topk_set_join(
 def invalid_sets(left: DataFrame, right: DataFrame | None = None, *, tokens_col: str = "tokens", id_col: str = "id",
                  time_col: str = "ts") -> DataFrame:
     """Rows that cannot be sets (missing id, tokens or timestamp; empty set), with the reason."""
+    prepare_session(left.sparkSession)
     id_type = _id_type(left, right, id_col)
     data = _input(left, 0, id_col, tokens_col, time_col, id_type, True)
     if right is not None:
