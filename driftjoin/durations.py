@@ -11,7 +11,7 @@ _UNITS = {
     "h": 3600.0, "hour": 3600.0, "hours": 3600.0,
     "d": 86400.0, "day": 86400.0, "days": 86400.0,
 }
-_PATTERN = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([a-zA-Z]+)\s*$")
+_PATTERN = re.compile(r"^\s*([-+]?\d+(?:\.\d+)?)\s*([a-zA-Z]+)\s*$")
 
 
 def parse_duration(text: str | float | int, what: str = "duration") -> float:
