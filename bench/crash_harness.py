@@ -12,8 +12,8 @@ compares the sink, read through Spark, with the oracle computed from the files w
 
 Per crash it reports the restart time (kill to the first micro-batch committed again) and the
 recovery time (kill to the first committed batch whose lag, commit time minus the newest input
-file's modification time, is back under twice the median lag of the 10 batches before the crash; the
-first crash comes once the job has caught up with the producer), both read from
+file's modification time, is back under twice the steady lag: the median lag of five batches
+once the job has first caught up with the producer, before the first crash), both read from
 the checkpoint (commits log and file-source log), the same way for every operator. When the
 sink is not exact it lists, per micro-batch, the results lost, repeated or extra (by the input
 file of their later record) next to the batches after which the job was killed.
@@ -127,38 +127,61 @@ def kill(proc: subprocess.Popen) -> None:
     proc.wait()
 
 
-def crash_loop(args: argparse.Namespace, work: Path, log) -> tuple[subprocess.Popen, list[dict]]:
-    rnd = random.Random(args.seed)
-    proc = start_job(args, work, False, log)
-    warm = time.time()
-    # warm up: until the job has caught up with the producer (its first batches read a backlog)
-    while time.time() - warm < args.patience and not any(lag <= args.warm_lag for _, _, lag in lags(work)[3:]):
+def steady_lag(work: Path, args: argparse.Namespace, proc_ref: list) -> float:
+    """Wait until the job has caught up with the producer (its first batches read a backlog),
+    then return the median lag of the next five batches: the job's lag when it keeps up."""
+    start = time.time()
+    caught = None
+    while time.time() - start < args.patience:
+        keep_alive(args, work, proc_ref)
+        done = lags(work)
+        if caught is None:
+            caught = next((b for b, _, lag in done[3:] if lag <= args.warm_lag), None)
+        elif len([b for b, _, _ in done if b >= caught]) >= 5:
+            return float(np.median([lag for b, _, lag in done if b >= caught][:5]))
         time.sleep(0.5)
+    return float(np.median([lag for _, _, lag in lags(work)][-5:] or [args.warm_lag]))
+
+
+def keep_alive(args: argparse.Namespace, work: Path, proc_ref: list) -> None:
+    """Restart the job if it ended by itself (a failure, not a kill of ours); counted in the report."""
+    proc, log = proc_ref[0], proc_ref[1]
+    if proc.poll() is not None:
+        proc_ref[2] += 1
+        print(f"  the job exited by itself (code {proc.returncode}); restarted (see {work / 'jobs.log'})", flush=True)
+        proc_ref[0] = start_job(args, work, False, log)
+
+
+def crash_loop(args: argparse.Namespace, work: Path, log) -> tuple[subprocess.Popen, list[dict], float, int]:
+    rnd = random.Random(args.seed)
+    ref = [start_job(args, work, False, log), log, 0]
+    steady = steady_lag(work, args, ref)
+    normal = max(2.0 * steady, 5.0)
+    print(f"steady lag {steady:.1f} s: recovered = a batch with lag <= {normal:.1f} s", flush=True)
     crashes = []
     for c in range(args.crashes):
         time.sleep(rnd.uniform(args.min_gap, args.max_gap))
+        keep_alive(args, work, ref)
         before = last_commit(work)
-        pre = [lag for _, _, lag in lags(work)][-10:]
-        normal = max(2.0 * float(np.median(pre)) if pre else 2.0, 1.0)
         t_kill = time.time()
-        kill(proc)
-        proc = start_job(args, work, False, log)
+        kill(ref[0])
+        ref[0] = start_job(args, work, False, log)
         restart = recovery = None
         while time.time() - t_kill < args.patience and (restart is None or recovery is None):
+            keep_alive(args, work, ref)
             if restart is None:
-                after = [t for b, t in commits(work).items() if b > before]
-                if after:
-                    restart = min(after) - t_kill
+                committed = [t for b, t in commits(work).items() if b > before]
+                restart = min(committed) - t_kill if committed else None
+            after = [(b, t, lag) for b, t, lag in lags(work) if b > before]
             if recovery is None:
-                ok = [t for b, t, lag in lags(work) if b > before and lag <= normal]
+                ok = [t for _, t, lag in after if lag <= normal]
                 if ok:
-                    recovery = ok[0] - t_kill
+                    recovery = min(ok) - t_kill
             time.sleep(0.5)
-        crashes.append({"crash": c + 1, "killed_after_batch": before, "restart_s": restart, "recovery_s": recovery,
-                        "normal_lag_s": normal})
+        crashes.append({"crash": c + 1, "killed_after_batch": before, "restart_s": restart, "recovery_s": recovery})
         print(f"crash {c + 1:2d}: killed after batch {before}, restart {restart or float('nan'):.1f} s, "
               f"recovery {recovery or float('nan'):.1f} s", flush=True)
-    return proc, crashes
+    return ref[0], crashes, normal, ref[2]
 
 
 def explain(work: Path, diff: dict[str, list], file_of) -> dict[str, dict[int, int]]:
@@ -180,7 +203,7 @@ def harness(args: argparse.Namespace) -> int:
     stop, done = threading.Event(), threading.Event()
     threading.Thread(target=producer, args=(adapter, work, args.interval, stop, done), daemon=True).start()
     started = time.time()
-    proc, crashes = crash_loop(args, work, log)
+    proc, crashes, normal, died = crash_loop(args, work, log)
     stop.set()
     done.wait()
     kill(proc)
@@ -198,6 +221,7 @@ def harness(args: argparse.Namespace) -> int:
     rc = [c["recovery_s"] for c in crashes if c["recovery_s"] is not None]
     summary = {
         "operator": args.operator, "balance": args.balance, "crashes": crashes, "minutes": (time.time() - started) / 60,
+        "recovered_lag_s": normal, "job_exits": died,
         "results": sum(result.got.values()), "expected": sum(result.expected.values()), **counts, **result.notes,
         "exact": exact, "passed": len(rs) if exact else 0,
         "by_batch": explain(work, diff, result.file_of) if not exact else {},
@@ -231,7 +255,7 @@ def main() -> None:
     ap.add_argument("--interval", type=float, default=1.0, help="seconds between input files")
     ap.add_argument("--files-per-batch", type=int, default=8, help="maxFilesPerTrigger of the crashing runs")
     ap.add_argument("--warm-lag", type=float, default=10.0, help="first crash once a batch's lag is below this (s)")
-    ap.add_argument("--min-gap", type=float, default=4.0, help="seconds after recovery before the next kill (min)")
+    ap.add_argument("--min-gap", type=float, default=4.0, help="seconds after recovery (or patience) before the next kill (min)")
     ap.add_argument("--max-gap", type=float, default=9.0, help="... (max)")
     ap.add_argument("--patience", type=float, default=300.0, help="seconds to wait for restart and recovery")
     ap.add_argument("--balance", choices=["none", "greedy", "s3j"], default="none", help="similarity only")

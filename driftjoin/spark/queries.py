@@ -73,13 +73,19 @@ def task_query() -> TaskQuery:
                      None if first is None else int(first), prop(CHECKPOINT))
 
 
+def plain_path(uri: str) -> str:
+    """A ``file:`` URI as a local path; any other location unchanged."""
+    if not uri.startswith("file:"):
+        return uri
+    path = uri[len("file:"):]
+    while path.startswith("//"):
+        path = path[1:]
+    return path
+
+
 def filesystem(uri: str) -> tuple[pafs.FileSystem, str]:
     """A pyarrow file system and path for a local path or a URI (``file:``, ``s3://``, ``hdfs://``...)."""
-    if uri.startswith("file:"):
-        path = uri[len("file:"):]
-        while path.startswith("//"):
-            path = path[1:]
-        return pafs.LocalFileSystem(), path
+    uri = plain_path(uri)
     if "://" in uri:
         scheme, rest = uri.split("://", 1)
         # Hadoop's S3 connector names (s3a, s3n) are plain s3 to pyarrow
@@ -105,7 +111,7 @@ def last_commit(checkpoint: str) -> int | None:
 def _query_started(spark, query_id: str) -> None:
     """Give the starting query's tasks its checkpoint and first batch (runs before its first batch)."""
     execution = spark.streams.get(query_id)._jsq.streamingQuery()
-    checkpoint = str(execution.resolvedCheckpointRoot())
+    checkpoint = plain_path(str(execution.resolvedCheckpointRoot()))
     first = last_commit(checkpoint)
     conf = execution.sparkSessionForStream().conf()
     conf.set(CHECKPOINT, checkpoint)
