@@ -90,10 +90,10 @@ def last_commit(work: Path) -> int:
     return max(commits(work), default=-1)
 
 
-def batch_files(work: Path) -> dict[int, list[tuple[str, float]]]:
-    """Batch id -> (input file name, modification time) of every file the file sources read."""
-    out: dict[int, list[tuple[str, float]]] = {}
-    for log in (work / "ck" / "sources").glob("*/*"):
+def _source_log(work: Path) -> dict[int, set[tuple[str, float]]]:
+    """The file source's own log: its batch -> (file name, modification time) of the files read."""
+    out: dict[int, set[tuple[str, float]]] = {}
+    for log in (work / "ck" / "sources" / "0").glob("*"):
         try:
             lines = log.read_text().splitlines()[1:]
         except (FileNotFoundError, UnicodeDecodeError):
@@ -103,7 +103,29 @@ def batch_files(work: Path) -> dict[int, list[tuple[str, float]]]:
                 e = json.loads(line)
             except ValueError:
                 continue
-            out.setdefault(int(e["batchId"]), []).append((e["path"].rsplit("/", 1)[-1], e["timestamp"] / 1000.0))
+            out.setdefault(int(e["batchId"]), set()).add((e["path"].rsplit("/", 1)[-1], e["timestamp"] / 1000.0))
+    return out
+
+
+def batch_files(work: Path) -> dict[int, set[tuple[str, float]]]:
+    """Query batch -> (input file name, modification time) of the files it read.
+
+    A query batch covers the file source's log entries after the previous batch's offset up to
+    its own (offsets log); usually one entry, two after a crash between the source's log write
+    and the query's offset write.
+    """
+    entries = _source_log(work)
+    ends: dict[int, int] = {}
+    for p in (work / "ck" / "offsets").glob("*"):
+        if p.name.isdigit():
+            try:
+                ends[int(p.name)] = int(json.loads(p.read_text().splitlines()[2])["logOffset"])
+            except (FileNotFoundError, IndexError, KeyError, ValueError):
+                continue
+    out: dict[int, set[tuple[str, float]]] = {}
+    for b, end in ends.items():
+        start = ends.get(b - 1, end - 1)
+        out[b] = set().union(*(entries.get(x, set()) for x in range(start + 1, end + 1)))
     return out
 
 

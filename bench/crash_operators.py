@@ -1,12 +1,13 @@
 """The operators the crash harness (bench/crash_harness.py) runs: one small adapter each.
 
-An adapter says what input to produce (JSON-lines files, one per input directory and tick),
+An adapter says what input to produce (JSON-lines files, one per tick, both sides of a two-input
+join in the same file and the same file source, see :func:`split_sides`),
 which streaming query to run over it, and how to compare what the sink holds with the oracle
 computed from the very files that were written. Every comparison reports, per result item, how
 often it is in the sink and how often the oracle has it, and the input file of the item's later
 record, so that a lost or repeated result can be traced to the micro-batch that read it.
 
-- ``similarity``: ``similarity_join`` of two vector streams (angular, 20-second windows over the
+- ``similarity``: ``similarity_join`` of two vector inputs (angular, 20-second windows over the
   ingestion time, 2 workers), oracle :func:`driftjoin.s3j.oracle.oracle_pairs`.
 - ``topk``: ``topk_set_join`` self-join (Jaccard, k = 30, 20-second window); the change stream
   (ordered by ``seq``) must be exactly the change stream of :class:`driftjoin.swoop.BaseTopK`
@@ -14,7 +15,7 @@ record, so that a lost or repeated result can be traced to the micro-batch that 
 - ``natural``: ``natural_join`` self-join of server-log documents, 10-second event-time windows,
   3 joiners; oracle: every pair of a window that :func:`driftjoin.schemafree.document.joinable`
   accepts.
-- ``equi``: ``equi_join`` (Streaming HyperCube, 3 workers) of two streams with Zipf keys whose
+- ``equi``: ``equi_join`` (Streaming HyperCube, 3 workers) of two inputs with Zipf keys whose
   hot set moves, 2-second window join; oracle: a plain hash join with the window predicate.
 
 Times are multiples of 1/1024 s, exact in a double, so window boundaries are the same numbers
@@ -38,6 +39,18 @@ TICK = 1.0 / 1024.0
 def stamp(now: float, k: int) -> float:
     """The time of record ``k`` of a file written at ``now``: distinct and exact in a double."""
     return round(now / TICK) * TICK + k * TICK
+
+
+def split_sides(stream):
+    """Left and right rows of one input: one file source, so both sides move in lockstep.
+
+    Two file sources would not: each writes its own log entry before the query's offset log,
+    and a crash between the two makes the next batch take two entries from one source, which
+    puts that side a batch ahead (window joins then drop the other side's rows as late).
+    """
+    from pyspark.sql import functions as F
+
+    return stream.where(F.col("side") == 0).drop("side"), stream.where(F.col("side") == 1).drop("side")
 
 
 def read_lines(work: Path, source: str) -> list[tuple[int, dict]]:
@@ -98,26 +111,24 @@ class Adapter:
 
 
 class Similarity(Adapter):
-    name, sources, per_file = "similarity", ("L", "R"), 100
+    name, sources, per_file = "similarity", ("S",), 100
     threshold, window = 0.01, 20.0
 
     def records(self, source, f, now):
-        rng = np.random.default_rng([f, source == "R"])
-        return [{"id": (f * self.per_file + k) * 2 + (source == "R"), "vector": rng.uniform(-1, 1, 2).tolist(),
-                 "ts": stamp(now, 0)} for k in range(self.per_file)]
+        rng = np.random.default_rng(f)
+        return [{"id": (f * self.per_file + k) * 2 + side, "side": side, "vector": rng.uniform(-1, 1, 2).tolist(),
+                 "ts": stamp(now, 0)} for k in range(self.per_file) for side in (0, 1)]
 
     def schema(self, source):
-        return "id long, vector array<double>, ts double"
+        return "id long, side int, vector array<double>, ts double"
 
     def job(self, spark, read, metrics_dir, balance):
         from pyspark.sql import functions as F
 
         from driftjoin import similarity_join
 
-        def timed(s):
-            return read(s).withColumn("ts", F.col("ts").cast("timestamp"))
-
-        return similarity_join(timed("L"), timed("R"), threshold=self.threshold, metric="angular", parallelism=2, dim=2,
+        left, right = split_sides(read("S").withColumn("ts", F.col("ts").cast("timestamp")))
+        return similarity_join(left, right, threshold=self.threshold, metric="angular", parallelism=2, dim=2,
                                window=f"{self.window:g} seconds", ingest_col="ts", metrics_dir=metrics_dir, balance=balance,
                                balance_options={"monitoring_window": 2.0, "di_threshold": 0.02} if balance != "none" else None)
 
@@ -125,12 +136,12 @@ class Similarity(Adapter):
         from driftjoin.distance import get_metric
         from driftjoin.s3j.oracle import oracle_pairs
 
-        rows = [(r, 0 if s == "L" else 1) for s in self.sources for _, r in read_lines(work, s)]
+        rows = [r for _, r in read_lines(work, "S")]
         m = get_metric("angular")
-        ids = np.array([r["id"] for r, _ in rows])
-        vec = m.prepare(np.array([r["vector"] for r, _ in rows]))
-        side = np.array([s for _, s in rows], dtype=np.int8)
-        window = np.floor(np.array([r["ts"] for r, _ in rows]) / self.window).astype(np.int64)
+        ids = np.array([r["id"] for r in rows])
+        vec = m.prepare(np.array([r["vector"] for r in rows]))
+        side = np.array([r["side"] for r in rows], dtype=np.int8)
+        window = np.floor(np.array([r["ts"] for r in rows]) / self.window).astype(np.int64)
         expected = Counter(oracle_pairs(ids, side, vec, window, m, self.threshold, False))
         got = Counter((r.left_id, r.right_id, int(r.window_start.timestamp() // self.window))
                       for r in spark.read.parquet(str(work / "out")).select("left_id", "right_id", "window_start").collect())
@@ -229,24 +240,27 @@ class Natural(Adapter):
 
 
 class Equi(Adapter):
-    name, sources, per_file = "equi", ("L", "R"), 20
+    name, sources, per_file = "equi", ("S",), 20
     window, keys, phase_files = 2.0, 200, 60
 
     def records(self, source, f, now):
-        rng = np.random.default_rng([f, source == "R"])
         # Zipf keys whose hot set moves every phase_files files (SHC promotes, demotes, moves state)
         hot = np.random.default_rng(f // self.phase_files).permutation(self.keys)
-        ranks = np.minimum(rng.zipf(1.3, self.per_file), self.keys) - 1
-        return [{"id": f * self.per_file + j, "k": int(hot[ranks[j]]), "t": stamp(now, j), "v": f"{source}{f}.{j}"}
-                for j in range(self.per_file)]
+        out = []
+        for side in (0, 1):
+            ranks = np.minimum(np.random.default_rng([f, side]).zipf(1.3, self.per_file), self.keys) - 1
+            out += [{"id": f * self.per_file + j, "side": side, "k": int(hot[ranks[j]]), "t": stamp(now, j),
+                     "v": f"{side}.{f}.{j}"} for j in range(self.per_file)]
+        return out
 
     def schema(self, source):
-        return "id long, k long, t double, v string"
+        return "id long, side int, k long, t double, v string"
 
     def job(self, spark, read, metrics_dir, balance):
         from driftjoin import equi_join
 
-        return equi_join(read("L"), read("R"), on="k", algorithm="shc", parallelism=3, window=self.window, time_col="t",
+        left, right = split_sides(read("S"))
+        return equi_join(left, right, on="k", algorithm="shc", parallelism=3, window=self.window, time_col="t",
                          lateness="5 seconds", metrics_dir=metrics_dir)
 
     def compare(self, spark, work):
@@ -254,9 +268,8 @@ class Equi(Adapter):
 
         from driftjoin.spark.metrics_sink import read_stats
 
-        left = pd.DataFrame([r for _, r in read_lines(work, "L")])
-        right = pd.DataFrame([r for _, r in read_lines(work, "R")])
-        both = left.merge(right, on="k", suffixes=("_l", "_r"))
+        rows = pd.DataFrame([r for _, r in read_lines(work, "S")])
+        both = rows[rows["side"] == 0].merge(rows[rows["side"] == 1], on="k", suffixes=("_l", "_r"))
         both = both[(both["t_l"] - both["t_r"]).abs() <= self.window]
         expected = Counter(zip(both["id_l"].tolist(), both["id_r"].tolist()))
         got = Counter((r.left_id, r.right_id)
