@@ -150,7 +150,8 @@ def similarity_join(
 
     ``balance``: ``"none"``, ``"s3j"`` (the paper's Algorithm 1) or ``"greedy"`` (LPT): a
     controller on the driver (:class:`driftjoin.control.BalanceController`) reads the statistics
-    in ``metrics_dir`` and moves worksets between workers while the query runs, exactly.
+    in ``metrics_dir`` (default in local mode: ``<checkpoint>/driftjoin-metrics`` of the query) and
+    moves worksets between workers while the query runs, exactly.
     ``balance_options`` are its settings (``monitoring_window``, ``di_threshold``,
     ``latency_spread``, ``migration_factor``, ``split``, ``at``, ``load``). Streams only.
 
