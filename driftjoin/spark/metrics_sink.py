@@ -115,7 +115,7 @@ def read_stats(root: str, operator: str, *, committed_only: bool = True, query_i
     """Every statistics record of ``operator`` that an exactly-once sink would count.
 
     Streaming records count only if their batch is committed in the query's checkpoint (when
-    the checkpoint cannot be read, every batch counts) and only from the run that committed
+    the checkpoint is gone or cannot be read, every batch counts) and only from the run that committed
     the batch; ``committed_only=False`` keeps uncommitted batches too (still one run per batch),
     ``query_id`` keeps one query's records. Files cut short by a crash are skipped.
     """

@@ -94,13 +94,16 @@ def filesystem(uri: str) -> tuple[pafs.FileSystem, str]:
 
 
 def last_commit(checkpoint: str) -> int | None:
-    """The last committed batch id in a checkpoint's commits log (-1: none yet; None: unreadable).
+    """The last committed batch id in a checkpoint's commits log (-1: none yet; None: the
+    checkpoint is gone or unreadable, so nothing can be said).
 
     Spark keeps only the newest commit files, but batches commit in order, so every batch up
     to the newest one is committed.
     """
     try:
         fs, base = filesystem(checkpoint)
+        if fs.get_file_info(base).type != pafs.FileType.Directory:
+            return None
         info = fs.get_file_info(pafs.FileSelector(f"{base.rstrip('/')}/commits", allow_not_found=True))
     except (OSError, ValueError):
         return None

@@ -176,7 +176,8 @@ def prepare_session(spark: SparkSession, metrics_dir: str | None = None, *, need
     metrics directory to use: ``metrics_dir``, or with ``need_metrics`` and none given a default
     inside the query's checkpoint (local mode; :func:`driftjoin.spark.queries.default_metrics_dir`).
     """
-    ensure_workers_python(spark)
+    if getattr(spark, "_jsparkSession", None) is not None:  # a classic session (Spark Connect has no driver-side workers to set)
+        ensure_workers_python(spark)
     if metrics_dir is None and need_metrics:
         return queries.default_metrics_dir(spark)
     if metrics_dir is not None:

@@ -71,6 +71,15 @@ def test_two_runs_starting_at_the_same_batch_the_later_one_counts(tmp_path, monk
     assert [s["run"] for s in read_stats(metrics, "swoop")] == ["late"]
 
 
+def test_a_deleted_checkpoint_leaves_its_statistics_counted(tmp_path, monkeypatch):
+    metrics = str(tmp_path / "m")
+    _as_task(monkeypatch, "q", "run", 0, 0, tmp_path / "gone")  # never created: nothing to check against
+    write_stats(metrics, "swoop", 0, 0, {"run": "run"})
+    assert len(list(read_stats(metrics, "swoop"))) == 1
+    (tmp_path / "gone").mkdir()  # exists, nothing committed yet
+    assert list(read_stats(metrics, "swoop")) == []
+
+
 def _vectors(n: int, seed: int) -> np.ndarray:
     return np.random.default_rng(seed).uniform(-1, 1, (n, 2))
 
