@@ -122,6 +122,8 @@ class SwoopProcessor(StatefulProcessor):
         if plan.metrics_dir:
             write_stats(plan.metrics_dir, "swoop", 0, seq, {"seq": seq, "time": time.time(), "sets": len(pdf),
                                                               "late": late, "changes": len(out["kind"]), "seconds": elapsed})
+        if not out["kind"]:  # no change: an empty frame of float columns fails PySpark's Arrow conversion
+            return
         frame = pd.DataFrame(out)
         frame["change_time"] = (frame["change_time"].to_numpy(dtype=np.float64) * 1e6).round().astype(np.int64)
         yield frame
