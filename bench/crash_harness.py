@@ -245,7 +245,7 @@ def harness(args: argparse.Namespace) -> int:
         "operator": args.operator, "balance": args.balance, "crashes": crashes, "minutes": (time.time() - started) / 60,
         "recovered_lag_s": normal, "job_exits": died,
         "results": sum(result.got.values()), "expected": sum(result.expected.values()), **counts, **result.notes,
-        "exact": exact, "passed": len(rs) if exact else 0,
+        "exact": exact, "passed": len(rs) if exact and not died else 0,
         "by_batch": explain(work, diff, result.file_of) if not exact else {},
         "examples": {k: [list(x) if isinstance(x, tuple) else x for x in v[:10]] for k, v in diff.items()},
     }
@@ -260,6 +260,8 @@ def harness(args: argparse.Namespace) -> int:
     if not exact:
         print(f"NOT EXACT. killed after batches {[c['killed_after_batch'] for c in crashes]}; per batch of the later record: "
               f"{json.dumps(summary['by_batch'])}; examples: {json.dumps(summary['examples'])}")
+    if died:
+        print(f"the job exited by itself {died} time(s) (a query failure, not a kill): see {work / 'jobs.log'}")
     print(f"{summary['passed']}/{len(crashes)} crashes passed (restarted, nothing lost, nothing repeated)")
     Path("bench/results").mkdir(parents=True, exist_ok=True)
     name = args.operator + ("" if args.balance == "none" else f"_{args.balance}")
