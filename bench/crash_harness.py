@@ -6,8 +6,8 @@ One harness for every operator (``--operator similarity|topk|natural|equi``; the
 JSON-lines input files at a steady rate until the last crash (each record carries its own time,
 so windows do not depend on when a batch ran). The job (this file with ``--job``) runs the join
 with a checkpoint into the Parquet sink. The harness kills the job's whole process group
-(driver, JVM, Python workers) with SIGKILL at random moments, often inside a micro-batch,
-``--crashes`` times, restarting it each time; then lets it drain the input (``availableNow``) and
+(driver, JVM, Python workers) with SIGKILL at a random moment inside a micro-batch (up to 1.5 s
+after one is planned in the offsets log), ``--crashes`` times, restarting it each time; then lets it drain the input (``availableNow``) and
 compares the sink, read through Spark, with the oracle computed from the files written.
 
 Per crash it reports the restart time (kill to the first micro-batch committed again) and the
@@ -88,6 +88,12 @@ def commits(work: Path) -> dict[int, float]:
 
 def last_commit(work: Path) -> int:
     return max(commits(work), default=-1)
+
+
+def last_offset(work: Path) -> int:
+    """The newest planned batch (offsets log): above the last commit while a batch runs."""
+    d = work / "ck" / "offsets"
+    return max((int(p.name) for p in d.iterdir() if p.name.isdigit()), default=-1) if d.exists() else -1
 
 
 def _source_log(work: Path) -> dict[int, set[tuple[str, float]]]:
@@ -184,7 +190,13 @@ def crash_loop(args: argparse.Namespace, work: Path, log) -> tuple[subprocess.Po
     for c in range(args.crashes):
         time.sleep(rnd.uniform(args.min_gap, args.max_gap))
         keep_alive(args, work, ref)
+        # aim inside a micro-batch: wait (up to 10 s) for one to be planned, then a random moment
+        wait = time.time() + 10
+        while last_offset(work) <= last_commit(work) and time.time() < wait:
+            time.sleep(0.05)
+        time.sleep(rnd.uniform(0.0, 1.5))
         before = last_commit(work)
+        in_flight = last_offset(work) > before
         t_kill = time.time()
         kill(ref[0])
         ref[0] = start_job(args, work, False, log)
@@ -200,9 +212,10 @@ def crash_loop(args: argparse.Namespace, work: Path, log) -> tuple[subprocess.Po
                 if ok:
                     recovery = min(ok) - t_kill
             time.sleep(0.5)
-        crashes.append({"crash": c + 1, "killed_after_batch": before, "restart_s": restart, "recovery_s": recovery})
-        print(f"crash {c + 1:2d}: killed after batch {before}, restart {restart or float('nan'):.1f} s, "
-              f"recovery {recovery or float('nan'):.1f} s", flush=True)
+        crashes.append({"crash": c + 1, "killed_after_batch": before, "in_batch": in_flight, "restart_s": restart,
+                        "recovery_s": recovery})
+        print(f"crash {c + 1:2d}: killed after batch {before}{' during batch %d' % (before + 1) if in_flight else ''}, "
+              f"restart {restart or float('nan'):.1f} s, recovery {recovery or float('nan'):.1f} s", flush=True)
     return ref[0], crashes, normal, ref[2]
 
 
