@@ -30,33 +30,41 @@ def _as_task(monkeypatch, query: str, run: str, batch: int, first: int, checkpoi
     monkeypatch.setattr(metrics_sink, "task_query", lambda: TaskQuery(query, run, batch, first, f"file:{checkpoint}"))
 
 
+def _stats(worker: int, batch: int, run: str) -> dict:
+    """A computation operator's record of one batch: 10 records in, 1 pair out."""
+    return {"worker": worker, "batch": batch, "run": run, "seq": batch, "time": float(batch), "comparisons": 2, "pairs": 1,
+            "memberships": 12, "state_bytes": 0, "latency_hist": [0] * (len(metrics_sink.LATENCY_BOUNDS) + 1),
+            "records": 10, "worksets": {}}
+
+
 def test_uncommitted_and_replayed_batches_are_counted_once(tmp_path, monkeypatch):
     metrics, ck_a, ck_b = str(tmp_path / "m"), tmp_path / "ck_a", tmp_path / "ck_b"
     # query A, run 1 (starts at batch 0): batches 0..3 on workers 0 and 1, then crashes in batch 3
     for b in range(4):
         for w in (0, 1):
             _as_task(monkeypatch, "qa", "run1", b, 0, ck_a)
-            write_stats(metrics, "computation", w, b, {"worker": w, "batch": b, "run": "run1"})
+            write_stats(metrics, "computation", w, b, _stats(w, b, "run1"))
     # run 2 starts at batch 3 (last commit 2) and replays it on worker 1 only (worker 0 got no rows
     # this time), then commits 3 and 4 and is stopped during batch 5
     for b in (3, 4, 5):
         _as_task(monkeypatch, "qa", "run2", b, 3, ck_a)
-        write_stats(metrics, "computation", 1, b, {"worker": 1, "batch": b, "run": "run2"})
+        write_stats(metrics, "computation", 1, b, _stats(1, b, "run2"))
     _commit(ck_a, 4)
     # query B shares the directory: batch 0 committed, batch 1 not
     for b in (0, 1):
         _as_task(monkeypatch, "qb", "runB", b, 0, ck_b)
-        write_stats(metrics, "computation", 0, b, {"worker": 0, "batch": b, "run": "runB"})
+        write_stats(metrics, "computation", 0, b, _stats(0, b, "runB"))
     _commit(ck_b, 0)
     # a static join's statistics (no query) in the same directory count as they are
     monkeypatch.setattr(metrics_sink, "task_query", lambda: TaskQuery(None, None, None, None, None))
-    write_stats(metrics, "computation", 0, 0, {"worker": 0, "batch": -1, "run": "static"})
+    write_stats(metrics, "computation", 0, 0, _stats(0, -1, "static"))
 
     got = sorted((s["run"], s["batch"], s["worker"]) for s in read_stats(metrics, "computation"))
     assert got == sorted([("run1", b, w) for b in range(3) for w in (0, 1)]
                          + [("run2", 3, 1), ("run2", 4, 1), ("runB", 0, 0), ("static", -1, 0)])
     only_a = {(s["run"], s["batch"]) for s in read_stats(metrics, "computation", query_id="qa")}
     assert only_a == {("run1", 0), ("run1", 1), ("run1", 2), ("run2", 3), ("run2", 4)}
+    assert (summary(metrics)[0]["pairs_out"], summary(metrics, query_id="qa")[0]["records_in"]) == (10, 80)
     everything = {(s["run"], s["batch"]) for s in read_stats(metrics, "computation", committed_only=False)}
     assert ("run2", 5) in everything and ("runB", 1) in everything and ("run1", 3) not in everything
 
