@@ -66,8 +66,11 @@ def _cosine(a: FloatArray, b: FloatArray) -> FloatArray:
 
 
 def _unit(v: FloatArray) -> FloatArray:
-    norms = np.linalg.norm(v, axis=1, keepdims=True)
-    return v / norms
+    """Unit vectors; each row is first divided by its largest magnitude, so the norm can neither
+    overflow ([1e200, 1e200]) nor underflow to zero ([1e-200, 1e-200]) for any finite non-zero row."""
+    scale = np.abs(v).max(axis=1, keepdims=True) if v.size else np.ones((len(v), 1))
+    scaled = v / scale
+    return scaled / np.linalg.norm(scaled, axis=1, keepdims=True)
 
 
 def _identity(v: FloatArray) -> FloatArray:
@@ -90,6 +93,11 @@ class Metric:
     needs_nonzero: bool
     max_threshold: float
     partition_name: str
+
+    @property
+    def bounded(self) -> bool:
+        """Whether raw coordinates enter the distance (then huge elements would overflow it)."""
+        return self.prepare is _identity
 
     def pairwise(self, a: FloatArray, b: FloatArray, block: int = 2048) -> FloatArray:
         """Distance matrix between the rows of ``a`` and ``b``, in row blocks to bound memory."""
@@ -178,6 +186,8 @@ def get_metric(name: str) -> Metric:
 
 def check_threshold(metric: Metric, threshold: float) -> float:
     """Validate a distance threshold for ``metric`` and return it as a float."""
+    if isinstance(threshold, bool):
+        raise ValueError(f"threshold must be a number (a distance), got {threshold!r}")
     try:
         t = float(threshold)
     except (TypeError, ValueError):

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import re
 
 _UNITS = {
@@ -14,8 +15,10 @@ _UNITS = {
 _PATTERN = re.compile(r"^\s*([-+]?\d+(?:\.\d+)?)\s*([a-zA-Z]+)\s*$")
 
 
-def parse_duration(text: str | float | int, what: str = "duration") -> float:
+def parse_duration(text: str | float | int, what: str = "duration", *, allow_zero: bool = False) -> float:
     """Seconds in ``text``; a bare number is taken as seconds. Fails with a usable message."""
+    if isinstance(text, bool):
+        raise ValueError(f"{what} {text!r} is not a duration; write it like '1 minute', '30 seconds' or '500 ms'")
     if isinstance(text, (int, float)):
         seconds = float(text)
     else:
@@ -23,6 +26,6 @@ def parse_duration(text: str | float | int, what: str = "duration") -> float:
         if not m or m.group(2).lower() not in _UNITS:
             raise ValueError(f"{what} {text!r} is not a duration; write it like '1 minute', '30 seconds' or '500 ms'")
         seconds = float(m.group(1)) * _UNITS[m.group(2).lower()]
-    if seconds <= 0:
-        raise ValueError(f"{what} must be positive, got {text!r}")
+    if not math.isfinite(seconds) or seconds < 0 or (seconds == 0 and not allow_zero):
+        raise ValueError(f"{what} must be {'zero or ' if allow_zero else ''}positive and finite, got {text!r}")
     return seconds

@@ -13,9 +13,11 @@ after this many documents; default unbounded), ``pace`` (true: documents become 
 ``rate`` in real time; false: all ``total`` at once), ``max_docs_per_batch`` (default and
 processing-time triggers; ``availableNow`` reads everything available at once), ``partitions``
 (read partitions per batch), ``start`` (epoch seconds of document 0; default: when the stream
-starts).
+starts), ``schedule`` (a varying rate, one of the thesis's workload shapes, as for the vector
+source: :mod:`driftjoin.generators.rates`).
 
-Document ``k`` has id ``k``, time ``start + k / rate`` and a body that depends only on
+Document ``k`` has id ``k``, time ``start + k / rate`` (``start + time_of(k)`` under a
+schedule) and a body that depends only on
 ``(kind, seed, k)``: documents are drawn in chunks of :data:`CHUNK` with a seed derived from
 ``(seed, chunk)``, so a replayed offset range gives identical rows (exactly-once). The value
 pools of the generators (users' IPs, departments, files, ...) are drawn per chunk, so every
@@ -38,7 +40,8 @@ from pyspark.sql.datasource import DataSource, DataSourceReader, DataSourceStrea
 from pyspark.sql.types import StructType
 
 from driftjoin.schemafree.generator import nobench_documents, server_log_documents
-from driftjoin.spark.source import RangeBatchReader, RangeStreamReader
+from driftjoin.generators.rates import RateSchedule
+from driftjoin.spark.source import RangeBatchReader, RangeStreamReader, schedule_option
 
 NAME = "driftjoin-docs"
 SCHEMA = "id long, doc string, ts timestamp"
@@ -56,6 +59,7 @@ class DocsOptions:
     max_per_batch: int | None
     partitions: int
     start: float | None
+    schedule: RateSchedule
 
     @staticmethod
     def parse(options: dict[str, str]) -> "DocsOptions":
@@ -87,6 +91,7 @@ class DocsOptions:
             max_per_batch=None if mpb is None else int(num("max_docs_per_batch", "1")),
             partitions=max(1, int(num("partitions", "1"))),
             start=num("start", "0") if "start" in options else None,
+            schedule=schedule_option(options, rate, NAME),
         )
         if parsed.total is not None and parsed.total < 0:
             raise ValueError(f"{NAME} source option total must be >= 0")
@@ -114,7 +119,7 @@ def read_range(opts: DocsOptions, first: int, last: int, start: float) -> Iterat
         end = min(last, (chunk + 1) * CHUNK)
         texts = _chunk(opts.kind, opts.seed, chunk)[k - chunk * CHUNK : end - chunk * CHUNK]
         ids = np.arange(k, end, dtype=np.int64)
-        micros = np.round((start + ids / opts.rate) * 1e6).astype(np.int64)
+        micros = np.round((start + opts.schedule.time_of(ids)) * 1e6).astype(np.int64)
         yield pa.RecordBatch.from_arrays(
             [pa.array(ids), pa.array(list(texts), pa.string()), pa.array(micros, pa.timestamp("us", tz="UTC"))],
             names=["id", "doc", "ts"],

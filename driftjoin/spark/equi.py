@@ -31,6 +31,7 @@ from driftjoin.spark.equi_operators import (
     WorkerProcessor,
     routed_schema,
 )
+from driftjoin.spark.columns import time_seconds
 from driftjoin.spark.session import prepare_for_stateful, prepare_session
 from driftjoin.spark.static import run_static
 
@@ -45,8 +46,6 @@ _INTEGRAL = (T.ByteType, T.ShortType, T.IntegerType, T.LongType)
 _TIME_TYPES = (T.TimestampType, T.TimestampNTZType, T.DateType, T.NumericType)
 
 REASON_NULL_KEY = "null join key {col!r}"
-REASON_NULL_TIME = "null time column {col!r}"
-REASON_NAN_TIME = "time column {col!r} is NaN"
 
 
 @dataclass(frozen=True)
@@ -114,25 +113,24 @@ def _key_column(df: DataFrame, on: tuple[str, ...], key_type: str) -> Column:
 def _time_column(df: DataFrame, name: str | None) -> Column:
     if name is None:
         return F.lit(0.0)
-    dtype = df.schema[name].dataType
-    if isinstance(dtype, T.DateType):
-        return F.col(name).cast("timestamp").cast("double")
-    return F.col(name).cast("double")
+    return time_seconds(df, name, "time_col")[0]
 
 
-def _valid(df: DataFrame, spec: _Spec, side: int) -> Column:
-    ok = F.lit(True)
-    for c in spec.on:
-        ok = ok & F.col(c).isNotNull()
-    t = spec.time_cols[side]
-    if t is not None:
-        ok = ok & F.col(t).isNotNull() & ~F.isnan(_time_column(df, t))
-    return ok
+def _reason(df: DataFrame, on: Sequence[str], time_col: str | None) -> Column:
+    """Why a row cannot be joined (null when it can): the one test of the join and its dead letters.
+
+    The first problem found: a null key column, or a missing or non-finite time (NaN, infinite:
+    :func:`driftjoin.spark.columns.time_seconds`) when the join is windowed.
+    """
+    reason = time_seconds(df, time_col, "time_col")[1] if time_col is not None else F.lit(None).cast("string")
+    for c in reversed(on):
+        reason = F.when(F.col(c).isNull(), F.lit(REASON_NULL_KEY.format(col=c))).otherwise(reason)
+    return reason
 
 
 def _normalise(df: DataFrame, side: int, spec: _Spec) -> DataFrame:
     """``side, key, ts, payload`` of the valid rows (invalid rows: :func:`invalid_equi_records`)."""
-    return df.where(_valid(df, spec, side)).select(
+    return df.where(_reason(df, spec.on, spec.time_cols[side]).isNull()).select(
         F.lit(side).cast("byte").alias("side"),
         _key_column(df, spec.on, spec.key_type).alias("key"),
         _time_column(df, spec.time_cols[side]).alias("ts"),
@@ -259,7 +257,7 @@ def equi_join(
     columns prefixed with ``prefixes[1]``. ``output="count"``: ``batch, worker, pairs`` (one row
     per worker and micro-batch; for benchmarks, the pairs are not materialised).
 
-    Rows with a null key (or, for window joins, a null or NaN time) are skipped here and reported
+    Rows with a null key (or, for window joins, a missing, NaN or infinite time) are skipped here and reported
     by :func:`invalid_equi_records`. Bad settings raise ``ValueError``/``TypeError`` before any job
     runs.
     """
@@ -303,7 +301,7 @@ def invalid_equi_records(
     """The dead-letter output: every input row :func:`equi_join` cannot join, with why.
 
     Columns: ``side`` (0 left, 1 right), ``raw`` (the row as JSON) and ``reason`` (the first
-    problem found: a null key column, or a null or NaN ``time_col`` when given). Pass the same
+    problem found: a null key column, or a missing, NaN or infinite ``time_col`` when given). Pass the same
     ``on`` and ``time_col`` as to the join. Stateless, so it runs as its own streaming query next
     to the join. Late rows of window joins are reported in the join's statistics instead.
     """
@@ -314,15 +312,10 @@ def invalid_equi_records(
     times = (None, None) if time_col is None else (time_col, time_col) if isinstance(time_col, str) else tuple(time_col)
     out = []
     for side, df in ((0, left), (1, right)):
-        reason = F.lit(None).cast("string")
-        checks: list[tuple[Column, str]] = [(F.col(c).isNull(), REASON_NULL_KEY.format(col=c)) for c in names]
         t = times[side]
         if t is not None:
             _check_columns(df, [t], "time_col", "left" if side == 0 else "right")
-            checks.append((F.col(t).isNull(), REASON_NULL_TIME.format(col=t)))
-            checks.append((F.isnan(_time_column(df, t)), REASON_NAN_TIME.format(col=t)))
-        for cond, text in reversed(checks):
-            reason = F.when(cond, F.lit(text)).otherwise(reason)
+        reason = _reason(df, names, t)
         out.append(df.select(
             F.lit(side).cast("byte").alias("side"),
             F.to_json(F.struct(*[F.col(c) for c in df.columns]), JSON_OPTIONS).alias("raw"),

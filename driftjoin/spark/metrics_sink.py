@@ -150,30 +150,77 @@ def read_stats(root: str, operator: str, *, committed_only: bool = True, query_i
         yield from (r for r in records if r[STAMP]["run"] == run)
 
 
-def write_assignment(root: str, version: int, assignment: dict[int, int], splits: dict[int, int]) -> None:
-    """Publish assignment ``version`` (workset or site id -> worker, and splits) to the operators.
+def publish(root: str, name: str, version: int, doc: dict[str, Any]) -> None:
+    """Publish version ``version`` of the control plane's decision ``name`` to the operators.
 
     Written to a temporary name and renamed where the file system allows it, so a reader sees a
     whole file or none.
     """
     fs, base = _fs(root)
-    folder = f"{base}/control/assignment"
+    folder = f"{base}/control/{name}"
     fs.create_dir(folder, recursive=True)
-    body = json.dumps({"version": version, "assignment": {str(k): v for k, v in assignment.items()},
-                       "splits": {str(k): v for k, v in splits.items()}}).encode()
     final, tmp = f"{folder}/{version:012d}.json", f"{folder}/.{version:012d}.json.tmp"
     with fs.open_output_stream(tmp) as out:
-        out.write(body)
+        out.write(json.dumps({"version": version, **doc}).encode())
     fs.move(tmp, final)
+
+
+def newest(root: str, name: str, newer_than: int = -1) -> dict[str, Any] | None:
+    """The newest published version of decision ``name`` if it is above ``newer_than``, else None."""
+    fs, base = _fs(root)
+    selector = pafs.FileSelector(f"{base}/control/{name}", allow_not_found=True)
+    names = sorted(i.base_name for i in fs.get_file_info(selector) if i.base_name.endswith(".json") and not i.base_name.startswith("."))
+    if not names or int(names[-1][:-5]) <= newer_than:
+        return None
+    with fs.open_input_stream(f"{base}/control/{name}/{names[-1]}") as f:
+        return json.loads(f.read())
+
+
+def read_newest_stats(root: str, operator: str) -> dict[int, dict[str, Any]]:
+    """Per key of ``operator``, its newest statistics record (highest ``seq``, then the latest
+    written), committed or not: the control plane's view of where each worker is now.
+
+    A key's records lie in its folder (static joins) or in one folder per query under it
+    (streaming: ``<query id>/<batch id>-<run id>.json``); in each folder the newest whole file
+    counts (a crash may cut one short).
+    """
+    fs, base = _fs(root)
+    selector = pafs.FileSelector(f"{base}/{operator}", allow_not_found=True)
+    out: dict[int, dict[str, Any]] = {}
+    for folder in fs.get_file_info(selector):
+        if folder.type != pafs.FileType.Directory or not folder.base_name.isdigit():
+            continue
+        entries = fs.get_file_info(pafs.FileSelector(folder.path))
+        groups = [[i.path for i in entries if i.type == pafs.FileType.File]]
+        groups += [[i.path for i in fs.get_file_info(pafs.FileSelector(d.path)) if i.type == pafs.FileType.File]
+                   for d in entries if d.type == pafs.FileType.Directory]
+        candidates = [r for files in groups if (r := _newest_whole(fs, files)) is not None]
+        if candidates:
+            out[int(folder.base_name)] = max(candidates, key=lambda r: (r.get("seq", -1), r.get(STAMP, {}).get("written", 0.0)))
+    return out
+
+
+def _newest_whole(fs: pafs.FileSystem, paths: list[str]) -> dict[str, Any] | None:
+    """The record of the last-named whole ``.json`` file of ``paths`` (None if there is none)."""
+    names = sorted(p for p in paths if p.endswith(".json") and not p.rsplit("/", 1)[-1].startswith("."))
+    for path in reversed(names):
+        with fs.open_input_stream(path) as f:
+            try:
+                return json.loads(f.read())
+            except ValueError:
+                continue
+    return None
+
+
+def write_assignment(root: str, version: int, assignment: dict[int, int], splits: dict[int, int]) -> None:
+    """Publish assignment ``version`` (workset or site id -> worker, and splits) to the operators."""
+    publish(root, "assignment", version, {"assignment": {str(k): v for k, v in assignment.items()},
+                                          "splits": {str(k): v for k, v in splits.items()}})
 
 
 def read_assignment(root: str, newer_than: int = -1) -> tuple[int, dict[int, int], dict[int, int]] | None:
     """The newest published assignment if its version is above ``newer_than``, else None."""
-    fs, base = _fs(root)
-    selector = pafs.FileSelector(f"{base}/control/assignment", allow_not_found=True)
-    names = sorted(i.base_name for i in fs.get_file_info(selector) if i.base_name.endswith(".json") and not i.base_name.startswith("."))
-    if not names or int(names[-1][:-5]) <= newer_than:
+    doc = newest(root, "assignment", newer_than)
+    if doc is None:
         return None
-    with fs.open_input_stream(f"{base.rstrip('/')}/control/assignment/{names[-1]}") as f:
-        doc = json.loads(f.read())
     return int(doc["version"]), {int(k): int(v) for k, v in doc["assignment"].items()}, {int(k): int(v) for k, v in doc["splits"].items()}

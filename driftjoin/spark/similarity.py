@@ -16,30 +16,36 @@ from driftjoin.s3j.space import random_centroids
 from driftjoin.spark.s3j_operators import (
     ComputationProcessor,
     FormulationProcessor,
+    FusedProcessor,
     S3JPlan,
     dead_letter_batches,
     route_batches,
     route_members,
 )
 from driftjoin.s3j.baselines import ALGORITHMS
+from driftjoin.spark.grid_operators import grid_pairs, grid_plan
+from driftjoin.spark.columns import check_time_column, time_seconds
 from driftjoin.spark.session import prepare_for_stateful, prepare_session
 from driftjoin.spark.static import static_arrow_udf
 
 log = logging.getLogger(__name__)
 
 _ID_TYPES = (T.LongType, T.IntegerType, T.ShortType, T.StringType)
+#: Output shapes of :func:`similarity_join` (see its docstring).
+OUTPUTS = ("pairs", "grouped", "pairs-grouped")
 
 
-def _vector_column(df: DataFrame, name: str) -> Column:
+def _vector_column(df: DataFrame, name: str, float32: bool = False) -> Column:
     if name not in df.columns:
         raise ValueError(f"vector_col={name!r} is not a column of the input; columns are {df.columns}")
     dtype = df.schema[name].dataType
     if isinstance(dtype, T.UserDefinedType) and dtype.simpleString() == "vector":
         from pyspark.ml.functions import vector_to_array
 
-        return vector_to_array(F.col(name), "float64")
+        # vector_to_array fails on a null Vector: a missing vector is a dead letter, not an error
+        return F.when(F.col(name).isNotNull(), vector_to_array(F.col(name), "float64"))
     if isinstance(dtype, T.ArrayType) and isinstance(dtype.elementType, T.NumericType):
-        return F.col(name).cast("array<double>")
+        return F.col(name).cast("array<float>" if float32 else "array<double>")
     raise TypeError(f"vector_col={name!r} has type {dtype.simpleString()}; use array<double>, array<float> or an MLlib Vector")
 
 
@@ -57,27 +63,57 @@ def _id_type(left: DataFrame, right: DataFrame | None, id_col: str) -> T.DataTyp
 
 
 def _normalise(df: DataFrame, side: int, id_col: str, vector_col: str, id_type: T.DataType,
-               ingest_col: str | None, time_col: str | None, with_raw: bool) -> DataFrame:
-    ingest = (F.col(ingest_col) if ingest_col else F.current_timestamp()).cast("timestamp").cast("double")
+               ingest_col: str | None, time_col: str | None, with_raw: bool, float32: bool = False) -> DataFrame:
+    """``side, id, vector, ingest, time, time_reason[, raw]``: the columns the operators read.
+
+    ``ingest`` (epoch seconds) is the ingestion time (``ingest_col``, else the micro-batch
+    time); ``time`` is the time that decides the window: ``time_col`` (event time) if given,
+    else the ingestion time. ``time_reason`` says why a row has no usable time (null if it has).
+    """
+    reasons = []
+    if ingest_col:
+        ingest, why = time_seconds(df, ingest_col, "ingest_col")
+        reasons.append(why)
+    else:
+        ingest = F.unix_micros(F.current_timestamp()) / F.lit(1e6)
+    basis = ingest
+    if time_col:
+        basis, why = time_seconds(df, time_col, "time_col")
+        reasons.append(why)
     cols = [
         F.lit(side).cast("byte").alias("side"),
         F.col(id_col).cast(id_type).alias("id"),
-        _vector_column(df, vector_col).alias("vector"),
+        _vector_column(df, vector_col, float32).alias("vector"),
         ingest.alias("ingest"),
+        basis.alias("time"),
+        (F.coalesce(*reasons) if reasons else F.lit(None)).cast("string").alias("time_reason"),
     ]
-    if time_col:
-        if time_col not in df.columns:
-            raise ValueError(f"time_col={time_col!r} is not a column of the input; columns are {df.columns}")
-        cols.append(F.col(time_col).cast("timestamp").cast("double").alias("event"))
     if with_raw:
         cols.append(F.to_json(F.struct(*[F.col(c) for c in df.columns])).alias("raw"))
     return df.select(*cols)
 
 
-def _plan(left: DataFrame, *, threshold: float, metric: str, dim: int | None, window: str | None,
-          parallelism: int | None, centroids: object, bounds: tuple[float, float], seed: int,
-          self_join: bool, vector_col: str, metrics_dir: str | None, algorithm: str = "s3j",
-          virtual_partitions: int = 500) -> S3JPlan:
+def _infer_dim(inputs: list[DataFrame], vector_col: str) -> int:
+    """The vector length most rows of a static input have (a malformed first row cannot decide it)."""
+    sizes = None
+    for df in inputs:
+        part = df.select(F.size(_vector_column(df, vector_col)).alias("n"))
+        sizes = part if sizes is None else sizes.unionByName(part)
+    top = sizes.where(F.col("n") > 0).groupBy("n").count().orderBy(F.col("count").desc(), F.col("n")).limit(2).collect()
+    if not top:
+        raise ValueError("cannot infer dim: the input has no non-empty vector; pass dim=")
+    if len(top) == 2 and top[0]["count"] == top[1]["count"]:
+        raise ValueError(f"cannot infer dim: vectors of length {top[0]['n']} and {top[1]['n']} are equally "
+                         "common; pass dim= (rows of the other length become dead letters)")
+    log.info("similarity_join: dim=%d inferred from the input (the most common vector length)", top[0]["n"])
+    return int(top[0]["n"])
+
+
+def _plan(left: DataFrame, right: DataFrame | None, *, threshold: float, metric: str, dim: int | None,
+          window: str | None, parallelism: int | None, centroids: object, bounds: tuple[float, float], seed: int,
+          vector_col: str, metrics_dir: str | None, algorithm: str = "s3j", virtual_partitions: int = 500,
+          time_basis: str = "batch", lateness: float = 0.0, partitions: int | None = None,
+          balanced: bool = False, transport: str = "grouped") -> S3JPlan:
     if algorithm not in ALGORITHMS:
         raise ValueError(f"algorithm={algorithm!r}: choose one of {', '.join(ALGORITHMS)}")
     if algorithm == "clusterjoin" and (not isinstance(virtual_partitions, int) or virtual_partitions < 1):
@@ -86,8 +122,13 @@ def _plan(left: DataFrame, *, threshold: float, metric: str, dim: int | None, wi
     t = check_threshold(m, threshold)
     if parallelism is None:
         parallelism = int(left.sparkSession.conf.get("spark.sql.shuffle.partitions"))
-    if not isinstance(parallelism, int) or parallelism < 1:
+    if isinstance(parallelism, bool) or not isinstance(parallelism, int) or parallelism < 1:
         raise ValueError(f"parallelism must be an integer >= 1 (the number of workers), got {parallelism!r}")
+    if partitions is None:
+        partitions = min(parallelism, left.sparkSession.sparkContext.defaultParallelism)
+    if isinstance(partitions, bool) or not isinstance(partitions, int) or not 1 <= partitions <= parallelism:
+        raise ValueError(f"partitions must be an integer in [1, parallelism] (Spark state partitions the "
+                         f"{parallelism} workers share), got {partitions!r}")
     if isinstance(centroids, str) and centroids not in ("random", "sample"):
         raise ValueError(f"centroids={centroids!r}: use 'random', 'sample' (static input) or an array of shape (parallelism, dim)")
     n_centroids = virtual_partitions if algorithm == "clusterjoin" else parallelism
@@ -95,17 +136,16 @@ def _plan(left: DataFrame, *, threshold: float, metric: str, dim: int | None, wi
         c = np.asarray(centroids, dtype=np.float64)
         if c.ndim != 2 or len(c) != n_centroids:
             raise ValueError(f"centroids must have shape ({n_centroids}, dim) (one per {'virtual partition' if algorithm == 'clusterjoin' else 'worker'}), got {c.shape}")
+        if not np.isfinite(c).all():
+            raise ValueError("centroids must be finite numbers")
         dim = dim or c.shape[1]
     if dim is None:
         if left.isStreaming:
             raise ValueError("dim is required for streaming inputs (the vector dimension, e.g. dim=2): the space partition centroids are drawn before the first record arrives")
-        first = left.select(_vector_column(left, vector_col).alias("v")).where(F.col("v").isNotNull()).first()
-        if first is None:
-            raise ValueError("cannot infer dim from an empty input; pass dim=")
-        dim = len(first["v"])
-    if not isinstance(dim, int) or dim < 1:
+        dim = _infer_dim([d for d in (left, right) if d is not None], vector_col)
+    if isinstance(dim, bool) or not isinstance(dim, int) or dim < 1:
         raise ValueError(f"dim must be an integer >= 1, got {dim!r}")
-    if centroids == "sample":
+    if isinstance(centroids, str) and centroids == "sample":
         if left.isStreaming:
             raise ValueError("centroids='sample' needs a static input; for streams use 'random' (the paper's choice) or pass an array")
         rows = left.select(_vector_column(left, vector_col).alias("v")).where(F.size("v") == dim).limit(50 * n_centroids).collect()
@@ -113,10 +153,55 @@ def _plan(left: DataFrame, *, threshold: float, metric: str, dim: int | None, wi
         if len(pool) < n_centroids:
             raise ValueError("not enough rows to sample centroids from; use centroids='random'")
         c = pool[np.random.default_rng(seed).choice(len(pool), n_centroids, replace=False)]
-    elif centroids == "random":
+    elif isinstance(centroids, str):
         c = random_centroids(n_centroids, dim, seed, *bounds)
+    elif c.shape[1] != dim:
+        raise ValueError(f"centroids have {c.shape[1]} dimensions but dim={dim}")
     window_seconds = None if window is None else parse_duration(window, "window")
-    return S3JPlan(m.name, t, dim, parallelism, c, self_join, window_seconds, metrics_dir, algorithm)
+    return S3JPlan(m.name, t, dim, parallelism, c, right is None, window_seconds, metrics_dir, algorithm,
+                   time_basis, lateness, partitions, balanced, transport)
+
+
+def _declared_watermark(inputs: list[DataFrame], column: str) -> float | None:
+    """The delay (seconds) of a watermark the inputs already carry on ``column`` (``withWatermark``)."""
+    delays = {df.schema[column].metadata.get("spark.watermarkDelayMs") for df in inputs if column in df.columns}
+    delays.discard(None)
+    if len(delays) > 1:
+        raise ValueError(f"the inputs carry different watermarks on {column!r} ({sorted(delays)} ms); give both the same delay")
+    return delays.pop() / 1000.0 if delays else None
+
+
+def _lateness(left: DataFrame, right: DataFrame | None, time_col: str | None, ingest_col: str | None,
+              watermark: str | None, window: str | None) -> tuple[str, float]:
+    """What decides a record's window (``event``, ``ingest`` or ``batch``) and its allowed lateness.
+
+    A window stays open until the largest time of earlier batches passes its end by the
+    lateness (:mod:`driftjoin.clock`). Event time (``time_col``) needs ``watermark=`` on a stream,
+    or a watermark the input already carries on that column (``withWatermark``), which is then
+    used as it is; an ingestion-time column (``ingest_col``) allows one window of lateness
+    unless ``watermark=`` says otherwise; the micro-batch time never runs backwards.
+    """
+    column = time_col or ingest_col
+    if column is None:
+        if watermark is not None:
+            raise ValueError("watermark= needs time_col= (an event-time column) or ingest_col=")
+        return "batch", 0.0
+    inputs = [d for d in (left, right) if d is not None]
+    declared = _declared_watermark(inputs, column)
+    if watermark is not None:
+        lateness = parse_duration(watermark, "watermark", allow_zero=True)
+        if declared is not None and declared != lateness:
+            raise ValueError(f"the input already has a watermark of {declared:g} seconds on {column!r} (withWatermark), "
+                             f"but watermark={watermark!r}: drop watermark= to use the input's, or give the same delay")
+    elif declared is not None:
+        lateness = declared
+    elif time_col is not None:
+        if left.isStreaming:
+            raise ValueError("event-time windows on a stream need watermark= (how late a record may arrive), e.g. watermark='10 seconds'")
+        lateness = 0.0
+    else:
+        lateness = parse_duration(window, "window") if window is not None else 0.0
+    return ("event" if time_col else "ingest"), lateness
 
 
 def similarity_join(
@@ -129,6 +214,7 @@ def similarity_join(
     vector_col: str = "vector",
     window: str | None = "1 minute",
     parallelism: int | None = None,
+    partitions: int | None = None,
     time_col: str | None = None,
     watermark: str | None = None,
     ingest_col: str | None = None,
@@ -137,16 +223,24 @@ def similarity_join(
     bounds: tuple[float, float] = (-1.0, 1.0),
     seed: int = 0,
     metrics_dir: str | None = None,
-    algorithm: str = "s3j",
+    algorithm: str = "auto",
     virtual_partitions: int = 500,
     balance: str = "none",
     balance_options: dict | None = None,
+    output: str = "pairs",
+    sample: object = None,
+    block_bytes: int | None = None,
 ) -> DataFrame:
     """Exact similarity join: every pair (same window) with ``distance <= threshold``.
 
-    ``algorithm``: ``"s3j"`` (space partitioning + worksets, the default), ``"clusterjoin"``
-    (the paper's baseline: ``virtual_partitions`` inner/outer partitions, section 9.4) or
-    ``"bruteforce"`` (every pair compared on one worker: the oracle, for small data).
+    ``algorithm``: ``"auto"`` (the default: S3J or the grid, estimated on a sample, see
+    :mod:`driftjoin.grid.choice`), ``"s3j"`` (space partitioning + worksets), ``"grid"``
+    (1-Bucket-Theta grid with matrix-product block joins: embeddings of tens to hundreds of
+    dimensions), ``"clusterjoin"`` (the paper's baseline: ``virtual_partitions`` inner/outer
+    partitions, section 9.4) or ``"bruteforce"`` (every pair compared on one worker: the
+    oracle, for small data). ``sample``: vectors like a stream's (an array or a static
+    DataFrame) for ``auto`` to decide on; without it a stream is decided by ``dim``.
+    ``block_bytes``: memory bound of one matrix-product block of the grid (default 32 MB).
 
     ``balance``: ``"none"``, ``"s3j"`` (the paper's Algorithm 1) or ``"greedy"`` (LPT): a
     controller on the driver (:class:`driftjoin.control.BalanceController`) reads the statistics
@@ -155,33 +249,67 @@ def similarity_join(
     ``balance_options`` are its settings (``monitoring_window``, ``di_threshold``,
     ``latency_spread``, ``migration_factor``, ``split``, ``at``, ``load``). Streams only.
 
+    ``parallelism`` is the number of logical workers (space partitions); ``partitions`` the Spark
+    state partitions they are placed on round-robin (default: the smaller of ``parallelism`` and
+    the cluster's cores). Each stateful task costs about 100 ms per micro-batch whatever it
+    does, so sharing partitions lowers a batch's fixed cost; both are stored with the checkpoint.
+    Without balancing, workset formulation and similarity computation run in one stateful stage.
+    The grid runs one stateful stage with one Spark state partition per worker (``partitions``
+    applies to S3J only).
+
     ``right=None`` joins ``left`` with itself: each unordered pair once, ``left_id < right_id``.
     Streams are windowed by processing time (the ingestion time: ``ingest_col`` if given, else
-    the micro-batch time) unless ``time_col`` names an event-time column, then by event time
-    with ``watermark`` (late rows are dropped by Spark). A static input is one window (or one
-    per window of ``time_col``); ``window=None`` makes a stream one unbounded window.
+    the micro-batch time) unless ``time_col`` names an event-time column, then by event time.
+    A window stays open until the largest time of earlier micro-batches is ``watermark`` past
+    its end (event time: required on a stream, or taken from the input's own ``withWatermark``;
+    ``ingest_col``: one window unless given); a record whose window has closed is *late*: not
+    joined, counted and listed (``late_rows``) in the statistics of ``metrics_dir``. A static
+    input is one window (or one per window of ``time_col``); ``window=None`` makes a stream one
+    unbounded window.
 
-    Output columns: ``left_id, right_id, distance, window_start, window_end, ingest_time``
-    (the later ingestion time of the two records), ``emit_time``, ``worker``, ``workset``.
+    Output columns (``output="pairs"``): ``left_id, right_id, distance, window_start,
+    window_end, ingest_time`` (the later ingestion time of the two records), ``emit_time``,
+    ``worker``, ``workset``. ``output="grouped"``: one row per left record, worker and
+    micro-batch: ``left_id, right_ids, distances, window_start, window_end, ingest_times,
+    emit_time, worker`` (arrays in the same order), for users who need no row per pair.
+    ``output="pairs-grouped"`` gives the pairs through the grouped transport exploded in the
+    JVM (measured slower than one row per pair on PySpark 4.3: kept to measure against).
     Rows that cannot be joined are skipped here and reported by :func:`invalid_records`.
     """
-    self_join = right is None
-    metrics_dir = prepare_session(left.sparkSession, metrics_dir, need_metrics=balance != "none" and left.isStreaming and algorithm == "s3j")
-    if time_col is None and watermark is not None:
-        raise ValueError("watermark= needs time_col= (an event-time column)")
-    if time_col is not None and left.isStreaming and watermark is None:
-        raise ValueError("event-time windows on a stream need watermark= (how late a record may arrive), e.g. watermark='10 seconds'")
-    if not left.isStreaming and time_col is None:
-        window = None
+    metrics_dir = prepare_session(left.sparkSession, metrics_dir,
+                                  need_metrics=balance != "none" and left.isStreaming and algorithm in ("s3j", "auto"))
     if right is not None and right.isStreaming != left.isStreaming:
         raise ValueError("left and right must both be streaming or both static")
-    plan = _plan(left, threshold=threshold, metric=metric, dim=dim, window=window, parallelism=parallelism,
-                 centroids=centroids, bounds=bounds, seed=seed, self_join=self_join, vector_col=vector_col,
-                 metrics_dir=metrics_dir, algorithm=algorithm, virtual_partitions=virtual_partitions)
+    for df in (left, right):
+        for name, what in ((ingest_col, "ingest_col"), (time_col, "time_col")):
+            if df is not None and name is not None:
+                check_time_column(df, name, what)
+    if output not in OUTPUTS:
+        raise ValueError(f"output={output!r}: use 'pairs' (one row per pair), 'grouped' (one row per record with "
+                         "arrays of partners) or 'pairs-grouped'")
+    time_basis, lateness = _lateness(left, right, time_col, ingest_col, watermark, window)
+    if not left.isStreaming and time_col is None:
+        window = None
+    if algorithm not in (*ALGORITHMS, "grid", "auto"):
+        raise ValueError(f"algorithm={algorithm!r}: choose one of auto, grid, {', '.join(ALGORITHMS)}")
+    if algorithm == "grid" and balance != "none":
+        raise ValueError("balance= moves S3J worksets: it needs algorithm='s3j' (or 'auto', which then uses S3J)")
+    flexible = algorithm in ("auto", "grid") and balance == "none"
+    plan = _plan(left, right, threshold=threshold, metric=metric, dim=dim, window=window, parallelism=parallelism,
+                 centroids=centroids, bounds=bounds, seed=seed, vector_col=vector_col, metrics_dir=metrics_dir,
+                 algorithm="s3j" if algorithm in ("auto", "grid") else algorithm,
+                 virtual_partitions=virtual_partitions, time_basis=time_basis, lateness=lateness,
+                 partitions=partitions, balanced=balance != "none" and left.isStreaming,
+                 transport="flat" if output == "pairs" else "grouped")
+    grid = grid_plan(left, right, plan, algorithm=algorithm if flexible else "s3j", vector_col=vector_col,
+                     sample=sample, seed=seed, block_bytes=block_bytes) if algorithm in ("auto", "grid") else None
+    if grid is not None and output != "pairs":
+        raise ValueError(f"output={output!r} is not available when the grid algorithm joins (it emits one row per pair): "
+                         "use output='pairs', or algorithm='s3j'")
     if balance != "none":
         from driftjoin.control import CONTROLLERS, BalanceController, attach
 
-        if algorithm != "s3j":
+        if plan.algorithm != "s3j":
             raise ValueError("balance= moves S3J worksets: it needs algorithm='s3j'")
         if not left.isStreaming:
             raise ValueError("balance= applies to streaming joins; a static join runs once")
@@ -189,13 +317,11 @@ def similarity_join(
         CONTROLLERS[metrics_dir] = controller
         attach(left.sparkSession, controller)
     id_type = _id_type(left, right, id_col)
-    inputs = [_normalise(left, 0, id_col, vector_col, id_type, ingest_col, time_col, False)]
+    f32 = grid is not None and grid.float32
+    inputs = [_normalise(left, 0, id_col, vector_col, id_type, ingest_col, time_col, False, f32)]
     if right is not None:
-        inputs.append(_normalise(right, 1, id_col, vector_col, id_type, ingest_col, time_col, False))
+        inputs.append(_normalise(right, 1, id_col, vector_col, id_type, ingest_col, time_col, False, f32))
     data = inputs[0] if len(inputs) == 1 else inputs[0].unionByName(inputs[1])
-    has_event = time_col is not None
-    if has_event and data.isStreaming:
-        data = data.withColumn("event_ts", F.col("event").cast("timestamp")).withWatermark("event_ts", watermark).drop("event_ts")
     routed_schema = T.StructType([
         T.StructField("key", T.IntegerType()), T.StructField("outer", T.BooleanType()),
         T.StructField("side", T.ByteType()), T.StructField("id", id_type), T.StructField("vec", T.BinaryType()),
@@ -207,39 +333,66 @@ def similarity_join(
         T.StructField("ingest", T.DoubleType()), T.StructField("window", T.LongType()),
         T.StructField("store", T.BooleanType()),
     ])
-    pair_schema = T.StructType([
+    pair_schema = (T.StructType([
+        T.StructField("left_id", id_type), T.StructField("window", T.LongType()), T.StructField("emit_us", T.LongType()),
+        T.StructField("worker", T.IntegerType()), T.StructField("right_ids", T.ArrayType(id_type)),
+        T.StructField("distances", T.ArrayType(T.DoubleType())), T.StructField("ingest_us", T.ArrayType(T.LongType())),
+        T.StructField("worksets", T.ArrayType(T.LongType())),
+    ]) if plan.transport == "grouped" else T.StructType([
         T.StructField("left_id", id_type), T.StructField("right_id", id_type), T.StructField("distance", T.DoubleType()),
         T.StructField("window", T.LongType()), T.StructField("ingest_us", T.LongType()), T.StructField("emit_us", T.LongType()),
         T.StructField("worker", T.IntegerType()), T.StructField("workset", T.LongType()),
-    ])
+    ]))
+    if grid is not None:  # output="pairs" (checked above): one row per pair
+        return _pair_columns(grid_pairs(data, grid, id_type=id_type, pair_schema=pair_schema), plan, "pairs")
     if plan.algorithm == "s3j":
-        routed = data.mapInArrow(lambda it: route_batches(plan, it, has_event=has_event), routed_schema)
+        routed_arrow = to_arrow_schema(routed_schema)
+        routed = data.mapInArrow(lambda it: route_batches(plan, it, routed_arrow), routed_schema)
     else:
-        members = data.mapInArrow(lambda it: route_members(plan, it, has_event=has_event), member_schema)
+        member_arrow = to_arrow_schema(member_schema)
+        members = data.mapInArrow(lambda it: route_members(plan, it, member_arrow), member_schema)
     if data.isStreaming:
-        prepare_for_stateful(left.sparkSession, plan.parallelism)
+        prepare_for_stateful(left.sparkSession, plan.partitions)
+        if plan.fused:
+            return _pair_columns(routed.groupBy("key").transformWithStateInPandas(
+                FusedProcessor(plan), pair_schema, "Append", "None"), plan, output)
         if plan.algorithm == "s3j":
             members = routed.groupBy("key").transformWithStateInPandas(
                 FormulationProcessor(plan), member_schema, "Append", "None")
         return _pair_columns(members.groupBy("wkey").transformWithStateInPandas(
-            ComputationProcessor(plan), pair_schema, "Append", "None"), plan.window_seconds)
-    left.sparkSession.conf.set("spark.sql.shuffle.partitions", str(plan.parallelism))
-    member_arrow, pair_arrow = to_arrow_schema(member_schema), to_arrow_schema(pair_schema)
-    if plan.algorithm == "s3j":
-        members = routed.groupBy("key").applyInArrow(
-            static_arrow_udf(lambda: FormulationProcessor(plan), member_arrow), member_schema)
+            ComputationProcessor(plan), pair_schema, "Append", "None"), plan, output)
+    left.sparkSession.conf.set("spark.sql.shuffle.partitions", str(plan.partitions))
+    pair_arrow = to_arrow_schema(pair_schema)
+    if plan.fused:
+        return _pair_columns(routed.groupBy("key").applyInArrow(
+            static_arrow_udf(lambda: FusedProcessor(plan), pair_arrow), pair_schema), plan, output)
     return _pair_columns(members.groupBy("wkey").applyInArrow(
-        static_arrow_udf(lambda: ComputationProcessor(plan), pair_arrow), pair_schema), plan.window_seconds)
+        static_arrow_udf(lambda: ComputationProcessor(plan), pair_arrow), pair_schema), plan, output)
 
 
-def _pair_columns(raw: DataFrame, window_seconds: float | None) -> DataFrame:
-    """The user-facing pair columns, with timestamps built in the JVM from plain numbers."""
+def _pair_columns(raw: DataFrame, plan: S3JPlan, output: str) -> DataFrame:
+    """The user-facing columns, with timestamps built in the JVM from plain numbers.
+
+    ``output="pairs"``: one row per pair (grouped rows are exploded here, in the JVM);
+    ``"grouped"``: one row per left record and micro-batch with its partners in arrays.
+    """
+    window_seconds = plan.window_seconds
     if window_seconds is None:
         start = end = F.lit(None).cast("timestamp")
     else:
         us = int(round(window_seconds * 1e6))
         start = F.timestamp_micros(F.col("window") * F.lit(us))
         end = F.timestamp_micros((F.col("window") + 1) * F.lit(us))
+    if output == "grouped":
+        return raw.select(
+            "left_id", F.col("right_ids"), F.col("distances"), start.alias("window_start"), end.alias("window_end"),
+            F.transform("ingest_us", lambda x: F.timestamp_micros(x)).alias("ingest_times"),
+            F.timestamp_micros("emit_us").alias("emit_time"), "worker")
+    if plan.transport == "grouped":
+        raw = raw.select("left_id", "window", "emit_us", "worker",
+                         F.explode(F.arrays_zip("right_ids", "distances", "ingest_us", "worksets")).alias("p")).select(
+            "left_id", F.col("p.right_ids").alias("right_id"), F.col("p.distances").alias("distance"), "window",
+            F.col("p.ingest_us").alias("ingest_us"), "emit_us", "worker", F.col("p.worksets").alias("workset"))
     return raw.select(
         "left_id", "right_id", "distance", start.alias("window_start"), end.alias("window_end"),
         F.timestamp_micros("ingest_us").alias("ingest_time"), F.timestamp_micros("emit_us").alias("emit_time"),
@@ -247,26 +400,47 @@ def _pair_columns(raw: DataFrame, window_seconds: float | None) -> DataFrame:
     )
 
 
+#: Settings of :func:`similarity_join` that do not change which rows are valid.
+_JOIN_ONLY = frozenset({"threshold", "window", "parallelism", "partitions", "watermark", "centroids", "bounds", "seed",
+                        "metrics_dir", "algorithm", "virtual_partitions", "balance", "balance_options", "output",
+                        "sample", "block_bytes"})
+
+
 def invalid_records(
     left: DataFrame,
     right: DataFrame | None = None,
     *,
     metric: str = "angular",
-    dim: int,
+    dim: int | None = None,
     id_col: str = "id",
     vector_col: str = "vector",
+    time_col: str | None = None,
+    ingest_col: str | None = None,
+    **join_settings: object,
 ) -> DataFrame:
     """The dead-letter output: every input row :func:`similarity_join` cannot join, with why.
 
-    Columns: ``side`` (0 left, 1 right), ``id``, ``raw`` (the row as JSON) and ``reason``.
-    Stateless, so it can run as its own streaming query next to the join.
+    Takes the same keyword arguments as :func:`similarity_join` (pass the same ones: the rows
+    refused depend on ``metric``, ``dim``, ``id_col``, ``vector_col``, ``time_col`` and
+    ``ingest_col``; the others are accepted and ignored), so a row is always either joined or
+    here, never both. Columns: ``side`` (0 left, 1 right), ``id``, ``raw`` (the row as JSON)
+    and ``reason``. Stateless, so it can run as its own streaming query next to the join.
+    Records that arrive after their window closed are refused by the join itself and listed in
+    its statistics (``late_rows``), since only the join knows its windows.
     """
+    unknown = set(join_settings) - _JOIN_ONLY
+    if unknown:
+        raise TypeError(f"invalid_records() got unexpected keyword argument(s) {sorted(unknown)}")
     prepare_session(left.sparkSession)
     m = get_metric(metric)
+    if dim is None:
+        if left.isStreaming:
+            raise ValueError("dim is required for streaming inputs (the vector dimension, e.g. dim=2)")
+        dim = _infer_dim([d for d in (left, right) if d is not None], vector_col)
     id_type = _id_type(left, right, id_col)
-    inputs = [_normalise(left, 0, id_col, vector_col, id_type, None, None, True)]
+    inputs = [_normalise(left, 0, id_col, vector_col, id_type, ingest_col, time_col, True)]
     if right is not None:
-        inputs.append(_normalise(right, 1, id_col, vector_col, id_type, None, None, True))
+        inputs.append(_normalise(right, 1, id_col, vector_col, id_type, ingest_col, time_col, True))
     data = inputs[0] if len(inputs) == 1 else inputs[0].unionByName(inputs[1])
     plan = S3JPlan(m.name, 1.0, dim, 1, np.zeros((1, dim)), right is None, None, None)
     schema = T.StructType([

@@ -12,10 +12,14 @@ Options: ``rate`` (records/s), ``dim``, ``dist`` (uniform, gaussian, skewed, par
 (stop after this many records; default unbounded), ``pace`` (true: records become available
 at ``rate`` in real time and ``ts`` is their generation time; false: all ``total`` records at
 once with synthetic times ``start + index/rate``), ``max_records_per_batch``, ``partitions``,
-``clusters``, ``drift_period`` (seconds per turn of the drifting clusters).
+``clusters``, ``drift_period`` (seconds per turn of the drifting clusters), ``schedule`` (a
+varying input rate instead of ``rate``: one of the thesis's workload shapes, e.g.
+``"cosine:low=100,high=2000,duration=600"``; see :mod:`driftjoin.generators.rates`).
 
-Record ``index`` k has id k, time ``start + k / rate`` and a vector that depends only on
-``(seed, stream, k)``'s chunk, so a replayed offset range gives identical rows (exactly-once).
+Record ``index`` k has id k, time ``start + time_of(k)`` (``k / rate`` at a constant rate)
+and a vector that depends only on ``(seed, stream, k)``'s chunk, so a replayed offset range
+gives identical rows (exactly-once). The stream reports its latest offset (what the source
+offers now, and the schedule) in the query progress, so a driver can tell its lag.
 Columns: ``id long, vector array<double>, ts timestamp, stream int``.
 """
 
@@ -32,6 +36,7 @@ from pyspark.sql import SparkSession
 from pyspark.sql.datasource import DataSource, DataSourceReader, DataSourceStreamReader, InputPartition
 from pyspark.sql.types import StructType
 
+from driftjoin.generators.rates import RateSchedule
 from driftjoin.generators.vectors import DISTRIBUTIONS, generate_vectors
 
 SCHEMA = "id long, vector array<double>, ts timestamp, stream int"
@@ -52,6 +57,7 @@ class GeneratorOptions:
     clusters: int
     drift_period: float
     start: float | None
+    schedule: RateSchedule
 
     @staticmethod
     def parse(options: dict[str, str]) -> "GeneratorOptions":
@@ -78,7 +84,19 @@ class GeneratorOptions:
             partitions=max(1, int(num("partitions", "1"))), clusters=int(num("clusters", "8")),
             drift_period=num("drift_period", "120"),
             start=float(options["start"]) if "start" in options else None,
+            schedule=schedule_option(options, rate, "driftjoin"),
         )
+
+
+def schedule_option(options: dict[str, str], rate: float, source: str) -> RateSchedule:
+    """The ``schedule`` option (a :class:`RateSchedule` spec), else a constant ``rate``."""
+    spec = options.get("schedule")
+    if spec is None:
+        return RateSchedule("constant", high=rate)
+    try:
+        return RateSchedule.parse(spec)
+    except ValueError as e:
+        raise ValueError(f"{source} source option schedule: {e}") from None
 
 
 @dataclass(frozen=True)
@@ -94,7 +112,7 @@ def read_range(opts: GeneratorOptions, first: int, last: int, start: float) -> I
     while k < last:
         chunk = (k // CHUNK) * CHUNK
         end = min(last, chunk + CHUNK)
-        times = start + np.arange(chunk, chunk + CHUNK) / opts.rate
+        times = start + opts.schedule.time_of(np.arange(chunk, chunk + CHUNK))
         vec = generate_vectors(opts.dist, seed=opts.seed, stream=opts.stream, start=chunk, count=CHUNK, dim=opts.dim,
                                times=times - start, clusters=opts.clusters, drift_period=opts.drift_period)
         lo, hi = k - chunk, end - chunk
@@ -119,13 +137,15 @@ class RangeStreamReader(DataSourceStreamReader):
     """A stream of generated rows addressed by index: offsets are ``{"index", "start"}``.
 
     ``read_fn(opts, first, last, start)`` yields the rows ``first <= index < last``; ``opts``
-    carries ``start``, ``total``, ``rate``, ``pace``, ``max_per_batch`` and ``partitions``.
+    carries ``start``, ``total``, ``schedule`` (the input rate over time), ``pace``,
+    ``max_per_batch`` and ``partitions``.
     Shared by the vector generator and the document generator (:mod:`driftjoin.spark.docs_source`).
     """
 
     def __init__(self, opts, read_fn: Callable[..., Iterator[pa.RecordBatch]]) -> None:
         self.opts = opts
         self.read_fn = read_fn
+        self._start: float | None = None
 
     def initialOffset(self) -> dict:
         start = self.opts.start if self.opts.start is not None else time.time()
@@ -136,15 +156,32 @@ class RangeStreamReader(DataSourceStreamReader):
 
         o = self.opts
         begin = start or self.initialOffset()
-        target = o.total if o.total is not None else math.inf
-        if o.pace:
-            target = min(target, math.floor((time.time() - begin["start"]) * o.rate))
-        index = int(min(target, 2**62))
+        self._start = begin["start"]
+        index = self._offered(begin["start"])
         # availableNow asks with ReadAllAvailable for its end offset: then no per-batch cap
         cap = limit.max_rows if isinstance(limit, ReadMaxRows) else (o.max_per_batch if limit is None else None)
         if cap:
             index = min(index, begin["index"] + int(cap))
         return {"index": max(index, begin["index"]), "start": begin["start"]}
+
+    def _offered(self, start: float) -> int:
+        """Records the source offers now: all of them unpaced, else what the schedule made."""
+        o = self.opts
+        target = o.total if o.total is not None else math.inf
+        if o.pace:
+            target = min(target, math.floor(float(o.schedule.count(time.time() - start)) + 1e-9))
+        return int(min(target, 2**62))
+
+    def reportLatestOffset(self) -> dict | None:
+        """What is offered now (``index``) and the schedule: the query progress's latestOffset."""
+        if self._start is None:
+            return None
+        report = {"index": self._offered(self._start), "start": self._start}
+        if self.opts.pace:
+            report["schedule"] = self.opts.schedule.spec()
+            if self.opts.total is not None:
+                report["total"] = self.opts.total
+        return report
 
     def getDefaultReadLimit(self) -> object:
         from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadMaxRows

@@ -15,14 +15,24 @@ REASON_MISSING_ID = "missing id"
 REASON_MISSING_VECTOR = "missing vector"
 REASON_NON_FINITE = "NaN, infinite or null element in vector"
 REASON_ZERO = "zero vector has no direction (angular/cosine)"
+#: Largest element magnitude for metrics that square or sum raw coordinates: a squared distance
+#: of two such vectors stays far below float64's maximum (1.8e308) in any practical dimension.
+MAX_MAGNITUDE = 1e150
+REASON_TOO_LARGE = f"element magnitude above {MAX_MAGNITUDE:g}: distances would overflow; scale the vectors"
 
 
 def reason_wrong_dim(dim: int) -> str:
     return f"wrong dimension (expected {dim})"
 
 
-def validate(ids: pa.Array, vectors: pa.Array, dim: int, needs_nonzero: bool) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Check a batch; returns (valid mask, reasons (None where valid), matrix of valid rows)."""
+def validate(ids: pa.Array, vectors: pa.Array, dim: int, needs_nonzero: bool,
+             bounded: bool = True) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Check a batch; returns (valid mask, reasons (None where valid), matrix of valid rows).
+
+    ``needs_nonzero``: a zero vector has no direction (angular, cosine). ``bounded``: elements
+    above :data:`MAX_MAGNITUDE` are refused (metrics on raw coordinates; angular and cosine
+    scale each vector before normalising it, so any finite vector has a direction).
+    """
     n = len(vectors)
     reason = np.full(n, None, dtype=object)
     if isinstance(vectors, pa.ChunkedArray):
@@ -40,6 +50,10 @@ def validate(ids: pa.Array, vectors: pa.Array, dim: int, needs_nonzero: bool) ->
         flat = pc.list_flatten(sub).cast(pa.float64())
         mat = flat.to_numpy(zero_copy_only=False).reshape(len(shaped), dim)
         bad = ~np.isfinite(mat).all(axis=1)
+        if bounded:
+            huge = ~bad & (np.abs(mat).max(axis=1, initial=0.0) > MAX_MAGNITUDE)
+            reason[shaped[huge]] = REASON_TOO_LARGE
+            bad |= huge
         if needs_nonzero:
             zero = ~bad & ~np.any(mat != 0.0, axis=1)
             reason[shaped[zero]] = REASON_ZERO
@@ -50,20 +64,20 @@ def validate(ids: pa.Array, vectors: pa.Array, dim: int, needs_nonzero: bool) ->
     return valid, reason, mat
 
 
-def to_binary(mat: np.ndarray) -> pa.BinaryArray:
-    """Each row of a float64 matrix as one binary value (zero-copy into Arrow)."""
-    mat = np.ascontiguousarray(mat, dtype=np.float64)
+def to_binary(mat: np.ndarray, dtype: np.dtype | type = np.float64) -> pa.BinaryArray:
+    """Each row of a matrix as one binary value of ``dtype`` (float64, or float32 for the grid join's float32 inputs)."""
+    mat = np.ascontiguousarray(mat, dtype=dtype)
     n, dim = mat.shape if mat.ndim == 2 else (0, 0)
-    width = 8 * dim
+    width = mat.itemsize * dim
     offsets = np.arange(n + 1, dtype=np.int32) * width
     return pa.BinaryArray.from_buffers(pa.binary(), n, [None, pa.py_buffer(offsets), pa.py_buffer(mat.tobytes())])
 
 
-def from_binary(values: np.ndarray | list, dim: int) -> np.ndarray:
+def from_binary(values: np.ndarray | list, dim: int, dtype: np.dtype | type = np.float64) -> np.ndarray:
     """Inverse of :func:`to_binary` for a pandas/numpy column of bytes."""
     if len(values) == 0:
-        return np.zeros((0, dim))
-    return np.frombuffer(b"".join(values), dtype=np.float64).reshape(len(values), dim)
+        return np.zeros((0, dim), dtype=dtype)
+    return np.frombuffer(b"".join(values), dtype=dtype).reshape(len(values), dim)
 
 
 def binary_rows(mat: np.ndarray) -> list[bytes]:

@@ -18,6 +18,9 @@ exactly as it was, consumes no sequence number and registers no token):
 * a ``set_id`` (unhashable, or) equal to that of a set of the same side that is still valid
   at ``ts`` -> :class:`InvalidSetError`.
 
+Out-of-order timestamps raise the subclass :class:`LateSetError`, duplicate ids
+:class:`DuplicateSetError`, so a caller can tell late and repeated sets from malformed ones.
+
 :class:`InvalidSetError` subclasses ``ValueError``, so ``except ValueError`` catches all of them.
 
 Token order (section 5.5). Tokens are mapped to ints in order of first appearance in the stream
@@ -43,6 +46,14 @@ _TOKEN_TYPES = {str, int}
 
 class InvalidSetError(ValueError):
     """A stream record violates the bad-input policy (see the module docstring)."""
+
+
+class LateSetError(InvalidSetError):
+    """A set whose timestamp is older than the index time (it arrived out of order)."""
+
+
+class DuplicateSetError(InvalidSetError):
+    """A set whose id equals that of a set of the same side still in the window."""
 
 
 @dataclass(slots=True)
@@ -135,7 +146,7 @@ def validate_time(ts: object, index_time: float | None, what: str) -> float:
     if not math.isfinite(ts):
         raise InvalidSetError(f"{what}: timestamp {ts!r} is not a finite real number")
     if index_time is not None and ts < index_time:
-        raise InvalidSetError(
+        raise LateSetError(
             f"{what}: out-of-order timestamp {ts!r}: expected ts >= {index_time!r} (the index time)"
         )
     return ts  # type: ignore[return-value]

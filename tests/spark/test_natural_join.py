@@ -14,6 +14,8 @@ from driftjoin.schemafree.generator import nobench_documents, server_log_documen
 from driftjoin.schemafree.window import TimeWindow
 from driftjoin.spark.natural import invalid_documents, natural_join, natural_join_metrics
 
+from .helpers import assert_stamped
+
 pytestmark = pytest.mark.spark
 
 
@@ -91,6 +93,7 @@ def test_streaming_count_windows_every_partitioner_equals_brute_force(spark, tmp
         assert metrics["to_all"].iloc[1:].sum() > 0  # documents matching no partition
         assert metrics["repartitions"].iloc[-1] > 0  # refitted between windows
         assert metrics["closed"].tolist() == [True] * 4 + [False]
+        assert_stamped(tmp_path / f"m_{p}", "natural_assigner", "natural_joiner")
 
 
 def test_static_every_partitioner_and_local_join_string_ids_and_core_metrics(spark, tmp_path):
@@ -274,10 +277,10 @@ def test_replayed_batch_in_another_row_order_gives_the_same_rows_and_pairs():
         routed = assigner.process(pdf).rows
         pairs, new_states = [], dict(j_states)
         for key, rows in routed.groupby("jkey"):
-            joiner = Joiner(plan, plan.slot_of(key), pickle.loads(j_states[key]) if key in j_states else None)
-            out, _ = joiner.process(rows.sample(frac=1, random_state=1))
+            joiner = Joiner(plan, plan.slot_of(key), pickle.loads(j_states[key]) if key in j_states else {})
+            out, _, _, _ = joiner.process(rows.sample(frac=1, random_state=1), 0)
             pairs += list(zip(out["left_id"], out["right_id"], out["window"], out["merged"]))
-            new_states[key] = pickle.dumps(joiner.state)
+            new_states[key] = pickle.dumps(joiner.windows)
         rows = sorted(map(tuple, routed.astype(str).values.tolist()))
         return pickle.dumps(assigner.state), new_states, rows, sorted(pairs)
 

@@ -1,4 +1,9 @@
-"""The driver-side control plane of the similarity join: statistics in, assignment out.
+"""The driver-side control plane: statistics in, decisions out.
+
+Two controllers, both run on the driver after every micro-batch (:func:`attach`) and publish
+versioned decisions that the operators adopt at their next micro-batch:
+:class:`BalanceController` for the similarity join (below) and :class:`SharedBoundController`
+for ``topk_set_join(..., parallelism=p, share_bound=True)``.
 
 :class:`BalanceController` reads the per-batch statistics the operators write to
 ``metrics_dir`` over a monitoring window, computes per workset its load and state size and per
@@ -30,11 +35,20 @@ from dataclasses import dataclass, field
 import numpy as np
 from pyarrow import fs as pafs
 
-from driftjoin.s3j.balancer import BalancerStats, Rebalance, greedy_rebalance, plan_splits, s3j_rebalance, should_rebalance
+from driftjoin.s3j.balancer import BalancerStats, Move, Rebalance, greedy_rebalance, plan_splits, s3j_rebalance, should_rebalance
 from driftjoin.s3j.ids import WORKSET_BITS
 from driftjoin.s3j.routing import MAX_PARTS, base_gid, site_gid
-from driftjoin.spark.metrics_sink import histogram_quantile, read_assignment, read_stats, write_assignment
+from driftjoin.spark.metrics_sink import (
+    histogram_quantile,
+    newest,
+    publish,
+    read_assignment,
+    read_newest_stats,
+    read_stats,
+    write_assignment,
+)
 from driftjoin.spark.queries import AUTO, METRICS_IN_CHECKPOINT, STARTED, filesystem
+from driftjoin.swoop.bound import Staircase
 
 POLICIES = ("none", "s3j", "greedy")
 
@@ -73,6 +87,11 @@ class BalanceController:
     at: str = "any"
     load: str = "comparisons"
     decisions: list[Decision] = field(default_factory=list)
+    #: set by the joint control plane (:mod:`driftjoin.control.joint`): balance over this many
+    #: executors (bins of partitions ``i mod bins``, each bin's worksets on partition ``bin``)
+    bins: int | None = None
+    force_next: bool = False
+    last_loads: list[float] = field(default_factory=list)
     _last: float = 0.0
     _last_window: int | None = None
 
@@ -152,7 +171,7 @@ class BalanceController:
     def step(self, now: float | None = None) -> Decision | None:
         """Run one control round if a monitoring window has passed; returns what it did."""
         now = time.time() if now is None else now
-        if self.policy == "none" or now - self._last < self.monitoring_window or not self.bound():
+        if self.policy == "none" or (now - self._last < self.monitoring_window and not self.force_next) or not self.bound():
             return None
         stats, loads, lat, newest = self._window_stats(self._last)
         return self.decide(stats, loads, lat, newest, now)
@@ -166,17 +185,22 @@ class BalanceController:
         """
         if not stats or self.policy == "none":
             return None
-        if self.at == "window":
+        self.last_loads = list(loads)
+        forced, self.force_next = self.force_next, False
+        bins = self.bins if self.bins and self.bins < self.parallelism else self.parallelism
+        if self.at == "window" and not forced:
             if newest == self._last_window:
                 return None
             self._last_window = newest
         self._last = now
         finite = [x if not math.isnan(x) else 0.0 for x in lat]
-        if not should_rebalance(loads, finite, self.di_threshold, self.latency_spread):
+        if bins < self.parallelism:
+            loads, finite = self.bin_loads(loads), []
+        if not forced and not should_rebalance(loads, finite, self.di_threshold, self.latency_spread):
             return None
         member_bytes = 8 * self.dim + 40
-        rows = [(g, load, members * member_bytes, self.owner(g)) for g, (load, members) in stats.items()]
-        snapshot = BalancerStats.of(self.parallelism, rows)
+        rows = [(g, load, members * member_bytes, self.owner(g) % bins) for g, (load, members) in stats.items()]
+        snapshot = BalancerStats.of(bins, rows)
         new_splits: dict[int, int] = {}
         if self.split:
             for plan in plan_splits(snapshot):
@@ -184,7 +208,12 @@ class BalanceController:
                 if int(base_gid(g)) == g and g not in self.splits:
                     new_splits[g] = int(min(MAX_PARTS, max(2, plan.parts)))
         result: Rebalance = s3j_rebalance(snapshot, self.migration_factor) if self.policy == "s3j" else greedy_rebalance(snapshot)
-        for mv in result.moves:
+        moves = list(result.moves)
+        if bins < self.parallelism:
+            # every bin's worksets go to partition ``bin`` (scheduled first), also those the round left in their bin
+            moves += [Move(g, self.owner(g), self.owner(g) % bins, stats[g][0], 0.0)
+                      for g in stats if self.owner(g) >= bins and result.assignment[g] == self.owner(g) % bins]
+        for mv in moves:
             self.assignment[int(mv.workset)] = int(mv.target)
         for g, k in new_splits.items():
             self.splits[g] = k
@@ -192,15 +221,28 @@ class BalanceController:
             # spread the new sites over the workers, starting after the workset's owner
             for n, (i, j) in enumerate((i, j) for i in range(k) for j in range(i, k)):
                 self.assignment[site_gid(g, i, j)] = (owner + n) % self.parallelism
-        if not result.moves and not new_splits:
+        if not moves and not new_splits:
             return None
         self.version += 1
         write_assignment(self.metrics_dir, self.version, self.assignment, self.splits)
         decision = Decision(now, self.version, self.policy, result.di_before, result.di_after, list(result.loads_before),
-                            list(result.loads_after), len(result.moves), float(result.migrated_bytes), new_splits)
+                            list(result.loads_after), len(moves), float(result.migrated_bytes), new_splits)
         self.decisions.append(decision)
         self._log(decision)
         return decision
+
+    def bin_loads(self, loads: list[float]) -> list[float]:
+        """Worker loads folded onto ``bins`` executors (partition ``i`` on bin ``i mod bins``)."""
+        out = [0.0] * self.bins
+        for i, x in enumerate(loads):
+            out[i % self.bins] += x
+        return out
+
+    def imbalanced(self) -> bool:
+        """Whether the last window's loads, over the bins, exceed the DI threshold."""
+        loads = self.bin_loads(self.last_loads) if self.bins and self.bins < self.parallelism else self.last_loads
+        total = math.fsum(loads)
+        return total > 0 and should_rebalance(loads, [], self.di_threshold, math.inf)
 
     def _log(self, d: Decision) -> None:
         fs, base = filesystem(self.metrics_dir)
@@ -210,7 +252,57 @@ class BalanceController:
             out.write(json.dumps(d.__dict__, default=str).encode())
 
 
-def attach(spark, controller: BalanceController) -> object:
+#: The decision name of the shared bound under ``<metrics_dir>/control/``.
+SHARED_BOUND = "swoop_bound"
+
+
+@dataclass
+class SharedBoundController:
+    """The global skyband lower bound for the workers of a partitioned top-k join.
+
+    Each worker writes the similarities and end times of its stock with its statistics
+    (``swoop_worker``); :meth:`step` combines the newest record of every worker into
+    :meth:`Staircase.of_pairs <driftjoin.swoop.bound.Staircase.of_pairs>` and publishes it when
+    it changed. Pairs of a stock are valid pairs, and a valid pair stays valid until its end, so
+    whatever mix of batches the records come from, the staircase is a lower bound of the global
+    ``lb(t, k)`` for every later end time ``t`` (:mod:`driftjoin.swoop.bound`): workers may prune
+    with it at any later batch, and a replayed batch may adopt a newer version than its first
+    attempt did, exactly.
+    """
+
+    metrics_dir: str
+    k: int
+    parallelism: int
+    version: int = 0
+    _used: dict[int, int] = field(default_factory=dict)  # worker -> seq of the records used
+    _last: tuple[list[float], list[float]] | None = None
+
+    def __post_init__(self) -> None:
+        current = newest(self.metrics_dir, SHARED_BOUND)
+        if current is not None:
+            self.version, self._last = int(current["version"]), (current["ends"], current["sims"])
+
+    def step(self) -> int | None:
+        """Publish a new bound if every worker reported and something changed; its version."""
+        records = read_newest_stats(self.metrics_dir, "swoop_worker")
+        if len(records) < self.parallelism or any("stock_sims" not in r for r in records.values()):
+            return None
+        used = {w: int(r["seq"]) for w, r in records.items()}
+        if used == self._used:
+            return None
+        self._used = used
+        bound = Staircase.of_pairs(np.concatenate([r["stock_sims"] for r in records.values()]),
+                                   np.concatenate([r["stock_ends"] for r in records.values()]), self.k)
+        steps = (bound.ends.tolist(), bound.sims.tolist())
+        if not steps[0] or steps == self._last:
+            return None
+        self._last = steps
+        self.version += 1
+        publish(self.metrics_dir, SHARED_BOUND, self.version, {"ends": steps[0], "sims": steps[1]})
+        return self.version
+
+
+def attach(spark, controller: BalanceController | SharedBoundController) -> object:
     """Run ``controller.step()`` on the driver after every micro-batch of any query."""
     from pyspark.sql.streaming import StreamingQueryListener
 

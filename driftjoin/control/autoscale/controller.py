@@ -1,0 +1,239 @@
+"""The autoscaling controller: the thesis's MAPE loop (Figure 4.1) on the Spark driver.
+
+Monitor: a ``StreamingQueryListener`` feeds every progress event to a
+:class:`QueryMetricsCollector`. Analyse and plan: every ``monitoring_window`` seconds a thread
+of the controller closes the window and asks the :class:`Scaler` (policy, range, cooldown).
+Execute: the actuator changes the executors (``mode="live"``) or stops and restarts the query
+from its checkpoint (``mode="restart"``). The loop runs beside the query, never inside it: a
+failing actuation is logged and the query keeps running with what it has.
+
+Settings are checked before anything starts (:func:`autoscale`): a policy name that does not
+exist, ``min_workers`` above ``max_workers``, a target outside (0, 1], a master that cannot give
+executors, ``max_workers`` above the state partitions (capped, with a log line) all fail or are
+fixed before the query runs.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import asdict, dataclass
+
+from driftjoin.control.autoscale.actuator import ClusterUnavailable, ExecutorActuator, RestartActuator
+from driftjoin.control.autoscale.collector import QueryMetricsCollector
+from driftjoin.control.autoscale.metrics import WindowMetrics
+from driftjoin.control.autoscale.policies import Policy, Scaler, make_policy
+
+log = logging.getLogger("driftjoin.autoscale")
+
+
+@dataclass
+class WindowRecord:
+    """One monitoring window as the controller saw and handled it."""
+
+    metrics: WindowMetrics
+    workers: int
+    target: int | None
+    actuation_seconds: float = math.nan
+    error: str = ""
+
+    def row(self) -> dict:
+        m = asdict(self.metrics)
+        m.pop("stages")
+        m.update(workers=self.workers, target=self.target, actuation_seconds=self.actuation_seconds, error=self.error,
+                 stages=[asdict(s) for s in self.metrics.stages])
+        return m
+
+
+class AutoscaleController:
+    """Runs one policy against the streaming queries of a session (see :func:`autoscale`)."""
+
+    def __init__(self, spark, scaler: Scaler, *, monitoring_window: float, mode: str, start: Callable[[], object] | None,
+                 trigger_interval: float, dry_run: bool, executor_timeout: float) -> None:
+        self.spark = spark
+        self.scaler = scaler
+        self.monitoring_window = monitoring_window
+        self.mode = mode
+        self.dry_run = dry_run or scaler.policy.external
+        self.history: list[WindowRecord] = []
+        self.executors = ExecutorActuator(spark, executor_timeout=executor_timeout)
+        self.actuator = RestartActuator(self.executors, start) if mode == "restart" else self.executors
+        self.collector = QueryMetricsCollector(spark, trigger_interval=trigger_interval)
+        self._start = start
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+        self._listener = None
+        self._virtual: int | None = None
+        #: hooks of the joint control plane (:func:`driftjoin.control.joint.attach_joint`):
+        #: ``before_scale(metrics, current, target)`` may veto an action (False); ``after_scale(target)``
+        self.before_scale: Callable[[WindowMetrics, int, int], bool] | None = None
+        self.after_scale: Callable[[int], None] | None = None
+
+    @property
+    def query(self):
+        """The running query when the controller started it (``start=``), else ``None``."""
+        return self.actuator.query if isinstance(self.actuator, RestartActuator) else self._query
+
+    def start(self) -> "AutoscaleController":
+        from pyspark.sql.streaming import StreamingQueryListener
+
+        collector = self.collector
+
+        class _Listener(StreamingQueryListener):
+            def onQueryStarted(self, event) -> None:  # noqa: N802 (Spark's names)
+                pass
+
+            def onQueryProgress(self, event) -> None:  # noqa: N802
+                collector.add_progress(event.progress)
+
+            def onQueryIdle(self, event) -> None:  # noqa: N802
+                pass
+
+            def onQueryTerminated(self, event) -> None:  # noqa: N802
+                pass
+
+        self._listener = _Listener()
+        self.spark.streams.addListener(self._listener)
+        self._query = None
+        if isinstance(self.actuator, RestartActuator):
+            self.actuator.query = self._start()
+        elif self._start is not None:
+            self._query = self._start()
+        self._thread = threading.Thread(target=self._loop, name="driftjoin-autoscale", daemon=True)
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join(timeout=30)
+        if self._listener is not None:
+            self.spark.streams.removeListener(self._listener)
+            self._listener = None
+
+    def workers(self) -> int:
+        if self.dry_run and self._virtual is not None:
+            return self._virtual
+        return self.collector.workers()
+
+    def step(self) -> WindowRecord:
+        """Close the current monitoring window and act on it (the thread calls this)."""
+        m = self.collector.window()
+        current = self.workers()
+        record = WindowRecord(m, current, None)
+        target = self.scaler.decide(m, current)
+        if target is not None and self.before_scale is not None and not self.before_scale(m, current, target):
+            self.scaler.actions.pop()
+            self.scaler._last_action = -math.inf
+            target = None
+        if target is not None:
+            record.target = target
+            if self.dry_run:
+                self._virtual = target
+            else:
+                try:
+                    record.actuation_seconds = self.actuator.scale_to(target)
+                    log.info("autoscale %s: %d -> %d workers (%.1f s)", self.scaler.policy.name, current, target,
+                             record.actuation_seconds)
+                    if self.after_scale is not None:
+                        self.after_scale(target)
+                except Exception as e:  # the query must outlive its controller's failures
+                    record.error = f"{type(e).__name__}: {e}"
+                    log.warning("autoscale %s: could not scale %d -> %d, the query keeps running: %s",
+                                self.scaler.policy.name, current, target, record.error)
+        self.history.append(record)
+        return record
+
+    def _loop(self) -> None:
+        while not self._stop.wait(self.monitoring_window):
+            try:
+                self.step()
+            except Exception as e:  # e.g. the session is stopping
+                log.warning("autoscale: monitoring window failed: %s", e)
+
+
+MODES = ("live", "restart")
+
+
+def autoscale(spark, policy: str | Policy = "ds2", *, min_workers: int = 1, max_workers: int | None = None,
+              cooldown: float = 300.0, monitoring_window: float = 30.0, mode: str = "live",
+              start: Callable[[], object] | None = None, trigger_interval: float = 0.0,
+              state_partitions: int | None = None, dry_run: bool = False, executor_timeout: float = 120.0,
+              **policy_options: float) -> AutoscaleController:
+    """Attach an autoscaler to the streaming queries of ``spark`` and start it.
+
+    ``policy``: ``"dhalion"``, ``"ds2"``, ``"hpa-cpu"``, ``"hpa-varga"``, ``"batch-interval"``
+    or ``"spark-dynamic-allocation"`` (Spark decides; the controller measures), with its
+    settings as keyword arguments (e.g. ``target=0.7``, ``overprovisioning=0.2``). Workers are
+    executors; ``max_workers`` defaults to, and is capped at, the state partitions
+    (``state_partitions`` or the session's ``spark.sql.shuffle.partitions``). ``mode="live"``
+    changes the executors under the running query; ``mode="restart"`` stops and restarts it
+    from its checkpoint and needs ``start`` (a function that starts the query and returns it).
+    ``trigger_interval``: the query's processing-time trigger in seconds (for
+    ``batch-interval``). ``dry_run``: decide and record, change nothing (works in local mode).
+    """
+    pol = make_policy(policy, **policy_options) if isinstance(policy, str) else policy
+    if mode not in MODES:
+        raise ValueError(f"mode={mode!r}: use 'live' (change executors under the query) or 'restart' (stop, rescale, restart from the checkpoint)")
+    if mode == "restart" and start is None:
+        raise ValueError("mode='restart' needs start=: a function that starts the query (from its checkpoint) and returns it")
+    if monitoring_window <= 0:
+        raise ValueError(f"monitoring_window={monitoring_window!r} must be > 0 seconds")
+    if pol.name == "batch-interval" and trigger_interval <= 0:
+        raise ValueError("policy 'batch-interval' compares batch durations with the trigger interval: pass trigger_interval= "
+                         "(seconds, the query's trigger(processingTime=...))")
+    partitions = state_partitions or int(spark.conf.get("spark.sql.shuffle.partitions"))
+    if max_workers is None:
+        max_workers = partitions
+    elif max_workers > partitions:
+        log.warning("max_workers=%d is above the %d state partitions fixed by the checkpoint: workers above %d would stay idle; "
+                    "capping at %d", max_workers, partitions, partitions, partitions)
+        max_workers = partitions
+    if min_workers > partitions:
+        raise ValueError(f"min_workers={min_workers} is above the {partitions} state partitions (spark.sql.shuffle.partitions of the "
+                         "query's first run): lower min_workers, or start a new checkpoint with more partitions")
+    scaler = Scaler(pol, min_workers=min_workers, max_workers=max_workers, cooldown=cooldown)
+    ctl = AutoscaleController(spark, scaler, monitoring_window=monitoring_window, mode=mode, start=start,
+                              trigger_interval=trigger_interval, dry_run=dry_run, executor_timeout=executor_timeout)
+    if pol.external:
+        conf = spark.sparkContext.getConf()
+        if conf.get("spark.dynamicAllocation.enabled", "false").lower() != "true":
+            raise ValueError("policy 'spark-dynamic-allocation' measures Spark's own allocator: create the session with "
+                             "driftjoin.control.autoscale.dynamic_allocation_conf(...) (spark.dynamicAllocation.enabled=true)")
+    elif not ctl.dry_run:
+        try:
+            ctl.executors.check()
+        except ClusterUnavailable as e:
+            raise ValueError(str(e)) from None
+        have = ctl.executors.count()
+        if have < min_workers or have > max_workers:
+            want = scaler.clamp(have)
+            try:
+                ctl.executors.scale_to(want)
+            except ClusterUnavailable as e:
+                raise ValueError(f"the cluster cannot give the {want} executors min_workers/max_workers ask for: {e}") from None
+    ctl._virtual = ctl.collector.workers() if ctl.dry_run else None
+    return ctl.start()
+
+
+def dynamic_allocation_conf(min_executors: int = 1, max_executors: int = 2, *, idle_timeout: str = "60s",
+                            backlog_timeout: str = "1s") -> dict[str, str]:
+    """Session settings for Spark's own dynamic allocation (the baseline a Spark user has).
+
+    Without an external shuffle service Spark needs shuffle tracking. Pass them to the session
+    builder (``SparkSession.builder.config(map=...)``) or ``spark-submit --conf``.
+    """
+    if min_executors < 0 or max_executors < max(1, min_executors):
+        raise ValueError(f"need 0 <= min_executors <= max_executors and max_executors >= 1, got {min_executors}, {max_executors}")
+    return {
+        "spark.dynamicAllocation.enabled": "true",
+        "spark.dynamicAllocation.shuffleTracking.enabled": "true",
+        "spark.dynamicAllocation.minExecutors": str(min_executors),
+        "spark.dynamicAllocation.maxExecutors": str(max_executors),
+        "spark.dynamicAllocation.initialExecutors": str(max(1, min_executors)),
+        "spark.dynamicAllocation.executorIdleTimeout": idle_timeout,
+        "spark.dynamicAllocation.schedulerBacklogTimeout": backlog_timeout,
+    }

@@ -1,0 +1,300 @@
+"""A discrete-event simulator (simpy) of a micro-batch streaming query under an autoscaler.
+
+The live runs on this machine stop at 2 executors; the thesis goes to 70 workers and
+hour-long workloads. The simulator runs the *same* policy objects (:mod:`.policies`, through
+the same :class:`Scaler`) against a model of Spark's micro-batch engine whose constants come
+from the live runs (:class:`SimConfig`, calibrated by bench/autoscale_live.py):
+
+- records arrive by a :class:`RateSchedule`; a batch starts at the next trigger tick (or at
+  once) and takes everything offered (up to ``max_per_batch``);
+- a batch of ``n`` records on ``k`` executors and ``P`` state partitions runs ``P`` tasks;
+  task ``i`` does ``share_i * n / capacity`` seconds of work plus ``task_overhead``; Spark
+  hands tasks in index order to the first free core, so the stage takes the makespan of that
+  list schedule; the batch adds ``batch_overhead`` (planning, commit);
+- scaling ``live``: an added executor is usable ``launch_delay`` seconds later, a removed one
+  at once; the next batch pays ``state_reload`` (state partitions reloaded by other
+  executors). ``restart``: no batch runs for ``restart_pause`` seconds, then ``state_reload``;
+- Spark's dynamic allocation (policy ``spark-dynamic-allocation``) is modelled as Spark
+  configures it: while tasks wait longer than ``backlog_timeout`` it asks for 1, 2, 4 ... more
+  executors (up to the tasks' count and ``max_workers``); an executor idle for
+  ``idle_timeout`` seconds is removed.
+
+It reports what the live controller reports (per window :class:`WindowMetrics`, the queue
+latency of every record: batch start minus the time it was offered, and the processing-time
+latency: batch end minus that time) so live and simulated runs compare line by line.
+``shares`` (a function of time giving each state partition's fraction of the load) models
+skew; ``balancer`` (see :mod:`driftjoin.control.joint`) may change the shares while it runs.
+"""
+
+from __future__ import annotations
+
+import heapq
+import math
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+import numpy as np
+import simpy
+
+from driftjoin.control.autoscale.metrics import StageMetrics, WindowMetrics
+from driftjoin.control.autoscale.policies import Scaler
+from driftjoin.generators.rates import RateSchedule
+
+
+@dataclass(frozen=True)
+class SimConfig:
+    """The engine's constants (defaults: measured on the standalone cluster here, see
+    docs/autoscaling.md) and the run's settings."""
+
+    capacity: float = 2000.0
+    batch_overhead: float = 0.5
+    task_overhead: float = 0.1
+    partitions: int = 70
+    trigger_interval: float = 1.0
+    max_per_batch: int | None = None
+    launch_delay: float = 20.0
+    state_reload: float = 2.0
+    restart_pause: float = 10.0
+    mode: str = "live"
+    cpu_per_busy: float = 0.8
+    monitoring_window: float = 30.0
+    backlog_timeout: float = 1.0
+    idle_timeout: float = 60.0
+
+
+@dataclass
+class SimResult:
+    windows: list[WindowMetrics]
+    workers: list[tuple[float, int]]
+    actions: int
+    batches: list[tuple[float, float, int]]
+    queue_latency: tuple[np.ndarray, np.ndarray] = field(repr=False, default=None)
+    processing_latency: tuple[np.ndarray, np.ndarray] = field(repr=False, default=None)
+    balance_actions: int = 0
+
+    @staticmethod
+    def _q(lat: tuple[np.ndarray, np.ndarray], q: float) -> float:
+        values, weights = lat
+        if len(values) == 0:
+            return math.nan
+        order = np.argsort(values)
+        cum = np.cumsum(weights[order])
+        return float(values[order][np.searchsorted(cum, q * cum[-1])])
+
+    def latency(self, q: float, kind: str = "queue") -> float:
+        return self._q(self.queue_latency if kind == "queue" else self.processing_latency, q)
+
+    def mean_workers(self, end: float) -> float:
+        """Time-weighted mean number of workers over ``[0, end]``."""
+        pts = self.workers + [(end, self.workers[-1][1])]
+        return sum((b[0] - a[0]) * a[1] for a, b in zip(pts, pts[1:])) / end
+
+    def throughput(self) -> float:
+        return sum(b[2] for b in self.batches) / max(self.batches[-1][0] + self.batches[-1][1], 1e-9) if self.batches else 0.0
+
+
+def list_schedule_makespan(durations: np.ndarray, cores: int) -> float:
+    """Makespan of tasks handed in index order to the first free of ``cores`` cores (Spark)."""
+    free = [0.0] * max(1, cores)
+    for d in durations:
+        t = heapq.heappop(free)
+        heapq.heappush(free, t + float(d))
+    return max(free)
+
+
+class Simulation:
+    """One simulated run: ``Simulation(schedule, scaler, config).run(duration)``."""
+
+    def __init__(self, schedule: RateSchedule, scaler: Scaler, config: SimConfig, *, initial_workers: int = 1,
+                 shares: Callable[[float], np.ndarray] | None = None, balancer=None) -> None:
+        self.schedule, self.scaler, self.cfg = schedule, scaler, config
+        self.env = simpy.Environment()
+        self.k = scaler.clamp(initial_workers)
+        self.pending_up: list[float] = []            # times added executors become usable
+        self.shares_fn = shares
+        self.balancer = balancer
+        self.processed = 0
+        self.reload_due = False
+        self.paused_until = 0.0
+        self.workers_log: list[tuple[float, int]] = [(0.0, self.k)]
+        self.batches: list[tuple[float, float, int]] = []
+        self._win: list[tuple[float, float, int, float, float]] = []   # start, duration, n, useful, busy
+        self._busy: list[tuple[float, int]] = [(0.0, 0)]               # (time, cores running tasks from then on)
+        self._qlat: list[tuple[np.ndarray, float]] = []
+        self._plat: list[tuple[np.ndarray, float]] = []
+        self._lag0 = 0.0
+        self._t0 = 0.0
+        self.windows: list[WindowMetrics] = []
+        self._da_wait = 0.0
+        self._da_step = 1
+        self._idle_since = 0.0
+
+    # -- the engine ----------------------------------------------------------------------------
+
+    def offered(self, t: float) -> int:
+        return int(math.floor(float(self.schedule.count(t)) + 1e-9))
+
+    def shares(self, t: float) -> np.ndarray:
+        p = self.cfg.partitions
+        base = np.full(p, 1.0 / p) if self.shares_fn is None else np.asarray(self.shares_fn(t), dtype=float)
+        return self.balancer.shares(t, base, self.k) if self.balancer is not None else base
+
+    def _set_workers(self, k: int) -> None:
+        if k != self.k:
+            self.k = k
+            self.workers_log.append((self.env.now, k))
+
+    def engine(self):
+        cfg = self.cfg
+        while True:
+            env = self.env
+            if env.now < self.paused_until:
+                yield env.timeout(self.paused_until - env.now)
+            if cfg.trigger_interval > 0:
+                tick = math.ceil(env.now / cfg.trigger_interval - 1e-9) * cfg.trigger_interval
+                if tick > env.now:
+                    yield env.timeout(tick - env.now)
+            start = env.now
+            self._activate_launched()
+            n = self.offered(start) - self.processed
+            if cfg.max_per_batch:
+                n = min(n, cfg.max_per_batch)
+            if n <= 0:
+                yield env.timeout(max(cfg.trigger_interval, 0.05))
+                continue
+            shares = self.shares(start)
+            tasks = shares * (n / cfg.capacity) + cfg.task_overhead
+            self._dynamic_allocation(float(tasks.sum()) / max(1, self.k), len(tasks))
+            reload = cfg.state_reload if self.reload_due else 0.0
+            self.reload_due = False
+            yield env.timeout(cfg.batch_overhead + reload)
+            # tasks go in index order to free cores; executors that arrive meanwhile take tasks too
+            pending, running = list(tasks), []
+            while pending or running:
+                self._activate_launched()
+                while pending and len(running) < max(1, self.k):
+                    heapq.heappush(running, env.now + pending.pop(0))
+                self._busy.append((env.now, len(running)))
+                yield env.timeout(max(0.0, running[0] - env.now))
+                while running and running[0] <= env.now + 1e-12:
+                    heapq.heappop(running)
+            self._busy.append((env.now, 0))
+            duration = env.now - start
+            first = self.processed
+            self.processed += n
+            idx = np.unique(np.linspace(first, first + n - 1, min(n, 256)).astype(np.int64))
+            arrival = self.schedule.time_of(idx)
+            self._qlat.append((start - arrival, n / len(idx)))
+            self._plat.append((start + duration - arrival, n / len(idx)))
+            self.batches.append((start, duration, n))
+            self._win.append((start, duration, n, float(tasks.sum()), float(tasks.sum())))
+
+    def _activate_launched(self) -> None:
+        now = self.env.now
+        ready = [t for t in self.pending_up if t <= now]
+        if ready:
+            self.pending_up = [t for t in self.pending_up if t > now]
+            self._set_workers(self.k + len(ready))
+            self.reload_due = True
+
+    def _dynamic_allocation(self, stage: float, tasks: int) -> None:
+        """Spark's allocator: backlog -> request 1, 2, 4 ...; idle executors time out."""
+        if not self.scaler.policy.external:
+            return
+        target = min(self.scaler.max_workers, tasks)
+        have = self.k + len(self.pending_up)
+        if tasks > self.k and stage > self.cfg.backlog_timeout and have < target:
+            add = min(self._da_step, target - have)
+            self.pending_up += [self.env.now + self.cfg.launch_delay] * add
+            self._da_step *= 2
+        elif tasks <= self.k:
+            self._da_step = 1
+        # executors beyond the tasks never get one: removed after the idle timeout
+        if self.k > max(tasks, self.scaler.min_workers):
+            if self._idle_since == 0.0:
+                self._idle_since = self.env.now
+            elif self.env.now - self._idle_since >= self.cfg.idle_timeout:
+                self._set_workers(max(tasks, self.scaler.min_workers))
+                self._idle_since = 0.0
+        else:
+            self._idle_since = 0.0
+
+    # -- the controller ------------------------------------------------------------------------
+
+    def window_metrics(self) -> WindowMetrics:
+        now, cfg = self.env.now, self.cfg
+        dur = max(now - self._t0, 1e-9)
+        n = sum(b[2] for b in self._win)
+        useful = sum(b[3] for b in self._win)
+        lag = float(self.offered(now) - self.processed)
+        # core-seconds spent running tasks in the window, batches in progress included
+        pts = [p for p in self._busy if p[0] < now] + [(now, 0)]
+        core_seconds = sum((b[0] - max(a[0], self._t0)) * a[1] for a, b in zip(pts, pts[1:]) if b[0] > self._t0)
+        self._busy = [pts[-2]] if len(pts) >= 2 else [(now, 0)]
+        busy = min(1.0, core_seconds / (dur * max(1, self.k)))
+        stage = StageMetrics("stage0", (), cfg.partitions, float(n), float(n), useful)
+        m = WindowMetrics(
+            time=now, duration=dur, workers=self.k,
+            input_rate=(self.offered(now) - self.offered(self._t0)) / dur, processed_rate=n / dur,
+            lag=lag, lag_change_rate=(lag - self._lag0) / dur, stages=(stage,) if n else (),
+            cpu_utilisation=busy * cfg.cpu_per_busy, idle_per_second=1.0 - busy,
+            batch_duration=float(np.mean([b[1] for b in self._win])) if self._win else math.nan,
+            trigger_interval=cfg.trigger_interval, batches=len(self._win))
+        self._t0, self._lag0, self._win = now, lag, []
+        return m
+
+    def controller(self):
+        cfg = self.cfg
+        while True:
+            yield self.env.timeout(cfg.monitoring_window)
+            m = self.window_metrics()
+            self.windows.append(m)
+            if self.balancer is not None:
+                self.balancer.observe(m, self.shares(self.env.now), self.k)
+            if self.balancer is not None and self.balancer.wants_balance_instead(m, self.k, self.scaler):
+                continue
+            target = self.scaler.decide(m, self.k)
+            if target is None:
+                continue
+            if cfg.mode == "restart":
+                self.paused_until = self.env.now + cfg.restart_pause
+                self._set_workers(target)
+                self.reload_due = True
+            elif target > self.k:
+                self.pending_up += [self.env.now + cfg.launch_delay] * (target - self.k - len(self.pending_up))
+            else:
+                self.pending_up = []
+                self._set_workers(target)
+                self.reload_due = True
+
+    def run(self, duration: float) -> SimResult:
+        self.env.process(self.engine())
+        self.env.process(self.controller())
+        self.env.run(until=duration)
+
+        def cat(parts):
+            if not parts:
+                return np.array([]), np.array([])
+            return np.concatenate([v for v, _ in parts]), np.concatenate([np.full(len(v), w) for v, w in parts])
+
+        return SimResult(self.windows, self.workers_log, len(self.scaler.actions), self.batches, cat(self._qlat), cat(self._plat),
+                         balance_actions=getattr(self.balancer, "actions", 0))
+
+
+def simulate(schedule: RateSchedule | str, policy: Scaler, duration: float, config: SimConfig | None = None, **kw) -> SimResult:
+    """Run one simulation (``schedule`` may be a spec string)."""
+    sched = RateSchedule.parse(schedule) if isinstance(schedule, str) else schedule
+    return Simulation(sched, policy, config or SimConfig(), **kw).run(duration)
+
+
+def convergence(result: SimResult, change_at: float, end: float, settle: float) -> tuple[float, int]:
+    """Convergence time and steps after an input change at ``change_at`` (thesis 4.5.1): the
+    time of the last scaling action before the worker count then stays unchanged for at least
+    ``settle`` seconds (or until ``end``), and the number of actions it took. ``(nan, steps)``
+    when it never settles."""
+    changes = [t for t, _ in result.workers if change_at <= t < end]
+    for i, t in enumerate(changes):
+        nxt = changes[i + 1] if i + 1 < len(changes) else end
+        if nxt - t >= settle:
+            return t - change_at, i + 1
+    return (0.0, 0) if not changes else (math.nan, len(changes))

@@ -1,0 +1,73 @@
+"""The autoscaling controller on a real query: metrics gathered, bad settings refused up front.
+
+Local mode has no executors to add, so the controller runs as ``dry_run`` here (decides and
+records); tests/control/test_autoscale_cluster.py scales real executors on the standalone
+cluster when DRIFTJOIN_CLUSTER is set.
+"""
+
+from __future__ import annotations
+
+import time
+
+import numpy as np
+import pytest
+
+from driftjoin.control.autoscale import autoscale
+from driftjoin.control.autoscale.collector import offset_records, weighted_quantile
+
+pytestmark = pytest.mark.spark
+
+
+def test_offsets_that_count_records():
+    assert offset_records('{"index": 1200, "start": 17.5}') == 1200
+    assert offset_records('{"topic": {"0": 10, "1": 32}}') == 42
+    assert offset_records('{"logOffset": 3}') is None
+    assert offset_records(None) is None
+
+
+def test_weighted_quantile():
+    samples = [(np.array([1.0, 2.0]), 1.0), (np.array([10.0]), 8.0)]
+    assert weighted_quantile(samples, 0.5) == 10.0 and weighted_quantile(samples, 0.05) == 1.0
+
+
+@pytest.mark.parametrize("kwargs, message", [
+    (dict(policy="ds3"), "does not exist"),
+    (dict(policy="hpa-cpu", target=1.2), r"\(0, 1\]"),
+    (dict(policy="ds2", min_workers=2, max_workers=1), "above max_workers"),
+    (dict(policy="ds2", min_workers=3), "above the 2 state partitions"),
+    (dict(policy="ds2"), "autoscaling needs a cluster manager"),
+    (dict(policy="batch-interval", dry_run=True), "trigger_interval"),
+    (dict(policy="spark-dynamic-allocation"), "dynamic_allocation_conf"),
+    (dict(policy="ds2", mode="restart"), "needs start="),
+])
+def test_bad_settings_fail_before_the_query_starts(spark, kwargs, message):
+    with pytest.raises(ValueError, match=message):
+        autoscale(spark, **kwargs)
+    assert not spark.streams.active
+
+
+def test_dry_run_measures_a_plain_aggregation(spark, tmp_path):
+    stream = spark.readStream.format("driftjoin").option("schedule", "increasing:low=500,high=3000,duration=20").load()
+
+    def start():
+        return (stream.groupBy((stream.id % 5).alias("k")).count().writeStream.format("noop").outputMode("update")
+                .option("checkpointLocation", str(tmp_path / "ck")).trigger(processingTime="1 second").start())
+
+    ctl = autoscale(spark, "hpa-varga", dry_run=True, monitoring_window=6, cooldown=0, start=start)
+    try:
+        deadline = time.time() + 120
+        while time.time() < deadline and sum(r.metrics.batches for r in ctl.history) < 3:
+            time.sleep(1)
+    finally:
+        ctl.stop()
+        ctl.query.stop()
+    windows = [r.metrics for r in ctl.history if r.metrics.batches]
+    assert windows, "no monitoring window saw a batch"
+    m = windows[-1]
+    assert m.input_rate > 0 and m.processed_rate > 0 and m.lag >= 0
+    assert 0 <= m.idle_per_second <= 1 and 0 <= m.cpu_utilisation <= 1
+    assert m.latency_p50 >= 0 and m.latency_p95 >= m.latency_p50
+    assert [s.name for s in m.stages][:2] == ["stage0", "stage1"] and m.stages[0].records_in > 0
+    assert m.stages[1].upstream == ("stage0",)
+    assert "stateStoreSave" in m.operators
+    assert all(r.error == "" for r in ctl.history)

@@ -1,0 +1,58 @@
+"""Shared helpers of the Spark tests: input files in micro-batch order, streaming runs."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+from typing import Any, Iterable
+
+#: Modification time of the first input file: the file source takes files in mtime order, and
+#: files written within one clock tick would come in any order.
+FIRST_MTIME = 1_700_000_000
+
+
+def write_batches(folder: Path, batches: Iterable[Iterable[Any]], *, start: int = 0, first_mtime: int = FIRST_MTIME) -> None:
+    """One JSON-lines file per micro-batch (``b{start + i}.json``) with increasing mtimes.
+
+    A row is a dict (written as JSON) or a str (written as it is: a malformed line).
+    """
+    folder.mkdir(parents=True, exist_ok=True)
+    for i, rows in enumerate(batches, start=start):
+        path = folder / f"b{i:04d}.json"
+        with open(path, "w") as f:
+            for row in rows:
+                f.write((row if isinstance(row, str) else json.dumps(row)) + "\n")
+        os.utime(path, (first_mtime + i, first_mtime + i))
+
+
+def run_available_now(df, out: Path, checkpoint: Path, fmt: str = "parquet"):
+    """Run a streaming DataFrame to the end of its input; returns the finished query."""
+    q = (df.writeStream.format(fmt).option("path", str(out)).option("checkpointLocation", str(checkpoint))
+         .trigger(availableNow=True).start())
+    q.awaitTermination()
+    return q
+
+
+def assert_stamped(metrics_dir: Path | str, *operators: str) -> None:
+    """Every statistics file of ``operators`` was written by a streaming query's task stamped with
+    its query, run and batch (so :func:`read_stats` counts it exactly once, like the sink), and
+    ``read_stats`` gives back exactly the records of the committed batches, one run each."""
+    from driftjoin.spark.metrics_sink import STAMP, read_stats
+    from driftjoin.spark.queries import last_commit
+
+    for op in operators:
+        files = [p for p in Path(metrics_dir, op).rglob("*.json") if not p.name.startswith(".")]
+        assert files, f"{op}: no statistics written"
+        records = [json.loads(p.read_text()) for p in files]
+        unstamped = [str(p) for p, r in zip(files, records) if STAMP not in r]
+        assert not unstamped, f"{op}: statistics without the query stamp: {unstamped[:3]}"
+        counted = list(read_stats(str(metrics_dir), op))
+        per_batch = {}
+        for r in records:
+            s = r[STAMP]
+            per_batch.setdefault((s["query"], s["batch"]), set()).add(s["run"])
+        committed = {q: last_commit(next(r[STAMP]["checkpoint"] for r in records if r[STAMP]["query"] == q))
+                     for q, _ in per_batch}
+        assert all(len(runs) == 1 for runs in per_batch.values())  # no replays here: one run per batch
+        assert len(counted) == sum(1 for r in records if r[STAMP]["batch"] <= committed[r[STAMP]["query"]]), op
