@@ -16,7 +16,7 @@ from pyspark.sql import functions as F
 
 from driftjoin.report import summary
 from driftjoin.spark import metrics_sink
-from driftjoin.spark.metrics_sink import read_stats, write_stats
+from driftjoin.spark.metrics_sink import read_newest_stats, read_stats, write_stats
 from driftjoin.spark.queries import TaskQuery
 
 
@@ -86,6 +86,25 @@ def test_a_deleted_checkpoint_leaves_its_statistics_counted(tmp_path, monkeypatc
     assert len(list(read_stats(metrics, "swoop"))) == 1
     (tmp_path / "gone").mkdir()  # exists, nothing committed yet
     assert list(read_stats(metrics, "swoop")) == []
+
+
+def test_control_plane_reads_each_keys_newest_record_across_runs_and_queries(tmp_path, monkeypatch):
+    """The shared bound's view (read_newest_stats): per key the newest record, committed or not,
+    wherever the query stamp put it (one folder per query under the key)."""
+    metrics, ck = str(tmp_path / "m"), tmp_path / "ck"
+    for run, first, batches in (("r1", 0, (0, 1, 2)), ("r2", 2, (2, 3))):  # r1 killed in batch 2, r2 replays it
+        for b in batches:
+            for w in (0, 1):
+                if (w, b) != (1, 3):  # worker 1 got no rows in batch 3
+                    _as_task(monkeypatch, "q", run, b, first, ck)
+                    write_stats(metrics, "swoop_worker", w, b, {"seq": b, "run": run})
+    _commit(ck, 2)
+    (tmp_path / "m" / "swoop_worker" / "0" / "q" / "000000000009-r9.json").write_text('{"seq": 9')  # cut short by a crash
+    newest = read_newest_stats(metrics, "swoop_worker")
+    assert {w: (r["seq"], r["run"]) for w, r in newest.items()} == {0: (3, "r2"), 1: (2, "r2")}
+    monkeypatch.setattr(metrics_sink, "task_query", lambda: TaskQuery(None, None, None, None, None))
+    write_stats(metrics, "swoop_worker", 2, 5, {"seq": 5, "run": "static"})  # a static join's file in the key folder
+    assert read_newest_stats(metrics, "swoop_worker")[2]["run"] == "static"
 
 
 def _vectors(n: int, seed: int) -> np.ndarray:
