@@ -38,7 +38,7 @@ from driftjoin.durations import parse_duration
 
 _JOIN_KEYS = {"threshold", "metric", "window", "parallelism", "dim", "id_col", "vector_col", "time_col",
               "watermark", "ingest_col", "centroids", "seed", "bounds", "metrics_dir", "algorithm", "virtual_partitions",
-              "balance", "balance_options"}
+              "balance", "balance_options", "partitions", "output", "block_bytes"}
 #: The settings of the workset balancer (driftjoin.control.BalanceController).
 _BALANCE_OPTIONS = {"monitoring_window", "di_threshold", "latency_spread", "migration_factor", "split", "at", "load"}
 _SOURCE_KEYS = {"kind", "rate", "dim", "dist", "seed", "total", "pace", "two_streams", "clusters", "drift_period",

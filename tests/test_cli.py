@@ -76,7 +76,7 @@ def test_job_file_errors_name_the_key(tmp_path):
 
 
 def test_join_section_takes_balance_keys():
-    raw = {**JOB, "join": {**JOB["join"], "algorithm": "s3j", "balance": "s3j",
+    raw = {**JOB, "join": {**JOB["join"], "algorithm": "s3j", "partitions": 1, "output": "grouped", "balance": "s3j",
                            "balance_options": {"monitoring_window": 30, "at": "window", "split": True}}}
     cfg = JobConfig.from_dict(raw)
     assert cfg.join["balance_options"]["at"] == "window"
