@@ -85,9 +85,11 @@ def test_choose_threshold_samples_a_stream(spark, tmp_path):
 
 
 @pytest.mark.slow
-def test_balance_without_metrics_dir_uses_the_checkpoint(spark, tmp_path):
+def test_balance_without_metrics_dir_uses_the_checkpoint(spark, tmp_path, monkeypatch):
     """balance= alone: statistics and assignments go to <checkpoint>/driftjoin-metrics, the same
-    folder after a restart, and the controller finds it."""
+    folder after a restart, and the controller finds it; nothing is written under the
+    placeholder's name (the algorithm choice is not recorded there before the query runs)."""
+    monkeypatch.chdir(tmp_path)
     start = time.time() - 100
     rng = np.random.default_rng(8)
     for f in range(2):
@@ -118,6 +120,7 @@ def test_balance_without_metrics_dir_uses_the_checkpoint(spark, tmp_path):
     run()  # a restart from the same checkpoint: same folder
     again = summary(str(metrics))[0]
     assert again["records_in"] == 600 and again["pairs_out"] == spark.read.parquet(str(out)).count()
+    assert not [p.name for p in tmp_path.iterdir() if p.name.startswith(queries.AUTO)]
 
 
 def test_balance_without_metrics_dir_on_a_cluster_says_what_to_pass():
