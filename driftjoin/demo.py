@@ -3,31 +3,65 @@
 Streams for about ``seconds`` seconds, shows progress, then prints the paper's metrics (records
 in, pairs out, duplication ratio, comparisons ratio, p50/p99 latency per worker) and writes a PNG
 of per-worker p99 latency over time.
+
+The output folder is the demo's own: it is created with a marker file, and a later demo run
+replaces only the entries the demo writes (``pairs``, ``checkpoint``, ``metrics``,
+``latency.png``, ``spark.log``). A folder that holds anything else and has no marker is refused:
+the demo never deletes what it did not create.
 """
 
 from __future__ import annotations
 
 import shutil
-import time
 from pathlib import Path
 
 from rich.console import Console
-from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
-from rich.table import Table
+
+#: Marks a folder made by the demo; only the demo's own entries in it are ever replaced.
+MARKER = ".driftjoin-demo"
+OWN_ENTRIES = ("pairs", "checkpoint", "metrics", "latency.png", "spark.log")
+
+
+def prepare_out_dir(out_dir: Path) -> None:
+    """Make ``out_dir`` ready for a demo run without touching anything the demo did not create.
+
+    Raises ``ValueError`` for a file, or for a folder without the demo's marker that holds
+    anything but the demo's own entries (a folder of an older demo run is taken as the demo's).
+    """
+    if out_dir.exists() and not out_dir.is_dir():
+        raise ValueError(f"--out {out_dir} is a file; give a folder (new or empty) for the demo's output")
+    if out_dir.exists():
+        entries = sorted(p.name for p in out_dir.iterdir())
+        foreign = [e for e in entries if e not in OWN_ENTRIES]
+        if foreign and MARKER not in entries:
+            shown = ", ".join(foreign[:5]) + (f" and {len(foreign) - 5} more" if len(foreign) > 5 else "")
+            raise ValueError(f"--out {out_dir} already holds files the demo did not create ({shown}); "
+                             "give a new or empty folder (nothing was deleted)")
+        for name in OWN_ENTRIES:
+            path = out_dir / name
+            if path.is_dir() and not path.is_symlink():
+                shutil.rmtree(path)
+            elif path.exists() or path.is_symlink():
+                path.unlink()
+    out_dir.mkdir(parents=True, exist_ok=True)
+    (out_dir / MARKER).write_text("made by `driftjoin demo`: a new demo run replaces " + ", ".join(OWN_ENTRIES)
+                                  + " here and leaves everything else alone\n")
 
 
 def run_demo(out_dir: Path, seconds: float = 60.0, rate: int = 500, parallelism: int = 2,
-             selectivity: float = 0.001, window: str = "20 seconds", dist: str = "uniform") -> dict:
-    from driftjoin.report import plot_latency, summary
+             selectivity: float = 0.001, window: str = "20 seconds", dist: str = "uniform",
+             verbose: bool = False, log_level: str = "WARN") -> dict:
+    from driftjoin.console import print_summary, watch
+    from driftjoin.report import plot_latency
     from driftjoin.spark.session import local_session
     from driftjoin.spark.similarity import similarity_join
 
     console = Console()
-    shutil.rmtree(out_dir, ignore_errors=True)
-    out_dir.mkdir(parents=True)
+    prepare_out_dir(out_dir)
     console.print(f"[bold]driftjoin demo[/bold]: 2 streams x {rate} records/s, 2-D {dist}, angular distance, "
                   f"selectivity {selectivity:.2%}, {parallelism} workers, {window} windows, {seconds:.0f} s")
-    spark = local_session(parallelism, "driftjoin-demo")
+    spark = local_session(parallelism, "driftjoin-demo", verbose=verbose, log_level=log_level,
+                          log_file=str(out_dir / "spark.log"))
     total = int(rate * seconds)
     # 2-D uniform directions: angular distance is uniform on [0, 1], so threshold = selectivity
     threshold = selectivity
@@ -41,33 +75,13 @@ def run_demo(out_dir: Path, seconds: float = 60.0, rate: int = 500, parallelism:
                             parallelism=parallelism, dim=2, ingest_col="ts", metrics_dir=metrics)
     query = (pairs.writeStream.format("parquet").option("path", str(out_dir / "pairs"))
              .option("checkpointLocation", str(out_dir / "checkpoint")).trigger(processingTime="1 second").start())
-    seen = 0
-    deadline = time.time() + seconds * 4 + 120
-    with Progress(TextColumn("{task.description}"), BarColumn(), TextColumn("{task.completed:,}/{task.total:,} records"),
-                  TimeElapsedColumn(), console=console) as progress:
-        task = progress.add_task("streaming", total=2 * total)
-        while seen < 2 * total and time.time() < deadline and query.isActive:
-            time.sleep(1.0)
-            seen = sum(p["numInputRows"] for p in query.recentProgress) if query.recentProgress else seen
-            last = query.lastProgress
-            desc = f"batch {last['batchId']} ({last['durationMs'].get('triggerExecution', 0)} ms)" if last else "starting"
-            progress.update(task, completed=min(seen, 2 * total), description=desc)
-    query.stop()
-    totals, per_worker = summary(metrics)
+    outcome = watch([query], console, total=2 * total, limit=seconds * 4 + 120)
+    if outcome.error is not None:
+        spark.stop()
+        raise outcome.error
+    in_sink = spark.read.parquet(str(out_dir / "pairs")).count()
+    result = print_summary(console, metrics, "driftjoin demo summary", {"pairs in the sink": in_sink})
     plot = plot_latency(metrics, out_dir / "latency.png", f"driftjoin demo: p99 latency per worker ({parallelism} workers)")
-    table = Table(title="driftjoin demo summary")
-    table.add_column("metric")
-    table.add_column("value", justify="right")
-    for k in ("records_in", "pairs_out", "duplication_ratio", "comparisons_ratio"):
-        v = totals[k]
-        table.add_row(k.replace("_", " "), f"{v:,.3f}" if isinstance(v, float) else f"{v:,}")
-    console.print(table)
-    wt = Table(title="per worker")
-    for c in ("worker", "pairs", "comparisons", "p50 latency (s)", "p99 latency (s)"):
-        wt.add_column(c, justify="right")
-    for _, r in per_worker.iterrows():
-        wt.add_row(str(int(r.worker)), f"{int(r.pairs):,}", f"{int(r.comparisons):,}", f"{r.p50_latency_s:.3f}", f"{r.p99_latency_s:.3f}")
-    console.print(wt)
     console.print(f"latency plot: {plot}\npairs (Parquet, read with spark.read.parquet): {out_dir / 'pairs'}")
     spark.stop()
-    return {"totals": totals, "per_worker": per_worker.to_dict("records"), "plot": str(plot)}
+    return {**result, "plot": str(plot), "pairs_in_sink": in_sink, "ended": outcome.reason}

@@ -22,10 +22,14 @@ import pandas as pd
 from driftjoin.spark.metrics_sink import LATENCY_BOUNDS, histogram_quantile, read_stats
 
 
-def metrics_table(metrics_dir: str) -> pd.DataFrame:
-    """One row per (worker, batch): time, comparisons, pairs, memberships, state bytes, p50/p99."""
+def metrics_table(metrics_dir: str, query_id: str | None = None) -> pd.DataFrame:
+    """One row per (worker, batch): time, comparisons, pairs, memberships, state bytes, p50/p99.
+
+    Committed micro-batches only, each once (:func:`driftjoin.spark.metrics_sink.read_stats`);
+    ``query_id`` keeps one query's rows when several share ``metrics_dir``.
+    """
     rows = []
-    for s in read_stats(metrics_dir, "computation"):
+    for s in read_stats(metrics_dir, "computation", query_id=query_id):
         hist = np.asarray(s["latency_hist"])
         rows.append({
             "worker": s["worker"], "seq": s["seq"], "time": s["time"], "comparisons": s["comparisons"],
@@ -37,20 +41,21 @@ def metrics_table(metrics_dir: str) -> pd.DataFrame:
     return pd.DataFrame(rows, columns=cols).sort_values(["time", "worker"]).reset_index(drop=True)
 
 
-def workset_table(metrics_dir: str) -> pd.DataFrame:
+def workset_table(metrics_dir: str, query_id: str | None = None) -> pd.DataFrame:
     """One row per (worker, batch, workset): new inner/outlier/outer members, comparisons, pairs."""
     rows = []
-    for s in read_stats(metrics_dir, "computation"):
+    for s in read_stats(metrics_dir, "computation", query_id=query_id):
         for g, (inner, outlier, outer, cmp_, pairs) in s["worksets"].items():
             rows.append({"worker": s["worker"], "seq": s["seq"], "time": s["time"], "workset": int(g),
                          "inner": inner, "outlier": outlier, "outer": outer, "comparisons": cmp_, "pairs": pairs})
     return pd.DataFrame(rows, columns=["worker", "seq", "time", "workset", "inner", "outlier", "outer", "comparisons", "pairs"])
 
 
-def summary(metrics_dir: str) -> tuple[dict, pd.DataFrame]:
-    """Totals (records, pairs, ratios) and a per-worker table (pairs, comparisons, p50/p99)."""
-    table = metrics_table(metrics_dir)
-    records = sum(s.get("records", 0) for s in read_stats(metrics_dir, "computation"))
+def summary(metrics_dir: str, query_id: str | None = None) -> tuple[dict, pd.DataFrame]:
+    """Totals (records, pairs, ratios) and a per-worker table (pairs, comparisons, p50/p99), of
+    the committed micro-batches (what the sink holds)."""
+    table = metrics_table(metrics_dir, query_id)
+    records = sum(s.get("records", 0) for s in read_stats(metrics_dir, "computation", query_id=query_id))
     pairs = int(table["pairs"].sum()) if len(table) else 0
     comparisons = int(table["comparisons"].sum()) if len(table) else 0
     memberships = int(table["memberships"].sum()) if len(table) else 0

@@ -14,13 +14,15 @@ Example (see README for every key)::
     metric = "angular"
     window = "1 minute"
     parallelism = 2
+    balance = "s3j"             # optional: "none" (default), "s3j" or "greedy"
+    balance_options = { monitoring_window = 30, at = "window" }
 
     [sink]
     kind = "parquet"            # or "console"
     path = "out/pairs"
     checkpoint = "out/checkpoint"
     dead_letters = "out/dead"   # optional
-    trigger = "1 second"        # or "available-now"
+    trigger = "1 second"        # or "available-now": read what is there, then end
 """
 
 from __future__ import annotations
@@ -35,7 +37,10 @@ from pyspark.sql import DataFrame, SparkSession
 from driftjoin.durations import parse_duration
 
 _JOIN_KEYS = {"threshold", "metric", "window", "parallelism", "dim", "id_col", "vector_col", "time_col",
-              "watermark", "ingest_col", "centroids", "seed", "bounds", "metrics_dir"}
+              "watermark", "ingest_col", "centroids", "seed", "bounds", "metrics_dir", "algorithm", "virtual_partitions",
+              "balance", "balance_options", "partitions", "output", "block_bytes"}
+#: The settings of the workset balancer (driftjoin.control.BalanceController).
+_BALANCE_OPTIONS = {"monitoring_window", "di_threshold", "latency_spread", "migration_factor", "split", "at", "load"}
 _SOURCE_KEYS = {"kind", "rate", "dim", "dist", "seed", "total", "pace", "two_streams", "clusters", "drift_period",
                 "max_records_per_batch", "format", "left", "right", "schema", "max_files_per_trigger",
                 "bootstrap_servers", "left_topic", "right_topic", "starting_offsets", "partitions"}
@@ -66,14 +71,39 @@ class JobConfig:
             unknown = set(raw[section]) - allowed
             if unknown:
                 raise ValueError(f"unknown key(s) in [{section}]: {', '.join(sorted(unknown))}; allowed: {', '.join(sorted(allowed))}")
-        if "threshold" not in raw["join"]:
+        join = raw["join"]
+        if "threshold" not in join:
             raise ValueError("[join] needs threshold (a distance: pairs with distance <= threshold join)")
+        options = join.get("balance_options", {})
+        if not isinstance(options, dict):
+            raise ValueError("[join] balance_options must be a table, e.g. balance_options = { monitoring_window = 30 }")
+        unknown = set(options) - _BALANCE_OPTIONS
+        if unknown:
+            raise ValueError(f"unknown key(s) in [join] balance_options: {', '.join(sorted(unknown))}; "
+                             f"allowed: {', '.join(sorted(_BALANCE_OPTIONS))}")
+        if options and join.get("balance", "none") == "none":
+            raise ValueError("[join] balance_options needs balance = \"s3j\" or \"greedy\"")
         sink = raw["sink"]
         if sink.get("kind", "parquet") == "parquet" and not {"path", "checkpoint"} <= set(sink):
             raise ValueError("a parquet [sink] needs path and checkpoint (the checkpoint makes the output exactly-once)")
         if sink.get("kind", "parquet") not in ("parquet", "console"):
             raise ValueError(f"[sink] kind must be 'parquet' or 'console', got {sink.get('kind')!r}")
-        return JobConfig(raw["source"], raw["join"], sink)
+        trigger = sink.get("trigger", "1 second")
+        if trigger != "available-now":
+            parse_duration(trigger, "[sink] trigger")
+        return JobConfig(raw["source"], join, sink)
+
+    @property
+    def checkpoint(self) -> Path | None:
+        return Path(self.sink["checkpoint"]) if "checkpoint" in self.sink else None
+
+    @property
+    def expected_records(self) -> int | None:
+        """Records the source will deliver in all, if it is bounded (a generator with ``total``)."""
+        src = self.source
+        if src.get("kind", "generator") == "generator" and "total" in src:
+            return int(src["total"]) * (2 if src.get("two_streams", True) else 1)
+        return None
 
 
 def _generator(spark: SparkSession, src: dict[str, Any], stream: int) -> DataFrame:
@@ -123,8 +153,23 @@ def build_sources(spark: SparkSession, src: dict[str, Any]) -> tuple[DataFrame, 
     return left, right
 
 
-def start_job(spark: SparkSession, cfg: JobConfig) -> list:
-    """Start the join query (and the dead-letter query if configured); returns the queries."""
+@dataclass
+class Job:
+    """A started job: its queries (the join first), where its statistics and outputs go."""
+
+    queries: list
+    metrics_dir: str | None
+    pairs_path: str | None
+    dead_letters_path: str | None
+    available_now: bool
+
+
+def start_job(spark: SparkSession, cfg: JobConfig, *, available_now: bool = False) -> Job:
+    """Start the join query (and the dead-letter query if configured).
+
+    ``available_now`` (or ``trigger = "available-now"``) reads what the source has when the job
+    starts and then ends, instead of running until stopped.
+    """
     from driftjoin.spark.similarity import invalid_records, similarity_join
 
     left, right = build_sources(spark, cfg.source)
@@ -139,16 +184,20 @@ def start_job(spark: SparkSession, cfg: JobConfig) -> list:
         join.setdefault("metrics_dir", str(Path(sink["checkpoint"]) / "driftjoin-metrics"))
     pairs = similarity_join(left, right, **join)
     trigger = sink.get("trigger", "1 second")
-    trig = {"availableNow": True} if trigger == "available-now" else {"processingTime": f"{parse_duration(trigger, 'trigger')} seconds"}
+    available_now = available_now or trigger == "available-now"
+    trig = {"availableNow": True} if available_now else {"processingTime": f"{parse_duration(trigger, 'trigger')} seconds"}
     queries = []
+    pairs_path = dead_path = None
     if sink.get("kind", "parquet") == "console":
         queries.append(pairs.writeStream.format("console").option("truncate", False).trigger(**trig).start())
     else:
-        queries.append(pairs.writeStream.format("parquet").option("path", sink["path"])
+        pairs_path = sink["path"]
+        queries.append(pairs.writeStream.format("parquet").option("path", pairs_path)
                        .option("checkpointLocation", str(Path(sink["checkpoint"]) / "pairs")).trigger(**trig).start())
         if "dead_letters" in sink:
+            dead_path = sink["dead_letters"]
             dead = invalid_records(left, right, metric=join.get("metric", "angular"), dim=join["dim"],
                                    id_col=join.get("id_col", "id"), vector_col=join.get("vector_col", "vector"))
-            queries.append(dead.writeStream.format("parquet").option("path", sink["dead_letters"])
+            queries.append(dead.writeStream.format("parquet").option("path", dead_path)
                            .option("checkpointLocation", str(Path(sink["checkpoint"]) / "dead_letters")).trigger(**trig).start())
-    return queries
+    return Job(queries, join.get("metrics_dir"), pairs_path, dead_path, available_now)

@@ -33,6 +33,7 @@ import time
 from dataclasses import dataclass, field
 
 import numpy as np
+from pyarrow import fs as pafs
 
 from driftjoin.s3j.balancer import BalancerStats, Move, Rebalance, greedy_rebalance, plan_splits, s3j_rebalance, should_rebalance
 from driftjoin.s3j.ids import WORKSET_BITS
@@ -46,11 +47,13 @@ from driftjoin.spark.metrics_sink import (
     read_stats,
     write_assignment,
 )
+from driftjoin.spark.queries import AUTO, METRICS_IN_CHECKPOINT, STARTED, filesystem
 from driftjoin.swoop.bound import Staircase
 
 POLICIES = ("none", "s3j", "greedy")
 
-#: The controller of each running balanced join, by its ``metrics_dir``.
+#: The controller of each running balanced join, by its ``metrics_dir`` (a default directory:
+#: by the value ``similarity_join`` chose, and once known by its place inside the checkpoint).
 CONTROLLERS: dict[str, "BalanceController"] = {}
 
 
@@ -101,8 +104,31 @@ class BalanceController:
             raise ValueError(f"balance load={self.load!r}: use 'comparisons' or 'cost_model'")
         if self.monitoring_window <= 0:
             raise ValueError("monitoring_window must be positive (seconds)")
+        self.version, self.assignment, self.splits = 0, {}, {}
+        if not self.metrics_dir.startswith(AUTO):
+            self._load_assignment()
+
+    def _load_assignment(self) -> None:
+        """Continue from the newest published assignment (a restarted query keeps its versions)."""
         current = read_assignment(self.metrics_dir)
-        self.version, self.assignment, self.splits = current if current else (0, {}, {})
+        if current:
+            self.version, self.assignment, self.splits = current
+
+    def bound(self) -> bool:
+        """Whether the metrics directory is known; a default one (inside the checkpoint) is found
+        once the query's tasks have marked it, after its first micro-batch."""
+        if not self.metrics_dir.startswith(AUTO):
+            return True
+        token = self.metrics_dir[len(AUTO):]
+        for checkpoint in list(STARTED.values()):
+            candidate = f"{checkpoint.rstrip('/')}/{METRICS_IN_CHECKPOINT}"
+            fs, base = filesystem(candidate)
+            if fs.get_file_info(f"{base}/_plans/{token}").type == pafs.FileType.File:
+                CONTROLLERS[candidate] = self
+                self.metrics_dir = candidate
+                self._load_assignment()
+                return True
+        return False
 
     def owner(self, gid: int) -> int:
         if gid in self.assignment:
@@ -145,7 +171,7 @@ class BalanceController:
     def step(self, now: float | None = None) -> Decision | None:
         """Run one control round if a monitoring window has passed; returns what it did."""
         now = time.time() if now is None else now
-        if self.policy == "none" or (now - self._last < self.monitoring_window and not self.force_next):
+        if self.policy == "none" or (now - self._last < self.monitoring_window and not self.force_next) or not self.bound():
             return None
         stats, loads, lat, newest = self._window_stats(self._last)
         return self.decide(stats, loads, lat, newest, now)
@@ -219,10 +245,7 @@ class BalanceController:
         return total > 0 and should_rebalance(loads, [], self.di_threshold, math.inf)
 
     def _log(self, d: Decision) -> None:
-        from pyarrow import fs as pafs
-
-        fs, base = (pafs.FileSystem.from_uri(self.metrics_dir) if "://" in self.metrics_dir
-                    else (pafs.LocalFileSystem(), self.metrics_dir))
+        fs, base = filesystem(self.metrics_dir)
         path = f"{base.rstrip('/')}/control/decisions/{d.version:012d}.json"
         fs.create_dir(path.rsplit("/", 1)[0], recursive=True)
         with fs.open_output_stream(path) as out:

@@ -32,7 +32,7 @@ from driftjoin.spark.equi_operators import (
     routed_schema,
 )
 from driftjoin.spark.columns import time_seconds
-from driftjoin.spark.session import prepare_for_stateful
+from driftjoin.spark.session import prepare_for_stateful, prepare_session
 from driftjoin.spark.static import run_static
 
 #: How rows travel as JSON between the operators: lossless for every Spark type we tested
@@ -261,6 +261,7 @@ def equi_join(
     by :func:`invalid_equi_records`. Bad settings raise ``ValueError``/``TypeError`` before any job
     runs.
     """
+    prepare_session(left.sparkSession, metrics_dir)
     spec = _spec(left, right, on=on, algorithm=algorithm, parallelism=parallelism, window=window, groups=groups,
                  time_col=time_col, lateness=lateness, prefixes=prefixes, options=options,
                  metrics_dir=metrics_dir, output=output)
@@ -304,6 +305,7 @@ def invalid_equi_records(
     ``on`` and ``time_col`` as to the join. Stateless, so it runs as its own streaming query next
     to the join. Late rows of window joins are reported in the join's statistics instead.
     """
+    prepare_session(left.sparkSession)
     names = _as_names(on)
     _check_columns(left, names, "on", "left")
     _check_columns(right, names, "on", "right")

@@ -261,6 +261,7 @@ def choose(left: Any, right: Any, *, algorithm: str, metric: str, threshold: flo
     import logging
 
     from driftjoin.grid.choice import by_dimension, estimate, forced, write_choice
+    from driftjoin.spark.queries import AUTO
 
     if algorithm != "auto":
         choice = forced(algorithm, dim, parallelism)
@@ -277,7 +278,7 @@ def choose(left: Any, right: Any, *, algorithm: str, metric: str, threshold: flo
     else:
         choice = by_dimension(dim, parallelism)
     logging.getLogger("driftjoin").info("similarity_join algorithm=%s: %s", choice.algorithm, choice.reason)
-    if metrics_dir:
+    if metrics_dir and not metrics_dir.startswith(AUTO):  # a default directory exists only once the query runs
         write_choice(metrics_dir, choice)
     return choice
 

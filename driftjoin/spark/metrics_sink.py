@@ -1,23 +1,42 @@
-"""Per-batch operator statistics written as small JSON files, idempotently.
+"""Per-batch operator statistics written as small JSON files, counted exactly once.
 
-Each stateful operator key (a space partition or a worker) keeps a batch sequence number in its
-state. The statistics of a batch go to ``<dir>/<operator>/<key>/<seq>.json``; a replayed batch
-(after a failure) rolls its state back, gets the same sequence number and overwrites the same
-file, so the statistics are exactly-once like the state. ``dir`` may be a local path or any URI
-``pyarrow.fs`` understands (s3://, hdfs://, gs://), which a real cluster needs.
+Each stateful operator key (a space partition, a worker, a dispatcher...) writes the statistics
+of each micro-batch it processes. Inside a streaming query a record is stamped with the query id,
+the run id, the Spark batch id, the run's first batch and the query's checkpoint
+(:mod:`driftjoin.spark.queries`) and goes to
+``<dir>/<operator>/<key>/<query id>/<batch id>-<run id>.json``: a task retried in the same run
+overwrites its own file; the replay of a batch after a restart writes beside the crashed
+attempt's. :func:`read_stats` then keeps, per query, only the batches the checkpoint's commits
+log has committed, and each batch from the run that committed it (the run with the highest first
+batch not above the batch), so the statistics agree with what an exactly-once sink holds: a batch
+interrupted by a stop or a crash is not counted, a replayed one is counted once. Several queries
+may share a directory (each has its own query id). Outside a streaming query (a static join) the
+file is ``<dir>/<operator>/<key>/<seq>.json``, ``seq`` being the operator's own batch number.
+
+``dir`` may be a local path or any URI ``pyarrow.fs`` understands (s3://, hdfs://, gs://), which a
+real cluster needs, or a default directory inside the checkpoint (:data:`queries.AUTO`).
 """
 
 from __future__ import annotations
 
 import json
 import math
-from typing import Any, Iterator
+import time
+import uuid
+from collections.abc import Iterator
+from typing import Any
 
 import numpy as np
 from pyarrow import fs as pafs
 
+from driftjoin.spark import queries
+from driftjoin.spark.queries import filesystem, last_commit, resolve_in_task, task_query
+
 #: Latency histogram buckets: upper bounds in seconds, 20 per decade from 1 ms to ~3 hours.
 LATENCY_BOUNDS = np.round(10.0 ** np.arange(-3.0, 4.0, 0.05), 6)
+#: Key of the query stamp in a statistics record.
+STAMP = "_spark"
+_MARKED: set[tuple[str, str]] = set()
 
 
 def latency_histogram(latency: np.ndarray) -> list[int]:
@@ -35,30 +54,100 @@ def histogram_quantile(hist: np.ndarray, q: float) -> float:
     return float(LATENCY_BOUNDS[min(i, len(LATENCY_BOUNDS) - 1)])
 
 
-def _fs(uri: str) -> tuple[pafs.FileSystem, str]:
-    return pafs.FileSystem.from_uri(uri) if "://" in uri else (pafs.LocalFileSystem(), uri)
+def _fs(root: str) -> tuple[pafs.FileSystem, str]:
+    """File system and base path of a metrics directory, resolving a default one (in a task)."""
+    resolved = resolve_in_task(root)
+    fs, base = filesystem(resolved)
+    if root != resolved:
+        _mark_plan(fs, base.rstrip("/"), root[len(queries.AUTO):])
+    return fs, base.rstrip("/")
+
+
+def _mark_plan(fs: pafs.FileSystem, base: str, token: str) -> None:
+    """Leave ``<dir>/_plans/<token>`` so the driver's controller finds its default directory."""
+    if (base, token) in _MARKED:
+        return
+    fs.create_dir(f"{base}/_plans", recursive=True)
+    with fs.open_output_stream(f"{base}/_plans/{token}") as out:
+        out.write(b"")
+    _MARKED.add((base, token))
+
+
+def _write(fs: pafs.FileSystem, path: str, body: bytes) -> None:
+    """Write a whole file; on a local disk through a temporary name and a rename."""
+    if isinstance(fs, pafs.LocalFileSystem):
+        folder, name = path.rsplit("/", 1)
+        tmp = f"{folder}/.{name}.{uuid.uuid4().hex}.tmp"
+        with fs.open_output_stream(tmp) as out:
+            out.write(body)
+        fs.move(tmp, path)
+    else:
+        with fs.open_output_stream(path) as out:
+            out.write(body)
 
 
 def write_stats(root: str, operator: str, key: int, seq: int, stats: dict[str, Any]) -> None:
+    """Write one operator key's statistics of one micro-batch (see the module docstring)."""
     fs, base = _fs(root)
-    folder = f"{base.rstrip('/')}/{operator}/{key}"
+    q = task_query()
+    folder = f"{base}/{operator}/{key}"
+    if q.query_id is not None and q.batch_id is not None:
+        stats = {**stats, STAMP: {"query": q.query_id, "run": q.run_id, "batch": q.batch_id, "first_batch": q.first_batch,
+                                  "checkpoint": q.checkpoint, "written": time.time()}}
+        folder, name = f"{folder}/{q.query_id}", f"{q.batch_id:012d}-{q.run_id}.json"
+    else:
+        name = f"{seq:012d}.json"
     fs.create_dir(folder, recursive=True)
-    with fs.open_output_stream(f"{folder}/{seq:012d}.json") as out:
-        out.write(json.dumps(stats, separators=(",", ":")).encode())
+    _write(fs, f"{folder}/{name}", json.dumps(stats, separators=(",", ":")).encode())
 
 
-def read_stats(root: str, operator: str) -> Iterator[dict[str, Any]]:
-    """Every statistics record of ``operator`` (skipping files cut short by a crash)."""
+def _committing_run(records: list[dict]) -> str:
+    """Of the runs that wrote a batch, the one that committed it: the latest to start it."""
+    def order(s: dict) -> tuple:
+        stamp = s[STAMP]
+        first = stamp.get("first_batch")
+        return (-1 if first is None else first, stamp["written"])
+
+    return max(records, key=order)[STAMP]["run"]
+
+
+def read_stats(root: str, operator: str, *, committed_only: bool = True, query_id: str | None = None) -> Iterator[dict[str, Any]]:
+    """Every statistics record of ``operator`` that an exactly-once sink would count.
+
+    Streaming records count only if their batch is committed in the query's checkpoint (when
+    the checkpoint is gone or cannot be read, every batch counts) and only from the run that committed
+    the batch; ``committed_only=False`` keeps uncommitted batches too (still one run per batch),
+    ``query_id`` keeps one query's records. Files cut short by a crash are skipped.
+    """
     fs, base = _fs(root)
-    selector = pafs.FileSelector(f"{base.rstrip('/')}/{operator}", recursive=True, allow_not_found=True)
+    selector = pafs.FileSelector(f"{base}/{operator}", recursive=True, allow_not_found=True)
+    batches: dict[tuple[str, int], list[dict]] = {}
     for info in fs.get_file_info(selector):
-        if info.type != pafs.FileType.File or not info.path.endswith(".json"):
+        if info.type != pafs.FileType.File or not info.path.endswith(".json") or info.base_name.startswith("."):
             continue
         with fs.open_input_stream(info.path) as f:
             try:
-                yield json.loads(f.read())
+                record = json.loads(f.read())
             except ValueError:
                 continue
+        stamp = record.get(STAMP)
+        if stamp is None:
+            if query_id is None:
+                yield record
+            continue
+        if query_id is None or stamp["query"] == query_id:
+            batches.setdefault((stamp["query"], stamp["batch"]), []).append(record)
+    commits: dict[str, int | None] = {}
+    for (query, batch), records in sorted(batches.items()):
+        if committed_only:
+            if query not in commits:
+                checkpoint = max((r[STAMP]["checkpoint"] for r in records if r[STAMP].get("checkpoint")), default=None)
+                commits[query] = None if checkpoint is None else last_commit(checkpoint)
+            last = commits[query]
+            if last is not None and batch > last:
+                continue
+        run = _committing_run(records)
+        yield from (r for r in records if r[STAMP]["run"] == run)
 
 
 def publish(root: str, name: str, version: int, doc: dict[str, Any]) -> None:
@@ -68,7 +157,7 @@ def publish(root: str, name: str, version: int, doc: dict[str, Any]) -> None:
     whole file or none.
     """
     fs, base = _fs(root)
-    folder = f"{base.rstrip('/')}/control/{name}"
+    folder = f"{base}/control/{name}"
     fs.create_dir(folder, recursive=True)
     final, tmp = f"{folder}/{version:012d}.json", f"{folder}/.{version:012d}.json.tmp"
     with fs.open_output_stream(tmp) as out:
@@ -79,31 +168,48 @@ def publish(root: str, name: str, version: int, doc: dict[str, Any]) -> None:
 def newest(root: str, name: str, newer_than: int = -1) -> dict[str, Any] | None:
     """The newest published version of decision ``name`` if it is above ``newer_than``, else None."""
     fs, base = _fs(root)
-    selector = pafs.FileSelector(f"{base.rstrip('/')}/control/{name}", allow_not_found=True)
+    selector = pafs.FileSelector(f"{base}/control/{name}", allow_not_found=True)
     names = sorted(i.base_name for i in fs.get_file_info(selector) if i.base_name.endswith(".json") and not i.base_name.startswith("."))
     if not names or int(names[-1][:-5]) <= newer_than:
         return None
-    with fs.open_input_stream(f"{base.rstrip('/')}/control/{name}/{names[-1]}") as f:
+    with fs.open_input_stream(f"{base}/control/{name}/{names[-1]}") as f:
         return json.loads(f.read())
 
 
 def read_newest_stats(root: str, operator: str) -> dict[int, dict[str, Any]]:
-    """Per key of ``operator``, its statistics record of the highest sequence number."""
+    """Per key of ``operator``, its newest statistics record (highest ``seq``, then the latest
+    written), committed or not: the control plane's view of where each worker is now.
+
+    A key's records lie in its folder (static joins) or in one folder per query under it
+    (streaming: ``<query id>/<batch id>-<run id>.json``); in each folder the newest whole file
+    counts (a crash may cut one short).
+    """
     fs, base = _fs(root)
-    selector = pafs.FileSelector(f"{base.rstrip('/')}/{operator}", allow_not_found=True)
+    selector = pafs.FileSelector(f"{base}/{operator}", allow_not_found=True)
     out: dict[int, dict[str, Any]] = {}
     for folder in fs.get_file_info(selector):
-        if folder.type != pafs.FileType.Directory:
+        if folder.type != pafs.FileType.Directory or not folder.base_name.isdigit():
             continue
-        files = sorted(i.path for i in fs.get_file_info(pafs.FileSelector(folder.path)) if i.path.endswith(".json"))
-        for path in reversed(files):  # the newest whole file (a crash may cut one short)
-            with fs.open_input_stream(path) as f:
-                try:
-                    out[int(folder.base_name)] = json.loads(f.read())
-                    break
-                except ValueError:
-                    continue
+        entries = fs.get_file_info(pafs.FileSelector(folder.path))
+        groups = [[i.path for i in entries if i.type == pafs.FileType.File]]
+        groups += [[i.path for i in fs.get_file_info(pafs.FileSelector(d.path)) if i.type == pafs.FileType.File]
+                   for d in entries if d.type == pafs.FileType.Directory]
+        candidates = [r for files in groups if (r := _newest_whole(fs, files)) is not None]
+        if candidates:
+            out[int(folder.base_name)] = max(candidates, key=lambda r: (r.get("seq", -1), r.get(STAMP, {}).get("written", 0.0)))
     return out
+
+
+def _newest_whole(fs: pafs.FileSystem, paths: list[str]) -> dict[str, Any] | None:
+    """The record of the last-named whole ``.json`` file of ``paths`` (None if there is none)."""
+    names = sorted(p for p in paths if p.endswith(".json") and not p.rsplit("/", 1)[-1].startswith("."))
+    for path in reversed(names):
+        with fs.open_input_stream(path) as f:
+            try:
+                return json.loads(f.read())
+            except ValueError:
+                continue
+    return None
 
 
 def write_assignment(root: str, version: int, assignment: dict[int, int], splits: dict[int, int]) -> None:

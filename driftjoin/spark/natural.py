@@ -56,7 +56,7 @@ from driftjoin.schemafree.window import CountWindow, TimeWindow
 from driftjoin.spark.keys import slot_keys
 from driftjoin.spark.metrics_sink import read_stats, write_stats
 from driftjoin.spark.plan_guard import PlanGuard
-from driftjoin.spark.session import prepare_for_stateful
+from driftjoin.spark.session import prepare_for_stateful, prepare_session
 from driftjoin.spark.state import BlobState, ChunkedState, Chunks, Meta
 from driftjoin.spark.similarity import _id_type
 from driftjoin.spark.static import run_static
@@ -890,6 +890,7 @@ def natural_join(
     """
     if other is not None and other.isStreaming != docs.isStreaming:
         raise ValueError("docs and other must both be streaming or both static")
+    prepare_session(docs.sparkSession, metrics_dir)
     plan = _make_plan(docs, other, window=window, partitions=partitions, partitioner=partitioner, local_join=local_join,
                       time_col=time_col, watermark=watermark, merged=merged, delta=delta, theta=theta, creators=creators,
                       expand=expand, sample_size=sample_size, seed=seed, metrics_dir=metrics_dir)
@@ -936,6 +937,7 @@ def invalid_documents(
     or ``time attribute ... is not a number`` (with ``window=TimeWindow(...)``). Pass the same
     ``time_col``/``window`` as to the join. Stateless: it can run as its own streaming query.
     """
+    prepare_session(docs.sparkSession)
     kind, size, length, attribute = ("count", 1, None, None) if window is None else _check_window(window, time_col)
     plan = NaturalPlan(partitions=1, partitioner="ag", local_join="hash", delta=1, theta=0.0, creators=1, expand=False,
                        window_kind=kind, size=size, length=length, time_attribute=attribute, watermark=0.0,

@@ -25,7 +25,7 @@ from driftjoin.spark.s3j_operators import (
 from driftjoin.s3j.baselines import ALGORITHMS
 from driftjoin.spark.grid_operators import grid_pairs, grid_plan
 from driftjoin.spark.columns import check_time_column, time_seconds
-from driftjoin.spark.session import prepare_for_stateful
+from driftjoin.spark.session import prepare_for_stateful, prepare_session
 from driftjoin.spark.static import static_arrow_udf
 
 log = logging.getLogger(__name__)
@@ -244,7 +244,8 @@ def similarity_join(
 
     ``balance``: ``"none"``, ``"s3j"`` (the paper's Algorithm 1) or ``"greedy"`` (LPT): a
     controller on the driver (:class:`driftjoin.control.BalanceController`) reads the statistics
-    in ``metrics_dir`` and moves worksets between workers while the query runs, exactly.
+    in ``metrics_dir`` (default in local mode: ``<checkpoint>/driftjoin-metrics`` of the query) and
+    moves worksets between workers while the query runs, exactly.
     ``balance_options`` are its settings (``monitoring_window``, ``di_threshold``,
     ``latency_spread``, ``migration_factor``, ``split``, ``at``, ``load``). Streams only.
 
@@ -275,6 +276,8 @@ def similarity_join(
     JVM (measured slower than one row per pair on PySpark 4.3: kept to measure against).
     Rows that cannot be joined are skipped here and reported by :func:`invalid_records`.
     """
+    metrics_dir = prepare_session(left.sparkSession, metrics_dir,
+                                  need_metrics=balance != "none" and left.isStreaming and algorithm in ("s3j", "auto"))
     if right is not None and right.isStreaming != left.isStreaming:
         raise ValueError("left and right must both be streaming or both static")
     for df in (left, right):
@@ -308,8 +311,6 @@ def similarity_join(
 
         if plan.algorithm != "s3j":
             raise ValueError("balance= moves S3J worksets: it needs algorithm='s3j'")
-        if not metrics_dir:
-            raise ValueError("balance= needs metrics_dir= (a directory the operators and the driver share: statistics go out and assignments come back through it)")
         if not left.isStreaming:
             raise ValueError("balance= applies to streaming joins; a static join runs once")
         controller = BalanceController(metrics_dir, plan.parallelism, plan.dim, policy=balance, **(balance_options or {}))
@@ -430,6 +431,7 @@ def invalid_records(
     unknown = set(join_settings) - _JOIN_ONLY
     if unknown:
         raise TypeError(f"invalid_records() got unexpected keyword argument(s) {sorted(unknown)}")
+    prepare_session(left.sparkSession)
     m = get_metric(metric)
     if dim is None:
         if left.isStreaming:

@@ -27,7 +27,7 @@ from pyspark.sql import types as T
 
 from driftjoin.durations import parse_duration
 from driftjoin.spark.columns import time_seconds
-from driftjoin.spark.session import prepare_for_stateful
+from driftjoin.spark.session import prepare_for_stateful, prepare_session
 from driftjoin.spark.static import run_static
 from driftjoin.spark.topk_operators import (
     MergeProcessor,
@@ -97,6 +97,7 @@ def topk_set_join(
         raise ValueError(f"similarity={similarity!r}: choose one of {', '.join(sorted(SIMILARITIES))}")
     if right is not None and right.isStreaming != left.isStreaming:
         raise ValueError("left and right must both be streaming or both static")
+    prepare_session(left.sparkSession, metrics_dir)
     if share_bound:
         if parallelism == 1:
             raise ValueError("share_bound=True shares a bound between workers: it needs parallelism > 1")
@@ -158,6 +159,7 @@ def invalid_sets(left: DataFrame, right: DataFrame | None = None, *, tokens_col:
     window (late, duplicate id) are rows of its change stream instead (kinds ``late`` and
     ``duplicate``), since only the join knows its window.
     """
+    prepare_session(left.sparkSession)
     id_type = _id_type(left, right, id_col)
     data = _input(left, 0, id_col, tokens_col, time_col, id_type, True)
     if right is not None:

@@ -32,3 +32,27 @@ def run_available_now(df, out: Path, checkpoint: Path, fmt: str = "parquet"):
          .trigger(availableNow=True).start())
     q.awaitTermination()
     return q
+
+
+def assert_stamped(metrics_dir: Path | str, *operators: str) -> None:
+    """Every statistics file of ``operators`` was written by a streaming query's task stamped with
+    its query, run and batch (so :func:`read_stats` counts it exactly once, like the sink), and
+    ``read_stats`` gives back exactly the records of the committed batches, one run each."""
+    from driftjoin.spark.metrics_sink import STAMP, read_stats
+    from driftjoin.spark.queries import last_commit
+
+    for op in operators:
+        files = [p for p in Path(metrics_dir, op).rglob("*.json") if not p.name.startswith(".")]
+        assert files, f"{op}: no statistics written"
+        records = [json.loads(p.read_text()) for p in files]
+        unstamped = [str(p) for p, r in zip(files, records) if STAMP not in r]
+        assert not unstamped, f"{op}: statistics without the query stamp: {unstamped[:3]}"
+        counted = list(read_stats(str(metrics_dir), op))
+        per_batch = {}
+        for r in records:
+            s = r[STAMP]
+            per_batch.setdefault((s["query"], s["batch"]), set()).add(s["run"])
+        committed = {q: last_commit(next(r[STAMP]["checkpoint"] for r in records if r[STAMP]["query"] == q))
+                     for q, _ in per_batch}
+        assert all(len(runs) == 1 for runs in per_batch.values())  # no replays here: one run per batch
+        assert len(counted) == sum(1 for r in records if r[STAMP]["batch"] <= committed[r[STAMP]["query"]]), op

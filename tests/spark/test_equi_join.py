@@ -28,6 +28,8 @@ from driftjoin.spark.equi_operators import DispatcherProcessor, EquiPlan, Worker
 from driftjoin.spark.static import MemoryHandle
 from driftjoin.spark.metrics_sink import read_stats
 
+from .helpers import assert_stamped
+
 # A stream whose hot values change with its three phases: with p = 4 and batches of 468 tuples SHC
 # promotes, demotes and halves grids (full-stream); with batches of 234 and window = 250 it also
 # doubles one.
@@ -223,6 +225,7 @@ def test_streaming_several_batches_equal_oracle_exactly_once(spark, tmp_path, al
         assert [json.loads(r)["id"] for r in dispatcher[late_file]["late_rows"]] == [9004]
     assert [s["late"] for s in dispatcher] == late
     workers = list(read_stats(str(metrics), "equi_worker"))
+    assert_stamped(metrics, "equi_dispatcher", "equi_worker")
     assert sum(s["produced"] for s in workers) == len(expected)
     assert {s["worker"] for s in workers} == {0, 1, 2, 3}
     last = dispatcher[-1]

@@ -13,7 +13,7 @@ from driftjoin.grid.choice import read_choice
 from driftjoin.report import summary
 from driftjoin.s3j.oracle import oracle_pairs
 from driftjoin.spark.metrics_sink import read_stats
-from .helpers import run_available_now, write_batches
+from .helpers import assert_stamped, run_available_now, write_batches
 
 pytestmark = pytest.mark.spark
 
@@ -68,6 +68,7 @@ def test_grid_stream_float32_windows_restart_and_a_changed_algorithm_is_refused(
     stats = list(read_stats(str(tmp_path / "metrics"), "computation"))
     assert sum(s["pairs"] for s in stats) == len(expected)
     assert sum(s["records"] for s in stats) + sum(s.get("late", 0) for s in stats) == n  # each record counted once
+    assert_stamped(tmp_path / "metrics", "computation")
     totals, _ = summary(str(tmp_path / "metrics"))
     assert 1.0 <= totals["duplication_ratio"] <= 3.0
 

@@ -14,6 +14,8 @@ from driftjoin.schemafree.generator import nobench_documents, server_log_documen
 from driftjoin.schemafree.window import TimeWindow
 from driftjoin.spark.natural import invalid_documents, natural_join, natural_join_metrics
 
+from .helpers import assert_stamped
+
 pytestmark = pytest.mark.spark
 
 
@@ -91,6 +93,7 @@ def test_streaming_count_windows_every_partitioner_equals_brute_force(spark, tmp
         assert metrics["to_all"].iloc[1:].sum() > 0  # documents matching no partition
         assert metrics["repartitions"].iloc[-1] > 0  # refitted between windows
         assert metrics["closed"].tolist() == [True] * 4 + [False]
+        assert_stamped(tmp_path / f"m_{p}", "natural_assigner", "natural_joiner")
 
 
 def test_static_every_partitioner_and_local_join_string_ids_and_core_metrics(spark, tmp_path):

@@ -14,6 +14,8 @@ from driftjoin.distance import get_metric
 from driftjoin.s3j.oracle import oracle_pairs
 from driftjoin.spark.metrics_sink import read_stats
 
+from .helpers import assert_stamped
+
 pytestmark = pytest.mark.spark
 
 
@@ -59,6 +61,7 @@ def test_streaming_two_streams_several_batches_and_windows_equal_oracle(spark, t
     stats = list(read_stats(str(tmp_path / "metrics"), "computation"))
     assert sum(s["pairs"] for s in stats) == len(expected)
     assert {s["worker"] for s in stats} <= {0, 1, 2}
+    assert_stamped(tmp_path / "metrics", "formulation", "computation")
 
 
 def test_static_self_join_string_ids_mllib_vectors(spark):

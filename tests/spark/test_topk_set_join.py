@@ -12,7 +12,7 @@ from pyspark.sql import functions as F
 from driftjoin.spark.topk import current_topk, invalid_sets, topk_set_join
 from driftjoin.swoop import BaseTopK, DuplicateSetError, InvalidSetError, LateSetError
 
-from .helpers import run_available_now, write_batches
+from .helpers import assert_stamped, run_available_now, write_batches
 
 pytestmark = pytest.mark.spark
 
@@ -141,6 +141,7 @@ def test_streaming_shared_bound_is_published_adopted_and_exact(spark, tmp_path):
     run()
     adopted = [r["bound_version"] for r in read_stats(metrics, "swoop_worker") if r["seq"] >= 2]
     assert len(adopted) == 4 and min(adopted) >= 1
+    assert_stamped(metrics, "swoop_worker", "swoop_merge")
     expected, _ = _base_changes(batches, 3, "jaccard", 30.0)
     assert _spark_changes(spark.read.parquet(str(tmp_path / "out"))) == expected
 

@@ -1,0 +1,281 @@
+"""The operators the crash harness (bench/crash_harness.py) runs: one small adapter each.
+
+An adapter says what input to produce (JSON-lines files, one per tick, both sides of a two-input
+join in the same file and the same file source, see :func:`split_sides`),
+which streaming query to run over it, and how to compare what the sink holds with the oracle
+computed from the very files that were written. Every comparison reports, per result item, how
+often it is in the sink and how often the oracle has it, and the input file of the item's later
+record, so that a lost or repeated result can be traced to the micro-batch that read it.
+
+- ``similarity``: ``similarity_join`` of two vector inputs (angular, 20-second windows over the
+  ingestion time, 2 workers), oracle :func:`driftjoin.s3j.oracle.oracle_pairs`.
+- ``topk``: ``topk_set_join`` self-join (Jaccard, k = 30, 20-second window); the change stream
+  (ordered by ``seq``) must be exactly the change stream of :class:`driftjoin.swoop.BaseTopK`
+  fed the same sets in timestamp order, each change once.
+- ``natural``: ``natural_join`` self-join of server-log documents, 10-second event-time windows,
+  3 joiners; oracle: every pair of a window that :func:`driftjoin.schemafree.document.joinable`
+  accepts.
+- ``equi``: ``equi_join`` (Streaming HyperCube, 3 workers) of two inputs with Zipf keys whose
+  hot set moves, 2-second window join; oracle: a plain hash join with the window predicate.
+
+Times are multiples of 1/1024 s, exact in a double, so window boundaries are the same numbers
+in Spark and in the oracle.
+"""
+
+from __future__ import annotations
+
+import json
+from collections import Counter
+from dataclasses import dataclass, field
+from functools import cached_property
+from pathlib import Path
+from typing import Any, Callable
+
+import numpy as np
+
+TICK = 1.0 / 1024.0
+
+
+def stamp(now: float, k: int) -> float:
+    """The time of record ``k`` of a file written at ``now``: distinct and exact in a double."""
+    return round(now / TICK) * TICK + k * TICK
+
+
+def split_sides(stream):
+    """Left and right rows of one input: one file source, so both sides move in lockstep.
+
+    Two file sources would not: each writes its own log entry before the query's offset log,
+    and a crash between the two makes the next batch take two entries from one source, which
+    puts that side a batch ahead (window joins then drop the other side's rows as late).
+    """
+    from pyspark.sql import functions as F
+
+    return stream.where(F.col("side") == 0).drop("side"), stream.where(F.col("side") == 1).drop("side")
+
+
+def read_lines(work: Path, source: str) -> list[tuple[int, dict]]:
+    """(file number, record) of every line written to one input directory, in file order."""
+    out = []
+    for p in sorted((work / "in" / source).glob("f*.json")):
+        f = int(p.stem[1:])
+        out.extend((f, json.loads(line)) for line in open(p))
+    return out
+
+
+@dataclass
+class Comparison:
+    """The sink against the oracle, item by item (an item is a pair, or a change by its seq)."""
+
+    got: Counter
+    expected: Counter
+    file_of: Callable[[Any], int]
+    notes: dict[str, Any] = field(default_factory=dict)
+
+    def differences(self) -> dict[str, list]:
+        keys = set(self.got) | set(self.expected)
+        return {
+            "missing": sorted(k for k in keys if self.got[k] < self.expected[k]),
+            "duplicated": sorted(k for k in keys if self.got[k] > self.expected[k] > 0),
+            "extra": sorted(k for k in keys if self.expected[k] == 0),
+        }
+
+
+class Adapter:
+    name: str
+    sources: tuple[str, ...]
+    per_file: int
+
+    def write(self, work: Path, f: int, now: float) -> None:
+        """Write input file ``f`` of every source (a temporary name, then a rename)."""
+        for source in self.sources:
+            d = work / "in" / source
+            d.mkdir(parents=True, exist_ok=True)
+            tmp = d / f".f{f:05d}.json.tmp"
+            with open(tmp, "w") as out:
+                for record in self.records(source, f, now):
+                    out.write(json.dumps(record) + "\n")
+            tmp.rename(d / f"f{f:05d}.json")
+
+    def records(self, source: str, f: int, now: float) -> list[dict]:
+        raise NotImplementedError
+
+    def schema(self, source: str) -> str:
+        raise NotImplementedError
+
+    def job(self, spark, read: Callable[[str], Any], metrics_dir: str, balance: str):
+        """The streaming DataFrame written to the Parquet sink."""
+        raise NotImplementedError
+
+    def compare(self, spark, work: Path) -> Comparison:
+        raise NotImplementedError
+
+
+class Similarity(Adapter):
+    name, sources, per_file = "similarity", ("S",), 100
+    threshold, window = 0.01, 20.0
+
+    def records(self, source, f, now):
+        rng = np.random.default_rng(f)
+        return [{"id": (f * self.per_file + k) * 2 + side, "side": side, "vector": rng.uniform(-1, 1, 2).tolist(),
+                 "ts": stamp(now, 0)} for k in range(self.per_file) for side in (0, 1)]
+
+    def schema(self, source):
+        return "id long, side int, vector array<double>, ts double"
+
+    def job(self, spark, read, metrics_dir, balance):
+        from pyspark.sql import functions as F
+
+        from driftjoin import similarity_join
+
+        left, right = split_sides(read("S").withColumn("ts", F.col("ts").cast("timestamp")))
+        return similarity_join(left, right, threshold=self.threshold, metric="angular", parallelism=2, dim=2,
+                               window=f"{self.window:g} seconds", ingest_col="ts", metrics_dir=metrics_dir, balance=balance,
+                               balance_options={"monitoring_window": 2.0, "di_threshold": 0.02} if balance != "none" else None)
+
+    def compare(self, spark, work):
+        from driftjoin.distance import get_metric
+        from driftjoin.s3j.oracle import oracle_pairs
+
+        rows = [r for _, r in read_lines(work, "S")]
+        m = get_metric("angular")
+        ids = np.array([r["id"] for r in rows])
+        vec = m.prepare(np.array([r["vector"] for r in rows]))
+        side = np.array([r["side"] for r in rows], dtype=np.int8)
+        window = np.floor(np.array([r["ts"] for r in rows]) / self.window).astype(np.int64)
+        expected = Counter(oracle_pairs(ids, side, vec, window, m, self.threshold, False))
+        got = Counter((r.left_id, r.right_id, int(r.window_start.timestamp() // self.window))
+                      for r in spark.read.parquet(str(work / "out")).select("left_id", "right_id", "window_start").collect())
+        return Comparison(got, expected, lambda item: max(item[0], item[1]) // 2 // self.per_file)
+
+
+class TopK(Adapter):
+    name, sources, per_file = "topk", ("S",), 20
+    k, window = 30, 20.0
+
+    def records(self, source, f, now):
+        rng = np.random.default_rng(f)
+        vocab = [f"t{i}" for i in range(60)]
+        return [{"id": f * self.per_file + j, "tokens": [vocab[i] for i in rng.choice(60, rng.integers(1, 7), replace=False)],
+                 "ts": stamp(now, j)} for j in range(self.per_file)]
+
+    def schema(self, source):
+        return "id long, tokens array<string>, ts double"
+
+    def job(self, spark, read, metrics_dir, balance):
+        from pyspark.sql import functions as F
+
+        from driftjoin import topk_set_join
+
+        sets = read("S").withColumn("ts", F.col("ts").cast("timestamp"))
+        return topk_set_join(sets, k=self.k, similarity="jaccard", window=f"{self.window:g} seconds", metrics_dir=metrics_dir)
+
+    def compare(self, spark, work):
+        from driftjoin.swoop import BaseTopK
+
+        base = BaseTopK(self.k, "jaccard", self.window)
+        changes: list[tuple] = []
+        by_set: list[int] = []
+        for _, r in sorted(read_lines(work, "S"), key=lambda x: x[1]["ts"]):
+            for c in base.insert(r["id"], r["tokens"], r["ts"]):
+                changes.append((c.kind, c.pair.first, c.pair.second))
+                by_set.append(r["id"])
+        expected = Counter(enumerate(changes))
+        rows = spark.read.parquet(str(work / "out")).select("seq", "kind", "left_id", "right_id").collect()
+        got = Counter((r.seq, (r.kind, r.left_id, r.right_id)) for r in rows)
+
+        def file_of(item):
+            seq = item[0]
+            return by_set[seq] // self.per_file if seq < len(by_set) else -1
+
+        return Comparison(got, expected, file_of, {"late": sum(1 for r in rows if r.kind == "late")})
+
+
+class Natural(Adapter):
+    name, sources, per_file = "natural", ("D",), 20
+    window = 10.0
+
+    @cached_property
+    def documents(self) -> list[dict]:
+        from driftjoin.schemafree.generator import server_log_documents
+
+        return server_log_documents(100_000, seed=11, users=20, servers=2, files=40, timestamp=False)
+
+    def records(self, source, f, now):
+        return [{"id": i, "doc": json.dumps(self.documents[i % len(self.documents)]), "ts": stamp(now, j)}
+                for j, i in enumerate(range(f * self.per_file, (f + 1) * self.per_file))]
+
+    def schema(self, source):
+        return "id long, doc string, ts double"
+
+    def job(self, spark, read, metrics_dir, balance):
+        from driftjoin import natural_join
+
+        return natural_join(read("D"), window=f"{self.window:g} seconds", time_col="ts", watermark="5 seconds",
+                            partitions=3, metrics_dir=metrics_dir)
+
+    def compare(self, spark, work):
+        from driftjoin.schemafree.document import flatten, joinable
+
+        by_window: dict[int, list[tuple[int, dict]]] = {}
+        for _, r in read_lines(work, "D"):
+            by_window.setdefault(int(r["ts"] // self.window), []).append((r["id"], flatten(json.loads(r["doc"]))))
+        expected: Counter = Counter()
+        for w, docs in by_window.items():
+            index: dict[tuple, list[int]] = {}
+            for n, (_, avps) in enumerate(docs):
+                for avp in avps.items():
+                    index.setdefault(avp, []).append(n)
+            for n, (a, avps) in enumerate(docs):
+                candidates = {m for avp in avps.items() for m in index[avp] if m > n}
+                for m in candidates:
+                    b, other = docs[m]
+                    if joinable(avps, other):
+                        expected[(min(a, b), max(a, b), w)] += 1
+        from driftjoin.spark.metrics_sink import read_stats
+
+        got = Counter((r.left_id, r.right_id, r.window)
+                      for r in spark.read.parquet(str(work / "out")).select("left_id", "right_id", "window").collect())
+        late = sum(sum(s["late"].values()) for s in read_stats(str(work / "metrics"), "natural_assigner"))
+        return Comparison(got, expected, lambda item: max(item[0], item[1]) // self.per_file, {"late": late})
+
+
+class Equi(Adapter):
+    name, sources, per_file = "equi", ("S",), 20
+    window, keys, phase_files = 2.0, 200, 60
+
+    def records(self, source, f, now):
+        # Zipf keys whose hot set moves every phase_files files (SHC promotes, demotes, moves state)
+        hot = np.random.default_rng(f // self.phase_files).permutation(self.keys)
+        out = []
+        for side in (0, 1):
+            ranks = np.minimum(np.random.default_rng([f, side]).zipf(1.3, self.per_file), self.keys) - 1
+            out += [{"id": f * self.per_file + j, "side": side, "k": int(hot[ranks[j]]), "t": stamp(now, j),
+                     "v": f"{side}.{f}.{j}"} for j in range(self.per_file)]
+        return out
+
+    def schema(self, source):
+        return "id long, side int, k long, t double, v string"
+
+    def job(self, spark, read, metrics_dir, balance):
+        from driftjoin import equi_join
+
+        left, right = split_sides(read("S"))
+        return equi_join(left, right, on="k", algorithm="shc", parallelism=3, window=self.window, time_col="t",
+                         lateness="5 seconds", metrics_dir=metrics_dir)
+
+    def compare(self, spark, work):
+        import pandas as pd
+
+        from driftjoin.spark.metrics_sink import read_stats
+
+        rows = pd.DataFrame([r for _, r in read_lines(work, "S")])
+        both = rows[rows["side"] == 0].merge(rows[rows["side"] == 1], on="k", suffixes=("_l", "_r"))
+        both = both[(both["t_l"] - both["t_r"]).abs() <= self.window]
+        expected = Counter(zip(both["id_l"].tolist(), both["id_r"].tolist()))
+        got = Counter((r.left_id, r.right_id)
+                      for r in spark.read.parquet(str(work / "out")).select("left_id", "right_id").collect())
+        late = sum(s.get("late", 0) for s in read_stats(str(work / "metrics"), "equi_dispatcher"))
+        return Comparison(got, expected, lambda item: max(item[0], item[1]) // self.per_file, {"late": late})
+
+
+OPERATORS: dict[str, Callable[[], Adapter]] = {"similarity": Similarity, "topk": TopK, "natural": Natural, "equi": Equi}

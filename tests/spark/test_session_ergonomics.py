@@ -1,0 +1,211 @@
+"""Session ergonomics (issue 12): a quiet console, workers that find driftjoin in a user's own
+session, choose_threshold on streams, the default metrics directory of balance=, and
+`driftjoin run` end to end."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import textwrap
+import time
+from pathlib import Path
+from types import SimpleNamespace
+
+import numpy as np
+import pandas as pd
+import pytest
+from pyspark.sql.streaming.stateful_processor import StatefulProcessor
+
+from driftjoin import choose_threshold, similarity_join
+from driftjoin.control import CONTROLLERS
+from driftjoin.report import summary
+from driftjoin.spark import queries, session
+
+pytestmark = pytest.mark.spark
+
+
+def _write(folder: Path, name: str, first_id: int, vecs: np.ndarray, mtime: float | None = None) -> None:
+    folder.mkdir(parents=True, exist_ok=True)
+    path = folder / name
+    path.write_text("".join(json.dumps({"id": first_id + i, "vector": v.tolist()}) + "\n" for i, v in enumerate(vecs)))
+    if mtime is not None:
+        os.utime(path, (mtime, mtime))
+
+
+def test_console_stays_quiet_and_the_log_file_has_spark_output(spark, tmp_path, capfd):
+    """The Python worker's start-up lines and the Java stack of a query stopped during a batch go
+    to the session's log file, not to this process's stdout/stderr."""
+    assert session.LOG_FILE, "the test session is a quiet local_session"
+    before = Path(session.LOG_FILE).stat().st_size
+
+    class Slow(StatefulProcessor):  # defined here so the workers get it by value
+        def init(self, handle) -> None:
+            pass
+
+        def handleInputRows(self, key, rows, timerValues):
+            n = sum(len(r) for r in rows)
+            time.sleep(3)
+            yield pd.DataFrame({"key": [int(key[0])], "n": [n]})
+
+        def close(self) -> None:
+            pass
+
+    rows = spark.readStream.format("rate").option("rowsPerSecond", 20).load().selectExpr("value % 2 as key", "value")
+    q = (rows.groupBy("key").transformWithStateInPandas(Slow(), "key long, n long", "Append", "None")
+         .writeStream.format("noop").option("checkpointLocation", str(tmp_path / "ck")).trigger(processingTime="1 second").start())
+    deadline = time.time() + 120
+    while time.time() < deadline and q.isActive and not (tmp_path / "ck" / "offsets" / "1").exists():
+        time.sleep(0.2)
+    time.sleep(1)  # batch 1 is running (its tasks sleep 3 s): stop inside it
+    assert q.exception() is None and q.isActive
+    q.stop()
+    time.sleep(1)
+    console = capfd.readouterr()
+    assert "TransformWithStateInPandas" not in console.out + console.err
+    assert "\tat org.apache" not in console.out + console.err
+    logged = Path(session.LOG_FILE).read_text(errors="replace")[before:]
+    assert "Streaming TransformWithStateInPandas Python worker" in logged
+
+
+def test_choose_threshold_samples_a_stream(spark, tmp_path):
+    rng = np.random.default_rng(5)
+    a, b = rng.uniform(-1, 1, (300, 2)), rng.uniform(-1, 1, (250, 2))
+    _write(tmp_path / "L", "a.json", 0, a[:150])
+    _write(tmp_path / "L", "b.json", 150, a[150:])
+
+    def read(side: str):
+        return spark.readStream.schema("id long, vector array<double>").json(str(tmp_path / side))
+
+    streamed = choose_threshold(read("L"), b, selectivity=0.01, metric="euclidean")
+    assert streamed == choose_threshold(a, b, selectivity=0.01, metric="euclidean")
+    generated = spark.readStream.format("driftjoin").option("stream", 0).option("rate", 2000).option("dim", 2).load()
+    assert 0 < choose_threshold(generated, selectivity=0.01, sample=500) < 0.1
+
+
+@pytest.mark.slow
+def test_balance_without_metrics_dir_uses_the_checkpoint(spark, tmp_path, monkeypatch):
+    """balance= alone: statistics and assignments go to <checkpoint>/driftjoin-metrics, the same
+    folder after a restart, and the controller finds it; nothing is written under the
+    placeholder's name (the algorithm choice is not recorded there before the query runs)."""
+    monkeypatch.chdir(tmp_path)
+    start = time.time() - 100
+    rng = np.random.default_rng(8)
+    for f in range(2):
+        _write(tmp_path / "L", f"f{f}.json", f * 100, rng.uniform(-1, 1, (100, 2)), start + f)
+        _write(tmp_path / "R", f"f{f}.json", 10_000 + f * 100, rng.uniform(-1, 1, (100, 2)), start + f)
+    ck, out = tmp_path / "ck", tmp_path / "out"
+
+    def run() -> None:
+        def read(side: str):
+            return spark.readStream.schema("id long, vector array<double>").option("maxFilesPerTrigger", 1).json(str(tmp_path / side))
+
+        pairs = similarity_join(read("L"), read("R"), threshold=0.05, metric="euclidean", window=None, parallelism=2, dim=2,
+                                balance="greedy", balance_options={"monitoring_window": 0.1})
+        q = pairs.writeStream.format("parquet").option("path", str(out)).option("checkpointLocation", str(ck)).trigger(availableNow=True).start()
+        q.awaitTermination()
+
+    run()
+    metrics = ck / queries.METRICS_IN_CHECKPOINT
+    assert (metrics / "computation").is_dir()
+    first = summary(str(metrics))[0]
+    assert first["pairs_out"] == spark.read.parquet(str(out)).count() > 0
+    deadline = time.time() + 30  # the controller binds when a progress event reaches the listener
+    while str(metrics) not in CONTROLLERS and time.time() < deadline:
+        time.sleep(0.2)
+    assert str(metrics) in CONTROLLERS
+    _write(tmp_path / "L", "f2.json", 200, rng.uniform(-1, 1, (100, 2)), start + 2)
+    _write(tmp_path / "R", "f2.json", 10_200, rng.uniform(-1, 1, (100, 2)), start + 2)
+    run()  # a restart from the same checkpoint: same folder
+    again = summary(str(metrics))[0]
+    assert again["records_in"] == 600 and again["pairs_out"] == spark.read.parquet(str(out)).count()
+    assert not [p.name for p in tmp_path.iterdir() if p.name.startswith(queries.AUTO)]
+
+
+def test_balance_without_metrics_dir_on_a_cluster_says_what_to_pass():
+    fake = SimpleNamespace(sparkContext=SimpleNamespace(master="spark://10.0.0.1:7077"))
+    with pytest.raises(ValueError, match="pass metrics_dir="):
+        queries.default_metrics_dir(fake)
+
+
+def test_workers_python_is_set_in_local_mode_and_checked_on_a_cluster(monkeypatch):
+    base = Path(sys.base_prefix) / "bin" / "python3"
+    if not base.exists() or session._imports_driftjoin(str(base)):
+        pytest.skip("needs a Python without driftjoin (the base interpreter of the venv)")
+    sc = SimpleNamespace(pythonExec=str(base), master="local[2]", applicationId="app-local")
+    monkeypatch.delenv("PYSPARK_PYTHON", raising=False)
+    session.ensure_workers_python(SimpleNamespace(sparkContext=sc))
+    assert sc.pythonExec == sys.executable
+    chosen = SimpleNamespace(pythonExec=str(base), master="local[2]", applicationId="app-chosen")
+    monkeypatch.setenv("PYSPARK_PYTHON", str(base))
+    with pytest.raises(ValueError, match=f"set PYSPARK_PYTHON={sys.executable}"):
+        session.ensure_workers_python(SimpleNamespace(sparkContext=chosen))
+
+    def failing_job(*_):
+        raise RuntimeError("ModuleNotFoundError: No module named 'driftjoin'")
+
+    cluster = SimpleNamespace(pythonExec="python3", master="spark://h:7077", applicationId="app-cluster",
+                              parallelize=lambda *a: SimpleNamespace(map=lambda f: SimpleNamespace(collect=failing_job)))
+    with pytest.raises(RuntimeError, match="--py-files"):
+        session.ensure_workers_python(SimpleNamespace(sparkContext=cluster))
+
+
+@pytest.mark.slow
+def test_users_own_session_without_pyspark_python(tmp_path):
+    """A plain SparkSession.builder session whose `python3` lacks driftjoin: the join works."""
+    base = Path(sys.base_prefix) / "bin" / "python3"
+    if not base.exists() or session._imports_driftjoin(str(base)):
+        pytest.skip("needs a Python without driftjoin (the base interpreter of the venv)")
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    (bin_dir / "python3").symlink_to(base)
+    script = textwrap.dedent("""
+        from pyspark.sql import SparkSession
+        from driftjoin import similarity_join
+        spark = SparkSession.builder.master("local[2]").config("spark.ui.enabled", "false").getOrCreate()
+        assert spark.sparkContext.pythonExec == "python3"
+        df = spark.createDataFrame([(i, [float(i % 7), 0.5]) for i in range(40)], "id long, vector array<double>")
+        print("PAIRS", similarity_join(df, threshold=0.5, metric="euclidean", parallelism=2).count())
+        spark.stop()
+    """)
+    env = {k: v for k, v in os.environ.items() if k != "PYSPARK_PYTHON"}
+    env["PATH"] = f"{bin_dir}{os.pathsep}{env['PATH']}"
+    run = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True, text=True, timeout=600)
+    assert run.returncode == 0, run.stderr[-3000:]
+    assert "PAIRS 95" in run.stdout  # 40 points on 7 spots 1 apart: 5 spots of 6 and 2 of 5, 5 * 15 + 2 * 10
+
+
+@pytest.mark.slow
+def test_driftjoin_run_ends_when_drained_with_a_summary(tmp_path):
+    rng = np.random.default_rng(2)
+    for f in range(2):
+        _write(tmp_path / "in" / "L", f"f{f}.json", f * 200, rng.uniform(-1, 1, (200, 2)))
+        _write(tmp_path / "in" / "R", f"f{f}.json", 5000 + f * 200, rng.uniform(-1, 1, (200, 2)))
+    (tmp_path / "job.toml").write_text(textwrap.dedent("""
+        [source]
+        kind = "files"
+        left = "in/L"
+        right = "in/R"
+        schema = "id long, vector array<double>"
+        [join]
+        threshold = 0.02
+        dim = 2
+        parallelism = 2
+        balance = "greedy"
+        balance_options = { monitoring_window = 1 }
+        [sink]
+        path = "out/pairs"
+        checkpoint = "out/ck"
+        dead_letters = "out/dead"
+    """))
+    cli = Path(sys.executable).parent / "driftjoin"
+    run = subprocess.run([str(cli), "run", "job.toml", "--available-now"], cwd=tmp_path, capture_output=True, text=True,
+                         timeout=900, env={**os.environ, "COLUMNS": "120"})
+    out = run.stdout + run.stderr
+    assert run.returncode == 0, out[-3000:]
+    assert "drained" in out and "pairs in the sink" in out and "per worker" in out
+    assert "TransformWithStateInPandas" not in out and "\tat " not in out and "Traceback" not in out
+    row = {line.split("│")[1].strip(): line.split("│")[2].strip() for line in out.splitlines() if line.count("│") == 3}
+    assert row["pairs out"] == row["pairs in the sink"] and row["records in"] == "800"
+    assert "TransformWithStateInPandas" in (tmp_path / "out" / "ck" / "spark.log").read_text(errors="replace")
