@@ -100,15 +100,24 @@ def test_static_every_partitioner_and_local_join_string_ids_and_core_metrics(spa
     df = spark.createDataFrame([(f"d{i:03d}", json.dumps(raw[i])) for i in range(300)], "key string, body string")
     expected = {(f"d{a:03d}", f"d{b:03d}", w) for a, b, w in brute_force(dict(enumerate(raw)), {i: i // 75 for i in range(300)})}
     combos = list(itertools.product(("ag", "sc", "ds"), ("fptree", "hash", "nested")))
+    # the single Assigner routes sequentially, window by window, like the core; the parallel
+    # routers (one fit on a sample, drawn on the driver) give the same pairs
     joins = [
         natural_join(df, window=75, partitions=3, partitioner=p, local_join=lj, id_col="key", doc_col="body", delta=2,
-                     theta=0.0, metrics_dir=str(tmp_path / f"{p}_{lj}")).withColumn("combo", F.lit(f"{p}/{lj}"))
+                     theta=0.0, metrics_dir=str(tmp_path / f"{p}_{lj}"), routing="assigner").withColumn("combo", F.lit(f"{p}/{lj}"))
         for p, lj in combos
+    ] + [
+        natural_join(df, window=75, partitions=3, partitioner=p, local_join=lj, id_col="key", doc_col="body", delta=2,
+                     theta=0.0, sample_size=60).withColumn("combo", F.lit(f"parallel {p}/{lj}"))
+        for p, lj in COMBOS
     ]
     union = joins[0]
     for j in joins[1:]:
         union = union.unionByName(j)
     out = union.collect()
+    for p, lj in COMBOS:
+        got = [(r.left_id, r.right_id, r.window) for r in out if r.combo == f"parallel {p}/{lj}"]
+        assert len(got) == len(set(got)) and set(got) == expected, ("parallel", p, lj)
     for p, lj in combos:
         got = [(r.left_id, r.right_id, r.window) for r in out if r.combo == f"{p}/{lj}"]
         assert len(got) == len(set(got)) and set(got) == expected, (p, lj)
