@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import itertools
 import json
 import os
@@ -297,3 +298,48 @@ def test_replayed_batch_in_another_row_order_gives_the_same_rows_and_pairs():
         replay = step(*history[-1], pdf.sample(frac=1, random_state=len(history)))
         assert replay[2] == rows and replay[3] == pairs
         assert pickle.loads(replay[0]).frontier == pickle.loads(a_state).frontier
+
+
+PARALLELISM = (1, 2, 4, 8)
+
+
+def test_parallel_routing_exact_at_1_2_4_8_joiners_static_and_streaming_across_a_restart(spark, tmp_path):
+    """The default routing (stateless routers, partitionings from the control plane) at 1, 2, 4
+    and 8 joiners: a static join, and a stream of 4 micro-batches in event-time windows that is
+    stopped after 2 and restarted from its checkpoint (a new run: new controller, new decisions)."""
+    from tests.spark.helpers import write_batches
+
+    raw = nobench_documents(360, seed=11, thousandth=6, optional=0.5, sparse_blocks=4)
+    rows = [{"id": i, "doc": json.dumps(raw[i]), "t": i / 10} for i in range(360)]  # windows of 8 s: 80 documents
+    expected = brute_force(dict(enumerate(raw)), {i: int(i / 10 // 8) for i in range(360)})
+    static = spark.createDataFrame([(r["id"], r["doc"], r["t"]) for r in rows], "id long, doc string, t double")
+    joins = [natural_join(static, window="8 seconds", time_col="t", partitions=p, delta=2, theta=0.0, sample_size=50)
+             .withColumn("p", F.lit(p)) for p in PARALLELISM]
+    out = functools.reduce(lambda a, b: a.unionByName(b), joins).collect()
+    for p in PARALLELISM:
+        got = [(r.left_id, r.right_id, r.window) for r in out if r.p == p]
+        assert len(got) == len(set(got)) and set(got) == expected, p
+
+    bounds = [0, 130, 250, 360]  # batch ends fall inside windows
+    batches = [rows[a:b] for a, b in zip(bounds, bounds[1:])]
+    write_batches(tmp_path / "in", batches[:2])
+    src = spark.readStream.schema("id long, doc string, t double").option("maxFilesPerTrigger", 1).json(str(tmp_path / "in"))
+
+    def run():
+        joins = [natural_join(src, window="8 seconds", time_col="t", watermark="20 seconds", partitions=p, delta=2,
+                              theta=0.0, sample_size=50, metrics_dir=str(tmp_path / f"m{p}")).withColumn("p", F.lit(p))
+                 for p in PARALLELISM]
+        # placement does not change the result: all joiners in 2 state partitions (8 tasks per
+        # stateful operator per batch cost more than the joins)
+        spark.conf.set("spark.sql.shuffle.partitions", "2")
+        return run_stream(functools.reduce(lambda a, b: a.unionByName(b), joins), tmp_path, "out")
+
+    run()
+    write_batches(tmp_path / "in", batches[2:], start=2)
+    q, out = run()
+    assert len([p for p in q.recentProgress if p["numInputRows"]]) == 1
+    for p in PARALLELISM:
+        got = [(r.left_id, r.right_id, r.window) for r in out if r.p == p]
+        assert len(got) == len(set(got)) and set(got) == expected, p
+        metrics = natural_join_metrics(str(tmp_path / f"m{p}"))
+        assert metrics["pairs"].sum() == len(expected)
