@@ -285,7 +285,7 @@ def run_scaling(quick: bool, started: float) -> None:
     finally:
         spark.stop()
         shutil.rmtree(work, ignore_errors=True)
-    print(f"\nThroughput at 1 and 2 workers (local[w], w input partitions, w joiners; steady state)")
+    print("\nThroughput at 1 and 2 workers (local[w], w input partitions, w joiners; steady state)")
     print(f"{'routing':>8} {'1 worker':>9} {'2 workers':>9} {'2 / 1':>6} {'busiest joiner s (1/2)':>23} {'assigner s (1/2)':>17}")
     for routing in ROUTINGS:
         one, two = (next(t for t in tp if t["routing"] == routing and t["workers"] == w) for w in (1, 2))
