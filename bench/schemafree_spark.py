@@ -13,16 +13,17 @@
    plane's partitionings; ``assigner``: the paper's single Assigner): documents per second over
    the micro-batches after the first (which pays query start-up), and the time the Assigner
    and the busiest joiner spent per batch (from the statistics files).
-3. Scaling (``--scaling``): the AG join of the server log at 1 and 2 workers (a Spark of
+3. Scaling (``--scaling``, with 4): the AG join of the server log at 1 and 2 workers (a Spark of
    ``local[w]``, ``w`` input partitions and ``w`` joiners, each run in its own process), both
    routings, in one run: documents per second and the ratio of 2 workers to 1.
-4. Work per worker at 1 to 16 workers from the statistics (``--scaling``): static AG joins with
-   m = 1, 2, 4, 8, 16; per worker, the documents the busiest router task routes (parallel:
-   ``N / m`` with ``m`` input tasks; the single Assigner: ``N``) plus the documents the busiest
-   joiner holds (summed over the windows), and the speed-up that work allows over one worker.
+4. Work per worker at 1 to 16 workers from the statistics (``--work``, or with ``--scaling``):
+   the parallel routing played in one process without Spark (the same routers, joiners and
+   controller) with m = 1, 2, 4, 8, 16 input tasks and joiners; per micro-batch the documents
+   the busiest router task routes (the single Assigner: all of them) plus those the busiest
+   joiner receives, and the speed-up that work allows over one worker.
 
 Prints tables and writes bench/results/schemafree_spark.json and .png.
-Run: .venv/bin/python bench/schemafree_spark.py [--quick] [--nobench] [--scaling]
+Run: .venv/bin/python bench/schemafree_spark.py [--quick] [--nobench] [--scaling] [--work]
 """
 
 from __future__ import annotations
@@ -45,6 +46,7 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 from pyspark.sql import functions as F  # noqa: E402
 
+from driftjoin.schemafree.document import flatten  # noqa: E402
 from driftjoin.spark.docs_source import register  # noqa: E402
 from driftjoin.spark.metrics_sink import read_stats  # noqa: E402
 from driftjoin.spark.natural import ASSIGNER_OP, JOINER_OP, natural_join, natural_join_metrics  # noqa: E402
@@ -162,32 +164,53 @@ def scaling(total: int, batch: int, window: int) -> list[dict[str, Any]]:
     return out
 
 
-def work_per_worker(spark, work: Path, n: int, window: int, ms: list[int]) -> list[dict[str, Any]]:
-    """Per m: the busiest router's and the busiest joiner's documents, from the statistics of
-    static AG joins (one Spark job), and the speed-up over one worker that this work allows."""
-    df = spark.read.format("driftjoin-docs").option("kind", "serverlog").option("total", n).option("seed", 1).load().cache()
-    df.count()
-    joins = [natural_join(df, window=window, partitions=m, partitioner="ag", metrics_dir=str(work / f"w{m}"))
-             .withColumn("m", F.lit(m)) for m in ms]
-    union = joins[0]
-    for j in joins[1:]:
-        union = union.unionByName(j)
-    spark.conf.set("spark.sql.shuffle.partitions", "2")
-    union.groupBy("m").count().collect()
-    df.unpersist()
-    rows = []
+def work_per_worker(n: int, batch: int, window: int, ms: list[int]) -> list[dict[str, Any]]:
+    """Per m: the documents the busiest router task and the busiest joiner handle, summed over
+    the micro-batches, from the joiners' statistics of the parallel routing played in one
+    process (:class:`~driftjoin.spark.natural_local.LocalRun`: the same routers, joiners and
+    controller, m input tasks, the controller deciding after every batch) and from the single
+    Assigner's routed rows; and the speed-up over one worker that this work allows."""
+    import pandas as pd
+
+    from driftjoin.schemafree.generator import server_log_documents
+    from driftjoin.spark.natural import Assigner, NaturalPlan
+    from driftjoin.spark.natural_local import LocalRun
+
+    docs = server_log_documents(n, seed=1, timestamp=False)
+    rows = [{"id": i, "doc": json.dumps(d)} for i, d in enumerate(docs)]
+    batches = [rows[i:i + batch] for i in range(0, n, batch)]
+    out = []
     for m in ms:
-        metrics = natural_join_metrics(str(work / f"w{m}"))
-        loads = [sum(per) for per in zip(*metrics["loads"])]
-        joiner = max(loads)
-        for routing, router in (("parallel", n / m), ("assigner", float(n))):
-            rows.append({"m": m, "routing": routing, "documents": n, "router_docs": router, "joiner_docs": joiner,
-                         "mean_joiner_docs": sum(loads) / m, "replication": sum(loads) / n,
-                         "work": router + joiner})
-    base = {r["routing"]: r["work"] for r in rows if r["m"] == ms[0]}
-    for r in rows:
-        r["speedup_bound"] = base[r["routing"]] / r["work"] * ms[0]
-    return rows
+        work = Path(tempfile.mkdtemp(prefix="schemafree_work_"))
+        plan = NaturalPlan(partitions=m, partitioner="ag", local_join="fptree", delta=3, theta=0.2, creators=1, expand=True,
+                           window_kind="count", size=window, length=None, time_attribute=None, watermark=0.0,
+                           two_streams=False, merged=False, sample_size=2000, seed=0, metrics_dir=None,
+                           control=str(work), lineage="work")
+        run = LocalRun(plan)
+        router = joiner = 0
+        started = time.process_time()
+        for rows_b in batches:
+            tasks = [rows_b[t::m] for t in range(m)]
+            _, states, stats = run.attempt(tasks)
+            run.commit(states)
+            run.decide()
+            router += max(len(t) for t in tasks)
+            joiner += max(s["received"] for s in stats)
+        cpu = time.process_time() - started
+        shutil.rmtree(work, ignore_errors=True)
+        out.append({"m": m, "routing": "parallel", "router_docs": router, "joiner_docs": joiner, "cpu_s": cpu})
+        assigner, busiest = Assigner(NaturalPlan(**{**plan.__dict__, "control": None}), None), 0
+        for rows_b in batches:
+            pdf = pd.DataFrame({"akey": 0, "side": 0, "id": [r["id"] for r in rows_b], "time": float("nan"),
+                                "avps": [json.dumps(flatten(json.loads(r["doc"])), separators=(",", ":")) for r in rows_b]})
+            routed = assigner.process(pdf).rows
+            busiest += int(routed[routed["kind"] == 1].groupby("jkey").size().max())
+        out.append({"m": m, "routing": "assigner", "router_docs": n, "joiner_docs": busiest, "cpu_s": None})
+    for r in out:
+        r["work"] = r["router_docs"] + r["joiner_docs"]
+        one = next(x for x in out if x["routing"] == r["routing"] and x["m"] == ms[0])
+        r["speedup_bound"] = (one["router_docs"] + one["joiner_docs"]) / r["work"] * ms[0]
+    return out
 
 
 def plot(rows: list[dict[str, Any]], tp: list[dict[str, Any]], path: Path) -> None:
@@ -227,6 +250,7 @@ def main() -> None:
     parser.add_argument("--quick", action="store_true", help="fewer documents and configurations")
     parser.add_argument("--nobench", action="store_true", help="also the NoBench-style stream (about twice the time)")
     parser.add_argument("--scaling", action="store_true", help="only sections 3 and 4: 1 vs 2 workers, work per worker")
+    parser.add_argument("--work", action="store_true", help="only section 4 (no Spark: about a minute of CPU)")
     parser.add_argument("--child", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.child:
@@ -236,6 +260,11 @@ def main() -> None:
     started = time.perf_counter()
     if args.scaling:
         run_scaling(args.quick, started)
+        return
+    if args.work:
+        per_worker = work_per_worker(8000, 1000, 2000, [1, 2, 4, 8, 16])
+        print_work(per_worker)
+        (RESULTS / "schemafree_work.json").write_text(json.dumps(per_worker, indent=1))
         return
     n = 3000 if args.quick else 8000
     ms = [5, 8] if args.quick else [5, 8, 10, 20]
@@ -273,18 +302,20 @@ def main() -> None:
     print(f"wrote {RESULTS / 'schemafree_spark.json'} and .png")
 
 
+def print_work(per_worker: list[dict[str, Any]]) -> None:
+    print("\nWork per worker (server log, 8000 documents in batches of 1000, AG, count windows of 2000): documents"
+          " the busiest router task and the busiest joiner handle, summed over the batches")
+    print(f"{'m':>3} {'routing':>8} {'router':>7} {'joiner':>7} {'work':>7} {'speed-up':>8}")
+    for r in per_worker:
+        print(f"{r['m']:>3} {r['routing']:>8} {r['router_docs']:7.0f} {r['joiner_docs']:7.0f} {r['work']:7.0f} "
+              f"{r['speedup_bound']:8.2f}")
+
+
 def run_scaling(quick: bool, started: float) -> None:
     total, batch, window = (6000, 1500, 3000) if quick else (16000, 2000, 4000)
     print(f"Scaling: AG, server log, {total} documents, {batch} per micro-batch, count windows of {window}")
     tp = scaling(total, batch, window)
-    work = Path(tempfile.mkdtemp(prefix="schemafree_work_"))
-    spark = local_session(parallelism=2, app_name="schemafree-work-bench")
-    register(spark)
-    try:
-        per_worker = work_per_worker(spark, work, 8000, 2000, [1, 2, 4, 8, 16])
-    finally:
-        spark.stop()
-        shutil.rmtree(work, ignore_errors=True)
+    per_worker = work_per_worker(8000, 1000, 2000, [1, 2, 4, 8, 16])
     print("\nThroughput at 1 and 2 workers (local[w], w input partitions, w joiners; steady state)")
     print(f"{'routing':>8} {'1 worker':>9} {'2 workers':>9} {'2 / 1':>6} {'busiest joiner s (1/2)':>23} {'assigner s (1/2)':>17}")
     for routing in ROUTINGS:
@@ -293,11 +324,7 @@ def run_scaling(quick: bool, started: float) -> None:
               f"{one['busiest_joiner_s']:11.2f} / {two['busiest_joiner_s']:<9.2f} {one['assigner_s']:8.2f} / {two['assigner_s']:<6.2f}")
     par2, asg2 = (next(t for t in tp if t["routing"] == r and t["workers"] == 2) for r in ROUTINGS)
     print(f"parallel / assigner at 2 workers: {par2['docs_per_s'] / asg2['docs_per_s']:.2f}")
-    print("\nWork per worker from the statistics (server log, 8000 documents, AG, count windows of 2000)")
-    print(f"{'m':>3} {'routing':>8} {'router docs':>11} {'joiner docs':>11} {'mean joiner':>11} {'repl':>5} {'work':>7} {'speed-up':>8}")
-    for r in per_worker:
-        print(f"{r['m']:>3} {r['routing']:>8} {r['router_docs']:11.0f} {r['joiner_docs']:11.0f} {r['mean_joiner_docs']:11.0f} "
-              f"{r['replication']:5.2f} {r['work']:7.0f} {r['speedup_bound']:8.2f}")
+    print_work(per_worker)
     total = time.perf_counter() - started
     load = os.getloadavg()[0] if hasattr(os, "getloadavg") else None
     print(f"\ntotal {total:.0f} s, load average {load}")

@@ -5,11 +5,11 @@ batches, restarts with a new lineage and parallelism 1, 2, 4 and 8, against a br
 natural join per window (hypothesis over the data, the micro-batch and task boundaries and the
 decision timing).
 
-The harness plays Spark's part: each batch's rows are cut into router tasks, each task reads
-one published decision (any version between the newest at the batch's start and the newest
-when it runs), the routed rows are shuffled and grouped by joiner key, every joiner runs on a
-copy of its state and writes its statistics, and only then is the batch committed and may the
-controller read it.
+The harness (:class:`driftjoin.spark.natural_local.LocalRun`) plays Spark's part: each batch's
+rows are cut into router tasks, each task reads one published decision (any version between
+the newest at the batch's start and the newest when it runs), the routed rows are shuffled and
+grouped by joiner key, every joiner runs on a copy of its state and writes its statistics, and
+only then is the batch committed and may the controller read it.
 """
 
 from __future__ import annotations
@@ -21,21 +21,16 @@ import pickle
 import random
 from collections import Counter
 
-import pandas as pd
-import pyarrow as pa
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from driftjoin.clock import WindowClock
-from driftjoin.control.natural import NaturalPartitionController
 from driftjoin.schemafree.document import flatten
 from driftjoin.schemafree.generator import nobench_documents
-from driftjoin.spark.metrics_sink import write_stats
-from driftjoin.spark.natural import Joiner, JoinerState, Router
-from driftjoin.spark.natural_plan import JOINER_OP, NaturalPlan, routed_frame
-from driftjoin.spark.natural_table import decisions_name, load_view, mark_start, newest, read_version, versions
-from driftjoin.spark.plan_guard import PLAN_KEY
+from driftjoin.spark.natural_local import LocalRun
+from driftjoin.spark.natural_plan import NaturalPlan
+from driftjoin.spark.natural_table import decisions_name, newest, read_version, versions
 
 
 def make_plan(root: str, lineage: str, m: int, kind: str, partitioner: str = "ag", initial: bytes | None = None) -> NaturalPlan:
@@ -81,83 +76,39 @@ def expected_windows(plan: NaturalPlan, batches: list[list[dict]]) -> dict[int, 
     return out
 
 
-def record_batch(rows: list[dict]) -> pa.RecordBatch:
-    return pa.RecordBatch.from_pydict({
-        "side": pa.array([0] * len(rows), pa.int8()), "id": pa.array([r["id"] for r in rows], pa.int64()),
-        "doc": pa.array([r["doc"] for r in rows], pa.string()),
-        "time": pa.array([r.get("t") for r in rows], pa.float64()),
-    })
-
-
-class Harness:
-    """One streaming natural join played batch by batch (module docstring)."""
+class Harness(LocalRun):
+    """A :class:`LocalRun` whose tasks read a random published decision: any version from the
+    newest when the batch started to the newest when the task runs."""
 
     def __init__(self, plan: NaturalPlan, rng: random.Random) -> None:
-        self.plan = plan
+        super().__init__(plan)
         self.rng = rng
-        self.controller = NaturalPartitionController(plan)
-        self.states: dict[int, bytes] = {}
         self.pairs: list[tuple[int, int, int]] = []
-        self.batch = 0
         self.stale_tasks = 0
 
-    def restart(self, plan: NaturalPlan) -> None:
-        """The query is rebuilt (a new lineage, a new controller) on the same joiner state."""
-        self.controller.terminated = True
-        self.plan = plan
-        self.controller = NaturalPartitionController(plan)
-
-    def _decide(self, committed: int) -> None:
-        if committed >= 0:
-            self.controller.step(committed)
-
-    def _run(self, tasks: list[list[dict]], low: int | None, publish_at: set[int]) -> tuple[list, dict[int, bytes]]:
-        """One attempt at the batch: routers (each reading some decision), shuffle, joiners."""
-        plan, name = self.plan, decisions_name(self.plan.lineage)
-        routed = []
-        for t, rows in enumerate(tasks):
-            if t in publish_at:  # the controller publishes while the batch runs
-                self._decide(self.batch - 1)
-            top = newest(plan.control, name)
-            options = [v for v in versions(plan.control, name) if low is None or v >= low]
-            version = self.rng.choice(options) if options else None
-            self.stale_tasks += version is not None and top is not None and version < int(top["version"])
-            view = load_view(plan.control, plan.lineage, plan.partitions, plan.initial, self.batch, version)
-            router = Router(plan, view, False)
-            for part in (rows[:len(rows) // 2], rows[len(rows) // 2:]):
-                out = router.add(record_batch(part)) if part else None
-                if out is not None:
-                    routed.append(routed_frame(out, False))
-            routed.append(routed_frame(router.heartbeats(), False))
-        frame = pd.concat(routed, ignore_index=True).sample(frac=1, random_state=self.rng.randrange(10**6))
-        pairs, states = [], {}
-        for key, rows in frame.groupby("jkey"):
-            if key == PLAN_KEY:
-                continue
-            state = pickle.loads(self.states[key]) if key in self.states else JoinerState()
-            joiner = Joiner(plan, plan.slot_of(key), state)
-            result = joiner.run(rows, self.batch, self.batch, "q")
-            write_stats(plan.control, JOINER_OP, joiner.joiner, self.batch, result.stats)
-            if joiner.joiner == 0 and result.stats["new_lineage"]:  # as JoinerProcessor does
-                mark_start(plan.control, plan.lineage, self.batch)
-            pairs += list(zip(result.out["left_id"], result.out["right_id"], result.out["window"]))
-            states[key] = pickle.dumps(joiner.windows)
-        return pairs, states
+    def _version(self, low: int | None) -> int | None:
+        name = decisions_name(self.plan.lineage)
+        options = [v for v in versions(self.plan.control, name) if low is None or v >= low]
+        if not options:
+            return None
+        version = self.rng.choice(options)
+        self.stale_tasks += version < options[-1]
+        return version
 
     def run_batch(self, rows: list[dict], cuts: int, publish_at: set[int], replay: bool) -> None:
-        name = decisions_name(self.plan.lineage)
-        top = newest(self.plan.control, name)
+        top = newest(self.plan.control, decisions_name(self.plan.lineage))
         low = None if top is None else int(top["version"])  # no task reads below what the batch saw at its start
         order = rows[:]
         self.rng.shuffle(order)
         tasks = [order[i::cuts] for i in range(cuts)]
-        pairs, states = self._run(tasks, low, publish_at)
+        pairs, states, _ = self.attempt(tasks, lambda t: self._version(low),
+                                        lambda t: self.decide() if t in publish_at else None, self.rng.randrange(10**6))
         if replay:  # the batch fails after the joiners ran: rerun from the old state, rows in another order
-            again, states = self._run([t[::-1] for t in reversed(tasks)], low, set())
+            again, states, _ = self.attempt([t[::-1] for t in reversed(tasks)], lambda t: self._version(low), None,
+                                            self.rng.randrange(10**6))
             assert Counter(again) == Counter(pairs)
         self.pairs += pairs
-        self.states = states
-        self.batch += 1
+        self.commit(states)
 
 
 @st.composite
@@ -199,7 +150,7 @@ def test_parallel_routing_is_exact_whenever_decisions_land(tmp_path_factory, cas
             harness.restart(make_plan(root, "L2", m, kind, partitioner, initial))
         harness.run_batch(rows, step["tasks"], step["publish_at"], step["replay"])
         if step["after"]:  # the batch is committed; the controller may get to it now or later
-            harness._decide(b)
+            harness.decide()
     window_of = expected_windows(harness.plan, batches)
     expected = brute_force([r for rows in batches for r in rows], window_of)
     got = [(min(a, b), max(a, b), w) for a, b, w in harness.pairs]
