@@ -3,7 +3,7 @@ batch by batch, with the decisions published at any moment (before a batch, betw
 tasks, several batches late), tasks that read older decisions than their neighbours, replayed
 batches, restarts with a new lineage and parallelism 1, 2, 4 and 8, against a brute-force
 natural join per window (hypothesis over the data, the micro-batch and task boundaries and the
-decision timing).
+decision timing, one or two input streams).
 
 The harness (:class:`driftjoin.spark.natural_local.LocalRun`) plays Spark's part: each batch's
 rows are cut into router tasks, each task reads one published decision (any version between
@@ -33,25 +33,31 @@ from driftjoin.spark.natural_plan import NaturalPlan
 from driftjoin.spark.natural_table import decisions_name, newest, read_version, versions
 
 
-def make_plan(root: str, lineage: str, m: int, kind: str, partitioner: str = "ag", initial: bytes | None = None) -> NaturalPlan:
+def make_plan(root: str, lineage: str, m: int, kind: str, partitioner: str = "ag", initial: bytes | None = None,
+              two: bool = False) -> NaturalPlan:
     return NaturalPlan(partitions=m, partitioner=partitioner, local_join="fptree", delta=2, theta=0.0, creators=1,
                        expand=True, window_kind=kind, size=40 if kind == "count" else None,
                        length=10.0 if kind == "time" else None, time_attribute=None, watermark=2.0 if kind == "time" else 0.0,
-                       two_streams=False, merged=False, sample_size=30, seed=0, metrics_dir=None,
+                       two_streams=two, merged=False, sample_size=30, seed=0, metrics_dir=None,
                        require_time=kind == "time", initial=initial, control=root, lineage=lineage)
 
 
-def brute_force(rows: list[dict], window_of: dict[int, int]) -> set[tuple[int, int, int]]:
+def brute_force(rows: list[dict], window_of: dict[int, int], two: bool = False) -> set[tuple[int, int, int]]:
+    """Joining pairs per window: ``(smaller id, larger id, window)``; two streams: only pairs
+    across the inputs, ``(id from side 0, id from side 1, window)``."""
     flat = {r["id"]: flatten(json.loads(r["doc"])) for r in rows}
+    side = {r["id"]: r.get("side", 0) for r in rows}
     by_window: dict[int, list[int]] = {}
     for i in sorted(window_of):
         by_window.setdefault(window_of[i], []).append(i)
     out = set()
     for w, members in by_window.items():
         for a, b in itertools.combinations(members, 2):
+            if two and side[a] == side[b]:
+                continue
             shared = flat[a].keys() & flat[b].keys()
             if shared and all(flat[a][k] == flat[b][k] for k in shared):
-                out.add((a, b, w))
+                out.add((b, a, w) if two and side[a] == 1 else (a, b, w))
     return out
 
 
@@ -120,7 +126,9 @@ def scenario(draw):
     docs = [draw(attrs) for _ in range(n)]
     times = sorted(draw(st.lists(st.integers(0, 600), min_size=n, max_size=n)))
     jitter = [draw(st.integers(-40, 0)) if draw(st.booleans()) else 0 for _ in range(n)]
-    rows = [{"id": i, "doc": json.dumps(docs[i]), "t": max(times[i] + jitter[i], 0) / 10} for i in range(n)]
+    two = draw(st.booleans(), label="two streams")
+    rows = [{"id": i, "doc": json.dumps(docs[i]), "t": max(times[i] + jitter[i], 0) / 10,
+             "side": draw(st.integers(0, 1)) if two else 0} for i in range(n)]
     cuts = sorted(draw(st.sets(st.integers(1, n - 1), max_size=6), label="batch ends"))
     batches = [rows[a:b] for a, b in zip([0, *cuts], [*cuts, n])]
     plan_of_batch = [
@@ -129,13 +137,13 @@ def scenario(draw):
         for _ in batches
     ]
     restart = draw(st.one_of(st.none(), st.integers(1, max(len(batches) - 1, 1))), label="restart before batch")
-    return m, kind, batches, plan_of_batch, restart, draw(st.sampled_from(["ag", "sc", "ds"])), draw(st.booleans())
+    return m, kind, batches, plan_of_batch, restart, draw(st.sampled_from(["ag", "sc", "ds"])), draw(st.booleans()), two
 
 
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
 @given(case=scenario(), seed=st.integers(0, 2**16))
 def test_parallel_routing_is_exact_whenever_decisions_land(tmp_path_factory, case, seed):
-    m, kind, batches, steps, restart, partitioner, with_sample = case
+    m, kind, batches, steps, restart, partitioner, with_sample, two = case
     root = str(tmp_path_factory.mktemp("control"))
     initial = None
     if with_sample:  # sample=: a fit before the start
@@ -144,16 +152,16 @@ def test_parallel_routing_is_exact_whenever_decisions_land(tmp_path_factory, cas
         fitted = make_plan(root, "L0", m, kind, partitioner).new_partitioner()
         fitted.fit([Document(i, flatten(json.loads(r["doc"]))) for i, r in enumerate(batches[0][:30])])
         initial = pickle.dumps(fitted)
-    harness = Harness(make_plan(root, "L1", m, kind, partitioner, initial), random.Random(seed))
+    harness = Harness(make_plan(root, "L1", m, kind, partitioner, initial, two), random.Random(seed))
     for b, (rows, step) in enumerate(zip(batches, steps)):
         if b == restart:
-            harness.restart(make_plan(root, "L2", m, kind, partitioner, initial))
+            harness.restart(make_plan(root, "L2", m, kind, partitioner, initial, two))
         harness.run_batch(rows, step["tasks"], step["publish_at"], step["replay"])
         if step["after"]:  # the batch is committed; the controller may get to it now or later
             harness.decide()
     window_of = expected_windows(harness.plan, batches)
-    expected = brute_force([r for rows in batches for r in rows], window_of)
-    got = [(min(a, b), max(a, b), w) for a, b, w in harness.pairs]
+    expected = brute_force([r for rows in batches for r in rows], window_of, two)
+    got = [(a, b, w) if two else (min(a, b), max(a, b), w) for a, b, w in harness.pairs]
     assert len(got) == len(set(got))
     assert set(got) == expected
 
