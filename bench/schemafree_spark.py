@@ -312,7 +312,7 @@ def print_work(per_worker: list[dict[str, Any]]) -> None:
 
 
 def run_scaling(quick: bool, started: float) -> None:
-    total, batch, window = (6000, 1500, 3000) if quick else (16000, 2000, 4000)
+    total, batch, window = (6000, 1500, 3000) if quick else (40000, 10000, 10000)
     print(f"Scaling: AG, server log, {total} documents, {batch} per micro-batch, count windows of {window}")
     tp = scaling(total, batch, window)
     per_worker = work_per_worker(8000, 1000, 2000, [1, 2, 4, 8, 16])
