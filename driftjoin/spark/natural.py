@@ -147,7 +147,7 @@ class Router:
                 union |= mask
                 if unseen:
                     unknown[key] = [list(k) for k in unseen]
-            blob = pack_route(routes, plan.partitions)
+            blob = pack_route(routes)
             unknown_text = json.dumps(unknown, separators=(",", ":"), ensure_ascii=False) if unknown else ""
             when = math.nan if stamp is None else stamp
             for target in mask_targets(union or 1):
@@ -395,7 +395,7 @@ class Joiner:
             w = int(w)
             if w in late_windows:
                 for r_seq, side, doc_id, blob in zip(group["seq"], group["side"], group["id"], group["route"]):
-                    if _reporter(unpack_route(blob, plan.partitions)) == me:
+                    if _reporter(unpack_route(blob)) == me:
                         late_rows.append({"side": int(side), "id": doc_id.item() if hasattr(doc_id, "item") else doc_id,
                                           "window": w})
                 continue
@@ -410,7 +410,7 @@ class Joiner:
             for seq_no, side, blob, doc_id, text, unknown in zip(group["seq"].tolist(), group["side"].tolist(),
                                                                  group["route"].tolist(), group["id"].tolist(),
                                                                  group["avps"].tolist(), group["unknown"].tolist()):
-                mask = _resolve(unpack_route(blob, plan.partitions), fid, full)
+                mask = _resolve(unpack_route(blob), fid, full)
                 if not mask >> me & 1 or seq_no in join.docs:  # sent for another candidate, or a repeated row
                     counts[3] += 1
                     continue

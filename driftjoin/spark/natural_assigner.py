@@ -165,7 +165,7 @@ class Assigner:
                 j = rec.rng.randrange(rec.documents)
                 if j < size:
                     rec.sample[j] = doc
-            blob = pack_route([(fid, mask)], m)
+            blob = pack_route([(fid, mask)])
             stamp = math.nan if doc.time is None else doc.time
             for target in mask_targets(mask):
                 rec.loads[target] += 1

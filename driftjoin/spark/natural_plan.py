@@ -278,12 +278,12 @@ def dead_letter_batches(plan: NaturalPlan, batches: Iterator[pa.RecordBatch]) ->
 ROUTED_COLUMNS = ("jkey", "kind", "seq", "side", "id", "window", "time", "route", "avps", "unknown")
 
 
-def pack_route(candidates: list[tuple[int, int]], partitions: int) -> str:
+def pack_route(candidates: list[tuple[int, int]]) -> str:
     """``[(fit id, mask), ...]`` as text: ``fit:mask`` in hexadecimal, comma-separated."""
     return ",".join(f"{fid:x}:{mask:x}" for fid, mask in candidates)
 
 
-def unpack_route(text: str, partitions: int) -> list[tuple[int, int]]:
+def unpack_route(text: str) -> list[tuple[int, int]]:
     out = []
     for item in text.split(",") if text else ():
         fid, mask = item.split(":")
