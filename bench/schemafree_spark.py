@@ -1,20 +1,29 @@
 """Benchmark of natural_join on Spark (not a test).
 
-1. Partition quality on Spark: AG vs SC vs DS for m = 5, 8, 10, 20 joiners and two count-window
-   sizes, on the server-log stream (like the paper's rwData) and, with ``--nobench``, the
+1. Partition quality on Spark (the paper's single Assigner, which refits per window as the
+   core does): AG vs SC vs DS for m = 5, 8, 10, 20 joiners and two count-window sizes, on the server-log stream (like the paper's rwData) and, with ``--nobench``, the
    NoBench-style stream (nbData), both from the ``driftjoin-docs`` source. Each configuration is a static
    ``natural_join`` with ``metrics_dir`` (run in 2 shuffle partitions: placement does not change
    a static result); the table gives, averaged over the windows, the
    replication, the Gini coefficient of the joiner loads and the maximal processing load (share
    of a window's documents at the busiest joiner), plus the refits and the pairs. All
    configurations of one m run as one Spark job (a union of the joins).
-2. Throughput: a streaming ``natural_join`` (``driftjoin-docs`` server log, availableNow,
-   noop sink) per partitioner at m = 8: documents per second over the micro-batches after the
-   first (which pays query start-up), and the time the Assigner and the busiest joiner spent
-   per batch (from the statistics files).
+2. Throughput: a streaming ``natural_join`` (``driftjoin-docs`` server log, noop sink) per
+   partitioner at m = 8 and both routings (``parallel``: stateless routers and the control
+   plane's partitionings; ``assigner``: the paper's single Assigner): documents per second over
+   the micro-batches after the first (which pays query start-up), and the time the Assigner
+   and the busiest joiner spent per batch (from the statistics files).
+3. Scaling (``--scaling``, with 4): the AG join of the server log at 1 and 2 workers (a Spark of
+   ``local[w]``, ``w`` input partitions and ``w`` joiners, each run in its own process), both
+   routings, in one run: documents per second and the ratio of 2 workers to 1.
+4. Work per worker at 1 to 16 workers from the statistics (``--work``, or with ``--scaling``):
+   the parallel routing played in one process without Spark (the same routers, joiners and
+   controller) with m = 1, 2, 4, 8, 16 input tasks and joiners; per micro-batch the documents
+   the busiest router task routes (the single Assigner: all of them) plus those the busiest
+   joiner receives, and the speed-up that work allows over one worker.
 
 Prints tables and writes bench/results/schemafree_spark.json and .png.
-Run: .venv/bin/python bench/schemafree_spark.py [--quick] [--nobench]
+Run: .venv/bin/python bench/schemafree_spark.py [--quick] [--nobench] [--scaling] [--work]
 """
 
 from __future__ import annotations
@@ -24,6 +33,8 @@ import json
 import os
 import shutil
 import statistics
+import subprocess
+import sys
 import tempfile
 import time
 from pathlib import Path
@@ -35,6 +46,7 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 from pyspark.sql import functions as F  # noqa: E402
 
+from driftjoin.schemafree.document import flatten  # noqa: E402
 from driftjoin.spark.docs_source import register  # noqa: E402
 from driftjoin.spark.metrics_sink import read_stats  # noqa: E402
 from driftjoin.spark.natural import ASSIGNER_OP, JOINER_OP, natural_join, natural_join_metrics  # noqa: E402
@@ -57,7 +69,9 @@ def quality(spark, work: Path, kind: str, n: int, ms: list[int], windows: list[i
         for w in windows:
             for method in METHODS:
                 tag = f"{kind}_{m}_{w}_{method}"
-                joins.append(natural_join(df, window=w, partitions=m, partitioner=method, metrics_dir=str(work / tag))
+                # the single Assigner: per-window fits and delta keys, as the paper and the core
+                joins.append(natural_join(df, window=w, partitions=m, partitioner=method, metrics_dir=str(work / tag),
+                                          routing="assigner")
                              .withColumn("tag", F.lit(tag)))
         union = joins[0]
         for j in joins[1:]:
@@ -84,16 +98,17 @@ def quality(spark, work: Path, kind: str, n: int, ms: list[int], windows: list[i
     return rows
 
 
-def throughput(spark, work: Path, method: str, total: int, batch: int, window: int, m: int) -> dict[str, Any]:
+def throughput(spark, work: Path, method: str, total: int, batch: int, window: int, m: int, routing: str = "parallel",
+               inputs: int = 2) -> dict[str, Any]:
     """Steady-state documents per second of a streaming natural join (noop sink)."""
     stream = (spark.readStream.format("driftjoin-docs").option("kind", "serverlog").option("total", total)
               .option("pace", "false").option("max_docs_per_batch", batch).option("start", 0).option("seed", 3)
-              .option("partitions", 2).load())
-    metrics = work / f"tp_{method}"
-    out = natural_join(stream, window=window, partitions=m, partitioner=method, metrics_dir=str(metrics))
+              .option("partitions", inputs).load())
+    metrics = work / f"tp_{method}_{routing}_{m}"
+    out = natural_join(stream, window=window, partitions=m, partitioner=method, metrics_dir=str(metrics), routing=routing)
     started = time.perf_counter()
     # the default trigger honours max_docs_per_batch (availableNow would read everything at once)
-    q = out.writeStream.format("noop").option("checkpointLocation", str(work / f"ck_{method}")).start()
+    q = out.writeStream.format("noop").option("checkpointLocation", str(work / f"ck_{method}_{routing}_{m}")).start()
     q.processAllAvailable()
     q.stop()
     wall = time.perf_counter() - started
@@ -106,13 +121,96 @@ def throughput(spark, work: Path, method: str, total: int, batch: int, window: i
     for r in read_stats(str(metrics), JOINER_OP):
         joiners[r["seq"]] = max(joiners.get(r["seq"], 0.0), r["elapsed"])
     return {
-        "method": method, "m": m, "window": window, "batch": batch, "batches": len(progress),
+        "method": method, "routing": routing, "m": m, "window": window, "batch": batch, "batches": len(progress),
         "docs_per_s": docs / seconds if seconds else 0.0, "batch_s": seconds / max(len(steady), 1),
         "first_batch_s": progress[0]["durationMs"]["triggerExecution"] / 1000 if progress else 0.0,
         "assigner_s": statistics.fmean(list(assigner.values())[1:] or list(assigner.values()) or [0.0]),
         "busiest_joiner_s": statistics.fmean(list(joiners.values())[1:] or list(joiners.values()) or [0.0]),
         "pairs": int(natural_join_metrics(str(metrics))["pairs"].sum()), "wall_s": wall,
     }
+
+
+ROUTINGS = ("parallel", "assigner")
+
+
+def scaling_child(cfg: dict[str, Any]) -> None:
+    """One throughput run in its own process (``local[w]``): prints its result as JSON."""
+    w = cfg["workers"]
+    spark = local_session(parallelism=w, cores=w, app_name=f"schemafree-scaling-{w}")
+    register(spark)
+    work = Path(tempfile.mkdtemp(prefix="schemafree_scaling_"))
+    try:
+        result = throughput(spark, work, "ag", total=cfg["total"], batch=cfg["batch"], window=cfg["window"], m=w,
+                            routing=cfg["routing"], inputs=w)
+    finally:
+        spark.stop()
+        shutil.rmtree(work, ignore_errors=True)
+    print("RESULT " + json.dumps({**result, "workers": w}), flush=True)
+
+
+def scaling(total: int, batch: int, window: int) -> list[dict[str, Any]]:
+    """Throughput at 1 and 2 workers for both routings, alternating so drift in the machine's
+    load hits both alike."""
+    out = []
+    for w in (1, 2):
+        for routing in ROUTINGS:
+            cfg = {"workers": w, "routing": routing, "total": total, "batch": batch, "window": window}
+            proc = subprocess.run([sys.executable, __file__, "--child", json.dumps(cfg)], capture_output=True, text=True)
+            lines = [ln for ln in proc.stdout.splitlines() if ln.startswith("RESULT ")]
+            if not lines:
+                raise RuntimeError(f"scaling run {cfg} failed:\n{proc.stderr[-3000:]}")
+            out.append(json.loads(lines[-1][len("RESULT "):]))
+            print(f"  {routing:>8} workers={w}: {out[-1]['docs_per_s']:.0f} docs/s", flush=True)
+    return out
+
+
+def work_per_worker(n: int, batch: int, window: int, ms: list[int]) -> list[dict[str, Any]]:
+    """Per m: the documents the busiest router task and the busiest joiner handle, summed over
+    the micro-batches, from the joiners' statistics of the parallel routing played in one
+    process (:class:`~driftjoin.spark.natural_local.LocalRun`: the same routers, joiners and
+    controller, m input tasks, the controller deciding after every batch) and from the single
+    Assigner's routed rows; and the speed-up over one worker that this work allows."""
+    import pandas as pd
+
+    from driftjoin.schemafree.generator import server_log_documents
+    from driftjoin.spark.natural import Assigner, NaturalPlan
+    from driftjoin.spark.natural_local import LocalRun
+
+    docs = server_log_documents(n, seed=1, timestamp=False)
+    rows = [{"id": i, "doc": json.dumps(d)} for i, d in enumerate(docs)]
+    batches = [rows[i:i + batch] for i in range(0, n, batch)]
+    out = []
+    for m in ms:
+        work = Path(tempfile.mkdtemp(prefix="schemafree_work_"))
+        plan = NaturalPlan(partitions=m, partitioner="ag", local_join="fptree", delta=3, theta=0.2, creators=1, expand=True,
+                           window_kind="count", size=window, length=None, time_attribute=None, watermark=0.0,
+                           two_streams=False, merged=False, sample_size=2000, seed=0, metrics_dir=None,
+                           control=str(work), lineage="work")
+        run = LocalRun(plan)
+        router = joiner = 0
+        started = time.process_time()
+        for rows_b in batches:
+            tasks = [rows_b[t::m] for t in range(m)]
+            _, states, stats = run.attempt(tasks)
+            run.commit(states)
+            run.decide()
+            router += max(len(t) for t in tasks)
+            joiner += max(s["received"] for s in stats)
+        cpu = time.process_time() - started
+        shutil.rmtree(work, ignore_errors=True)
+        out.append({"m": m, "routing": "parallel", "router_docs": router, "joiner_docs": joiner, "cpu_s": cpu})
+        assigner, busiest = Assigner(NaturalPlan(**{**plan.__dict__, "control": None}), None), 0
+        for rows_b in batches:
+            pdf = pd.DataFrame({"akey": 0, "side": 0, "id": [r["id"] for r in rows_b], "time": float("nan"),
+                                "avps": [json.dumps(flatten(json.loads(r["doc"])), separators=(",", ":")) for r in rows_b]})
+            routed = assigner.process(pdf).rows
+            busiest += int(routed[routed["kind"] == 1].groupby("jkey").size().max())
+        out.append({"m": m, "routing": "assigner", "router_docs": n, "joiner_docs": busiest, "cpu_s": None})
+    for r in out:
+        r["work"] = r["router_docs"] + r["joiner_docs"]
+        one = next(x for x in out if x["routing"] == r["routing"] and x["m"] == ms[0])
+        r["speedup_bound"] = (one["router_docs"] + one["joiner_docs"]) / r["work"] * ms[0]
+    return out
 
 
 def plot(rows: list[dict[str, Any]], tp: list[dict[str, Any]], path: Path) -> None:
@@ -133,12 +231,13 @@ def plot(rows: list[dict[str, Any]], tp: list[dict[str, Any]], path: Path) -> No
             ax.set_xlabel("joiners m")
             if i == 0 and j == 0:
                 ax.legend(fontsize=7)
+    labels = [f"{t['method'].upper()}\n{t['routing']}" for t in tp]
     ax = axes[-1][0]
-    ax.bar([t["method"].upper() for t in tp], [t["docs_per_s"] for t in tp], color=[colours[t["method"]] for t in tp])
+    ax.bar(labels, [t["docs_per_s"] for t in tp], color=[colours[t["method"]] for t in tp])
     ax.set_title(f"streaming throughput (docs/s), m={tp[0]['m'] if tp else '?'}")
     ax = axes[-1][1]
-    ax.bar([t["method"].upper() for t in tp], [t["batch_s"] for t in tp], color="grey", label="batch")
-    ax.bar([t["method"].upper() for t in tp], [t["assigner_s"] for t in tp], color="tab:red", label="assigner")
+    ax.bar(labels, [t["batch_s"] for t in tp], color="grey", label="batch")
+    ax.bar(labels, [t["assigner_s"] for t in tp], color="tab:red", label="assigner")
     ax.set_title("seconds per micro-batch")
     ax.legend(fontsize=7)
     axes[-1][2].axis("off")
@@ -150,21 +249,36 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--quick", action="store_true", help="fewer documents and configurations")
     parser.add_argument("--nobench", action="store_true", help="also the NoBench-style stream (about twice the time)")
+    parser.add_argument("--scaling", action="store_true", help="only sections 3 and 4: 1 vs 2 workers, work per worker")
+    parser.add_argument("--work", action="store_true", help="only section 4 (no Spark: about a minute of CPU)")
+    parser.add_argument("--child", help=argparse.SUPPRESS)
     args = parser.parse_args()
+    if args.child:
+        scaling_child(json.loads(args.child))
+        return
+    RESULTS.mkdir(parents=True, exist_ok=True)
+    started = time.perf_counter()
+    if args.scaling:
+        run_scaling(args.quick, started)
+        return
+    if args.work:
+        per_worker = work_per_worker(8000, 1000, 2000, [1, 2, 4, 8, 16])
+        print_work(per_worker)
+        (RESULTS / "schemafree_work.json").write_text(json.dumps(per_worker, indent=1))
+        return
     n = 3000 if args.quick else 8000
     ms = [5, 8] if args.quick else [5, 8, 10, 20]
     windows = [500, 2000] if args.quick else [1000, 4000]
-    RESULTS.mkdir(parents=True, exist_ok=True)
     work = Path(tempfile.mkdtemp(prefix="schemafree_spark_"))
-    started = time.perf_counter()
     spark = local_session(parallelism=8, app_name="schemafree-spark-bench")
     register(spark)
     try:
         rows = []
         for kind in KINDS if args.nobench else ("serverlog",):
             rows += quality(spark, work, kind, n, ms, windows)
-        tp = [throughput(spark, work, method, total=6000 if args.quick else 12000, batch=2000, window=2000, m=8)
-              for method in METHODS]
+        tp = [throughput(spark, work, method, total=6000 if args.quick else 12000, batch=2000, window=2000, m=8,
+                         routing=routing)
+              for method in METHODS for routing in ROUTINGS]
     finally:
         spark.stop()
         shutil.rmtree(work, ignore_errors=True)
@@ -174,10 +288,11 @@ def main() -> None:
         print(f"{r['data']:>9} {r['m']:>3} {r['window']:>6} {r['method']:>6} {r['replication']:6.2f} {r['gini']:6.3f} "
               f"{r['max_load']:7.3f} {r['max_load_worst']:6.3f} {r['to_all']:6.3f} {r['refits']:>6} {r['pairs']:>9}")
     print("\nStreaming throughput (server log, m=8, count window 2000, 2000 documents per micro-batch)")
-    print(f"{'method':>6} {'docs/s':>8} {'s/batch':>8} {'assigner':>8} {'joiner':>8} {'1st batch':>9} {'pairs':>9}")
+    print(f"{'method':>6} {'routing':>8} {'docs/s':>8} {'vs assigner':>11} {'s/batch':>8} {'assigner':>8} {'joiner':>8} {'1st batch':>9} {'pairs':>9}")
     for t in tp:
-        print(f"{t['method']:>6} {t['docs_per_s']:8.0f} {t['batch_s']:8.2f} {t['assigner_s']:8.2f} {t['busiest_joiner_s']:8.2f} "
-              f"{t['first_batch_s']:9.1f} {t['pairs']:>9}")
+        ref = next(x for x in tp if x["method"] == t["method"] and x["routing"] == "assigner")
+        print(f"{t['method']:>6} {t['routing']:>8} {t['docs_per_s']:8.0f} {t['docs_per_s'] / ref['docs_per_s']:11.2f} "
+              f"{t['batch_s']:8.2f} {t['assigner_s']:8.2f} {t['busiest_joiner_s']:8.2f} {t['first_batch_s']:9.1f} {t['pairs']:>9}")
     total = time.perf_counter() - started
     load = os.getloadavg()[0] if hasattr(os, "getloadavg") else None
     print(f"\ntotal {total:.0f} s, load average {load}")
@@ -185,6 +300,37 @@ def main() -> None:
     (RESULTS / "schemafree_spark.json").write_text(json.dumps(result, indent=1))
     plot(rows, tp, RESULTS / "schemafree_spark.png")
     print(f"wrote {RESULTS / 'schemafree_spark.json'} and .png")
+
+
+def print_work(per_worker: list[dict[str, Any]]) -> None:
+    print("\nWork per worker (server log, 8000 documents in batches of 1000, AG, count windows of 2000): documents"
+          " the busiest router task and the busiest joiner handle, summed over the batches")
+    print(f"{'m':>3} {'routing':>8} {'router':>7} {'joiner':>7} {'work':>7} {'speed-up':>8}")
+    for r in per_worker:
+        print(f"{r['m']:>3} {r['routing']:>8} {r['router_docs']:7.0f} {r['joiner_docs']:7.0f} {r['work']:7.0f} "
+              f"{r['speedup_bound']:8.2f}")
+
+
+def run_scaling(quick: bool, started: float) -> None:
+    total, batch, window = (6000, 1500, 3000) if quick else (40000, 10000, 10000)
+    print(f"Scaling: AG, server log, {total} documents, {batch} per micro-batch, count windows of {window}")
+    tp = scaling(total, batch, window)
+    per_worker = work_per_worker(8000, 1000, 2000, [1, 2, 4, 8, 16])
+    print("\nThroughput at 1 and 2 workers (local[w], w input partitions, w joiners; steady state)")
+    print(f"{'routing':>8} {'1 worker':>9} {'2 workers':>9} {'2 / 1':>6} {'busiest joiner s (1/2)':>23} {'assigner s (1/2)':>17}")
+    for routing in ROUTINGS:
+        one, two = (next(t for t in tp if t["routing"] == routing and t["workers"] == w) for w in (1, 2))
+        print(f"{routing:>8} {one['docs_per_s']:9.0f} {two['docs_per_s']:9.0f} {two['docs_per_s'] / one['docs_per_s']:6.2f} "
+              f"{one['busiest_joiner_s']:11.2f} / {two['busiest_joiner_s']:<9.2f} {one['assigner_s']:8.2f} / {two['assigner_s']:<6.2f}")
+    par2, asg2 = (next(t for t in tp if t["routing"] == r and t["workers"] == 2) for r in ROUTINGS)
+    print(f"parallel / assigner at 2 workers: {par2['docs_per_s'] / asg2['docs_per_s']:.2f}")
+    print_work(per_worker)
+    total = time.perf_counter() - started
+    load = os.getloadavg()[0] if hasattr(os, "getloadavg") else None
+    print(f"\ntotal {total:.0f} s, load average {load}")
+    result = {"throughput": tp, "work_per_worker": per_worker, "seconds": total, "cpus": os.cpu_count(), "load": load}
+    (RESULTS / "schemafree_scaling.json").write_text(json.dumps(result, indent=1))
+    print(f"wrote {RESULTS / 'schemafree_scaling.json'}")
 
 
 if __name__ == "__main__":

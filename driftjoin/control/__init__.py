@@ -3,6 +3,8 @@
 - :mod:`driftjoin.control.balance`: the similarity join's workset balancer controller
   (:class:`BalanceController`, S3J Algorithm 1 / LPT), the partitioned top-k join's shared
   lower bound (:class:`SharedBoundController`) and :func:`attach`;
+- :mod:`driftjoin.control.natural`: ``natural_join``'s partitionings (association groups, delta
+  keys, theta refits) for its stateless routers (:class:`NaturalPartitionController`);
 - :mod:`driftjoin.control.autoscale`: autoscaling policies, metrics and actuation (thesis
   chapter 4); :mod:`driftjoin.control.joint`: balancing and scaling together.
 """

@@ -15,7 +15,12 @@ of them was broadcast - either way they meet at one joiner or more.
 Incremental update (Section VI-A): the Assigner counts occurrences of unknown keys;
 once a key has been seen ``delta`` times it joins the partition with the least load, and
 later documents with it are routed normally. Keys are never moved or removed between
-fits, so a pair's meeting point cannot be lost inside a window.
+fits, so a pair's meeting point cannot be lost inside a window. The update also runs in
+two halves for a control plane that decides apart from the routers: :meth:`route_unknown`
+reports the unknown keys a routed document carried, :meth:`sightings` counts such reports
+and assigns the keys that reached ``delta``, and :meth:`adopt` gives those assignments to
+the routers' copies of the fit. Any router may lag behind the assignments (a document with
+a key it does not know yet is broadcast), so the rule above stays exact.
 
 Repartitioning: the fit records replication and maximal processing load of the sample
 under the new partitions; when a window exceeds either by more than a factor
@@ -25,7 +30,7 @@ under the new partitions; when a window exceeds either by more than a factor
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Literal
 
 from driftjoin.schemafree.association import (
@@ -170,6 +175,15 @@ class Partitioner:
             mask |= home
         return mask
 
+    def route_unknown(self, doc: Document) -> tuple[int, tuple[Key, ...]]:
+        """:meth:`route_mask` and the ordinary keys of ``doc`` that have no home (the
+        sightings :meth:`sightings` counts; empty when the partitioner is not fitted)."""
+        mask = self.route_mask(doc)
+        if not self.fitted or mask != self._all:
+            return mask, ()
+        unknown = tuple(key for key in self.expansion.routing_keys(doc.avps).keys if key not in self._homes)
+        return mask, unknown
+
     def route(self, doc: Document) -> list[int]:
         """Joiner ids ``doc`` must reach, ascending (empty for an empty document)."""
         return mask_targets(self.route_mask(doc))
@@ -184,15 +198,45 @@ class Partitioner:
             return
         for doc in docs:
             for key in self.expansion.routing_keys(doc.avps).keys:
-                if key in self._homes:
-                    continue
-                self._unseen[key] += 1
-                count = self._unseen[key]
-                if count >= self.delta:
-                    target = min(range(self.partitions), key=lambda p: (self._loads[p], p))
-                    self._homes[key] = 1 << target
-                    self._loads[target] += count
-                    del self._unseen[key]
+                if key not in self._homes:
+                    self._sight(key, 1)
+
+    def _sight(self, key: Key, count: int) -> int | None:
+        """Count ``count`` more sightings of an unknown ``key``; its partition once assigned."""
+        self._unseen[key] += count
+        seen = self._unseen[key]
+        if seen < self.delta:
+            return None
+        target = min(range(self.partitions), key=lambda p: (self._loads[p], p))
+        self._homes[key] = 1 << target
+        self._loads[target] += seen
+        del self._unseen[key]
+        return target
+
+    def sightings(self, counts: Mapping[Key, int]) -> dict[Key, int]:
+        """The control plane's half of :meth:`observe`: add counted sightings of unknown keys
+        (keys in ascending ``repr`` order, so the result does not depend on hashing) and return
+        the keys that reached ``delta`` with the partition each now belongs to."""
+        assigned: dict[Key, int] = {}
+        if not self.fitted:
+            return assigned
+        for key in sorted(counts, key=repr):
+            if key in self._homes or counts[key] <= 0:
+                continue
+            target = self._sight(key, int(counts[key]))
+            if target is not None:
+                assigned[key] = target
+        return assigned
+
+    def adopt(self, assigned: Mapping[Key, int]) -> None:
+        """The routers' half: take assignments made by :meth:`sightings` on another copy of
+        this fit (a key with a home already keeps it: homes never move within a fit)."""
+        for key, target in assigned.items():
+            if key not in self._homes:
+                if not 0 <= target < self.partitions:
+                    raise ValueError(f"partition {target} of key {key!r} is not one of {self.partitions}")
+                self._homes[key] = 1 << target
+                self._unseen.pop(key, None)
 
     def assign(self, doc: Document) -> int:
         """Assigner step for one document: :meth:`observe` it, then :meth:`route_mask`."""

@@ -1,40 +1,45 @@
-"""``natural_join``: the schema-free natural join of JSON document streams on Spark (issue 6).
+"""``natural_join``: the schema-free natural join of JSON document streams on Spark (issues 6, 14).
 
-Data path (one micro-batch)::
+Data path (one micro-batch, ``routing="parallel"``, the default)::
 
     docs (id, JSON text | struct)  side 0 ─┐
     other                          side 1 ─┴ select side, id, doc, time; unionByName
-      │ mapInArrow(parse_batches)      parse + flatten (parallel, stateless); bad rows dropped
-      ▼ (akey, side, id, time, avps)   avps = the flat attribute-value pairs as JSON
-    groupBy(akey).transformWithStateInPandas(AssignerProcessor)      [one key: the Assigner]
-      │ windows, Partitioner per open window (fit / delta update / refit at window starts),
-      │ route: one row per target joiner, carrying the document's joiner mask
-      ▼ (jkey, kind, seq, side, id, window, mask, avps)   kind: open window / document / frontier
-    groupBy(jkey).transformWithStateInPandas(JoinerProcessor)        [m joiners]
-      │ per open window: local join (FP-tree, hash, nested loop) of the stored documents;
-      │ a pair is reported only by the lowest joiner both documents were sent to
+      │ mapInArrow(route_documents)   in every input task, statelessly: parse + flatten, window,
+      │                               the document's candidate fits (the newest routing table
+      │                               the control plane published) and its mask under each;
+      │                               one row per joiner in the union of the masks, and one
+      │                               heartbeat per joiner (the task's view, window counts,
+      │                               largest time, count-window sort keys)
+      ▼ (jkey, kind, seq, side, id, window, time, route, avps, unknown)
+    groupBy(jkey).transformWithStateInPandas(JoinerProcessor)        [m joiners + the plan key]
+      │ every joiner derives the same window table from the heartbeats (which windows open,
+      │ with which fit; count-window numbers; the window clock), keeps each document under the
+      │ mask of its window's fit, joins it (FP-tree, hash, nested loop) and reports a pair only
+      │ if it is the lowest joiner both documents were sent to
       ▼ (left_id, right_id, window[, merged])
+    statistics (per joiner and batch) → NaturalPartitionController on the driver
+      (driftjoin/control/natural.py): window quality, theta refits on the joiners' samples,
+      delta keys from the sightings → a new routing table (driftjoin/spark/natural_table.py)
 
-The partitioner is global state, so it lives under a single grouping key (``akey``): one task
-per batch routes every document. Parsing runs before it, in parallel. Joiner ``i`` has the
-grouping key ``slot_keys(m)[i]`` (:mod:`driftjoin.spark.keys`), which Spark places in shuffle
-partition ``i`` of ``m``. Each key's state is one binary value read and written once per batch.
-Static DataFrames run the same two processors once through ``applyInPandas``.
-
-Exactness and exactly-once are argued in ``docs/natural_join.md``; in short: documents of one
-window are all routed by the same fit of the partitioner (a refit only serves windows opened
-after it), so two joinable documents of a window share a joiner; the lowest such joiner alone
-reports the pair; every step is deterministic given the batch, and state rolls back with it.
+Only the joiners hold state. The control plane decides between batches and its tables may
+reach some tasks of a batch and not others: :mod:`driftjoin.spark.natural_table` has the rule
+that keeps every window routed by one fit anyway, ``docs/natural_join.md`` the whole argument.
+``routing="assigner"`` keeps the paper's single Assigner (:mod:`driftjoin.spark.natural_assigner`)
+in front of the same joiners. A static DataFrame is fitted on a sample on the driver and routed
+in one pass by the same routers, then joined by the same joiners through ``applyInPandas``.
 """
 
 from __future__ import annotations
 
+import heapq
 import json
 import math
 import pickle
-import random
+import tempfile
 import time
-from dataclasses import dataclass, field
+import uuid
+from collections import Counter
+from dataclasses import dataclass
 from typing import Any, Iterator
 
 import numpy as np
@@ -45,515 +50,161 @@ from pyspark.sql import functions as F
 from pyspark.sql import types as T
 from pyspark.sql.streaming.stateful_processor import StatefulProcessor, StatefulProcessorHandle
 
+from driftjoin.clock import WindowClock
 from driftjoin.durations import parse_duration
-from driftjoin.schemafree.document import Document, flatten, merged_document
+from driftjoin.schemafree.document import Document, merged_document
 from driftjoin.schemafree.fptree import AttributeOrder
 from driftjoin.schemafree.joiner import owner
 from driftjoin.schemafree.localjoin import make_local_join
-from driftjoin.schemafree.metrics import routing_quality
-from driftjoin.schemafree.partitioner import Partitioner, mask_targets
-from driftjoin.schemafree.window import CountWindow, TimeWindow
-from driftjoin.spark.keys import slot_keys
+from driftjoin.schemafree.metrics import gini
+from driftjoin.schemafree.partitioner import mask_targets
 from driftjoin.spark.metrics_sink import read_stats, write_stats
-from driftjoin.spark.plan_guard import PlanGuard
+from driftjoin.spark.natural_assigner import Assigner, AssignerProcessor, AssignerState
+from driftjoin.spark.natural_plan import (
+    ADOPTABLE,
+    ASSIGNER_OP,
+    BEAT,
+    DOC,
+    JOINER_OP,
+    NaturalPlan,
+    InvalidDocument,
+    add_heartbeats,
+    check_rows,
+    check_settings,
+    check_window,
+    dead_letter_batches,
+    empty_rows,
+    pack_route,
+    parse_batches,
+    parse_document,
+    unpack_route,
+)
+from driftjoin.spark.natural_table import (
+    BROADCAST,
+    RoutingView,
+    doc_seq,
+    fit_id,
+    load_view,
+    mark_start,
+    opening_fit,
+    write_record,
+)
+from driftjoin.spark.plan_guard import PLAN_KEY, PlanGuard
 from driftjoin.spark.session import prepare_for_stateful, prepare_session
-from driftjoin.spark.state import BlobState, ChunkedState, Chunks, Meta
 from driftjoin.spark.similarity import _id_type
+from driftjoin.spark.state import BlobState, ChunkedState, Chunks, Meta
 from driftjoin.spark.static import run_static
 
-PARTITIONERS = ("ag", "sc", "ds")
-LOCAL_JOINS = ("fptree", "hash", "nested")
-#: Kinds of routed rows; a joiner handles them in this order within a batch.
-OPEN, DOC, FRONTIER = 0, 1, 2
-#: Version of the state blobs; a checkpoint written by another version is refused.
-STATE_FORMAT = 2
-#: Settings a restarted query may change: where statistics go, and the local join (each joiner
-#: rebuilds it from its stored documents every batch, and every local join is exact).
-ADOPTABLE = frozenset({"metrics_dir", "local_join"})
 
-ASSIGNER_OP, JOINER_OP = "natural_assigner", "natural_joiner"
-#: The Assigner's grouping key. It does not depend on the settings, so a query restarted with
-#: other settings finds the plan stored with the old Assigner state and is refused
-#: (:mod:`driftjoin.spark.plan_guard`) instead of starting afresh.
-ASSIGNER_KEY = 0
+def _task_ids() -> tuple[int, str | None]:
+    """The micro-batch id and query id of the running task (0 and None outside a stream)."""
+    from pyspark import TaskContext
+
+    ctx = TaskContext.get()
+    if ctx is None:
+        return 0, None
+    batch = ctx.getLocalProperty("streaming.sql.batchId")
+    return (0 if batch is None else int(batch)), ctx.getLocalProperty("sql.streaming.queryId")
 
 
 # --------------------------------------------------------------------------------------------
-# Plan: every setting, checked on the driver before the query starts
+# The routers (stateless, one per input task)
 # --------------------------------------------------------------------------------------------
 
 
-@dataclass(frozen=True)
-class NaturalPlan:
-    """Everything the operators need, fixed when the query is built (shipped by pickling).
+class Router:
+    """Routes the documents of one task by one :class:`~driftjoin.spark.natural_table.RoutingView`.
 
-    ``window_kind`` is ``"count"`` (``size`` documents), ``"time"`` (``length`` seconds of
-    ``time_col`` or of the batch time) or ``"attribute"`` (``length`` units of the JSON
-    attribute ``time_attribute``, which is removed from the joined pairs).
+    Each valid document goes to every joiner in the union of its candidates' masks and carries
+    every candidate's mask (:func:`~driftjoin.spark.natural_plan.pack_route`); a document the
+    table knows to be late, and an empty one (no pair: it joins nothing), goes to joiner 0 only,
+    which reports a late one. :meth:`heartbeats` closes the task.
     """
 
-    partitions: int
-    partitioner: str
-    local_join: str
-    delta: int
-    theta: float
-    creators: int
-    expand: bool
-    window_kind: str
-    size: int | None
-    length: float | None
-    time_attribute: str | None
-    watermark: float
-    two_streams: bool
-    merged: bool
-    sample_size: int
-    seed: int
-    metrics_dir: str | None
-    require_time: bool = False  # a document without a time is invalid
-    initial: bytes | None = None  # pickled Partitioner fitted on ``sample=``
-
-    @property
-    def keys(self) -> tuple[int, ...]:
-        return slot_keys(self.partitions)
-
-    def slot_of(self, key: int) -> int:
-        return self.keys.index(int(key))
-
-    def settings(self) -> dict[str, Any]:
-        """The plan as stored with the checkpoint (:mod:`driftjoin.spark.plan_guard`)."""
-        return {"operator": "natural_join", "state_format": STATE_FORMAT, "partitions": self.partitions,
-                "partitioner": self.partitioner, "local_join": self.local_join, "delta": self.delta,
-                "theta": self.theta, "creators": self.creators, "expand": self.expand,
-                "window_kind": self.window_kind, "size": self.size, "length": self.length,
-                "time_attribute": self.time_attribute, "watermark": self.watermark, "two_streams": self.two_streams,
-                "merged": self.merged, "sample_size": self.sample_size, "seed": self.seed,
-                "require_time": self.require_time, "metrics_dir": self.metrics_dir}
-        # ``initial`` (a partitioner fitted on ``sample=``) only seeds the first batch of a new query
-
-    def new_partitioner(self) -> Partitioner:
-        return Partitioner(self.partitions, self.partitioner, delta=self.delta, theta=self.theta,  # type: ignore[arg-type]
-                           creators=self.creators, expand=self.expand)
-
-
-def _check_window(window: object, time_col: str | None) -> tuple[str, int | None, float | None, str | None]:
-    advice = ("use a document count (window=1000 or CountWindow(1000)), a duration "
-              "(window='1 minute', over time_col= or the micro-batch time) or TimeWindow(length, attribute)")
-    if isinstance(window, bool):
-        raise ValueError(f"window={window!r} is not a window; {advice}")
-    if isinstance(window, CountWindow):
-        return "count", window.size, None, None
-    if isinstance(window, TimeWindow):
-        if time_col is not None:
-            raise ValueError("TimeWindow reads the time from a JSON attribute; drop time_col= or use window='<duration>' with time_col=")
-        return "attribute", None, float(window.length), window.attribute
-    if isinstance(window, (int, np.integer)):
-        if window < 1:
-            raise ValueError(f"window={window!r}: a count window holds at least 1 document; {advice}")
-        return "count", int(window), None, None
-    if isinstance(window, str):
-        try:
-            return "time", None, parse_duration(window, "window"), None
-        except ValueError as e:
-            raise ValueError(f"{e}; {advice}") from None
-    raise ValueError(f"window={window!r} is not a window; {advice}")
-
-
-def _check_settings(partitions: object, partitioner: object, local_join: object, delta: object,
-                    theta: object, creators: object, sample_size: object) -> None:
-    if not isinstance(partitions, (int, np.integer)) or isinstance(partitions, bool) or partitions < 1:
-        raise ValueError(f"partitions must be an integer >= 1 (the number of joiners), got {partitions!r}")
-    if partitioner not in PARTITIONERS:
-        raise ValueError(f"unknown partitioner {partitioner!r}; use partitioner='ag' (association groups), 'sc' (set cover) or 'ds' (disjoint sets)")
-    if local_join not in LOCAL_JOINS:
-        raise ValueError(f"unknown local_join {local_join!r}; use local_join='fptree', 'hash' or 'nested'")
-    if not isinstance(delta, (int, np.integer)) or isinstance(delta, bool) or delta < 1:
-        raise ValueError(f"delta must be an integer >= 1 (sightings before an unknown pair gets a joiner), got {delta!r}")
-    if not isinstance(theta, (int, float)) or not math.isfinite(theta) or theta < 0:
-        raise ValueError(f"theta must be a finite number >= 0 (tolerated quality loss before a refit), got {theta!r}")
-    if not isinstance(creators, (int, np.integer)) or isinstance(creators, bool) or creators < 1:
-        raise ValueError(f"creators must be an integer >= 1, got {creators!r}")
-    if not isinstance(sample_size, (int, np.integer)) or isinstance(sample_size, bool) or sample_size < 1:
-        raise ValueError(f"sample_size must be an integer >= 1 (documents kept per window for a refit), got {sample_size!r}")
-
-
-# --------------------------------------------------------------------------------------------
-# Parsing and the dead-letter output (stateless)
-# --------------------------------------------------------------------------------------------
-
-
-class InvalidDocument(ValueError):
-    """A row that cannot be joined; the message is the dead-letter reason."""
-
-
-def _reject_constant(name: str) -> Any:
-    raise InvalidDocument(f"unparsable JSON: {name} is not a JSON number")
-
-
-_JSON_TYPES = {list: "array", str: "string", int: "number", float: "number", bool: "boolean", type(None): "null"}
-
-
-def parse_document(text: str | None, time_attribute: str | None = None) -> tuple[dict[str, str], float | None]:
-    """Flat attribute-value pairs of a JSON object (and its time attribute, taken out).
-
-    Raises :class:`InvalidDocument` with the reason for the dead-letter output.
-    """
-    if text is None:
-        raise InvalidDocument("missing document")
-    try:
-        obj = json.loads(text, parse_constant=_reject_constant)
-    except json.JSONDecodeError as e:
-        raise InvalidDocument(f"unparsable JSON: {e.msg} (char {e.pos})") from None
-    except RecursionError:
-        raise InvalidDocument("unparsable JSON: nested too deeply") from None
-    if not isinstance(obj, dict):
-        raise InvalidDocument(f"not a JSON object (got {_JSON_TYPES.get(type(obj), type(obj).__name__)})")
-    try:
-        avps = flatten(obj)
-    except RecursionError:
-        raise InvalidDocument("unparsable JSON: nested too deeply") from None
-    except (TypeError, ValueError) as e:
-        raise InvalidDocument(f"unsupported JSON value: {e}") from None
-    stamp: float | None = None
-    if time_attribute is not None:
-        raw = avps.pop(time_attribute, None)
-        if raw is None:
-            raise InvalidDocument(f"missing time attribute {time_attribute!r}")
-        value = json.loads(raw)
-        if isinstance(value, bool) or not isinstance(value, (int, float)):
-            raise InvalidDocument(f"time attribute {time_attribute!r} is not a number")
-        stamp = float(value)
-    return avps, stamp
-
-
-def _check_rows(plan: NaturalPlan, batch: pa.RecordBatch) -> tuple[list[str | None], list[str | None], list[float | None]]:
-    """Per row: avps JSON (None if invalid), reason (None if valid) and time."""
-    ids = batch.column("id").is_null().to_pylist()
-    texts = batch.column("doc").to_pylist()
-    times = batch.column("time").to_pylist()
-    avps_out: list[str | None] = []
-    reasons: list[str | None] = []
-    out_times: list[float | None] = []
-    for missing_id, text, stamp in zip(ids, texts, times):
-        try:
-            if missing_id:
-                raise InvalidDocument("missing id")
-            avps, attr_time = parse_document(text, plan.time_attribute)
-            if attr_time is not None:
-                stamp = attr_time
-            if plan.require_time and (stamp is None or not math.isfinite(stamp)):
-                raise InvalidDocument("missing time" if stamp is None else "time is not finite")
-        except InvalidDocument as e:
-            avps_out.append(None)
-            reasons.append(str(e))
-            out_times.append(None)
-            continue
-        avps_out.append(json.dumps(avps, separators=(",", ":"), ensure_ascii=False))
-        reasons.append(None)
-        out_times.append(stamp)
-    return avps_out, reasons, out_times
-
-
-def parse_batches(plan: NaturalPlan, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-    """Stateless step before the Assigner: valid rows with their flat pairs as JSON."""
-    akey = ASSIGNER_KEY
-    for batch in batches:
-        avps, _, times = _check_rows(plan, batch)
-        keep = [i for i, a in enumerate(avps) if a is not None]
-        if not keep:
-            continue
-        take = pa.array(keep, pa.int64())
-        yield pa.RecordBatch.from_arrays(
-            [
-                pa.array(np.full(len(keep), akey, dtype=np.int32)),
-                batch.column("side").take(take).cast(pa.int8()),
-                batch.column("id").take(take),
-                pa.array([times[i] for i in keep], pa.float64()),
-                pa.array([avps[i] for i in keep], pa.string()),
-            ],
-            names=["akey", "side", "id", "time", "avps"],
-        )
-
-
-def dead_letter_batches(plan: NaturalPlan, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-    """The rows :func:`parse_batches` drops, with the reason."""
-    for batch in batches:
-        _, reasons, _ = _check_rows(plan, batch)
-        bad = [i for i, r in enumerate(reasons) if r is not None]
-        if not bad:
-            continue
-        take = pa.array(bad, pa.int64())
-        yield pa.RecordBatch.from_arrays(
-            [batch.column("side").take(take).cast(pa.int8()), batch.column("id").take(take),
-             batch.column("raw").take(take), pa.array([reasons[i] for i in bad], pa.string())],
-            names=["side", "id", "raw", "reason"],
-        )
-
-
-# --------------------------------------------------------------------------------------------
-# The Assigner: windows, partitioner, routing (one key)
-# --------------------------------------------------------------------------------------------
-
-
-@dataclass
-class _OpenWindow:
-    """Assigner state of one open window: its partitioner fit and its routing quality."""
-
-    partitioner: Partitioner
-    loads: list[int]
-    rng: random.Random
-    documents: int = 0
-    to_all: int = 0
-    sample: list[Document] = field(default_factory=list)
-    decided: bool = False
-    repartitioned: bool = False
-
-    def metrics(self, window: int, closed: bool) -> dict[str, Any]:
-        """Routing quality; ``repartitions`` counts refits up to the one this window triggered."""
-        replication, max_load, gini = routing_quality(self.loads, self.documents)
-        repartitions = self.partitioner.repartitions + int(self.repartitioned)
-        return {
-            "window": window, "documents": self.documents, "replication": replication, "max_load": max_load,
-            "gini": gini, "loads": list(self.loads), "to_all": self.to_all, "repartitioned": self.repartitioned,
-            "repartitions": repartitions, "closed": closed,
-        }
-
-
-@dataclass
-class AssignerState:
-    """Everything the Assigner keeps between batches (pickled as one blob)."""
-
-    seq: int = -1
-    next_doc: int = 0
-    count: int = 0
-    max_time: float = -math.inf
-    frontier: int | None = None
-    newest: int | None = None
-    current: Partitioner | None = None
-    windows: dict[int, _OpenWindow] = field(default_factory=dict)
-
-
-def _copy(partitioner: Partitioner) -> Partitioner:
-    """An independent copy (a pickle round trip: about 4x faster than ``copy.deepcopy``)."""
-    return pickle.loads(pickle.dumps(partitioner, protocol=pickle.HIGHEST_PROTOCOL))
-
-
-@dataclass
-class AssignerOutput:
-    rows: pd.DataFrame
-    stats: dict[str, Any]
-
-
-def _empty_routed() -> dict[str, list]:
-    return {"jkey": [], "kind": [], "seq": [], "side": [], "id": [], "window": [], "mask": [], "avps": []}
-
-
-class Assigner:
-    """Routing for one batch at a time; ``state`` is restored from and saved to the blob."""
-
-    def __init__(self, plan: NaturalPlan, state: AssignerState | None) -> None:
+    def __init__(self, plan: NaturalPlan, view: RoutingView, id_is_str: bool) -> None:
         self.plan = plan
-        if state is None:
-            state = AssignerState()
-            if plan.initial is not None:
-                state.current = pickle.loads(plan.initial)
-        self.state = state
-        self._full = (1 << plan.partitions) - 1
-        self._mask_bytes = (plan.partitions + 7) // 8
-
-    # -- windows -----------------------------------------------------------------------------
-
-    def _decide(self, w: int) -> None:
-        """End of the newest window ``w``: refit (serving later windows) if quality degraded."""
-        rec = self.state.windows[w]
-        if rec.decided:
-            return
-        rec.decided = True
-        nxt = _copy(rec.partitioner)
-        replication, max_load, _ = routing_quality(rec.loads, rec.documents)
-        if rec.documents and nxt.needs_repartition(replication, max_load):
-            nxt.fit(rec.sample)
-            rec.repartitioned = True
-        self.state.current = nxt
-
-    def _open(self, w: int, first_docs: list[Document], out: dict[str, list]) -> None:
-        s = self.state
-        if s.current is None:
-            s.current = self.plan.new_partitioner()
-        if not s.current.fitted:
-            s.current.fit(first_docs)  # bootstrap: the first documents of the first window
-        elif s.newest is not None and w > s.newest and s.newest in s.windows:
-            self._decide(s.newest)
-        part = _copy(s.current)
-        s.windows[w] = _OpenWindow(part, [0] * self.plan.partitions, random.Random(self.plan.seed * 1_000_003 + w))
-        s.newest = w if s.newest is None else max(s.newest, w)
-        order = json.dumps(list(part.attribute_order.attributes), ensure_ascii=False)
-        self._control(out, OPEN, w, order)
-
-    def _control(self, out: dict[str, list], kind: int, window: int, text: str) -> None:
-        for key in self.plan.keys:
-            out["jkey"].append(key)
-            out["kind"].append(kind)
-            out["seq"].append(-1)
-            out["side"].append(0)
-            out["id"].append(self._id_placeholder)
-            out["window"].append(window)
-            out["mask"].append(b"")
-            out["avps"].append(text)
-
-    def _route(self, w: int, docs: list[Document], sides: list[int], ids: list[Any], texts: list[str],
-               out: dict[str, list]) -> None:
-        rec = self.state.windows[w]
-        part = rec.partitioner
-        keys = self.plan.keys
-        size = self.plan.sample_size
-        m = self.plan.partitions
-        for doc, side, doc_id, text in zip(docs, sides, ids, texts):
-            mask = part.assign(doc)
-            rec.documents += 1
-            if mask == self._full and m > 1:
-                rec.to_all += 1
-            if len(rec.sample) < size:
-                rec.sample.append(doc)
-            else:
-                j = rec.rng.randrange(rec.documents)
-                if j < size:
-                    rec.sample[j] = doc
-            blob = mask.to_bytes(self._mask_bytes, "little")
-            for target in mask_targets(mask):
-                rec.loads[target] += 1
-                out["jkey"].append(keys[target])
-                out["kind"].append(DOC)
-                out["seq"].append(doc.doc_id)
-                out["side"].append(side)
-                out["id"].append(doc_id)
-                out["window"].append(w)
-                out["mask"].append(blob)
-                out["avps"].append(text)
-
-    # -- one batch ---------------------------------------------------------------------------
-
-    def process(self, pdf: pd.DataFrame, *, final: bool = False, id_is_str: bool = False) -> AssignerOutput:
-        """Route one batch (documents in a deterministic order); ``final`` closes every window."""
-        plan, s = self.plan, self.state
-        self._id_placeholder = "" if id_is_str else 0
-        s.seq += 1
-        pdf = pdf.sort_values(["time", "id", "side", "avps"], kind="stable", na_position="last").reset_index(drop=True)
-        n = len(pdf)
-        texts = pdf["avps"].tolist()
-        sides = pdf["side"].astype(np.int64).tolist()
-        ids = pdf["id"].tolist()
-        times = pdf["time"].to_numpy(dtype=np.float64)
-        seqs = range(s.next_doc, s.next_doc + n)
-        s.next_doc += n
-        if plan.window_kind == "count":
-            windows = (s.count + np.arange(n, dtype=np.int64)) // plan.size
-            s.count += n
-        else:
-            windows = np.floor(times / plan.length).astype(np.int64)
-        late_mask = np.zeros(n, dtype=bool) if s.frontier is None else windows < s.frontier
-        late: dict[int, int] = {}
-        late_rows: list[dict[str, Any]] = []
-        out = _empty_routed()
-        opened: list[int] = []
-        # sorted by time (or positions), so each window is one run of rows, ascending
-        starts = np.flatnonzero(np.r_[True, windows[1:] != windows[:-1]]) if n else np.zeros(0, dtype=np.int64)
-        for start, end in zip(starts.tolist(), np.r_[starts[1:], n].tolist()):
-            w = int(windows[start])
-            if late_mask[start]:
-                late[w] = late.get(w, 0) + end - start
-                late_rows.extend({"side": sides[i], "id": ids[i], "window": w} for i in range(start, end))
-                continue
-            idx = range(start, end)
-            docs = [Document(seqs[i], json.loads(texts[i]), None if math.isnan(times[i]) else float(times[i])) for i in idx]
-            if w not in s.windows:
-                self._open(w, docs, out)
-                opened.append(w)
-            self._route(w, docs, [sides[i] for i in idx], [ids[i] for i in idx], [texts[i] for i in idx], out)
-        on_time = ~late_mask & ~np.isnan(times)
-        if plan.window_kind != "count" and on_time.any():
-            s.max_time = max(s.max_time, float(times[on_time].max()))
-        # windows below the frontier are closed: no document of them is routed any more
-        if final:
-            frontier = (max(s.windows) + 1) if s.windows else s.frontier
-        elif plan.window_kind == "count":
-            frontier = s.count // plan.size
-        elif math.isfinite(s.max_time):
-            frontier = math.floor((s.max_time - plan.watermark) / plan.length)
-        else:
-            frontier = s.frontier
-        advanced = frontier is not None and (s.frontier is None or frontier > s.frontier)
-        window_stats = []
-        touched = set(opened) | {int(w) for w in np.unique(windows[~late_mask]).tolist()}
-        if advanced:
-            s.frontier = frontier
-            for w in sorted(w for w in s.windows if w < frontier):
-                if w == s.newest and not final:
-                    self._decide(w)
-                rec = s.windows.pop(w)
-                window_stats.append(rec.metrics(w, True))
-                touched.discard(w)
-            if not final:
-                self._control(out, FRONTIER, frontier, "")
-        for w in sorted(touched):
-            if w in s.windows:
-                rec = s.windows[w]
-                window_stats.append(rec.metrics(w, False))
-        stats = {
-            "seq": s.seq, "time": time.time(), "documents": n - int(late_mask.sum()), "late": {str(k): v for k, v in late.items()},
-            "late_rows": late_rows,
-            "frontier": s.frontier, "open_windows": sorted(s.windows), "windows": window_stats,
-            "routed_rows": len(out["jkey"]),
-        }
-        rows = pd.DataFrame({
-            "jkey": pd.Series(out["jkey"], dtype=np.int32),
-            "kind": pd.Series(out["kind"], dtype=np.int8),
-            "seq": pd.Series(out["seq"], dtype=np.int64),
-            "side": pd.Series(out["side"], dtype=np.int8),
-            "id": pd.Series(out["id"], dtype=object if id_is_str else np.int64),
-            "window": pd.Series(out["window"], dtype=np.int64),
-            "mask": pd.Series(out["mask"], dtype=object),
-            "avps": pd.Series(out["avps"], dtype=object),
-        })
-        return AssignerOutput(rows, stats)
-
-
-def _saved_core(state: BlobState) -> Any:
-    """The core state saved by the previous batch (None on the first), refusing other formats."""
-    saved = state.load()
-    if saved is not None and saved.get("format") != STATE_FORMAT:
-        raise ValueError("natural_join state has another format; use a new checkpoint location")
-    return saved["core"] if saved else None
-
-
-class AssignerProcessor(StatefulProcessor):
-    """The Assigner under its single grouping key."""
-
-    def __init__(self, plan: NaturalPlan, id_is_str: bool, final: bool = False) -> None:
-        self.plan = plan
+        self.view = view
         self.id_is_str = id_is_str
-        self.final = final
+        self.windows: Counter[int] = Counter()
+        self.max_time = -math.inf
+        self.sort_keys: tuple[list, list, list, list] = ([], [], [], [])
+        self.documents = 0
 
-    def init(self, handle: StatefulProcessorHandle) -> None:
-        self.state = BlobState(handle, "assigner")
-        self.guard = PlanGuard(handle, "natural_join", self.plan.settings(), ADOPTABLE)
+    def route(self, sides: list[int], ids: list[Any], times: list[float | None], pairs: list[dict[str, str]],
+              texts: list[str]) -> dict[str, list]:
+        """Routed rows of valid documents (flat pairs and their JSON text)."""
+        plan, view = self.plan, self.view
+        keys = plan.keys
+        count = plan.window_kind == "count"
+        out = empty_rows()
+        for side, doc_id, stamp, avps, text in zip(sides, ids, times, pairs, texts):
+            window = None if count else plan.window_of(stamp)  # type: ignore[arg-type]
+            seq = doc_seq(side, doc_id, stamp, text)
+            doc = Document(seq, avps)
+            routes, unknown, union = [], {}, 0
+            for key in view.candidates(window):
+                mask, unseen = view.route(key, doc)
+                routes.append((fit_id(key), mask))
+                union |= mask
+                if unseen:
+                    unknown[key] = [list(k) for k in unseen]
+            blob = pack_route(routes)
+            unknown_text = json.dumps(unknown, separators=(",", ":"), ensure_ascii=False) if unknown else ""
+            when = math.nan if stamp is None else stamp
+            for target in mask_targets(union or 1):
+                for name, value in (("jkey", keys[target]), ("kind", DOC), ("seq", seq), ("side", side), ("id", doc_id),
+                                    ("window", -1 if window is None else window), ("time", when), ("route", blob),
+                                    ("avps", text), ("unknown", unknown_text if target == 0 else "")):
+                    out[name].append(value)
+            self.documents += 1
+            if count:
+                for column, value in zip(self.sort_keys, (when, doc_id, side, seq)):
+                    column.append(value)
+            else:
+                self.windows[window] += 1  # type: ignore[index]
+                self.max_time = max(self.max_time, stamp)  # type: ignore[type-var]
+        return out
 
-    def handleInputRows(self, key: Any, rows: Iterator[pd.DataFrame], timerValues: Any) -> Iterator[pd.DataFrame]:
-        pdf = pd.concat(list(rows), ignore_index=True)
-        if pdf.empty:
-            return
-        self.guard.check()
-        started = time.perf_counter()
-        core = Assigner(self.plan, _saved_core(self.state))
-        result = core.process(pdf, final=self.final, id_is_str=self.id_is_str)
-        self.state.save({"format": STATE_FORMAT, "core": core.state})
-        if self.plan.metrics_dir:
-            result.stats["elapsed"] = time.perf_counter() - started
-            write_stats(self.plan.metrics_dir, ASSIGNER_OP, 0, core.state.seq, result.stats)
-        if not result.rows.empty:
-            yield result.rows
+    def add(self, batch: pa.RecordBatch) -> dict[str, list] | None:
+        """Parse and route one input batch (invalid rows are the dead letters' business)."""
+        pairs, texts, _, times = check_rows(self.plan, batch)
+        keep = [i for i, p in enumerate(pairs) if p is not None]
+        if not keep:
+            return None
+        sides = batch.column("side").to_pylist()
+        ids = batch.column("id").to_pylist()
+        return self.route([sides[i] for i in keep], [ids[i] for i in keep], [times[i] for i in keep],
+                          [pairs[i] for i in keep], [texts[i] for i in keep])  # type: ignore[misc]
 
-    def close(self) -> None:
-        pass
+    def heartbeats(self) -> dict[str, list]:
+        """One heartbeat per joiner and the plan key: this task's view and what it routed."""
+        view = self.view
+        info = {"lineage": view.lineage, "decision": view.version, "newest": view.newest, "floor": view.floor,
+                "orders": view.orders(), "documents": self.documents,
+                "max_time": self.max_time if math.isfinite(self.max_time) else None,
+                "windows": {str(w): n for w, n in sorted(self.windows.items())}}
+        if self.plan.window_kind == "count":
+            info["keys"] = self.sort_keys
+        out = empty_rows()
+        add_heartbeats(out, [*self.plan.keys, PLAN_KEY], info, "" if self.id_is_str else 0)
+        return out
+
+
+def _routed_batch(rows: dict[str, list], schema: pa.Schema) -> pa.RecordBatch:
+    return pa.RecordBatch.from_arrays([pa.array(rows[f.name], f.type) for f in schema], schema=schema)
+
+
+def route_documents(plan: NaturalPlan, id_is_str: bool, schema: pa.Schema,
+                    batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+    """The router task (``mapInArrow``): read the routing table once, route, then heartbeats."""
+    batch_id, _ = _task_ids()
+    view = load_view(plan.control, plan.lineage, plan.partitions, plan.initial, batch_id)
+    router = Router(plan, view, id_is_str)
+    for batch in batches:
+        rows = router.add(batch)
+        if rows is not None and rows["jkey"]:
+            yield _routed_batch(rows, schema)
+    yield _routed_batch(router.heartbeats(), schema)
 
 
 # --------------------------------------------------------------------------------------------
@@ -588,40 +239,182 @@ class _WindowJoin:
             self.insert(Document(seq, json.loads(text)), side, mask, doc_id)
         self.chunks.append(chunk)
 
+    def sample(self, me: int, k: int) -> list[list[Any]]:
+        """The ``k`` documents of smallest number among those this joiner owns (its lowest
+        target): over all joiners, the window's bottom-k sample, each document counted once."""
+        owned = ((seq, doc) for seq, (doc, _, mask, _) in self.docs.items() if (mask & -mask).bit_length() - 1 == me)
+        return [[seq, json.dumps(doc.avps, separators=(",", ":"), ensure_ascii=False)]
+                for seq, doc in heapq.nsmallest(k, owned, key=lambda item: item[0])]
+
+
+class JoinerState(dict):
+    """A joiner's open windows (window -> :class:`_WindowJoin`) and the table every joiner keeps
+    alike from the heartbeats: each open window's fit and attribute order, the window clock's
+    largest time, the count-window count, the newest window and the lineage last seen."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.fits: dict[int, str] = {}
+        self.orders: dict[int, list[str]] = {}
+        self.seen = -math.inf
+        self.count = 0
+        self.newest: int | None = None
+        self.lineage: str | None = None
+
+    def fields(self) -> dict[str, Any]:
+        return {"fits": dict(self.fits), "orders": dict(self.orders), "seen": self.seen, "count": self.count,
+                "newest": self.newest, "lineage": self.lineage}
+
+    def restore(self, fields: dict[str, Any]) -> None:
+        self.fits = dict(fields.get("fits", {}))
+        self.orders = dict(fields.get("orders", {}))
+        self.seen = fields.get("seen", -math.inf)
+        self.count = fields.get("count", 0)
+        self.newest = fields.get("newest")
+        self.lineage = fields.get("lineage")
+
+
+class RoutingError(RuntimeError):
+    """A document reached a joiner without a mask under its window's fit (a broken invariant)."""
+
+
+def _resolve(candidates: list[tuple[int, int]], fid: int, full: int) -> int:
+    """The document's mask under its window's fit: that candidate's, or all joiners when the
+    document was broadcast (which meets every other routing of the window)."""
+    for f, mask in candidates:
+        if f == fid:
+            return mask
+    for f, mask in candidates:
+        if f == 0 and mask == full:
+            return full
+    raise RoutingError(f"a document reached a joiner without a mask under its window's fit (candidates "
+                       f"{[f for f, _ in candidates]}, needed {fid}); its window was routed by another table")
+
+
+def _reporter(candidates: list[tuple[int, int]]) -> int:
+    """The joiner that reports a late document: the lowest it was sent to (0 if it went to none
+    by its masks: the router sent it to joiner 0)."""
+    union = 0
+    for _, mask in candidates:
+        union |= mask
+    return (union & -union).bit_length() - 1 if union else 0
+
+
+@dataclass
+class JoinerBatch:
+    """What one joiner's batch gives back besides its state."""
+
+    out: dict[str, list]
+    stats: dict[str, Any]
+    added: dict[int, tuple]
+    closed: list[int]
+
 
 class Joiner:
-    """One joiner's batch: open windows, join new documents, report owned pairs, evict.
+    """One joiner's batch: derive the window table from the heartbeats, join the new documents
+    under their windows' fits, report owned pairs, close windows.
 
-    ``windows`` are the open windows' local joins; :meth:`process` returns, besides the pairs
-    and statistics, the documents it stored per window (one state chunk each) and the windows
-    it closed.
+    ``windows`` (a :class:`JoinerState`) is the joiner's state; :meth:`process` returns, besides
+    the pairs and statistics, the documents it stored per window (one state chunk each) and the
+    windows it closed.
     """
 
-    def __init__(self, plan: NaturalPlan, joiner: int, windows: dict[int, _WindowJoin]) -> None:
+    def __init__(self, plan: NaturalPlan, joiner: int, windows: JoinerState | dict) -> None:
         self.plan = plan
         self.joiner = joiner
-        self.windows = windows
+        self.windows = windows if isinstance(windows, JoinerState) else JoinerState(windows)
 
-    def process(self, pdf: pd.DataFrame, seq: int) -> tuple[dict[str, list], dict[str, Any], dict[int, tuple], list[int]]:
-        plan, me = self.plan, self.joiner
-        pdf = pdf.sort_values(["kind", "seq"], kind="stable")
+    def _number(self, beats: pd.DataFrame) -> tuple[dict[int, int], Counter[int]]:
+        """Count windows: every joiner sorts the sort keys of all the batch's documents (from
+        the heartbeats) into the same order (time, id, input, number) and numbers them on from
+        the documents counted before; identical rows count once."""
+        st, size = self.windows, self.plan.size
+        parts = [json.loads(text)["keys"] for text in beats["avps"]]
+        keys = pd.DataFrame({name: [v for p in parts for v in p[i]] for i, name in enumerate(("time", "id", "side", "seq"))})
+        keys = keys.drop_duplicates("seq").sort_values(["time", "id", "side", "seq"], kind="stable", na_position="last")
+        positions = st.count + np.arange(len(keys), dtype=np.int64)
+        windows = positions // size  # type: ignore[operator]
+        st.count += len(keys)
+        return dict(zip(keys["seq"].tolist(), windows.tolist())), Counter(windows.tolist())
+
+    def process(self, pdf: pd.DataFrame, seq: int, batch: int = 0, query: str | None = None,
+                final: bool = False) -> tuple[dict[str, list], dict[str, Any], dict[int, tuple], list[int]]:
+        result = self.run(pdf, seq, batch, query, final)
+        return result.out, result.stats, result.added, result.closed
+
+    def run(self, pdf: pd.DataFrame, seq: int, batch: int = 0, query: str | None = None, final: bool = False) -> JoinerBatch:
+        plan, me, st = self.plan, self.joiner, self.windows
+        full = (1 << plan.partitions) - 1
+        kinds = pdf["kind"].to_numpy()
+        beats, docs = pdf[kinds == BEAT], pdf[kinds == DOC]
+        infos = [json.loads(t) for t in beats["avps"]]
+        if not infos:
+            raise RoutingError("a joiner's batch has no heartbeat: every routing task sends one")
+        lineage = infos[0]["lineage"]
+        explicit: dict[str, str] | None = infos[0].get("fits")
+        opening = opening_fit(lineage, [i["newest"] for i in infos])
+        orders: dict[str, list[str]] = {}
+        for info in infos:
+            orders.update(info["orders"])
+        # the windows of this batch, the same at every joiner
+        if plan.window_kind == "count" and explicit is None:
+            numbers, present = self._number(beats)
+            doc_windows = docs["seq"].map(numbers).to_numpy(dtype=np.int64)
+        else:
+            present = Counter()
+            for info in infos:
+                for w, n in info["windows"].items():
+                    present[int(w)] += n
+            doc_windows = docs["window"].to_numpy(dtype=np.int64)
+        clock = WindowClock(plan.length if plan.window_kind != "count" else None, plan.watermark, st.seen)
+        first = clock.first_open() if explicit is None else None
+        late_windows = {w for w in present if first is not None and w < first}
+        on_time = sorted(w for w in present if w not in late_windows)
+        for w in on_time:
+            if w not in st.fits:
+                key = explicit[str(w)] if explicit is not None else opening
+                st.fits[w], st.orders[w] = key, orders.get(key, [])
+                st[w] = _WindowJoin(plan, st.orders[w])
+        if explicit is None and opening != BROADCAST:
+            for w, key in st.fits.items():
+                if key == BROADCAST:  # a broadcast window may take a fit: its documents meet any other
+                    st.fits[w] = opening
+        decide: dict[int, str] = {}
+        newest = max([*on_time, *([] if st.newest is None else [st.newest])], default=None)
+        if explicit is None and st.newest is not None and newest != st.newest and st.newest in st.fits:
+            decide[st.newest] = st.fits[st.newest]
+        st.newest = newest
+        # the documents, by window and number
         out: dict[str, list] = {"left_id": [], "right_id": [], "window": [], "merged": []}
+        per_window: dict[int, list[int]] = {}  # received, owned, to_all, dropped
         by_window: dict[int, int] = {}
         added: dict[int, tuple] = {}
-        received = 0
-        kinds = pdf["kind"].to_numpy()
-        for w, text in zip(pdf["window"][kinds == OPEN].tolist(), pdf["avps"][kinds == OPEN].tolist()):
-            if int(w) not in self.windows:
-                self.windows[int(w)] = _WindowJoin(plan, json.loads(text))
-        docs = pdf[kinds == DOC]
-        for w, group in docs.groupby("window", sort=True):
+        late_rows: list[dict[str, Any]] = []
+        unseen: dict[str, Counter[str]] = {}
+        docs = docs.assign(_w=doc_windows).sort_values(["_w", "seq"], kind="stable")
+        for w, group in docs.groupby("_w", sort=True):
             w = int(w)
-            join = self.windows.setdefault(w, _WindowJoin(plan, []))
+            if w in late_windows:
+                for r_seq, side, doc_id, blob in zip(group["seq"], group["side"], group["id"], group["route"]):
+                    if _reporter(unpack_route(blob)) == me:
+                        late_rows.append({"side": int(side), "id": doc_id.item() if hasattr(doc_id, "item") else doc_id,
+                                          "window": w})
+                continue
+            join = st.get(w)
+            if join is None:
+                raise RoutingError(f"document of window {w} arrived at joiner {me} before the window was opened")
+            key = st.fits[w]
+            fid = fit_id(key)
+            counts = per_window.setdefault(w, [0, 0, 0, 0])
             stored: tuple[list, list, list, list, list] = ([], [], [], [], [])
             found = 0
-            for seq_no, side, blob, doc_id, text in zip(group["seq"].tolist(), group["side"].tolist(), group["mask"].tolist(),
-                                                        group["id"].tolist(), group["avps"].tolist()):
-                mask = int.from_bytes(blob, "little")
+            for seq_no, side, blob, doc_id, text, unknown in zip(group["seq"].tolist(), group["side"].tolist(),
+                                                                 group["route"].tolist(), group["id"].tolist(),
+                                                                 group["avps"].tolist(), group["unknown"].tolist()):
+                mask = _resolve(unpack_route(blob), fid, full)
+                if not mask >> me & 1 or seq_no in join.docs:  # sent for another candidate, or a repeated row
+                    counts[3] += 1
+                    continue
                 doc = Document(int(seq_no), json.loads(text))
                 side = int(side)
                 for partner_seq in join.probe(doc, side):
@@ -644,22 +437,56 @@ class Joiner:
                 join.insert(doc, side, mask, doc_id)
                 for column, value in zip(stored, (doc.doc_id, side, mask, doc_id, text)):
                     column.append(value)
-                received += 1
+                lowest = (mask & -mask).bit_length() - 1
+                counts[0] += 1
+                counts[1] += lowest == me
+                counts[2] += mask == full and lowest == me
+                if unknown and mask == full and me == 0:  # delta sightings: every broadcast document is here
+                    for k in json.loads(unknown).get(key, []):
+                        unseen.setdefault(key, Counter())[json.dumps(k, ensure_ascii=False)] += 1
             added[w] = stored
             by_window[w] = found
-        closed: list[int] = []
-        fr = pdf["window"][kinds == FRONTIER]
-        if len(fr):
-            frontier = int(fr.max())
-            closed = [w for w in self.windows if w < frontier]
-            for w in closed:
-                del self.windows[w]
-        stats = {
-            "joiner": me, "seq": seq, "time": time.time(), "received": received,
-            "pairs": sum(by_window.values()), "pairs_by_window": {str(k): v for k, v in by_window.items()},
-            "open_windows": sorted(self.windows), "stored": sum(len(w.docs) for w in self.windows.values()),
+        # close windows: the clock (time), the count (count windows), the Assigner's frontier, or the end
+        if final:
+            frontier = max(st.fits) + 1 if st.fits else None
+        elif explicit is not None:
+            frontier = infos[0]["frontier"]
+        elif plan.window_kind == "count":
+            frontier = st.count // plan.size  # type: ignore[operator]
+        else:
+            clock.advance(max((i["max_time"] for i in infos if i["max_time"] is not None), default=-math.inf))
+            st.seen = clock.seen
+            frontier = clock.first_open()
+        closed = sorted(w for w in st.fits if frontier is not None and w < frontier)
+        if explicit is None and not final and st.newest in closed and st.newest not in decide:
+            decide[st.newest] = st.fits[st.newest]  # type: ignore[index]
+        samples = {}
+        if explicit is None and not final:
+            for w in sorted(set(decide) | {w for w, k in st.fits.items() if k == BROADCAST}):
+                samples[str(w)] = st[w].sample(me, plan.sample_size)
+        stats: dict[str, Any] = {
+            "joiner": me, "seq": seq, "batch": batch, "query": query, "lineage": lineage, "time": time.time(),
+            "new_lineage": st.lineage != lineage,
+            "received": sum(c[0] for c in per_window.values()), "pairs": sum(by_window.values()),
+            "pairs_by_window": {str(k): v for k, v in by_window.items()},
+            "windows": {str(w): c for w, c in per_window.items()}, "late_rows": late_rows, "samples": samples,
+            "stored": sum(len(j.docs) for w, j in st.items() if w not in closed),
         }
-        return out, stats, added, closed
+        if me == 0:  # the table every joiner derived alike, reported once
+            stats.update({
+                "table": {str(w): k for w, k in st.fits.items() if w not in closed}, "newest": st.newest,
+                "frontier": frontier, "closed": closed, "decide": {str(w): k for w, k in decide.items()},
+                "documents": {str(w): present[w] for w in on_time}, "late": {str(w): present[w] for w in late_windows},
+                "opening": opening, "seen_newest": max(i["newest"] for i in infos), "count": st.count,
+                "decisions": sorted({i["decision"] for i in infos}),
+                "unseen": {k: dict(c) for k, c in unseen.items()},
+            })
+        for w in closed:
+            st.pop(w, None)
+            st.fits.pop(w, None)
+            st.orders.pop(w, None)
+        st.lineage = lineage
+        return JoinerBatch(out, stats, added, closed)
 
 
 def _pairs_frame(plan: NaturalPlan, out: dict[str, list], id_is_str: bool) -> pd.DataFrame:
@@ -675,22 +502,25 @@ def _pairs_frame(plan: NaturalPlan, out: dict[str, list], id_is_str: bool) -> pd
 
 
 class JoinerProcessor(StatefulProcessor):
-    """One joiner under its slot key; its documents live in the shared chunked state layer
-    (one chunk per window and batch, the windows' attribute orders in the meta fields), so a
-    batch writes only the documents it stored and a cached joiner skips rebuilding its local
-    joins (:mod:`driftjoin.spark.state`)."""
+    """One joiner under its slot key (and the plan key, which only keeps the plan); its documents
+    live in the shared chunked state layer (one chunk per window and batch; the window table in
+    the meta fields), so a batch writes only the documents it stored and a cached joiner skips
+    rebuilding its local joins (:mod:`driftjoin.spark.state`)."""
 
-    def __init__(self, plan: NaturalPlan, id_is_str: bool) -> None:
+    def __init__(self, plan: NaturalPlan, id_is_str: bool, final: bool = False) -> None:
         self.plan = plan
         self.id_is_str = id_is_str
+        self.final = final
 
     def init(self, handle: StatefulProcessorHandle) -> None:
         self.state = ChunkedState(handle, "joiner_docs")
         self.legacy = BlobState(handle, "joiner")
+        self.guard = PlanGuard(handle, "natural_join", self.plan.settings(), ADOPTABLE)
 
-    def _rebuild(self, meta: Meta, chunks: Chunks, stale: dict[int, _WindowJoin] | None) -> dict[int, _WindowJoin]:
-        windows: dict[int, _WindowJoin] = {}
-        for w, order in meta.fields["orders"].items():
+    def _rebuild(self, meta: Meta, chunks: Chunks, stale: JoinerState | None) -> JoinerState:
+        windows = JoinerState()
+        windows.restore(meta.fields)
+        for w, order in windows.orders.items():
             ids = chunks.ids(w)
             old = (stale or {}).get(w)
             join = old if old is not None and ids[:len(old.chunks)] == old.chunks else _WindowJoin(self.plan, order)
@@ -704,24 +534,34 @@ class JoinerProcessor(StatefulProcessor):
         pdf = pd.concat(list(rows), ignore_index=True)
         if pdf.empty:
             return
+        self.guard.check()
+        if key[0] == PLAN_KEY:
+            return
         started = time.perf_counter()
-        loaded = self.state.load(key[0], self._rebuild, dict)
+        loaded = self.state.load(key[0], self._rebuild, JoinerState)
         if loaded.source == "new" and self.legacy.value.exists():
             raise ValueError("natural_join state has another format; use a new checkpoint location")
+        if loaded.source == "cache":
+            loaded.value.restore(loaded.meta.fields)
+        batch, query = _task_ids()
         core = Joiner(self.plan, self.plan.slot_of(key[0]), loaded.value)
-        out, stats, added, closed = core.process(pdf, loaded.seq)
-        loaded.chunks.drop_groups(lambda g: g not in closed)
-        for w, stored in added.items():
-            if w in core.windows:  # not closed by this batch's frontier
+        result = core.run(pdf, loaded.seq, batch, query, self.final)
+        loaded.chunks.drop_groups(lambda g: g not in result.closed)
+        for w, stored in result.added.items():
+            if w in core.windows:  # not closed by this batch
                 core.windows[w].chunks.append(loaded.chunks.add(w, stored))
-        self.state.save(key[0], loaded, sum(len(w.docs) for w in core.windows.values()) * 200,
-                        {"orders": {w: j.order for w, j in core.windows.items()}})
-        if self.plan.metrics_dir:
-            stats.update(elapsed=time.perf_counter() - started, state_source=loaded.source,
-                         chunks_read=loaded.chunks.read_count)
-            write_stats(self.plan.metrics_dir, JOINER_OP, core.joiner, loaded.seq, stats)
-        if out["left_id"]:
-            yield _pairs_frame(self.plan, out, self.id_is_str)
+        self.state.save(key[0], loaded, sum(len(w.docs) for w in core.windows.values()) * 200, core.windows.fields())
+        root = self.plan.stats_dir
+        if root:
+            if core.joiner == 0 and self.plan.control and result.stats["new_lineage"]:
+                mark_start(self.plan.control, self.plan.lineage, batch)  # the first batch this run
+            result.stats.update(elapsed=time.perf_counter() - started, state_source=loaded.source,
+                                chunks_read=loaded.chunks.read_count)
+            write_stats(root, JOINER_OP, core.joiner, loaded.seq, result.stats)
+            if self.plan.control:
+                write_record(self.plan.control, core.joiner, loaded.seq, result.stats)
+        if result.out["left_id"]:
+            yield _pairs_frame(self.plan, result.out, self.id_is_str)
 
     def close(self) -> None:
         pass
@@ -797,11 +637,12 @@ def _sample_documents(sample: object, plan: NaturalPlan, doc_col: str) -> list[D
 
 def _make_plan(docs: DataFrame, other: DataFrame | None, *, window: object, partitions: int | None, partitioner: str,
                local_join: str, time_col: str | None, watermark: str | None, merged: bool, delta: int, theta: float,
-               creators: int, expand: bool, sample_size: int, seed: int, metrics_dir: str | None) -> NaturalPlan:
+               creators: int, expand: bool, sample_size: int, seed: int, metrics_dir: str | None,
+               routing: str) -> NaturalPlan:
     if partitions is None:
         partitions = int(docs.sparkSession.conf.get("spark.sql.shuffle.partitions"))
-    _check_settings(partitions, partitioner, local_join, delta, theta, creators, sample_size)
-    kind, size, length, attribute = _check_window(window, time_col)
+    check_settings(partitions, partitioner, local_join, delta, theta, creators, sample_size, routing)
+    kind, size, length, attribute = check_window(window, time_col)
     event_time = kind == "attribute" or (kind == "time" and time_col is not None)
     if watermark is not None and not event_time:
         raise ValueError("watermark= applies to event-time windows only: pass time_col= with window='<duration>', or TimeWindow(...)")
@@ -812,27 +653,52 @@ def _make_plan(docs: DataFrame, other: DataFrame | None, *, window: object, part
         partitions=int(partitions), partitioner=partitioner, local_join=local_join, delta=int(delta), theta=float(theta),
         creators=int(creators), expand=bool(expand), window_kind=kind, size=size, length=length, time_attribute=attribute,
         watermark=lateness, two_streams=other is not None, merged=bool(merged), sample_size=int(sample_size),
-        seed=int(seed), metrics_dir=metrics_dir, require_time=kind != "count" or time_col is not None,
+        seed=int(seed), metrics_dir=metrics_dir, require_time=kind != "count" or time_col is not None, routing=routing,
+        lineage=uuid.uuid4().hex[:12],
     )
 
 
-_ROUTED = [
-    T.StructField("jkey", T.IntegerType()), T.StructField("kind", T.ByteType()), T.StructField("seq", T.LongType()),
-    T.StructField("side", T.ByteType()), None, T.StructField("window", T.LongType()),
-    T.StructField("mask", T.BinaryType()), T.StructField("avps", T.StringType()),
-]
-
-
-def _schemas(plan: NaturalPlan, id_type: T.DataType) -> tuple[T.StructType, T.StructType, T.StructType]:
+def _schemas(plan: NaturalPlan, id_type: T.DataType) -> tuple[T.StructType, T.StructType, T.StructType, T.StructType]:
     parsed = T.StructType([
         T.StructField("akey", T.IntegerType()), T.StructField("side", T.ByteType()), T.StructField("id", id_type),
         T.StructField("time", T.DoubleType()), T.StructField("avps", T.StringType()),
     ])
-    routed = T.StructType([f if f is not None else T.StructField("id", id_type) for f in _ROUTED])
+    routed = T.StructType([
+        T.StructField("jkey", T.IntegerType()), T.StructField("kind", T.ByteType()), T.StructField("seq", T.LongType()),
+        T.StructField("side", T.ByteType()), T.StructField("id", id_type), T.StructField("window", T.LongType()),
+        T.StructField("time", T.DoubleType()), T.StructField("route", T.StringType()),
+        T.StructField("avps", T.StringType()), T.StructField("unknown", T.StringType()),
+    ])
+    keyed = T.StructType([T.StructField("seq", T.LongType()), T.StructField("avps", T.StringType())])
     fields = [T.StructField("left_id", id_type), T.StructField("right_id", id_type), T.StructField("window", T.LongType())]
     if plan.merged:
         fields.append(T.StructField("merged", T.StringType()))
-    return parsed, routed, T.StructType(fields)
+    return parsed, routed, keyed, T.StructType(fields)
+
+
+def sample_rows(plan: NaturalPlan, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+    """Valid documents as (number, flat pairs as JSON): the driver's sample of a static input is
+    the ``sample_size`` of smallest number (a uniform sample, the same on every run)."""
+    for batch in batches:
+        _, texts, _, times = check_rows(plan, batch)
+        sides, ids = batch.column("side").to_pylist(), batch.column("id").to_pylist()
+        keep = [i for i, t in enumerate(texts) if t is not None]
+        if keep:
+            yield pa.RecordBatch.from_arrays(
+                [pa.array([doc_seq(sides[i], ids[i], times[i], texts[i]) for i in keep], pa.int64()),  # type: ignore[arg-type]
+                 pa.array([texts[i] for i in keep], pa.string())], names=["seq", "avps"])
+
+
+def _control_dir(spark: Any, metrics_dir: str | None) -> str:
+    """Where a stream's decisions and statistics go: ``metrics_dir``, else (local mode only) a
+    new temporary directory."""
+    if metrics_dir:
+        return metrics_dir
+    master = spark.sparkContext.master
+    if not master.startswith("local"):
+        raise ValueError(f"natural_join on a cluster ({master}) needs metrics_dir= (a directory the driver and the "
+                         "executors share, e.g. on HDFS or S3): the control plane publishes its partitionings there")
+    return tempfile.mkdtemp(prefix="driftjoin-natural-")
 
 
 def natural_join(
@@ -856,6 +722,7 @@ def natural_join(
     sample_size: int = 2000,
     seed: int = 0,
     metrics_dir: str | None = None,
+    routing: str = "parallel",
 ) -> DataFrame:
     """Exact natural join of schema-free JSON documents per tumbling window, streaming or static.
 
@@ -878,10 +745,18 @@ def natural_join(
 
     ``partitions`` joiners (default ``spark.sql.shuffle.partitions``) and a ``partitioner``:
     ``"ag"`` association groups, ``"sc"`` set cover, ``"ds"`` disjoint sets, fitted on
-    ``sample`` (a list of documents or a static DataFrame) or else on the first micro-batch of
-    the first window, updated by ``delta`` and refitted between windows when replication or
-    maximal load grows by more than ``theta``. ``local_join``: ``"fptree"``, ``"hash"`` or
-    ``"nested"``.
+    ``sample`` (a list of documents or a static DataFrame), else, on a stream, on the first
+    window's first documents, updated by ``delta`` and refitted between windows when
+    replication or maximal load grows by more than ``theta``. ``local_join``: ``"fptree"``,
+    ``"hash"`` or ``"nested"``.
+
+    ``routing``: ``"parallel"`` (default) routes in every input task, by partitionings that a
+    controller on the driver (:class:`driftjoin.control.natural.NaturalPartitionController`)
+    fits from the joiners' statistics and publishes in ``metrics_dir`` (a new temporary
+    directory when none is given, local mode only); a static input is fitted on a sample on
+    the driver (``sample``, else ``sample_size`` documents drawn from it) and routed in one
+    pass. ``"assigner"``: the paper's single Assigner, one task routing every document
+    sequentially (kept to measure against).
 
     Output: ``left_id, right_id, window`` (window index: ``floor(time / length)`` or
     ``position // size``), and ``merged`` (the union of both documents as flat JSON) when
@@ -893,31 +768,55 @@ def natural_join(
     prepare_session(docs.sparkSession, metrics_dir)
     plan = _make_plan(docs, other, window=window, partitions=partitions, partitioner=partitioner, local_join=local_join,
                       time_col=time_col, watermark=watermark, merged=merged, delta=delta, theta=theta, creators=creators,
-                      expand=expand, sample_size=sample_size, seed=seed, metrics_dir=metrics_dir)
+                      expand=expand, sample_size=sample_size, seed=seed, metrics_dir=metrics_dir, routing=routing)
     id_type = _id_type(docs, other, id_col)
     id_is_str = isinstance(id_type, T.StringType)
     inputs = [_normalise(docs, 0, plan, id_col, doc_col, id_type, time_col, False)]
     if other is not None:
         inputs.append(_normalise(other, 1, plan, id_col, doc_col, id_type, time_col, False))
-    if sample is not None:
-        fitted = plan.new_partitioner()
-        fitted.fit(_sample_documents(sample, plan, doc_col))
-        plan = NaturalPlan(**{**plan.__dict__, "initial": pickle.dumps(fitted, protocol=pickle.HIGHEST_PROTOCOL)})
+    fit_docs = _sample_documents(sample, plan, doc_col) if sample is not None else None
     data = inputs[0] if len(inputs) == 1 else inputs[0].unionByName(inputs[1])
-    parsed_schema, routed_schema, pair_schema = _schemas(plan, id_type)
-    parsed = data.mapInArrow(lambda it: parse_batches(plan, it), parsed_schema)
+    parsed_schema, routed_schema, keyed_schema, pair_schema = _schemas(plan, id_type)
     spark = docs.sparkSession
-    if data.isStreaming:
+    streaming = data.isStreaming
+    if routing == "parallel" and not streaming and fit_docs is None:
+        drawn = data.mapInArrow(lambda it: sample_rows(plan, it), keyed_schema).orderBy("seq").limit(plan.sample_size)
+        fit_docs = [Document(r.seq, json.loads(r.avps)) for r in drawn.collect()]
+    if fit_docs:
+        fitted = plan.new_partitioner()
+        fitted.fit(fit_docs)
+        plan = NaturalPlan(**{**plan.__dict__, "initial": pickle.dumps(fitted, protocol=pickle.HIGHEST_PROTOCOL)})
+    if routing == "assigner":
+        parsed = data.mapInArrow(lambda it: parse_batches(plan, it), parsed_schema)
+        if streaming:
+            prepare_for_stateful(spark, plan.partitions)
+            routed = parsed.groupBy("akey").transformWithStateInPandas(
+                AssignerProcessor(plan, id_is_str), routed_schema, "Append", "None")
+            return routed.groupBy("jkey").transformWithStateInPandas(
+                JoinerProcessor(plan, id_is_str), pair_schema, "Append", "None")
+        spark.conf.set("spark.sql.shuffle.partitions", str(plan.partitions))
+        routed = parsed.groupBy("akey").applyInPandas(
+            lambda k, pdf: run_static(AssignerProcessor(plan, id_is_str, final=True), k, pdf), routed_schema)
+        return routed.groupBy("jkey").applyInPandas(
+            lambda k, pdf: run_static(JoinerProcessor(plan, id_is_str, final=True), k, pdf), pair_schema)
+    arrow_schema = pa.schema([pa.field(f.name, _ARROW[type(f.dataType)]) for f in routed_schema.fields])
+    if streaming:
+        from driftjoin.control.natural import NaturalPartitionController, attach_natural
+
+        plan = NaturalPlan(**{**plan.__dict__, "control": _control_dir(spark, metrics_dir)})
         prepare_for_stateful(spark, plan.partitions)
-        routed = parsed.groupBy("akey").transformWithStateInPandas(
-            AssignerProcessor(plan, id_is_str), routed_schema, "Append", "None")
+        attach_natural(spark, NaturalPartitionController(plan))
+        routed = data.mapInArrow(lambda it: route_documents(plan, id_is_str, arrow_schema, it), routed_schema)
         return routed.groupBy("jkey").transformWithStateInPandas(
             JoinerProcessor(plan, id_is_str), pair_schema, "Append", "None")
     spark.conf.set("spark.sql.shuffle.partitions", str(plan.partitions))
-    routed = parsed.groupBy("akey").applyInPandas(
-        lambda k, pdf: run_static(AssignerProcessor(plan, id_is_str, final=True), k, pdf), routed_schema)
+    routed = data.mapInArrow(lambda it: route_documents(plan, id_is_str, arrow_schema, it), routed_schema)
     return routed.groupBy("jkey").applyInPandas(
-        lambda k, pdf: run_static(JoinerProcessor(plan, id_is_str), k, pdf), pair_schema)
+        lambda k, pdf: run_static(JoinerProcessor(plan, id_is_str, final=True), k, pdf), pair_schema)
+
+
+_ARROW = {T.IntegerType: pa.int32(), T.ByteType: pa.int8(), T.LongType: pa.int64(), T.StringType: pa.string(),
+          T.DoubleType: pa.float64()}
 
 
 def invalid_documents(
@@ -938,7 +837,7 @@ def invalid_documents(
     ``time_col``/``window`` as to the join. Stateless: it can run as its own streaming query.
     """
     prepare_session(docs.sparkSession)
-    kind, size, length, attribute = ("count", 1, None, None) if window is None else _check_window(window, time_col)
+    kind, size, length, attribute = ("count", 1, None, None) if window is None else check_window(window, time_col)
     plan = NaturalPlan(partitions=1, partitioner="ag", local_join="hash", delta=1, theta=0.0, creators=1, expand=False,
                        window_kind=kind, size=size, length=length, time_attribute=attribute, watermark=0.0,
                        two_streams=other is not None, merged=False, sample_size=1, seed=0, metrics_dir=None,
@@ -955,54 +854,94 @@ def invalid_documents(
     return data.mapInArrow(lambda it: dead_letter_batches(plan, it), schema)
 
 
+
+
 # --------------------------------------------------------------------------------------------
 # Metrics reader
 # --------------------------------------------------------------------------------------------
+
+_METRIC_COLUMNS = ["window", "documents", "replication", "max_load", "gini", "loads", "to_all", "pairs",
+                   "repartitioned", "repartitions", "late", "closed"]
 
 
 def natural_join_metrics(metrics_dir: str) -> pd.DataFrame:
     """Per-window metrics of a natural join run, one row per window, ascending.
 
     Columns: ``window, documents, replication, max_load, gini, loads, to_all, pairs,
-    repartitioned, repartitions, late, closed``. Routing quality is the Assigner's latest
-    record of the window (final once ``closed``); ``pairs`` sums the joiners' reports and
-    ``late`` the documents dropped because their window had closed.
+    repartitioned, repartitions, late, closed``. ``loads[j]``: documents joiner ``j`` kept;
+    ``replication`` their sum over the window's documents, ``max_load`` the largest share at
+    one joiner; ``pairs`` sums the joiners' reports and ``late`` the documents dropped because
+    their window had closed. ``repartitioned``: the window's quality made the control plane (or
+    the single Assigner) refit; ``repartitions``: such refits up to this window. While a
+    controller of this directory runs in this process, its decisions on the batches written so
+    far are awaited first (at most 30 s).
     """
-    latest: dict[int, tuple[int, dict[str, Any]]] = {}
-    late: dict[int, int] = {}
-    for rec in read_stats(metrics_dir, ASSIGNER_OP):
-        for w in rec.get("windows", []):
-            if w["window"] not in latest or latest[w["window"]][0] < rec["seq"]:
-                latest[w["window"]] = (rec["seq"], w)
-        for k, v in rec.get("late", {}).items():
-            late[int(k)] = late.get(int(k), 0) + v
-    pairs: dict[int, int] = {}
+    from driftjoin.control.natural import CONTROLLERS, read_log
+
+    controller = CONTROLLERS.get(metrics_dir)
+    if controller is not None:
+        controller.settle()
+    pairs: Counter[int] = Counter()
+    loads: dict[int, dict[int, int]] = {}
+    to_all: Counter[int] = Counter()
+    documents: Counter[int] = Counter()
+    late: Counter[int] = Counter()
+    closed: set[int] = set()
+    joiners = 0
     for rec in read_stats(metrics_dir, JOINER_OP):
-        for k, v in rec.get("pairs_by_window", {}).items():
-            pairs[int(k)] = pairs.get(int(k), 0) + v
-    columns = ["window", "documents", "replication", "max_load", "gini", "loads", "to_all", "pairs",
-               "repartitioned", "repartitions", "late", "closed"]
-    rows = []
-    for w in sorted(set(latest) | set(pairs) | set(late)):
-        base = latest.get(w, (0, {}))[1]
+        joiners = max(joiners, rec["joiner"] + 1)
+        for w, n in rec.get("pairs_by_window", {}).items():
+            pairs[int(w)] += n
+        for w, (received, _, everywhere, _) in rec.get("windows", {}).items():
+            per = loads.setdefault(int(w), {})
+            per[rec["joiner"]] = per.get(rec["joiner"], 0) + received
+            to_all[int(w)] += everywhere
+        for w, n in rec.get("documents", {}).items():
+            documents[int(w)] += n
+        for w, n in rec.get("late", {}).items():
+            late[int(w)] += n
+        closed.update(rec.get("closed", []))
+    assigner: dict[int, tuple[int, dict[str, Any]]] = {}
+    for rec in read_stats(metrics_dir, ASSIGNER_OP):  # routing="assigner": its own record of each window
+        for w in rec.get("windows", []):
+            if w["window"] not in assigner or assigner[w["window"]][0] < rec["seq"]:
+                assigner[w["window"]] = (rec["seq"], w)
+        for k, v in rec.get("late", {}).items():
+            late[int(k)] += v
+    refits = {int(e["window"]) for e in read_log(metrics_dir) if not e["first"]}
+    rows, done = [], 0
+    for w in sorted(set(pairs) | set(loads) | set(documents) | set(late) | set(assigner)):
+        if w in assigner:
+            base = assigner[w][1]
+            rows.append({"window": w, **{k: base[k] for k in ("documents", "replication", "max_load", "gini", "loads",
+                                                              "to_all", "repartitioned", "repartitions", "closed")},
+                         "pairs": pairs.get(w, 0), "late": late.get(w, 0)})
+            continue
+        n = documents.get(w, 0)
+        per = loads.get(w, {})
+        vector = [per.get(j, 0) for j in range(joiners)]
+        done += w in refits
         rows.append({
-            "window": w, "documents": base.get("documents", 0), "replication": base.get("replication", 0.0),
-            "max_load": base.get("max_load", 0.0), "gini": base.get("gini", 0.0), "loads": base.get("loads", []),
-            "to_all": base.get("to_all", 0), "pairs": pairs.get(w, 0), "repartitioned": base.get("repartitioned", False),
-            "repartitions": base.get("repartitions", 0), "late": late.get(w, 0), "closed": base.get("closed", False),
+            "window": w, "documents": n, "replication": sum(vector) / n if n else 0.0,
+            "max_load": max(vector, default=0) / n if n else 0.0, "gini": gini(vector), "loads": vector,
+            "to_all": to_all.get(w, 0), "pairs": pairs.get(w, 0), "repartitioned": w in refits, "repartitions": done,
+            "late": late.get(w, 0), "closed": w in closed,
         })
-    return pd.DataFrame(rows, columns=columns)
+    return pd.DataFrame(rows, columns=_METRIC_COLUMNS)
 
 
 __all__ = [
     "Assigner",
     "AssignerProcessor",
+    "AssignerState",
     "InvalidDocument",
     "Joiner",
     "JoinerProcessor",
     "NaturalPlan",
+    "Router",
     "invalid_documents",
     "natural_join",
     "natural_join_metrics",
     "parse_document",
+    "route_documents",
 ]

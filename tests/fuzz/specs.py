@@ -328,7 +328,8 @@ class NaturalSpec(OperatorSpec):
         return invalid_documents(left, time_col="t", window="10 seconds")
 
     def observe(self, output, dead, metrics_dir):
-        late = Counter(r["id"] for s in read_stats(metrics_dir, "natural_assigner") for r in s.get("late_rows", []))
+        late = Counter(r["id"] for op in ("natural_joiner", "natural_assigner")  # parallel routing: a joiner reports
+                       for s in read_stats(metrics_dir, op) for r in s.get("late_rows", []))
         return Outcome(Counter((r.left_id, r.right_id, r.window) for r in output), Counter(r.id for r in dead), late)
 
     def expect(self, case, streaming):

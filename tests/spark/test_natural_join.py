@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import itertools
 import json
 import os
@@ -28,6 +29,7 @@ def docs_spark(spark):
     return spark
 
 COMBOS = [("ag", "fptree"), ("sc", "hash"), ("ds", "nested")]
+ROUTING = {"ag": "parallel", "sc": "parallel", "ds": "assigner"}
 
 
 def brute_force(docs: dict, window_of: dict, side_of: dict | None = None) -> set[tuple]:
@@ -68,14 +70,15 @@ def run_stream(df, tmp_path, name):
 
 @pytest.mark.slow
 def test_streaming_count_windows_every_partitioner_equals_brute_force(spark, tmp_path):
-    """One query with three joins (AG/FP-tree, SC/hash, DS/nested loop) over 3 micro-batches."""
+    """One query with three joins (AG/FP-tree, SC/hash, DS/nested loop) over 3 micro-batches; the
+    DS join routes through the paper's single Assigner, the others in parallel."""
     raw = nobench_documents(400, seed=3, thousandth=6, optional=0.5, sparse_blocks=4)
     bounds = [0, 130, 270, 400]  # batch ends fall inside windows of 90
     write_files(tmp_path / "in", [[{"id": i, "doc": json.dumps(raw[i])} for i in range(a, b)] for a, b in zip(bounds, bounds[1:])])
     src = spark.readStream.schema("id long, doc string").option("maxFilesPerTrigger", 1).json(str(tmp_path / "in"))
     joins = [
         natural_join(src, window=90, partitions=3, partitioner=p, local_join=lj, delta=2, theta=0.0,
-                     metrics_dir=str(tmp_path / f"m_{p}")).withColumn("combo", F.lit(f"{p}/{lj}"))
+                     metrics_dir=str(tmp_path / f"m_{p}"), routing=ROUTING[p]).withColumn("combo", F.lit(f"{p}/{lj}"))
         for p, lj in COMBOS
     ]
     union = joins[0].unionByName(joins[1]).unionByName(joins[2])
@@ -93,7 +96,7 @@ def test_streaming_count_windows_every_partitioner_equals_brute_force(spark, tmp
         assert metrics["to_all"].iloc[1:].sum() > 0  # documents matching no partition
         assert metrics["repartitions"].iloc[-1] > 0  # refitted between windows
         assert metrics["closed"].tolist() == [True] * 4 + [False]
-        assert_stamped(tmp_path / f"m_{p}", "natural_assigner", "natural_joiner")
+        assert_stamped(tmp_path / f"m_{p}", *(["natural_assigner"] if ROUTING[p] == "assigner" else []), "natural_joiner")
 
 
 def test_static_every_partitioner_and_local_join_string_ids_and_core_metrics(spark, tmp_path):
@@ -103,15 +106,24 @@ def test_static_every_partitioner_and_local_join_string_ids_and_core_metrics(spa
     df = spark.createDataFrame([(f"d{i:03d}", json.dumps(raw[i])) for i in range(300)], "key string, body string")
     expected = {(f"d{a:03d}", f"d{b:03d}", w) for a, b, w in brute_force(dict(enumerate(raw)), {i: i // 75 for i in range(300)})}
     combos = list(itertools.product(("ag", "sc", "ds"), ("fptree", "hash", "nested")))
+    # the single Assigner routes sequentially, window by window, like the core; the parallel
+    # routers (one fit on a sample, drawn on the driver) give the same pairs
     joins = [
         natural_join(df, window=75, partitions=3, partitioner=p, local_join=lj, id_col="key", doc_col="body", delta=2,
-                     theta=0.0, metrics_dir=str(tmp_path / f"{p}_{lj}")).withColumn("combo", F.lit(f"{p}/{lj}"))
+                     theta=0.0, metrics_dir=str(tmp_path / f"{p}_{lj}"), routing="assigner").withColumn("combo", F.lit(f"{p}/{lj}"))
         for p, lj in combos
+    ] + [
+        natural_join(df, window=75, partitions=3, partitioner=p, local_join=lj, id_col="key", doc_col="body", delta=2,
+                     theta=0.0, sample_size=60).withColumn("combo", F.lit(f"parallel {p}/{lj}"))
+        for p, lj in COMBOS
     ]
     union = joins[0]
     for j in joins[1:]:
         union = union.unionByName(j)
     out = union.collect()
+    for p, lj in COMBOS:
+        got = [(r.left_id, r.right_id, r.window) for r in out if r.combo == f"parallel {p}/{lj}"]
+        assert len(got) == len(set(got)) and set(got) == expected, ("parallel", p, lj)
     for p, lj in combos:
         got = [(r.left_id, r.right_id, r.window) for r in out if r.combo == f"{p}/{lj}"]
         assert len(got) == len(set(got)) and set(got) == expected, (p, lj)
@@ -291,3 +303,48 @@ def test_replayed_batch_in_another_row_order_gives_the_same_rows_and_pairs():
         replay = step(*history[-1], pdf.sample(frac=1, random_state=len(history)))
         assert replay[2] == rows and replay[3] == pairs
         assert pickle.loads(replay[0]).frontier == pickle.loads(a_state).frontier
+
+
+PARALLELISM = (1, 2, 4, 8)
+
+
+def test_parallel_routing_exact_at_1_2_4_8_joiners_static_and_streaming_across_a_restart(spark, tmp_path):
+    """The default routing (stateless routers, partitionings from the control plane) at 1, 2, 4
+    and 8 joiners: a static join, and a stream of 4 micro-batches in event-time windows that is
+    stopped after 2 and restarted from its checkpoint (a new run: new controller, new decisions)."""
+    from tests.spark.helpers import write_batches
+
+    raw = nobench_documents(360, seed=11, thousandth=6, optional=0.5, sparse_blocks=4)
+    rows = [{"id": i, "doc": json.dumps(raw[i]), "t": i / 10} for i in range(360)]  # windows of 8 s: 80 documents
+    expected = brute_force(dict(enumerate(raw)), {i: int(i / 10 // 8) for i in range(360)})
+    static = spark.createDataFrame([(r["id"], r["doc"], r["t"]) for r in rows], "id long, doc string, t double")
+    joins = [natural_join(static, window="8 seconds", time_col="t", partitions=p, delta=2, theta=0.0, sample_size=50)
+             .withColumn("p", F.lit(p)) for p in PARALLELISM]
+    out = functools.reduce(lambda a, b: a.unionByName(b), joins).collect()
+    for p in PARALLELISM:
+        got = [(r.left_id, r.right_id, r.window) for r in out if r.p == p]
+        assert len(got) == len(set(got)) and set(got) == expected, p
+
+    bounds = [0, 130, 250, 360]  # batch ends fall inside windows
+    batches = [rows[a:b] for a, b in zip(bounds, bounds[1:])]
+    write_batches(tmp_path / "in", batches[:2])
+    src = spark.readStream.schema("id long, doc string, t double").option("maxFilesPerTrigger", 1).json(str(tmp_path / "in"))
+
+    def run():
+        joins = [natural_join(src, window="8 seconds", time_col="t", watermark="20 seconds", partitions=p, delta=2,
+                              theta=0.0, sample_size=50, metrics_dir=str(tmp_path / f"m{p}")).withColumn("p", F.lit(p))
+                 for p in PARALLELISM]
+        # placement does not change the result: all joiners in 2 state partitions (8 tasks per
+        # stateful operator per batch cost more than the joins)
+        spark.conf.set("spark.sql.shuffle.partitions", "2")
+        return run_stream(functools.reduce(lambda a, b: a.unionByName(b), joins), tmp_path, "out")
+
+    run()
+    write_batches(tmp_path / "in", batches[2:], start=2)
+    q, out = run()
+    assert len([p for p in q.recentProgress if p["numInputRows"]]) == 1
+    for p in PARALLELISM:
+        got = [(r.left_id, r.right_id, r.window) for r in out if r.p == p]
+        assert len(got) == len(set(got)) and set(got) == expected, p
+        metrics = natural_join_metrics(str(tmp_path / f"m{p}"))
+        assert metrics["pairs"].sum() == len(expected)

@@ -79,14 +79,22 @@ def test_natural_join_refuses_other_partitions_and_adopts_another_local_join(spa
     write_batches(tmp_path / "in", batches[:2])
     stream = spark.readStream.schema("id long, doc string").option("maxFilesPerTrigger", 1).json(str(tmp_path / "in"))
 
-    def start(**kw):
+    def start(ck="ck", out="out", **kw):
         settings = {"window": 1000, "partitions": 3} | kw
-        return run_available_now(natural_join(stream, **settings), tmp_path / "out", tmp_path / "ck")
+        return run_available_now(natural_join(stream, **settings), tmp_path / out, tmp_path / ck)
 
     start()
+    start(ck="ck_assigner", out="out_assigner", routing="assigner")
     write_batches(tmp_path / "in", batches[2:], start=2)
     with pytest.raises(Exception, match="partitions: checkpoint has 3, this query has 4"):
         start(partitions=4)
+    # the single Assigner is one more stateful operator in front of the joiners: Spark refuses
+    # the other routing before the first batch, whichever way round
+    refused = "routing: checkpoint has|STREAMING_STATEFUL_OPERATOR_NOT_MATCH_IN_STATE_METADATA"
+    with pytest.raises(Exception, match=refused):
+        start(routing="assigner")
+    with pytest.raises(Exception, match=refused):
+        start(ck="ck_assigner", out="out_assigner")
     start(local_join="hash")  # every local join is exact: adopted
     rows = spark.read.parquet(str(tmp_path / "out")).collect()
     reference = natural_join(spark.read.schema("id long, doc string").json(str(tmp_path / "in")), window=1000, partitions=3)

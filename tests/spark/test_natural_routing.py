@@ -1,0 +1,190 @@
+"""natural_join's parallel routing without Spark: routers, joiners and the control plane driven
+batch by batch, with the decisions published at any moment (before a batch, between two of its
+tasks, several batches late), tasks that read older decisions than their neighbours, replayed
+batches, restarts with a new lineage and parallelism 1, 2, 4 and 8, against a brute-force
+natural join per window (hypothesis over the data, the micro-batch and task boundaries and the
+decision timing, one or two input streams).
+
+The harness (:class:`driftjoin.spark.natural_local.LocalRun`) plays Spark's part: each batch's
+rows are cut into router tasks, each task reads one published decision (any version between
+the newest at the batch's start and the newest when it runs), the routed rows are shuffled and
+grouped by joiner key, every joiner runs on a copy of its state and writes its statistics, and
+only then is the batch committed and may the controller read it.
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+import math
+import pickle
+import random
+from collections import Counter
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from driftjoin.clock import WindowClock
+from driftjoin.schemafree.document import flatten
+from driftjoin.schemafree.generator import nobench_documents
+from driftjoin.spark.natural_local import LocalRun
+from driftjoin.spark.natural_plan import NaturalPlan
+from driftjoin.spark.natural_table import decisions_name, newest, read_version, versions
+
+
+def make_plan(root: str, lineage: str, m: int, kind: str, partitioner: str = "ag", initial: bytes | None = None,
+              two: bool = False) -> NaturalPlan:
+    return NaturalPlan(partitions=m, partitioner=partitioner, local_join="fptree", delta=2, theta=0.0, creators=1,
+                       expand=True, window_kind=kind, size=40 if kind == "count" else None,
+                       length=10.0 if kind == "time" else None, time_attribute=None, watermark=2.0 if kind == "time" else 0.0,
+                       two_streams=two, merged=False, sample_size=30, seed=0, metrics_dir=None,
+                       require_time=kind == "time", initial=initial, control=root, lineage=lineage)
+
+
+def brute_force(rows: list[dict], window_of: dict[int, int], two: bool = False) -> set[tuple[int, int, int]]:
+    """Joining pairs per window: ``(smaller id, larger id, window)``; two streams: only pairs
+    across the inputs, ``(id from side 0, id from side 1, window)``."""
+    flat = {r["id"]: flatten(json.loads(r["doc"])) for r in rows}
+    side = {r["id"]: r.get("side", 0) for r in rows}
+    by_window: dict[int, list[int]] = {}
+    for i in sorted(window_of):
+        by_window.setdefault(window_of[i], []).append(i)
+    out = set()
+    for w, members in by_window.items():
+        for a, b in itertools.combinations(members, 2):
+            if two and side[a] == side[b]:
+                continue
+            shared = flat[a].keys() & flat[b].keys()
+            if shared and all(flat[a][k] == flat[b][k] for k in shared):
+                out.add((b, a, w) if two and side[a] == 1 else (a, b, w))
+    return out
+
+
+def expected_windows(plan: NaturalPlan, batches: list[list[dict]]) -> dict[int, int]:
+    """Window of every document that is not late: count windows number documents batch after
+    batch (by time, then id, inside a batch); time windows drop documents of windows the clock closed."""
+    out: dict[int, int] = {}
+    count = 0
+    clock = WindowClock(plan.length, plan.watermark)
+    for rows in batches:
+        if plan.window_kind == "count":
+            for r in sorted(rows, key=lambda r: (r.get("t") is None, r.get("t") or 0.0, r["id"])):
+                out[r["id"]] = count // plan.size  # type: ignore[operator]
+                count += 1
+            continue
+        first = clock.first_open()
+        for r in rows:
+            w = math.floor(r["t"] / plan.length)  # type: ignore[operator]
+            if first is None or w >= first:
+                out[r["id"]] = w
+        clock.advance(max((r["t"] for r in rows), default=-math.inf))
+    return out
+
+
+class Harness(LocalRun):
+    """A :class:`LocalRun` whose tasks read a random published decision: any version from the
+    newest when the batch started to the newest when the task runs."""
+
+    def __init__(self, plan: NaturalPlan, rng: random.Random) -> None:
+        super().__init__(plan)
+        self.rng = rng
+        self.pairs: list[tuple[int, int, int]] = []
+        self.stale_tasks = 0
+
+    def _version(self, low: int | None) -> int | None:
+        name = decisions_name(self.plan.lineage)
+        options = [v for v in versions(self.plan.control, name) if low is None or v >= low]
+        if not options:
+            return None
+        version = self.rng.choice(options)
+        self.stale_tasks += version < options[-1]
+        return version
+
+    def run_batch(self, rows: list[dict], cuts: int, publish_at: set[int], replay: bool) -> None:
+        top = newest(self.plan.control, decisions_name(self.plan.lineage))
+        low = None if top is None else int(top["version"])  # no task reads below what the batch saw at its start
+        order = rows[:]
+        self.rng.shuffle(order)
+        tasks = [order[i::cuts] for i in range(cuts)]
+        pairs, states, _ = self.attempt(tasks, lambda t: self._version(low),
+                                        lambda t: self.decide() if t in publish_at else None, self.rng.randrange(10**6))
+        if replay:  # the batch fails after the joiners ran: rerun from the old state, rows in another order
+            again, states, _ = self.attempt([t[::-1] for t in reversed(tasks)], lambda t: self._version(low), None,
+                                            self.rng.randrange(10**6))
+            assert Counter(again) == Counter(pairs)
+        self.pairs += pairs
+        self.commit(states)
+
+
+@st.composite
+def scenario(draw):
+    m = draw(st.sampled_from([1, 2, 4, 8]), label="parallelism")
+    kind = draw(st.sampled_from(["count", "time"]), label="window")
+    n = draw(st.integers(20, 120), label="documents")
+    attrs = st.dictionaries(st.sampled_from(["a", "b", "c", "d", "e"]), st.integers(0, 3), min_size=1, max_size=3)
+    docs = [draw(attrs) for _ in range(n)]
+    times = sorted(draw(st.lists(st.integers(0, 600), min_size=n, max_size=n)))
+    jitter = [draw(st.integers(-40, 0)) if draw(st.booleans()) else 0 for _ in range(n)]
+    two = draw(st.booleans(), label="two streams")
+    rows = [{"id": i, "doc": json.dumps(docs[i]), "t": max(times[i] + jitter[i], 0) / 10,
+             "side": draw(st.integers(0, 1)) if two else 0} for i in range(n)]
+    cuts = sorted(draw(st.sets(st.integers(1, n - 1), max_size=6), label="batch ends"))
+    batches = [rows[a:b] for a, b in zip([0, *cuts], [*cuts, n])]
+    plan_of_batch = [
+        {"tasks": draw(st.integers(1, 4)), "publish_at": draw(st.sets(st.integers(0, 3), max_size=2)),
+         "after": draw(st.booleans()), "replay": draw(st.booleans())}
+        for _ in batches
+    ]
+    restart = draw(st.one_of(st.none(), st.integers(1, max(len(batches) - 1, 1))), label="restart before batch")
+    return m, kind, batches, plan_of_batch, restart, draw(st.sampled_from(["ag", "sc", "ds"])), draw(st.booleans()), two
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+@given(case=scenario(), seed=st.integers(0, 2**16))
+def test_parallel_routing_is_exact_whenever_decisions_land(tmp_path_factory, case, seed):
+    m, kind, batches, steps, restart, partitioner, with_sample, two = case
+    root = str(tmp_path_factory.mktemp("control"))
+    initial = None
+    if with_sample:  # sample=: a fit before the start
+        from driftjoin.schemafree.document import Document
+
+        fitted = make_plan(root, "L0", m, kind, partitioner).new_partitioner()
+        fitted.fit([Document(i, flatten(json.loads(r["doc"]))) for i, r in enumerate(batches[0][:30])])
+        initial = pickle.dumps(fitted)
+    harness = Harness(make_plan(root, "L1", m, kind, partitioner, initial, two), random.Random(seed))
+    for b, (rows, step) in enumerate(zip(batches, steps)):
+        if b == restart:
+            harness.restart(make_plan(root, "L2", m, kind, partitioner, initial, two))
+        harness.run_batch(rows, step["tasks"], step["publish_at"], step["replay"])
+        if step["after"]:  # the batch is committed; the controller may get to it now or later
+            harness.decide()
+    window_of = expected_windows(harness.plan, batches)
+    expected = brute_force([r for rows in batches for r in rows], window_of, two)
+    got = [(a, b, w) if two else (min(a, b), max(a, b), w) for a, b, w in harness.pairs]
+    assert len(got) == len(set(got))
+    assert set(got) == expected
+
+
+@pytest.mark.parametrize("m", [1, 2, 4, 8])
+def test_parallel_routing_nobench_with_refits_and_stale_tasks(tmp_path, m):
+    """Many windows, refits at every window boundary (theta 0), delta keys; each batch's decision
+    is published while the next batch runs (after its first task), so tasks of one batch route
+    by different decisions: exact, and the decisions refit and publish delta keys."""
+    raw = nobench_documents(480, seed=5, thousandth=6, optional=0.5, sparse_blocks=4)
+    rows = [{"id": i, "doc": json.dumps(raw[i])} for i in range(480)]
+    plan = make_plan(str(tmp_path), "L1", m, "count")
+    harness = Harness(plan, random.Random(m))
+    batches = [rows[i:i + 60] for i in range(0, 480, 60)]
+    for b, batch in enumerate(batches):
+        harness.run_batch(batch, 3, {1}, replay=b == 3)
+    expected = brute_force(rows, expected_windows(plan, batches))
+    got = [(min(a, b), max(a, b), w) for a, b, w in harness.pairs]
+    assert len(got) == len(set(got)) and set(got) == expected
+    decisions = versions(str(tmp_path), decisions_name("L1"))
+    assert len(decisions) >= 4
+    last = read_version(str(tmp_path), decisions_name("L1"), decisions[-1])
+    if m > 1:  # one joiner never degrades: no refit
+        assert last["newest"] >= 2  # refitted after the first fit
+        assert harness.stale_tasks > 0
+        assert any(last["additions"].values())  # delta keys published to the routers
