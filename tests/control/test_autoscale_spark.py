@@ -23,6 +23,7 @@ def test_offsets_that_count_records():
     assert offset_records('{"topic": {"0": 10, "1": 32}}') == 42
     assert offset_records('{"logOffset": 3}') is None
     assert offset_records(None) is None
+    assert offset_records("None") is None and offset_records("null") is None  # PySpark's missing offset (file source)
 
 
 def test_weighted_quantile():

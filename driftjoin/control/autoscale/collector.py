@@ -41,16 +41,23 @@ _BATCH = re.compile(r"batch = (\d+)")
 _LATENCY_SAMPLES = 512
 
 
+def parse_offset(offset: str | None) -> object:
+    """An offset as the progress gives it, parsed; ``None`` when there is none. PySpark turns a
+    missing offset into ``"None"`` (``str`` of a Java null) or ``"null"``, e.g. the file
+    source's latest offset."""
+    if not offset:
+        return None
+    try:
+        return json.loads(offset)
+    except (TypeError, ValueError):
+        return None
+
+
 def offset_records(offset: str | None) -> float | None:
     """Records an offset stands for: a generator's ``index``, or the sum of a Kafka-style
     ``{topic: {partition: offset}}`` map. ``None`` when the source's offsets do not count
     records (e.g. the file source's ``logOffset`` counts files)."""
-    if not offset:
-        return None
-    try:
-        value = json.loads(offset)
-    except (TypeError, ValueError):
-        return None
+    value = parse_offset(offset)
     if isinstance(value, dict) and "index" in value:
         return float(value["index"])
     if isinstance(value, dict) and value and all(isinstance(v, dict) for v in value.values()):
@@ -187,17 +194,16 @@ class QueryMetricsCollector:
         waits: list[tuple[np.ndarray, float]] = []
         lag = 0.0
         for i, s in enumerate(p.sources):
-            state = self.sources.setdefault(f"{p.runId}/{i}", SourceState())
+            # by query id, which a restart from the checkpoint keeps (the run id changes)
+            state = self.sources.setdefault(f"{p.id}/{i}", SourceState())
             first, end = offset_records(s.startOffset), offset_records(s.endOffset)
-            latest_raw = s.latestOffset
             state.end = end
-            state.latest = offset_records(latest_raw)
-            if latest_raw:
-                info = json.loads(latest_raw)
-                if isinstance(info, dict) and "schedule" in info:
-                    state.schedule = RateSchedule.parse(info["schedule"]) if state.schedule is None else state.schedule
-                    state.start_time = float(info["start"])
-                    state.total = float(info["total"]) if info.get("total") is not None else None
+            state.latest = offset_records(s.latestOffset)
+            info = parse_offset(s.latestOffset)
+            if isinstance(info, dict) and "schedule" in info:
+                state.schedule = RateSchedule.parse(info["schedule"]) if state.schedule is None else state.schedule
+                state.start_time = float(info["start"])
+                state.total = float(info["total"]) if info.get("total") is not None else None
             offered = state.offered(start)
             if offered is not None and end is not None:
                 lag += max(0.0, offered - end)
