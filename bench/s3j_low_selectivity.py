@@ -7,7 +7,12 @@ the paper's numbers beside them; writes JSON and a PNG (per-worker p99 latency o
 bench/results/. Also runs the same records through the in-process core (no Spark) in the same
 run, so the Spark overhead shows as a ratio.
 
-    .venv/bin/python bench/s3j_low_selectivity.py --seconds 120 --rate 4000 --sink noop
+    .venv/bin/python bench/s3j_low_selectivity.py --seconds 120 --rate 4000 --sink noop [--output pairs-grouped]
+
+Also prints where a micro-batch's time went, summed over the workers' statistics (state read,
+formulation, computation, building the output, Spark taking the output, state write) beside
+Spark's own per-batch durations (query planning, the whole batch, state commit), and the state
+bytes written per batch against how full the window was (flat when writes follow the batch).
 """
 
 from __future__ import annotations
@@ -55,7 +60,34 @@ def core_throughput(rate: int, seconds: float, selectivity: float, parallelism: 
             "duplication_ratio": mem / (2 * n), "comparisons_ratio": cmp_ / max(pairs, 1)}
 
 
-def spark_run(rate: int, seconds: float, selectivity: float, parallelism: int, sink: str, out: Path) -> dict:
+def breakdown(metrics: str, progress: list[dict]) -> dict:
+    """Seconds per phase summed over the workers' statistics, and Spark's per-batch durations."""
+    from driftjoin.spark.metrics_sink import read_stats
+
+    phases: dict[str, float] = {}
+    written: list[tuple[int, int]] = []
+    sources: dict[str, int] = {}
+    for s in read_stats(metrics, "computation"):
+        for k, v in (s.get("timings") or {}).items():
+            phases[k] = phases.get(k, 0.0) + v
+        for k, v in (s.get("steps") or {}).items():
+            phases[k] = phases.get(k, 0.0) + v
+        state = s.get("state") or {}
+        written.append((s.get("windows", [0])[-1] if s.get("windows") else 0,
+                        sum(p.get("bytes_written", 0) for p in state.values())))
+        for p in state.values():
+            sources[p["source"]] = sources.get(p["source"], 0) + 1
+    data = [p for p in progress if p["numInputRows"]]
+    spark = {k: float(np.median([p["durationMs"].get(k, 0) for p in data])) if data else 0.0
+             for k in ("queryPlanning", "addBatch", "walCommit", "commitOffsets", "triggerExecution")}
+    commits = [sum(o.get("commitTimeMs", 0) for o in p.get("stateOperators", [])) for p in data]
+    spark["stateCommit"] = float(np.median(commits)) if commits else 0.0
+    return {"phases_s": phases, "spark_median_ms": spark, "state_sources": sources,
+            "bytes_written_per_batch": [b for _, b in written]}
+
+
+def spark_run(rate: int, seconds: float, selectivity: float, parallelism: int, sink: str, out: Path,
+              output: str = "pairs") -> dict:
     from driftjoin.report import plot_latency, summary
     from driftjoin.spark.session import local_session
     from driftjoin.spark.similarity import similarity_join
@@ -70,7 +102,7 @@ def spark_run(rate: int, seconds: float, selectivity: float, parallelism: int, s
 
     metrics = str(out / "metrics")
     pairs = similarity_join(stream(0), stream(1), threshold=selectivity, metric="angular", window="1 minute",
-                            parallelism=parallelism, dim=2, ingest_col="ts", metrics_dir=metrics)
+                            parallelism=parallelism, dim=2, ingest_col="ts", metrics_dir=metrics, output=output)
     writer = pairs.writeStream.option("checkpointLocation", str(out / "checkpoint")).trigger(processingTime="0 seconds")
     q = (writer.format("parquet").option("path", str(out / "pairs")) if sink == "parquet" else writer.format("noop")).start()
     t0 = time.time()
@@ -80,6 +112,7 @@ def spark_run(rate: int, seconds: float, selectivity: float, parallelism: int, s
         seen = sum(p["numInputRows"] for p in q.recentProgress)
     wall = time.time() - t0
     durations = [p["durationMs"].get("triggerExecution", 0) for p in q.recentProgress if p["numInputRows"]]
+    parts = breakdown(metrics, q.recentProgress)
     q.stop()
     totals, per_worker = summary(metrics)
     plot_latency(metrics, Path("bench/results/s3j_low_selectivity.png"),
@@ -88,7 +121,7 @@ def spark_run(rate: int, seconds: float, selectivity: float, parallelism: int, s
     return {"records": seen, "wall_s": wall, "sustained_records_per_s": seen / wall, **totals,
             "batch_ms_p50": float(np.median(durations)) if durations else None,
             "batch_ms_max": float(max(durations)) if durations else None,
-            "per_worker": per_worker.to_dict("records")}
+            "per_worker": per_worker.to_dict("records"), "breakdown": parts}
 
 
 def main() -> None:
@@ -98,10 +131,13 @@ def main() -> None:
     ap.add_argument("--parallelism", type=int, default=5)
     ap.add_argument("--selectivity", type=float, default=0.001)
     ap.add_argument("--sink", choices=["noop", "parquet"], default="noop")
+    ap.add_argument("--output", choices=["pairs", "pairs-grouped", "grouped"], default="pairs",
+                    help="pairs: one row per pair from Python; pairs-grouped: grouped rows exploded in the JVM")
     args = ap.parse_args()
     Path("bench/results").mkdir(parents=True, exist_ok=True)
     core = core_throughput(args.rate, min(args.seconds, 60.0), args.selectivity, args.parallelism)
-    spark = spark_run(args.rate, args.seconds, args.selectivity, args.parallelism, args.sink, Path("bench/out/s3j_low"))
+    spark = spark_run(args.rate, args.seconds, args.selectivity, args.parallelism, args.sink, Path("bench/out/s3j_low"),
+                      args.output)
     print(f"\nS3J low selectivity: 2 x {args.rate}/s, 2-D uniform, angular, {args.selectivity:.2%}, "
           f"{args.parallelism} workers, 1-min windows, sink={args.sink}")
     print(f"{'metric':<28}{'driftjoin (Spark)':>20}{'core only':>14}{'paper (Flink)':>16}")
@@ -114,6 +150,15 @@ def main() -> None:
         print(f"  worker {w['worker']}: pairs {w['pairs']:,}  p50 {w['p50_latency_s']:.2f} s  p99 {w['p99_latency_s']:.2f} s"
               f"   (paper p99 {PAPER['p99_latency_s']})")
     print(f"core/Spark throughput ratio: {core['records_per_s'] / max(spark['sustained_records_per_s'], 1):.1f}x")
+    b = spark["breakdown"]
+    print("where the workers' time went (seconds, summed over workers and batches): "
+          + ", ".join(f"{k} {v:.1f}" for k, v in sorted(b["phases_s"].items(), key=lambda kv: -kv[1])))
+    print("Spark per batch (median ms): " + ", ".join(f"{k} {v:.0f}" for k, v in b["spark_median_ms"].items()))
+    w = b["bytes_written_per_batch"]
+    if w:
+        third = max(1, len(w) // 3)
+        print(f"state written per worker batch: first third {np.mean(w[:third]) / 1e6:.2f} MB, "
+              f"last third {np.mean(w[-third:]) / 1e6:.2f} MB; state found {b['state_sources']}")
     Path("bench/results/s3j_low_selectivity.json").write_text(json.dumps({"args": vars(args), "spark": spark, "core": core, "paper": PAPER}, indent=2, default=str))
 
 

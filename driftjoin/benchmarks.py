@@ -155,98 +155,211 @@ def _timed(spark, label: str, seconds: float, fn):
         sc.setLocalProperty("spark.jobGroup.id", None)
 
 
+#: What ``bench batch`` can run side by side: driftjoin's algorithms on Spark, MLlib's LSH join,
+#: FAISS's exact range search (one process) and a blocked numpy matrix-product join (one process).
+BATCH_METHODS = ("auto", "grid", "s3j", "mllib", "faiss", "numpy")
+#: Rows per block of the numpy reference join.
+NUMPY_BLOCK = 1024
+
+
+def numpy_join(x: np.ndarray, t: float) -> set[tuple[int, int]]:
+    """The blocked matrix-product self-join a user would write in numpy (float32 products, one process)."""
+    sq = np.einsum("ij,ij->i", x, x)
+    out: set[tuple[int, int]] = set()
+    for i0 in range(0, len(x), NUMPY_BLOCK):
+        i1 = min(len(x), i0 + NUMPY_BLOCK)
+        d2 = sq[i0:i1, None] + sq[None, i0:] - 2.0 * (x[i0:i1] @ x[i0:].T)
+        ii, jj = np.nonzero(d2 <= t * t)
+        keep = jj > ii
+        out.update(zip((ii[keep] + i0).tolist(), (jj[keep] + i0).tolist()))
+    return out
+
+
+def faiss_join(x: np.ndarray, t: float) -> set[tuple[int, int]]:
+    """FAISS's exact range search (IndexFlatL2, float32, every thread of the process) as a self-join."""
+    import faiss
+
+    index = faiss.IndexFlatL2(x.shape[1])
+    index.add(np.ascontiguousarray(x, dtype=np.float32))
+    lims, _, found = index.range_search(np.ascontiguousarray(x, dtype=np.float32), float(t) * float(t))
+    counts = np.diff(lims).astype(np.int64)
+    query = np.repeat(np.arange(len(x)), counts)
+    keep = found > query
+    return set(zip(query[keep].tolist(), found[keep].tolist()))
+
+
 def bench_batch(sizes: list[int], dims: list[int], neighbours: float = 5.0, timeout: float = 900.0,
-                min_recall: float = 0.9, lsh_setting: tuple[int, float] | None = None) -> list[dict]:
-    """Exact static join vs MLlib's approximate LSH join on the same data, in the same session.
+                min_recall: float = 0.9, lsh_setting: tuple[int, float] | None = None,
+                datasets: tuple[str, ...] = ("gaussian",), methods: tuple[str, ...] = BATCH_METHODS,
+                parallelism: int = 2) -> list[dict]:
+    """driftjoin's exact static joins vs MLlib's approximate LSH join, FAISS and numpy on the same data.
 
-    Data: 16 Gaussian clusters (spread 0.1) in ``dim`` dimensions, threshold chosen for about
-    ``neighbours`` partners per row (:func:`driftjoin.selectivity.choose_threshold`). Both joins
-    collect the (id, id) pairs of a self-join; recall is against the exact result.
+    Data (:mod:`driftjoin.embeddings`, float32 vectors): ``gaussian`` clusters, ``aniso``
+    (anisotropic, normalised) or ``text`` (TF-IDF + SVD of a real corpus); Euclidean distance,
+    threshold chosen for about ``neighbours`` partners per row
+    (:func:`driftjoin.selectivity.choose_threshold`). Every method self-joins the same rows and
+    its (id, id) pairs are collected; recall is against driftjoin's exact result (all driftjoin
+    algorithms must return the same pairs: ``exact_agree``).
 
-    MLlib is tuned on a ``TUNE_ROWS`` sample of the same distribution, as a user would: every
-    number of hash tables in ``LSH_TABLES`` and bucket length in ``LSH_BUCKETS`` x threshold,
-    keeping the fastest setting that reaches ``min_recall`` there (the most accurate if none
-    does); that setting then runs on the full data. Both methods are warmed up first (the first
-    Spark query of a session pays about 7 s of JVM warm-up). A run longer than ``timeout``
-    seconds is cancelled and reported as a timeout. ``lsh_setting`` = (tables, bucket length in
-    thresholds) skips the tuning and runs MLlib with that setting.
+    - ``auto``, ``grid``, ``s3j``: ``similarity_join`` on the static DataFrame, ``parallelism``
+      workers (S3J with centroids sampled from the data).
+    - ``mllib``: ``BucketedRandomProjectionLSH.approxSimilarityJoin``, tuned on a ``TUNE_ROWS``
+      sample of the same data as a user would: every number of hash tables in ``LSH_TABLES`` and
+      bucket length in ``LSH_BUCKETS`` x threshold, the fastest setting reaching ``min_recall``
+      there (the most accurate if none does); ``lsh_setting`` = (tables, bucket) skips tuning.
+    - ``faiss``: ``IndexFlatL2.range_search`` in this process (exact search in float32).
+    - ``numpy``: a blocked float32 matrix-product join in this process (:func:`numpy_join`).
+
+    Spark methods are warmed up first; a run longer than ``timeout`` seconds is cancelled (Spark)
+    or skipped for the larger sizes (in-process references) and reported as a timeout.
     """
+    import tempfile
+
     import pandas as pd
-    from pyspark.ml.feature import BucketedRandomProjectionLSH
-    from pyspark.ml.functions import array_to_vector
     from pyspark.sql import functions as F
 
+    from driftjoin.embeddings import embeddings
+    from driftjoin.grid.choice import read_choice
     from driftjoin.selectivity import choose_threshold
     from driftjoin.spark.session import local_session
     from driftjoin.spark.similarity import similarity_join
 
-    spark = local_session(2, "driftjoin-bench-batch", driver_memory="12g")
+    unknown = set(methods) - set(BATCH_METHODS)
+    if unknown:
+        raise ValueError(f"unknown methods {sorted(unknown)}; choose from {', '.join(BATCH_METHODS)}")
+    spark = local_session(parallelism, "driftjoin-bench-batch", driver_memory="12g")
+    tmp = Path(tempfile.mkdtemp(prefix="driftjoin-bench-"))
 
-    def data(n: int, dim: int):
-        X = generate_vectors("gaussian", seed=1, stream=0, start=0, count=n, dim=dim, clusters=16, spread=0.1)
-        t = choose_threshold(X, selectivity=min(0.5, neighbours / max(n, 2)), metric="euclidean")
-        df = spark.createDataFrame(pd.DataFrame({"id": np.arange(n, dtype=np.int64), "vector": list(X)})).cache()
-        vdf = df.select("id", array_to_vector("vector").alias("features")).cache()
-        df.count(), vdf.count()  # materialise both caches before any timing
-        return t, df, vdf
+    def frames(x: np.ndarray, with_lsh: bool):
+        from pyspark.ml.functions import array_to_vector
 
-    def exact(df, t):
-        rows = similarity_join(df, threshold=t, metric="euclidean", parallelism=2, centroids="sample").select("left_id", "right_id").collect()
+        df = spark.createDataFrame(pd.DataFrame({"id": np.arange(len(x), dtype=np.int64), "vector": list(x)})).cache()
+        df.count()
+        vdf = None
+        if with_lsh:
+            vdf = df.select("id", array_to_vector("vector").alias("features")).cache()
+            vdf.count()
+        return df, vdf
+
+    def exact(df, t, algorithm, metrics_dir=None):
+        rows = similarity_join(df, threshold=t, metric="euclidean", parallelism=parallelism, algorithm=algorithm,
+                               centroids="sample", metrics_dir=metrics_dir).select("left_id", "right_id").collect()
         return {(min(a, b), max(a, b)) for a, b in rows}
 
     def lsh(vdf, t, tables, bucket):
+        from pyspark.ml.feature import BucketedRandomProjectionLSH
+
         model = BucketedRandomProjectionLSH(inputCol="features", outputCol="h", bucketLength=bucket * t,
                                             numHashTables=tables, seed=1).fit(vdf)
         joined = model.approxSimilarityJoin(vdf, vdf, t, distCol="d")
         rows = joined.select(F.col("datasetA.id").alias("a"), F.col("datasetB.id").alias("b")).where("a < b").collect()
         return {(a, b) for a, b in rows}
 
-    done = RESULTS / "batch_vs_mllib.json"  # earlier runs' other (n, dim) rows are kept
+    done = RESULTS / "batch_compare.json"  # earlier runs' other (dataset, n, dim) rows are kept
     earlier = json.loads(done.read_text())["rows"] if done.exists() else []
-    tuned = lsh_setting is None
-    rows: list[dict] = [r for r in earlier if r["n"] not in sizes or r["dim"] not in dims or r.get("tuned", True) != tuned]
-    for dim in dims:
-        tune_rows = min(TUNE_ROWS, min(sizes))
-        t, df, vdf = data(tune_rows, dim)
-        exact(df, t)  # warm-up
-        truth, _ = _timed(spark, "tune-exact", timeout, lambda: exact(df, t))
-        tuning = []
-        grid = [lsh_setting] if lsh_setting else [(tables, bucket) for tables in LSH_TABLES for bucket in LSH_BUCKETS]
-        for tables, bucket in grid:
-            got, secs = _timed(spark, "tune-lsh", min(timeout, 120.0), lambda: lsh(vdf, t, tables, bucket))
-            if got is not None:
-                tuning.append({"tables": tables, "bucket": bucket, "seconds": secs,
-                               "recall": len(got & truth) / len(truth) if truth else 1.0})
-        good = [c for c in tuning if c["recall"] >= min_recall]
-        best = min(good, key=lambda c: c["seconds"]) if good else max(tuning, key=lambda c: c["recall"])
-        print(f"dim {dim}: MLlib tuned on {tune_rows:,} rows -> {best['tables']} tables, bucket length "
-              f"{best['bucket']:g} x threshold (recall {best['recall']:.3f}, {len(tuning)} settings tried)", flush=True)
-        df.unpersist()
-        vdf.unpersist()
-        for n in sizes:
-            t, df, vdf = data(n, dim)
-            pairs, t_exact = _timed(spark, "exact", timeout, lambda: exact(df, t))
-            got, t_lsh = _timed(spark, "lsh", timeout, lambda: lsh(vdf, t, best["tables"], best["bucket"]))
-            recall = (len(got & pairs) / len(pairs) if pairs else 1.0) if got is not None and pairs is not None else None
-            row = {"n": n, "dim": dim, "threshold": t, "exact_seconds": t_exact,
-                   "exact_pairs": len(pairs) if pairs is not None else None,
-                   "lsh_seconds": t_lsh, "lsh_pairs": len(got) if got is not None else None, "lsh_recall": recall,
-                   "lsh_tables": best["tables"], "lsh_bucket": best["bucket"], "tuning": tuning, "tuned": tuned,
-                   "speedup": t_lsh / t_exact if t_exact and t_lsh else None}
-            rows.append(row)
-            late = f"> {timeout:.0f} s (timeout)"
-
-            def took(secs: float | None, count: int | None) -> str:
-                return late if secs is None else f"{secs:7.1f} s {count:>10,} pairs"
-
-            speedup = f"{row['speedup']:.1f}x" if row["speedup"] else (f"> {timeout / t_exact:.1f}x" if t_exact else "n/a")
-            print(f"n={n:>9,} dim={dim:>4}: exact {took(t_exact, row['exact_pairs'])} | MLlib LSH {took(t_lsh, row['lsh_pairs'])}"
-                  f"{'' if recall is None else f', recall {recall:.3f}'} | exact/MLlib speedup {speedup}", flush=True)
+    rows: list[dict] = [r for r in earlier if not (r["dataset"] in datasets and r["n"] in sizes and r["dim"] in dims)]
+    slow_refs: dict[str, float] = {}  # in-process references that timed out: skip larger sizes
+    driftjoin_methods = [m for m in methods if m in ("auto", "grid", "s3j")]
+    for dataset in datasets:
+        for dim in dims:
+            tune_rows = min(TUNE_ROWS, min(sizes))
+            x = embeddings(dataset, tune_rows, dim)
+            t = choose_threshold(x, selectivity=min(0.5, neighbours / max(tune_rows, 2)), metric="euclidean")
+            df, vdf = frames(x, "mllib" in methods)
+            for m in driftjoin_methods:
+                _timed(spark, "warm-up", timeout, lambda: exact(df, t, m))
+            best = None
+            if "mllib" in methods:
+                truth, _ = _timed(spark, "tune-exact", timeout, lambda: exact(df, t, "auto"))
+                tuning = []
+                grid = [lsh_setting] if lsh_setting else [(tb, bk) for tb in LSH_TABLES for bk in LSH_BUCKETS]
+                for tables, bucket in grid:
+                    got, secs = _timed(spark, "tune-lsh", min(timeout, 120.0), lambda: lsh(vdf, t, tables, bucket))
+                    if got is not None and truth is not None:
+                        tuning.append({"tables": tables, "bucket": bucket, "seconds": secs,
+                                       "recall": len(got & truth) / len(truth) if truth else 1.0})
+                good = [c for c in tuning if c["recall"] >= min_recall]
+                best = min(good, key=lambda c: c["seconds"]) if good else max(tuning, key=lambda c: c["recall"])
+                print(f"{dataset} dim {dim}: MLlib tuned on {tune_rows:,} rows -> {best['tables']} tables, bucket length "
+                      f"{best['bucket']:g} x threshold (recall {best['recall']:.3f}, {len(tuning)} settings tried)", flush=True)
+                vdf.unpersist()
             df.unpersist()
-            vdf.unpersist()
-            _save("batch_vs_mllib", rows, None)
+            for n in sizes:
+                try:
+                    x = embeddings(dataset, n, dim)
+                except ValueError as e:
+                    print(f"{dataset} n={n:,} dim={dim}: skipped ({e})", flush=True)
+                    continue
+                t = choose_threshold(x, selectivity=min(0.5, neighbours / max(n, 2)), metric="euclidean")
+                df, vdf = frames(x, "mllib" in methods)
+                row: dict = {"dataset": dataset, "n": n, "dim": dim, "threshold": t, "parallelism": parallelism,
+                             "results": {}}
+                truth = None
+                for m in methods:
+                    if m in ("faiss", "numpy"):
+                        if slow_refs.get(f"{m}-{dim}", math.inf) <= n:
+                            got, secs = None, None
+                        else:
+                            t0 = time.perf_counter()
+                            got = faiss_join(x, t) if m == "faiss" else numpy_join(x, t)
+                            secs = time.perf_counter() - t0
+                            if secs > timeout:
+                                slow_refs[f"{m}-{dim}"] = n * 1.5
+                    elif m == "mllib":
+                        got, secs = _timed(spark, "lsh", timeout, lambda: lsh(vdf, t, best["tables"], best["bucket"]))
+                    else:
+                        mdir = str(tmp / f"{dataset}-{n}-{dim}-{m}")
+                        got, secs = _timed(spark, m, timeout, lambda: exact(df, t, m, mdir))
+                        if m == "auto":
+                            row["auto_choice"] = read_choice(mdir)
+                        if got is not None:
+                            if truth is None:
+                                truth = got
+                            row["exact_agree"] = row.get("exact_agree", True) and got == truth
+                    row["results"][m] = {"seconds": secs, "pairs": None if got is None else len(got), "got": got}
+                    if m == "mllib" and best is not None:
+                        row["results"][m].update(tables=best["tables"], bucket=best["bucket"])
+                for m, r in row["results"].items():
+                    got = r.pop("got")
+                    r["recall"] = None if got is None or truth is None else (len(got & truth) / len(truth) if truth else 1.0)
+                _ratios(row)
+                rows.append(row)
+                _print_batch_row(row, timeout)
+                df.unpersist()
+                if vdf is not None:
+                    vdf.unpersist()
+                _save("batch_compare", rows, None)
     spark.stop()
     return rows
+
+
+def _ratios(row: dict) -> None:
+    """Speed ratios of the row (a timeout gives a bound, marked with '>')."""
+    res = row["results"]
+
+    def secs(m: str) -> float | None:
+        return res.get(m, {}).get("seconds")
+
+    ours = secs("auto") or secs("grid")
+    out = {}
+    for ref in ("mllib", "faiss", "numpy", "s3j"):
+        if ref in res and ours:
+            out[f"{ref}_over_auto" if ref != "s3j" else "s3j_over_auto"] = (secs(ref) / ours) if secs(ref) else None
+    row["ratios"] = out
+
+
+def _print_batch_row(row: dict, timeout: float) -> None:
+    cells = []
+    for m, r in row["results"].items():
+        if r["seconds"] is None:
+            cells.append(f"{m} >{timeout:.0f}s")
+        else:
+            rec = "" if r["recall"] is None or m in ("auto", "grid", "s3j") else f" r={r['recall']:.3f}"
+            cells.append(f"{m} {r['seconds']:.1f}s{rec}")
+    choice = row.get("auto_choice") or {}
+    print(f"{row['dataset']} n={row['n']:>9,} dim={row['dim']:>4} pairs={next((r['pairs'] for r in row['results'].values() if r['pairs'] is not None), 0):,}: "
+          + " | ".join(cells) + (f" | auto={choice.get('algorithm')}" if choice else "")
+          + ("" if row.get("exact_agree", True) else " | EXACT METHODS DISAGREE"), flush=True)
 
 
 def _save(name: str, rows: list[dict], scale: float | None) -> None:
@@ -260,11 +373,13 @@ def _save(name: str, rows: list[dict], scale: float | None) -> None:
     except ImportError:  # pragma: no cover
         return
     fig, ax = plt.subplots(figsize=(6, 3.5))
-    if name == "batch_vs_mllib":
+    if name == "batch_compare":
         for dim in sorted({r["dim"] for r in rows}):
-            sel = sorted((r for r in rows if r["dim"] == dim and r.get("tuned", True)), key=lambda r: r["n"])
-            ax.plot([r["n"] for r in sel if r["exact_seconds"]], [r["exact_seconds"] for r in sel if r["exact_seconds"]], "o-", label=f"exact, dim {dim}")
-            ax.plot([r["n"] for r in sel if r["lsh_seconds"]], [r["lsh_seconds"] for r in sel if r["lsh_seconds"]], "x--", label=f"MLlib LSH, dim {dim}")
+            sel = sorted((r for r in rows if r["dim"] == dim and r["dataset"] == rows[-1]["dataset"]), key=lambda r: r["n"])
+            for m, style in (("auto", "o-"), ("mllib", "x--"), ("faiss", "s:")):
+                pts = [(r["n"], r["results"][m]["seconds"]) for r in sel if r["results"].get(m, {}).get("seconds")]
+                if pts:
+                    ax.plot(*zip(*pts), style, label=f"{m}, dim {dim}")
         ax.set_xscale("log")
         ax.set_yscale("log")
         ax.set_xlabel("rows")

@@ -92,16 +92,20 @@ def bench_parallelism(scale: float = typer.Option(1.0, help="Multiply rates and 
 @bench_app.command("batch")
 def bench_batch(sizes: str = typer.Option("10000,100000", help="Comma-separated row counts (up to 1000000)."),
                 dims: str = typer.Option("2,32,128", help="Comma-separated dimensions."),
+                datasets: str = typer.Option("gaussian", help="Comma-separated data sets: gaussian, aniso, text."),
+                methods: str = typer.Option("auto,grid,s3j,mllib,faiss,numpy", help="Comma-separated: auto, grid, s3j, mllib, faiss, numpy."),
+                parallelism: int = typer.Option(2, help="driftjoin workers."),
                 timeout: float = typer.Option(900.0, help="Seconds after which a join is cancelled and reported as a timeout."),
                 lsh: str = typer.Option("", help="Fixed MLlib setting 'tables,bucket' (bucket length in thresholds) instead of tuning.")) -> None:
-    """The exact static join vs Spark MLlib's BucketedRandomProjectionLSH on the same data."""
+    """driftjoin's exact static joins vs MLlib's LSH join, FAISS and a numpy join, on the same data."""
     from driftjoin.benchmarks import bench_batch as run
 
     setting = None
     if lsh:
         tables, bucket = lsh.split(",")
         setting = (int(tables), float(bucket))
-    run([int(x) for x in sizes.split(",")], [int(x) for x in dims.split(",")], timeout=timeout, lsh_setting=setting)
+    run([int(x) for x in sizes.split(",")], [int(x) for x in dims.split(",")], timeout=timeout, lsh_setting=setting,
+        datasets=tuple(datasets.split(",")), methods=tuple(methods.split(",")), parallelism=parallelism)
 
 
 if __name__ == "__main__":

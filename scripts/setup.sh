@@ -8,7 +8,7 @@ if [ ! -x .venv/bin/python ]; then
   "$PY" -m venv .venv
 fi
 .venv/bin/python -m pip install --quiet --upgrade pip
-.venv/bin/python -m pip install --quiet -e ".[test]"
-# compile SWOOP's numba kernels into numba's on-disk cache now (about 20 s once), not in the
-# first Spark micro-batch that runs topk_set_join
-.venv/bin/python -c "from driftjoin.swoop import fast; fast.warm_up()"
+.venv/bin/python -m pip install --quiet -e ".[test,bench]"
+# compile the numba kernels (SWOOP's, S3J's candidate enumeration) into numba's on-disk cache
+# now (about 30 s once), not in the first Spark micro-batch that uses them
+.venv/bin/python -c "from driftjoin.swoop import fast; from driftjoin.s3j import kernels; fast.warm_up(); kernels.warm_up()"

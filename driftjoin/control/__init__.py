@@ -1,9 +1,20 @@
 """The driver-side control plane: statistics in, decisions out, published while queries run.
 
 - :mod:`driftjoin.control.balance`: the similarity join's workset balancer controller
-  (:class:`BalanceController`, S3J Algorithm 1 / LPT) and :func:`attach`.
+  (:class:`BalanceController`, S3J Algorithm 1 / LPT), the partitioned top-k join's shared
+  lower bound (:class:`SharedBoundController`) and :func:`attach`;
+- :mod:`driftjoin.control.autoscale`: autoscaling policies, metrics and actuation (thesis
+  chapter 4); :mod:`driftjoin.control.joint`: balancing and scaling together.
 """
 
-from driftjoin.control.balance import CONTROLLERS, POLICIES, BalanceController, Decision, attach
+from driftjoin.control.balance import (
+    CONTROLLERS,
+    POLICIES,
+    SHARED_BOUND,
+    BalanceController,
+    Decision,
+    SharedBoundController,
+    attach,
+)
 
-__all__ = ["CONTROLLERS", "POLICIES", "BalanceController", "Decision", "attach"]
+__all__ = ["CONTROLLERS", "POLICIES", "SHARED_BOUND", "BalanceController", "Decision", "SharedBoundController", "attach"]

@@ -1,4 +1,9 @@
-"""The driver-side control plane of the similarity join: statistics in, assignment out.
+"""The driver-side control plane: statistics in, decisions out.
+
+Two controllers, both run on the driver after every micro-batch (:func:`attach`) and publish
+versioned decisions that the operators adopt at their next micro-batch:
+:class:`BalanceController` for the similarity join (below) and :class:`SharedBoundController`
+for ``topk_set_join(..., parallelism=p, share_bound=True)``.
 
 :class:`BalanceController` reads the per-batch statistics the operators write to
 ``metrics_dir`` over a monitoring window, computes per workset its load and state size and per
@@ -32,7 +37,16 @@ import numpy as np
 from driftjoin.s3j.balancer import BalancerStats, Move, Rebalance, greedy_rebalance, plan_splits, s3j_rebalance, should_rebalance
 from driftjoin.s3j.ids import WORKSET_BITS
 from driftjoin.s3j.routing import MAX_PARTS, base_gid, site_gid
-from driftjoin.spark.metrics_sink import histogram_quantile, read_assignment, read_stats, write_assignment
+from driftjoin.spark.metrics_sink import (
+    histogram_quantile,
+    newest,
+    publish,
+    read_assignment,
+    read_newest_stats,
+    read_stats,
+    write_assignment,
+)
+from driftjoin.swoop.bound import Staircase
 
 POLICIES = ("none", "s3j", "greedy")
 
@@ -215,7 +229,57 @@ class BalanceController:
             out.write(json.dumps(d.__dict__, default=str).encode())
 
 
-def attach(spark, controller: BalanceController) -> object:
+#: The decision name of the shared bound under ``<metrics_dir>/control/``.
+SHARED_BOUND = "swoop_bound"
+
+
+@dataclass
+class SharedBoundController:
+    """The global skyband lower bound for the workers of a partitioned top-k join.
+
+    Each worker writes the similarities and end times of its stock with its statistics
+    (``swoop_worker``); :meth:`step` combines the newest record of every worker into
+    :meth:`Staircase.of_pairs <driftjoin.swoop.bound.Staircase.of_pairs>` and publishes it when
+    it changed. Pairs of a stock are valid pairs, and a valid pair stays valid until its end, so
+    whatever mix of batches the records come from, the staircase is a lower bound of the global
+    ``lb(t, k)`` for every later end time ``t`` (:mod:`driftjoin.swoop.bound`): workers may prune
+    with it at any later batch, and a replayed batch may adopt a newer version than its first
+    attempt did, exactly.
+    """
+
+    metrics_dir: str
+    k: int
+    parallelism: int
+    version: int = 0
+    _used: dict[int, int] = field(default_factory=dict)  # worker -> seq of the records used
+    _last: tuple[list[float], list[float]] | None = None
+
+    def __post_init__(self) -> None:
+        current = newest(self.metrics_dir, SHARED_BOUND)
+        if current is not None:
+            self.version, self._last = int(current["version"]), (current["ends"], current["sims"])
+
+    def step(self) -> int | None:
+        """Publish a new bound if every worker reported and something changed; its version."""
+        records = read_newest_stats(self.metrics_dir, "swoop_worker")
+        if len(records) < self.parallelism or any("stock_sims" not in r for r in records.values()):
+            return None
+        used = {w: int(r["seq"]) for w, r in records.items()}
+        if used == self._used:
+            return None
+        self._used = used
+        bound = Staircase.of_pairs(np.concatenate([r["stock_sims"] for r in records.values()]),
+                                   np.concatenate([r["stock_ends"] for r in records.values()]), self.k)
+        steps = (bound.ends.tolist(), bound.sims.tolist())
+        if not steps[0] or steps == self._last:
+            return None
+        self._last = steps
+        self.version += 1
+        publish(self.metrics_dir, SHARED_BOUND, self.version, {"ends": steps[0], "sims": steps[1]})
+        return self.version
+
+
+def attach(spark, controller: BalanceController | SharedBoundController) -> object:
     """Run ``controller.step()`` on the driver after every micro-batch of any query."""
     from pyspark.sql.streaming import StreamingQueryListener
 

@@ -129,6 +129,10 @@ class Task:
         if not bucket:
             del side_store[drop.key]
 
+    def lookup(self, side: Side, key: Key, tid: int) -> StreamTuple:
+        """The stored tuple ``tid`` of ``side`` with ``key`` (a partner reported by :meth:`process`)."""
+        return self._store[side][key][tid]
+
     def stored_tuples(self) -> Iterator[StreamTuple]:
         """Every stored tuple (to checkpoint the task, or to check placement invariants)."""
         for side_store in self._store:

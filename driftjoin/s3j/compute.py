@@ -1,8 +1,9 @@
 """Similarity computation (S3J section 7.7), the state of one worker.
 
-A worker holds, per open window, the members of the worksets assigned to it, sorted by
-workset. When new members arrive, each is paired with the members already there and with the
-other new members of its workset, according to roles:
+A worker holds, per open window, the members of the worksets assigned to it as a few *runs*,
+each sorted by workset (outer members last). When new members arrive, each is paired with the
+members already there (run by run) and with the other new members of its workset, according
+to roles:
 
 - inner x inner: emitted without a similarity comparison (both within ``t/2`` of the
   centroid, hence within ``t`` of each other);
@@ -13,6 +14,12 @@ Only records of different streams pair in a two-stream join. The distance of eve
 pair is computed for the output column; an inner x inner pair is dropped only if rounding puts
 its computed distance above the threshold, so the output is exactly ``{dist <= threshold}`` as
 the oracle computes it. Comparisons (the paper's count) exclude inner x inner pairs.
+
+Runs: a batch's stored members become a new run; the last two runs merge while the older is
+less than twice the newer, so a window of n members has O(log n) runs and each member is
+merged O(log n) times. No batch re-sorts the whole window, and a runtime that persists runs
+(``MemberTable.label``) rewrites only the runs a batch created (``SimilarityWorker.retired``
+lists the ones merged away), so the state written per batch follows the batch, not the window.
 """
 
 from __future__ import annotations
@@ -21,6 +28,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from driftjoin.blockjoin import BlockJoin
 from driftjoin.distance import Metric
 from driftjoin.s3j.records import Records
 from driftjoin.s3j.workset import INNER, OUTER
@@ -61,14 +69,28 @@ class WorksetCounters:
 
 @dataclass
 class MemberTable:
-    """Members of the worksets of one window, sorted by workset id (global id), outer members last."""
+    """A run of members of one window, sorted by workset id (global id), outer members last.
+
+    ``label`` is free for the runtime (the Spark operator stores the run's chunk id there).
+    """
 
     workset: np.ndarray
     role: np.ndarray
     records: Records
+    label: int | None = None
 
     def __len__(self) -> int:
         return len(self.workset)
+
+    @staticmethod
+    def sorted(workset: np.ndarray, role: np.ndarray, records: Records) -> "MemberTable":
+        order = np.argsort(_member_key(workset, role), kind="stable")
+        return MemberTable(workset[order], role[order], records.take(order))
+
+    @staticmethod
+    def merged(a: "MemberTable", b: "MemberTable") -> "MemberTable":
+        return MemberTable.sorted(np.concatenate([a.workset, b.workset]), np.concatenate([a.role, b.role]),
+                                  Records.concat([a.records, b.records]))
 
     def nbytes(self) -> int:
         return int(self.workset.nbytes + self.role.nbytes + self.records.nbytes())
@@ -81,14 +103,20 @@ class SimilarityWorker:
         self.metric = metric
         self.threshold = threshold
         self.self_join = self_join
-        self.windows: dict[int, MemberTable] = {}
+        self.windows: dict[int, list[MemberTable]] = {}
+        #: runs merged away since the runtime last emptied this list: (window, run)
+        self.retired: list[tuple[int, MemberTable]] = []
+        self._kernel: BlockJoin | None = None
 
     def expire_before(self, window: int) -> None:
         for w in [w for w in self.windows if w < window]:
             del self.windows[w]
 
     def state_bytes(self) -> int:
-        return sum(t.nbytes() for t in self.windows.values())
+        return sum(t.nbytes() for runs in self.windows.values() for t in runs)
+
+    def members(self, window: int) -> int:
+        return sum(len(t) for t in self.windows.get(window, ()))
 
     def add(
         self,
@@ -121,37 +149,91 @@ class SimilarityWorker:
         key = _member_key(workset, role)
         order = np.argsort(key, kind="stable")
         rec, workset, role, store, key = rec.take(order), workset[order], role[order], store[order], key[order]
-        table = self.windows.get(window)
         groups, new_start, new_count = np.unique(workset, return_index=True, return_counts=True)
         new_inner = np.searchsorted(key, 2 * groups + 1) - new_start
+        cross = (groups & CROSS_BIT) != 0
+        comparisons = np.zeros(len(groups), np.int64)
+        found = np.zeros(len(groups), np.int64)
+        kernels = _kernels()
+        code, two = kernels.METRIC_CODES[self.metric.name], not self.self_join
         out: list[Pairs] = []
-        if table is not None and len(table):
+        for table in self.windows.get(window, ()):
             old_lo = np.searchsorted(table.workset, groups, side="left")
             old_cnt = np.searchsorted(table.workset, groups, side="right") - old_lo
             old_inner = np.searchsorted(_member_key(table.workset, table.role), 2 * groups + 1) - old_lo
+            old = table.records
             # new non-outer x all old members, then new outer x old non-outer members
             for a_start, a_cnt, b_cnt in ((new_start, new_inner, old_cnt), (new_start + new_inner, new_count - new_inner, old_inner)):
-                for grp, ia, ib in _cross_chunks(a_start, a_cnt, old_lo, b_cnt):
-                    out.append(self._evaluate(groups[grp], rec, role, ia, table.records, table.role, ib, counters))
-        for grp, ia, ib in _cross_chunks(new_start, new_inner, new_start, new_count):
-            tri = (ia < ib) & store[ia] & store[ib]
-            out.append(self._evaluate(groups[grp[tri]], rec, role, ia[tri], rec, role, ib[tri], counters))
+                big = self._blas_groups(groups, a_cnt, b_cnt)
+                out += self._blocks(groups[big], rec, role, a_start[big], a_cnt[big], old, table.role, old_lo[big], b_cnt[big], counters)
+                found_here = kernels.cross_candidates(rec.vec, role, rec.side, a_start, np.where(big, 0, a_cnt), old.vec,
+                                                      table.role, old.side, old_lo, b_cnt, cross, False, store, two, code,
+                                                      self.threshold, comparisons)
+                out.append(self._accept(groups, rec, old, found_here, found))
+        big = self._blas_groups(groups, new_inner, new_count)
+        out += self._blocks(groups[big], rec, role, new_start[big], new_inner[big], rec, role, new_start[big], new_count[big], counters, store)
+        found_here = kernels.cross_candidates(rec.vec, role, rec.side, new_start, np.where(big, 0, new_inner), rec.vec, role,
+                                              rec.side, new_start, new_count, cross, True, store, two, code, self.threshold,
+                                              comparisons)
+        out.append(self._accept(groups, rec, rec, found_here, found))
         if counters is not None:
+            _accumulate(counters.comparisons, groups, comparisons)
+            _accumulate(counters.pairs, groups, found)
             plain = role & 3
+            member_group = np.searchsorted(groups, workset)
             for r, bucket in ((0, counters.inner), (1, counters.outlier), (2, counters.outer)):
-                _accumulate(bucket, workset[store & (plain == r)])
+                _accumulate(bucket, groups, np.bincount(member_group[store & (plain == r)], minlength=len(groups)))
         keep = np.nonzero(store)[0]
-        if len(keep):
-            self._store(window, workset[keep], role[keep], rec.take(keep), table)
+        if len(keep):  # already sorted by member key: a run
+            self._store(window, MemberTable(workset[keep], role[keep], rec.take(keep)))
         return Pairs.concat(out, rec.id.dtype)
 
-    def _store(self, window: int, workset: np.ndarray, role: np.ndarray, rec: Records, table: MemberTable | None) -> None:
-        if table is None:
-            self.windows[window] = MemberTable(workset, role, rec)
-            return
-        ws, roles = np.concatenate([table.workset, workset]), np.concatenate([table.role, role])
-        order = np.argsort(_member_key(ws, roles), kind="stable")
-        self.windows[window] = MemberTable(ws[order], roles[order], Records.concat([table.records, rec]).take(order))
+    def _store(self, window: int, run: MemberTable) -> None:
+        """Add a run; merge the last two while the older is less than twice the newer."""
+        runs = self.windows.setdefault(window, [])
+        runs.append(run)
+        while len(runs) >= 2 and len(runs[-2]) < 2 * len(runs[-1]):
+            newer, older = runs.pop(), runs.pop()
+            self.retired += [(window, t) for t in (older, newer) if t.label is not None]
+            runs.append(MemberTable.merged(older, newer))
+
+    def _blas_groups(self, groups: np.ndarray, a_cnt: np.ndarray, b_cnt: np.ndarray) -> np.ndarray:
+        """Worksets whose range pair is large enough for the block kernel (split sites excepted)."""
+        return (a_cnt.astype(np.int64) * b_cnt >= BLAS_MIN_PAIRS) & ((groups & CROSS_BIT) == 0)
+
+    def _blocks(self, gids: np.ndarray, a: Records, a_role: np.ndarray, a_start: np.ndarray, a_cnt: np.ndarray,
+                b: Records, b_role: np.ndarray, b_start: np.ndarray, b_cnt: np.ndarray,
+                counters: WorksetCounters | None, store: np.ndarray | None = None) -> list[Pairs]:
+        """Large worksets through :class:`~driftjoin.blockjoin.BlockJoin`; same pairs and counts as
+        :meth:`_evaluate` over every pair of the two ranges.
+
+        ``store`` given: the b-range is the a-range's own workset of new members (a = its
+        non-outer prefix), pairs ``i < j`` of stored members only.
+        """
+        if self._kernel is None:
+            self._kernel = BlockJoin(self.metric, self.threshold)
+        out = []
+        for g, s0, na, t0, nb in zip(gids.tolist(), a_start.tolist(), a_cnt.tolist(), b_start.tolist(), b_cnt.tolist()):
+            ra = np.arange(s0, s0 + na)
+            if store is None:
+                res = self._kernel.join(a.vec[ra], b.vec[t0 : t0 + nb])
+                ia, ib = ra[res.ia], t0 + res.ib
+                if counters is not None:
+                    _accumulate_n(counters.comparisons, g, _compared(a, a_role, ra, b, b_role, np.arange(t0, t0 + nb), self.self_join))
+            else:  # pairs inside the non-outer prefix, then prefix x the outer suffix
+                rs = np.arange(s0 + na, t0 + nb)
+                inner = self._kernel.join(a.vec[ra])
+                cross = self._kernel.join(a.vec[ra], a.vec[rs])
+                ia = np.concatenate([ra[inner.ia], ra[cross.ia]])
+                ib = np.concatenate([ra[inner.ib], rs[cross.ib]])
+                keep = store[ia] & store[ib]
+                ia, ib = ia[keep], ib[keep]
+                if counters is not None:
+                    ra, rs = ra[store[ra]], rs[store[rs]]
+                    within = _compared(a, a_role, ra, a, a_role, ra, self.self_join, same=True)
+                    _accumulate_n(counters.comparisons, g, within + _compared(a, a_role, ra, a, a_role, rs, self.self_join))
+            out.append(self._evaluate(np.full(len(ia), g, dtype=np.int64), a, a_role, ia, b, b_role, ib, counters, count=False))
+        return out
 
     def _evaluate(
         self,
@@ -163,6 +245,7 @@ class SimilarityWorker:
         b_role: np.ndarray,
         ib: np.ndarray,
         counters: WorksetCounters | None,
+        count: bool = True,
     ) -> Pairs:
         """Apply the role, stream and split-site rules to candidates (a[ia], b[ib]); test distances.
 
@@ -179,9 +262,9 @@ class SimilarityWorker:
         if cross.any():
             ok &= ~(cross & ((ca >> 2) == (cb >> 2)))
         gid, ia, ib, ra, rb = gid[ok], ia[ok], ib[ok], ra[ok], rb[ok]
-        if counters is not None:
+        if counters is not None and count:
             compared = ~((ra == INNER) & (rb == INNER))
-            _accumulate(counters.comparisons, gid[compared])
+            _accumulate_gids(counters.comparisons, gid[compared])
         if len(ia) == 0:
             return Pairs.concat([], a.id.dtype)
         dist = self.metric.rowwise(a.vec[ia], b.vec[ib])
@@ -191,41 +274,58 @@ class SimilarityWorker:
             hit &= left != right
         ia, ib, dist, gid, left, right = ia[hit], ib[hit], dist[hit], gid[hit], left[hit], right[hit]
         if counters is not None:
-            _accumulate(counters.pairs, gid)
+            _accumulate_gids(counters.pairs, gid)
+        return self._oriented(a, ia, b, ib, left, right, dist, gid)
+
+    def _accept(self, groups: np.ndarray, a: Records, b: Records, candidates: tuple, found: np.ndarray) -> Pairs:
+        """The pairs of the kernel's candidates: the sure ones as they are, the unsure ones (a
+        distance within a billionth of the threshold) decided by the oracle's own function
+        ``distance <= threshold``; never a record with itself in a self-join."""
+        ia, ib, g, dist, unsure = candidates
+        if len(ia) == 0:
+            return Pairs.concat([], a.id.dtype)
+        if unsure.any():
+            at = np.nonzero(unsure)[0]
+            exact = self.metric.rowwise(a.vec[ia[at]], b.vec[ib[at]])
+            dist = dist.copy()
+            dist[at] = exact
+            keep = np.ones(len(ia), bool)
+            keep[at] = exact <= self.threshold
+            ia, ib, g, dist = ia[keep], ib[keep], g[keep], dist[keep]
+        left, right = a.id[ia], b.id[ib]
+        if self.self_join:
+            differ = left != right
+            if not differ.all():
+                ia, ib, g, dist, left, right = ia[differ], ib[differ], g[differ], dist[differ], left[differ], right[differ]
+        found += np.bincount(g, minlength=len(found))
+        return self._oriented(a, ia, b, ib, left, right, dist, groups[g])
+
+    def _oriented(self, a: Records, ia: np.ndarray, b: Records, ib: np.ndarray, left: np.ndarray, right: np.ndarray,
+                  dist: np.ndarray, workset: np.ndarray) -> Pairs:
+        """Joined pairs as the output reports them: ``left_id < right_id`` in a self-join, the left
+        stream's record first in a two-stream join; the later ingestion time of the two."""
         swap = (right < left) if self.self_join else (a.side[ia] == 1)
-        left, right = np.where(swap, right, left), np.where(swap, left, right)
-        return Pairs(
-            left_id=left,
-            right_id=right,
-            distance=dist,
-            window=a.window[ia],
-            ingest=np.maximum(a.ingest[ia], b.ingest[ib]),
-            workset=gid,
-        )
+        return Pairs(left_id=np.where(swap, right, left), right_id=np.where(swap, left, right), distance=dist,
+                     window=a.window[ia], ingest=np.maximum(a.ingest[ia], b.ingest[ib]), workset=workset)
 
 
 #: Bit 31 of a workset id marks a cross-part site of a split workset (driftjoin.s3j.routing).
 CROSS_BIT = 1 << 31
 
-#: Candidate pairs evaluated at once (bounds the memory of one step).
-CHUNK_PAIRS = 2_000_000
+#: Range pairs of a workset with at least this many member pairs are joined by the block kernel
+#: (matrix products, :mod:`driftjoin.blockjoin`); smaller ones by the compiled pair loop
+#: (:mod:`driftjoin.s3j.kernels`). Measured crossover on the 2-core machine: about 64 x 64
+#: members in 2 to 128 dimensions (a block-kernel call costs ~0.3 ms of fixed work).
+BLAS_MIN_PAIRS = 4096
 
 
-def _cross_chunks(a_start: np.ndarray, a_cnt: np.ndarray, b_start: np.ndarray, b_cnt: np.ndarray):
-    """All (i, j) with i in group g's a-range and j in its b-range, as (group, i, j) chunks."""
-    sizes = a_cnt.astype(np.int64) * b_cnt.astype(np.int64)
-    g0 = 0
-    while g0 < len(sizes):
-        acc = np.cumsum(sizes[g0:])
-        g1 = g0 + max(1, int(np.searchsorted(acc, CHUNK_PAIRS, side="right")))
-        c = sizes[g0:g1]
-        total = int(c.sum())
-        if total:
-            grp = np.repeat(np.arange(g0, g1), c)
-            k = np.arange(total) - np.repeat(np.cumsum(c) - c, c)
-            bc = b_cnt[grp]
-            yield grp, a_start[grp] + k // bc, b_start[grp] + k % bc
-        g0 = g1
+def _kernels():
+    """The compiled pair loop (:mod:`driftjoin.s3j.kernels`), imported on first use: numba costs
+    about half a second to import, which a Python worker that never computes pairs (a router,
+    Spark's planning worker) does not pay."""
+    from driftjoin.s3j import kernels
+
+    return kernels
 
 
 def _member_key(workset: np.ndarray, role: np.ndarray) -> np.ndarray:
@@ -233,7 +333,43 @@ def _member_key(workset: np.ndarray, role: np.ndarray) -> np.ndarray:
     return 2 * workset.astype(np.int64) + ((role & 3) == OUTER)
 
 
-def _accumulate(bucket: dict[int, int], gids: np.ndarray) -> None:
+def _accumulate(bucket: dict[int, int], groups: np.ndarray, counts: np.ndarray) -> None:
+    """Add per-group counts (non-zero ones) to a per-workset dict."""
+    for i in np.nonzero(counts)[0].tolist():
+        g = int(groups[i])
+        bucket[g] = bucket.get(g, 0) + int(counts[i])
+
+
+def _categories(rec: Records, role: np.ndarray, rows: np.ndarray) -> np.ndarray:
+    """Members of ``rows`` counted by (plain role, side): a 3 x 2 histogram."""
+    cat = (role[rows] & 3).astype(np.int64) * 2 + rec.side[rows].astype(np.int64)
+    return np.bincount(cat, minlength=6).reshape(3, 2).astype(np.int64)
+
+
+def _compared(a: Records, a_role: np.ndarray, ra: np.ndarray, b: Records, b_role: np.ndarray, rb: np.ndarray,
+              self_join: bool, same: bool = False) -> int:
+    """The comparisons :meth:`SimilarityWorker._evaluate` counts over all pairs of ``ra x rb``
+    (``same``: the unordered pairs of ``ra`` with itself), from role/side histograms."""
+    ha, hb = _categories(a, a_role, ra), _categories(b, b_role, rb)
+    w = np.ones((3, 2, 3, 2), dtype=np.int64)
+    w[OUTER, :, OUTER, :] = 0  # never paired
+    w[INNER, :, INNER, :] = 0  # paired by the t/2 bound, not compared
+    if not self_join:
+        w[:, 0, :, 0] = 0
+        w[:, 1, :, 1] = 0
+    total = int(np.einsum("ij,ijkl,kl->", ha, w, hb))
+    if same:
+        diag = int(np.einsum("ij,ijij->", ha, w))
+        total = (total - diag) // 2
+    return total
+
+
+def _accumulate_n(bucket: dict[int, int], gid: int, n: int) -> None:
+    if n:
+        bucket[gid] = bucket.get(gid, 0) + n
+
+
+def _accumulate_gids(bucket: dict[int, int], gids: np.ndarray) -> None:
     if len(gids) == 0:
         return
     uniq, cnt = np.unique(gids, return_counts=True)
@@ -241,17 +377,22 @@ def _accumulate(bucket: dict[int, int], gids: np.ndarray) -> None:
         bucket[g] = bucket.get(g, 0) + c
 
 
+def run_arrays(t: MemberTable) -> tuple:
+    """A run as plain arrays (what a runtime persists)."""
+    return (t.workset, t.role, (t.records.id, t.records.side, t.records.vec, t.records.ingest, t.records.window))
+
+
+def run_from_arrays(arrays: tuple, label: int | None = None) -> MemberTable:
+    """Inverse of :func:`run_arrays` (the arrays of a run are sorted already)."""
+    ws, role, rec = arrays
+    return MemberTable(ws, role, Records(*rec), label)
+
+
 def worker_state(w: SimilarityWorker) -> dict:
-    """The worker's member tables as plain arrays (what the Spark operator checkpoints)."""
+    """The worker's runs as plain arrays (a whole-state snapshot: tests and static runs)."""
     from driftjoin.s3j.workset import STATE_FORMAT
 
-    return {
-        "format": STATE_FORMAT,
-        "windows": {
-            k: (t.workset, t.role, (t.records.id, t.records.side, t.records.vec, t.records.ingest, t.records.window))
-            for k, t in w.windows.items()
-        },
-    }
+    return {"format": STATE_FORMAT, "windows": {k: [run_arrays(t) for t in runs] for k, runs in w.windows.items()}}
 
 
 def restore_worker(w: SimilarityWorker, state: dict) -> SimilarityWorker:
@@ -259,8 +400,5 @@ def restore_worker(w: SimilarityWorker, state: dict) -> SimilarityWorker:
     from driftjoin.s3j.workset import check_state_format
 
     check_state_format(state)
-    w.windows = {}
-    for k, (ws, role, rec) in state["windows"].items():
-        order = np.argsort(_member_key(ws, role), kind="stable")  # tables written before outer-last
-        w.windows[k] = MemberTable(ws[order], role[order], Records(*rec).take(order))
+    w.windows = {k: [run_from_arrays(r) for r in runs] for k, runs in state["windows"].items()}
     return w

@@ -28,6 +28,12 @@ members probe them as above (under ``g``).
 Site ids live in the low 32 bits of the workset id: bits 0-23 the local workset id, bits 24-30
 the site number (1-based), bit 31 set for a cross-part site. A member's part travels in the role
 byte: ``role | (part + 1) << 2`` (``part = -1`` for unsplit worksets).
+
+Holders are kept only for the worksets the balancer has touched (moved or split): every other
+workset has always been stored at its partition's worker, its members go there in one
+vectorised step, and nothing is recorded for it. When a workset is first moved or split, its
+partition's worker becomes a holder of it in every window open at the time (if it stored
+nothing there, probing it finds nothing), so the rule above holds from then on.
 """
 
 from __future__ import annotations
@@ -100,8 +106,13 @@ class WorksetRouter:
     partition: int
     assignment: dict[int, int] = field(default_factory=dict)
     splits: dict[int, int] = field(default_factory=dict)
+    #: holders of the worksets (and sites) the balancer has touched, per (workset, window)
     holders: dict[tuple[int, int], set[int]] = field(default_factory=dict)
     version: int = -1
+    #: windows this partition has routed members of and not yet expired
+    windows: set[int] = field(default_factory=set)
+    #: worksets whose members may live elsewhere than this partition's worker (moved or split)
+    touched: set[int] = field(default_factory=set)
 
     def owner(self, gid: int) -> int:
         return self.assignment.get(gid, self.partition)
@@ -117,11 +128,19 @@ class WorksetRouter:
                 if not 2 <= int(k) <= MAX_PARTS:
                     raise ValueError(f"a workset can be split into 2..{MAX_PARTS} parts, got {k}")
                 self.splits[int(g)] = int(k)
+        for g in (set(self.assignment) | set(self.splits)) - self.touched:
+            base = int(base_gid(g))
+            if base not in self.touched:  # until now always stored at this partition's worker
+                for w in self.windows:
+                    self.holders.setdefault((base, w), set()).add(self.partition)
+                self.touched.add(base)
+            self.touched.add(g)
         self.version = version
 
     def expire_before(self, window: int) -> None:
         for key in [k for k in self.holders if k[1] < window]:
             del self.holders[key]
+        self.windows = {w for w in self.windows if w >= window}
 
     def route(self, gid: np.ndarray, role: np.ndarray, window: np.ndarray, ids: np.ndarray) -> Routed:
         """Copies of memberships (gid, role, window, record id) for the workers."""
@@ -138,14 +157,23 @@ class WorksetRouter:
             roles.append(r)
             stores.append(np.full(len(sel), store))
 
+        self.windows.update(np.unique(window).tolist())
+        plain_rows = ~np.isin(gid, np.fromiter(self.touched, np.int64, len(self.touched))) if self.touched else np.ones(len(gid), bool)
+        if plain_rows.any():  # never moved nor split: stored at this partition's worker, nothing to record
+            sel = np.nonzero(plain_rows)[0]
+            emit(sel, 0, self.partition, encode_role(role[sel], np.full(len(sel), -1)), True)
+            gids[-1] = gid[sel].astype(np.int64)
+        rest = np.nonzero(~plain_rows)[0]
+        gid, role, window, ids, base_row = gid[rest], role[rest], window[rest], ids[rest], rest
         keys = np.stack([gid, window], axis=1) if len(gid) else np.zeros((0, 2), dtype=np.int64)
         uniq, inverse = np.unique(keys, axis=0, return_inverse=True)
         inverse = inverse.reshape(-1)
         by_group = np.argsort(inverse, kind="stable")
         bounds = np.searchsorted(inverse[by_group], np.arange(len(uniq) + 1))
         for u, (g, w) in enumerate(uniq.tolist()):
-            sel = by_group[bounds[u] : bounds[u + 1]]
-            plain = encode_role(role[sel], np.full(len(sel), -1))
+            local = by_group[bounds[u] : bounds[u + 1]]
+            sel = base_row[local]
+            plain = encode_role(role[local], np.full(len(local), -1))
             k = self.splits.get(g)
             for h in sorted(self.holders.get((g, w), set()) - ({self.owner(g)} if k is None else set())):
                 emit(sel, g, h, plain, False)  # probe members stored before a move or a split
@@ -153,8 +181,8 @@ class WorksetRouter:
                 emit(sel, g, self.owner(g), plain, True)
                 self.holders.setdefault((g, w), set()).add(self.owner(g))
                 continue
-            part = part_of(ids[sel], k)
-            code = encode_role(role[sel], part)
+            part = part_of(ids[local], k)
+            code = encode_role(role[local], part)
             for i in range(k):
                 for j in range(i, k):
                     s = site_gid(g, i, j)

@@ -33,7 +33,7 @@ from __future__ import annotations
 import pickle
 import time
 from collections import defaultdict
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Iterator
 
 import numpy as np
@@ -57,6 +57,7 @@ from driftjoin.hypercube import (
 from driftjoin.spark.keys import slot_keys
 from driftjoin.spark.metrics_sink import write_stats
 from driftjoin.spark.plan_guard import PlanGuard
+from driftjoin.spark.state import LoggedState
 
 # Row kinds, in the order a worker applies them within a batch.
 TICK, INSTALL, DROP, RELEASE, ROUTE = 0, 1, 2, 3, 4
@@ -406,43 +407,92 @@ class _WorkerMap:
         return w
 
 
+@dataclass
+class _WorkerTasks:
+    """The tasks of one worker and its running totals (the cached value of its state)."""
+
+    window: float | None
+    tasks: dict[int, Task] = field(default_factory=dict)
+    totals: dict[str, int] = field(default_factory=lambda: {"received": 0, "installed": 0, "produced": 0, "peak_stored": 0})
+
+    def task_of(self, t: int) -> Task:
+        task = self.tasks.get(t)
+        if task is None:
+            task = self.tasks[t] = Task(t, self.window)
+        return task
+
+    def apply(self, change: dict[str, Any]) -> None:
+        """Redo one batch's changes (the log of :class:`~driftjoin.spark.state.LoggedState`) in
+        the order :meth:`WorkerProcessor.work` made them; probing is not redone."""
+        if change["evict"] is not None:
+            for task in self.tasks.values():
+                task.evict(change["evict"])
+        for t, rows in change["installs"]:
+            self.task_of(t).install(StreamTuple(SIDES[s], k, i, x, p) for s, k, i, x, p in rows)
+        for t, key, side, modulus, residue in change["drops"]:
+            task = self.tasks.get(t)
+            if task is not None:
+                task.drop(Drop(t, key, SIDES[side], None if modulus < 0 else Residue(modulus, residue)))
+        for t in change["releases"]:
+            self.tasks.pop(t, None)
+        for t, (s, k, i, x, p) in change["stores"]:
+            self.task_of(t).process(StreamTuple(SIDES[s], k, i, x, p), Role.STORE, None)
+        self.totals = dict(change["totals"])
+
+    def snapshot(self) -> dict[str, Any]:
+        return {"tasks": {t: [(int(u.side), u.key, u.tid, u.ts, u.payload) for u in task.stored_tuples()]
+                          for t, task in self.tasks.items()}, "totals": dict(self.totals)}
+
+    @staticmethod
+    def restore(window: float | None, snap: dict[str, Any]) -> "_WorkerTasks":
+        tasks = {t: Task.from_tuples(t, window, (StreamTuple(SIDES[s], k, i, x, p) for s, k, i, x, p in rows))
+                 for t, rows in snap["tasks"].items()}
+        return _WorkerTasks(window, tasks, dict(snap["totals"]))
+
+    def stored(self) -> int:
+        return sum(task.stored for task in self.tasks.values())
+
+
 class WorkerProcessor(StatefulProcessor):
-    """The tasks placed on one worker (key = its slot key): local symmetric hash joins."""
+    """The tasks placed on one worker (key = its slot key): local symmetric hash joins.
+
+    Its state is a snapshot plus a log of each batch's changes in the shared state layer
+    (:class:`~driftjoin.spark.state.LoggedState`): a batch writes what it changed, not every
+    stored tuple, and a cached worker does not rebuild its tasks.
+    """
 
     def __init__(self, plan: EquiPlan) -> None:
         self.plan = plan
 
     def init(self, handle: StatefulProcessorHandle) -> None:
-        self.state = _Blob(handle, "tasks")
+        self.state = LoggedState(handle, "worker_tasks")
+        self.legacy = _Blob(handle, "tasks")
 
     def handleInputRows(self, key: Any, rows: Iterator[pd.DataFrame], timerValues: Any) -> Iterator[pd.DataFrame]:
         frames = [f for f in rows if len(f)]
         if not frames:
             return
-        out = self.work(self.plan.slot_of(key[0]), pd.concat(frames, ignore_index=True))
+        window = self.plan.window
+        loaded = self.state.load(key[0], lambda: _WorkerTasks(window), lambda snap: _WorkerTasks.restore(window, snap),
+                                 lambda value, change: value.apply(change))
+        if loaded.source == "new" and self.legacy.load() is not None:
+            raise RuntimeError("this checkpoint holds equi_join state of another driftjoin version: "
+                               "restart the query with a new checkpoint location")
+        tasks = loaded.value.value
+        out, change = self.work(self.plan.slot_of(key[0]), pd.concat(frames, ignore_index=True), tasks, loaded.source)
+        self.state.save(key[0], loaded, change, tasks.snapshot, tasks.stored() * 100)
         if len(out):
             yield out
 
     def close(self) -> None:
         pass
 
-    def work(self, worker: int, pdf: pd.DataFrame) -> pd.DataFrame:
-        """Apply one batch's control rows, then its routed copies in batch order."""
+    def work(self, worker: int, pdf: pd.DataFrame, state: _WorkerTasks, source: str = "new") -> tuple[pd.DataFrame, dict]:
+        """Apply one batch's control rows, then its routed copies in batch order; returns the
+        output and the batch's changes (what :meth:`_WorkerTasks.apply` redoes)."""
         start = time.perf_counter()
         plan = self.plan
-        window = plan.window
-        saved = self.state.load() or {"tasks": {}, "totals": {"received": 0, "installed": 0, "produced": 0, "peak_stored": 0}}
-        tasks = {
-            t: Task.from_tuples(t, window, (StreamTuple(SIDES[s], k, i, x, p) for s, k, i, x, p in tuples))
-            for t, tuples in saved["tasks"].items()
-        }
-
-        def task_of(t: int) -> Task:
-            task = tasks.get(t)
-            if task is None:
-                task = tasks[t] = Task(t, window)
-            return task
-
+        tasks = state.tasks
         pdf = pdf.sort_values(["kind", "seq"], kind="stable", ignore_index=True)
         batch = int(pdf["batch"].iloc[0])
         kind = pdf["kind"].to_numpy()
@@ -452,73 +502,69 @@ class WorkerProcessor(StatefulProcessor):
         tids = pdf["tid"].to_numpy().tolist()
         tss = pdf["ts"].to_numpy().tolist()
         payloads = pdf["payload"].tolist()
+        change: dict[str, Any] = {"evict": None, "installs": [], "drops": [], "releases": [], "stores": []}
         evicted = 0
         evict = pdf["evict"].to_numpy()[kind == TICK]
         evict = evict[~np.isnan(evict)]
         if len(evict):
-            before = float(evict.max())
+            change["evict"] = before = float(evict.max())
             evicted = sum(task.evict(before) for task in tasks.values())
         bounds = np.searchsorted(kind, np.arange(ROUTE + 2))
-        installs: dict[int, list[StreamTuple]] = defaultdict(list)
+        installs: dict[int, list[tuple]] = defaultdict(list)
         for j in range(bounds[INSTALL], bounds[INSTALL + 1]):
-            installs[task_ids[j]].append(StreamTuple(SIDES[sides[j]], keys[j], tids[j], tss[j], payloads[j]))
-        for t, tuples in installs.items():
-            task_of(t).install(tuples)
+            installs[task_ids[j]].append((sides[j], keys[j], tids[j], tss[j], payloads[j]))
+        for t, rows in installs.items():
+            state.task_of(t).install(StreamTuple(SIDES[s], k, i, x, p) for s, k, i, x, p in rows)
+            change["installs"].append((t, rows))
         modulus, residue = pdf["modulus"].to_numpy().tolist(), pdf["residue"].to_numpy().tolist()
         for j in range(bounds[DROP], bounds[DROP + 1]):
             task = tasks.get(task_ids[j])
             if task is not None:
                 keep = None if modulus[j] < 0 else Residue(modulus[j], residue[j])
                 task.drop(Drop(task_ids[j], keys[j], SIDES[sides[j]], keep))
+                change["drops"].append((task_ids[j], keys[j], sides[j], modulus[j], residue[j]))
         for j in range(bounds[RELEASE], bounds[RELEASE + 1]):
             task = tasks.pop(task_ids[j], None)
             if task is not None and task.stored:
                 raise RuntimeError(f"worker {worker}: released task {task_ids[j]} still holds {task.stored} tuples")
+            change["releases"].append(task_ids[j])
         roles = pdf["role"].to_numpy().tolist()
         sink: list | None = [] if plan.output == "rows" else None
+        left_json: list[str] = []
+        right_json: list[str] = []
         produced = 0
         for j in range(bounds[ROUTE], bounds[ROUTE + 1]):
             tup = StreamTuple(SIDES[sides[j]], keys[j], tids[j], tss[j], payloads[j])
-            produced += task_of(task_ids[j]).process(tup, ROLES[roles[j]], sink)
+            role = ROLES[roles[j]]
+            task = state.task_of(task_ids[j])
+            first = len(sink) if sink is not None else 0
+            produced += task.process(tup, role, sink)
+            if sink is not None and len(sink) > first:
+                # the pairs of this probe: its own payload and each stored partner's
+                other, left = SIDES[1 - sides[j]], sides[j] == 0
+                for r, s in sink[first:]:
+                    partner = task.lookup(other, keys[j], s if left else r).payload
+                    left_json.append(payloads[j] if left else partner)
+                    right_json.append(partner if left else payloads[j])
+            if role & Role.STORE:
+                change["stores"].append((task_ids[j], (sides[j], keys[j], tids[j], tss[j], payloads[j])))
         received = int(bounds[ROUTE + 1] - bounds[ROUTE])
         n_installed = int(bounds[INSTALL + 1] - bounds[INSTALL])
-
-        need: tuple[dict, dict] = ({}, {})
-        if sink:
-            for r, s in sink:
-                need[0][r] = None
-                need[1][s] = None
-            for j in range(bounds[ROUTE], bounds[ROUTE + 1]):
-                if tids[j] in need[sides[j]]:
-                    need[sides[j]][tids[j]] = payloads[j]
-        stored_now = 0
-        state_tasks = {}
-        for t, task in tasks.items():
-            rows = []
-            for tup in task.stored_tuples():
-                s = int(tup.side)
-                rows.append((s, tup.key, tup.tid, tup.ts, tup.payload))
-                if sink and need[s].get(tup.tid, 0) is None:
-                    need[s][tup.tid] = tup.payload
-            state_tasks[t] = rows
-            stored_now += task.stored
-        totals = saved["totals"]
+        stored_now = state.stored()
+        totals = state.totals
         totals["received"] += received
         totals["installed"] += n_installed
         totals["produced"] += produced
         totals["peak_stored"] = max(totals["peak_stored"], stored_now)
-        self.state.save({"tasks": state_tasks, "totals": totals})
+        change["totals"] = dict(totals)
         if plan.metrics_dir:
             write_stats(plan.metrics_dir, "equi_worker", worker, batch, {
                 "worker": worker, "batch": batch, "time": time.time(), "received": received,
                 "installed": n_installed, "produced": produced, "stored": stored_now, "tasks": len(tasks),
                 "evicted": evicted, "totals": dict(totals), "seconds": time.perf_counter() - start,
+                "state_source": source,
             })
         if plan.output == "count":
-            return pd.DataFrame({"batch": [batch], "worker": np.int32([worker]), "pairs": [produced]})
-        if not sink:
-            return pd.DataFrame({"left_json": pd.Series([], dtype=object), "right_json": pd.Series([], dtype=object)})
-        return pd.DataFrame({
-            "left_json": [need[0][r] for r, _ in sink],
-            "right_json": [need[1][s] for _, s in sink],
-        })
+            return pd.DataFrame({"batch": [batch], "worker": np.int32([worker]), "pairs": [produced]}), change
+        return pd.DataFrame({"left_json": pd.Series(left_json, dtype=object),
+                             "right_json": pd.Series(right_json, dtype=object)}), change

@@ -1,8 +1,11 @@
-"""Grouping keys that pin one worker to one state partition.
+"""Grouping keys that pin each logical worker to a chosen state partition.
 
 A grouping key ``k`` of type int lands in shuffle partition ``pmod(murmur3(k, seed=42), N)``
-(Spark's ``hash``). Choosing, for worker i, the smallest non-negative int whose hash falls in
-partition i gives exactly one worker per partition: no two workers share a Spark task.
+(Spark's ``hash``). Choosing, for worker i, the smallest unused non-negative int whose hash
+falls in partition ``i mod N`` places the workers round-robin on the N partitions: with
+N = the number of workers each worker has a Spark task of its own; with fewer partitions
+several logical workers share one task, which lowers the fixed cost of a micro-batch (each
+stateful task costs about 100 ms whatever it does; ../shared/notes/spark-facts.md).
 """
 
 from __future__ import annotations
@@ -33,12 +36,16 @@ def spark_hash_int(value: int, seed: int = 42) -> int:
 
 
 @lru_cache(maxsize=64)
-def slot_keys(n: int) -> tuple[int, ...]:
-    """``keys[i]`` is an int grouping key that Spark places in shuffle partition i of n."""
-    keys: dict[int, int] = {}
+def slot_keys(n: int, partitions: int | None = None) -> tuple[int, ...]:
+    """``keys[i]`` is an int grouping key that Spark places in shuffle partition ``i mod partitions``
+    of ``partitions`` (default ``n``: one worker per partition)."""
+    parts = n if partitions is None else partitions
+    free: dict[int, list[int]] = {}
+    need = [sum(1 for i in range(n) if i % parts == q) for q in range(parts)]
     k = 0
-    while len(keys) < n:
-        slot = spark_hash_int(k) % n
-        keys.setdefault(slot, k)
+    while any(len(free.get(q, ())) < need[q] for q in range(parts)):
+        q = spark_hash_int(k) % parts
+        if len(free.setdefault(q, [])) < need[q]:
+            free[q].append(k)
         k += 1
-    return tuple(keys[i] for i in range(n))
+    return tuple(free[i % parts][i // parts] for i in range(n))

@@ -61,30 +61,60 @@ def read_stats(root: str, operator: str) -> Iterator[dict[str, Any]]:
                 continue
 
 
-def write_assignment(root: str, version: int, assignment: dict[int, int], splits: dict[int, int]) -> None:
-    """Publish assignment ``version`` (workset or site id -> worker, and splits) to the operators.
+def publish(root: str, name: str, version: int, doc: dict[str, Any]) -> None:
+    """Publish version ``version`` of the control plane's decision ``name`` to the operators.
 
     Written to a temporary name and renamed where the file system allows it, so a reader sees a
     whole file or none.
     """
     fs, base = _fs(root)
-    folder = f"{base.rstrip('/')}/control/assignment"
+    folder = f"{base.rstrip('/')}/control/{name}"
     fs.create_dir(folder, recursive=True)
-    body = json.dumps({"version": version, "assignment": {str(k): v for k, v in assignment.items()},
-                       "splits": {str(k): v for k, v in splits.items()}}).encode()
     final, tmp = f"{folder}/{version:012d}.json", f"{folder}/.{version:012d}.json.tmp"
     with fs.open_output_stream(tmp) as out:
-        out.write(body)
+        out.write(json.dumps({"version": version, **doc}).encode())
     fs.move(tmp, final)
+
+
+def newest(root: str, name: str, newer_than: int = -1) -> dict[str, Any] | None:
+    """The newest published version of decision ``name`` if it is above ``newer_than``, else None."""
+    fs, base = _fs(root)
+    selector = pafs.FileSelector(f"{base.rstrip('/')}/control/{name}", allow_not_found=True)
+    names = sorted(i.base_name for i in fs.get_file_info(selector) if i.base_name.endswith(".json") and not i.base_name.startswith("."))
+    if not names or int(names[-1][:-5]) <= newer_than:
+        return None
+    with fs.open_input_stream(f"{base.rstrip('/')}/control/{name}/{names[-1]}") as f:
+        return json.loads(f.read())
+
+
+def read_newest_stats(root: str, operator: str) -> dict[int, dict[str, Any]]:
+    """Per key of ``operator``, its statistics record of the highest sequence number."""
+    fs, base = _fs(root)
+    selector = pafs.FileSelector(f"{base.rstrip('/')}/{operator}", allow_not_found=True)
+    out: dict[int, dict[str, Any]] = {}
+    for folder in fs.get_file_info(selector):
+        if folder.type != pafs.FileType.Directory:
+            continue
+        files = sorted(i.path for i in fs.get_file_info(pafs.FileSelector(folder.path)) if i.path.endswith(".json"))
+        for path in reversed(files):  # the newest whole file (a crash may cut one short)
+            with fs.open_input_stream(path) as f:
+                try:
+                    out[int(folder.base_name)] = json.loads(f.read())
+                    break
+                except ValueError:
+                    continue
+    return out
+
+
+def write_assignment(root: str, version: int, assignment: dict[int, int], splits: dict[int, int]) -> None:
+    """Publish assignment ``version`` (workset or site id -> worker, and splits) to the operators."""
+    publish(root, "assignment", version, {"assignment": {str(k): v for k, v in assignment.items()},
+                                          "splits": {str(k): v for k, v in splits.items()}})
 
 
 def read_assignment(root: str, newer_than: int = -1) -> tuple[int, dict[int, int], dict[int, int]] | None:
     """The newest published assignment if its version is above ``newer_than``, else None."""
-    fs, base = _fs(root)
-    selector = pafs.FileSelector(f"{base.rstrip('/')}/control/assignment", allow_not_found=True)
-    names = sorted(i.base_name for i in fs.get_file_info(selector) if i.base_name.endswith(".json") and not i.base_name.startswith("."))
-    if not names or int(names[-1][:-5]) <= newer_than:
+    doc = newest(root, "assignment", newer_than)
+    if doc is None:
         return None
-    with fs.open_input_stream(f"{base.rstrip('/')}/control/assignment/{names[-1]}") as f:
-        doc = json.loads(f.read())
     return int(doc["version"]), {int(k): int(v) for k, v in doc["assignment"].items()}, {int(k): int(v) for k, v in doc["splits"].items()}

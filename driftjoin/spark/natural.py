@@ -56,8 +56,8 @@ from driftjoin.schemafree.window import CountWindow, TimeWindow
 from driftjoin.spark.keys import slot_keys
 from driftjoin.spark.metrics_sink import read_stats, write_stats
 from driftjoin.spark.plan_guard import PlanGuard
-from driftjoin.spark.s3j_operators import _BlobState
 from driftjoin.spark.session import prepare_for_stateful
+from driftjoin.spark.state import BlobState, ChunkedState, Chunks, Meta
 from driftjoin.spark.similarity import _id_type
 from driftjoin.spark.static import run_static
 
@@ -517,7 +517,7 @@ class Assigner:
         return AssignerOutput(rows, stats)
 
 
-def _saved_core(state: _BlobState) -> Any:
+def _saved_core(state: BlobState) -> Any:
     """The core state saved by the previous batch (None on the first), refusing other formats."""
     saved = state.load()
     if saved is not None and saved.get("format") != STATE_FORMAT:
@@ -534,7 +534,7 @@ class AssignerProcessor(StatefulProcessor):
         self.final = final
 
     def init(self, handle: StatefulProcessorHandle) -> None:
-        self.state = _BlobState(handle, "assigner")
+        self.state = BlobState(handle, "assigner")
         self.guard = PlanGuard(handle, "natural_join", self.plan.settings(), ADOPTABLE)
 
     def handleInputRows(self, key: Any, rows: Iterator[pd.DataFrame], timerValues: Any) -> Iterator[pd.DataFrame]:
@@ -561,32 +561,19 @@ class AssignerProcessor(StatefulProcessor):
 # --------------------------------------------------------------------------------------------
 
 
-@dataclass
-class _StoredWindow:
-    """Documents a joiner holds for one window (the local join is rebuilt from them)."""
-
-    order: list[str]
-    seq: list[int] = field(default_factory=list)
-    side: list[int] = field(default_factory=list)
-    ids: list[Any] = field(default_factory=list)
-    mask: list[int] = field(default_factory=list)
-    avps: list[str] = field(default_factory=list)
-
-
-@dataclass
-class JoinerState:
-    seq: int = -1
-    windows: dict[int, _StoredWindow] = field(default_factory=dict)
-
-
 class _WindowJoin:
-    """Local join structures of one window: one per stream (two-stream joins) or one."""
+    """One window of a joiner: its local join structures (one per stream in a two-stream join)
+    and the ids of the state chunks whose documents they hold (the shared state layer keeps one
+    chunk per window and batch; a stale cached window whose chunks are a prefix of the current
+    ones is brought up to date by inserting the newer chunks' documents)."""
 
     def __init__(self, plan: NaturalPlan, order: list[str]) -> None:
+        self.order = order
         attribute_order = AttributeOrder.of(order)
         self.two = plan.two_streams
         self.local = [make_local_join(plan.local_join, attribute_order) for _ in range(2 if self.two else 1)]  # type: ignore[arg-type]
         self.docs: dict[int, tuple[Document, int, int, Any]] = {}
+        self.chunks: list[int] = []
 
     def probe(self, doc: Document, side: int) -> list[int]:
         return self.local[1 - side if self.two else 0].join(doc)
@@ -595,38 +582,47 @@ class _WindowJoin:
         self.local[side if self.two else 0].insert(doc)
         self.docs[doc.doc_id] = (doc, side, mask, doc_id)
 
+    def load(self, chunk: int, stored: tuple[list, list, list, list, list]) -> None:
+        """Insert the documents of one state chunk (seq, side, mask, id, flat pairs as JSON)."""
+        for seq, side, mask, doc_id, text in zip(*stored):
+            self.insert(Document(seq, json.loads(text)), side, mask, doc_id)
+        self.chunks.append(chunk)
+
 
 class Joiner:
-    """One joiner's batch: open windows, join new documents, report owned pairs, evict."""
+    """One joiner's batch: open windows, join new documents, report owned pairs, evict.
 
-    def __init__(self, plan: NaturalPlan, joiner: int, state: JoinerState | None) -> None:
+    ``windows`` are the open windows' local joins; :meth:`process` returns, besides the pairs
+    and statistics, the documents it stored per window (one state chunk each) and the windows
+    it closed.
+    """
+
+    def __init__(self, plan: NaturalPlan, joiner: int, windows: dict[int, _WindowJoin]) -> None:
         self.plan = plan
         self.joiner = joiner
-        self.state = state or JoinerState()
+        self.windows = windows
 
-    def process(self, pdf: pd.DataFrame) -> tuple[dict[str, list], dict[str, Any]]:
-        plan, s, me = self.plan, self.state, self.joiner
-        s.seq += 1
+    def process(self, pdf: pd.DataFrame, seq: int) -> tuple[dict[str, list], dict[str, Any], dict[int, tuple], list[int]]:
+        plan, me = self.plan, self.joiner
         pdf = pdf.sort_values(["kind", "seq"], kind="stable")
         out: dict[str, list] = {"left_id": [], "right_id": [], "window": [], "merged": []}
         by_window: dict[int, int] = {}
+        added: dict[int, tuple] = {}
         received = 0
-        frontier = None
         kinds = pdf["kind"].to_numpy()
         for w, text in zip(pdf["window"][kinds == OPEN].tolist(), pdf["avps"][kinds == OPEN].tolist()):
-            s.windows.setdefault(int(w), _StoredWindow(json.loads(text)))
+            if int(w) not in self.windows:
+                self.windows[int(w)] = _WindowJoin(plan, json.loads(text))
         docs = pdf[kinds == DOC]
         for w, group in docs.groupby("window", sort=True):
             w = int(w)
-            stored = s.windows.setdefault(w, _StoredWindow([]))
-            join = _WindowJoin(plan, stored.order)
-            for seq, side, mask, doc_id, text in zip(stored.seq, stored.side, stored.mask, stored.ids, stored.avps):
-                join.insert(Document(seq, json.loads(text)), side, mask, doc_id)
+            join = self.windows.setdefault(w, _WindowJoin(plan, []))
+            stored: tuple[list, list, list, list, list] = ([], [], [], [], [])
             found = 0
-            for seq, side, blob, doc_id, text in zip(group["seq"].tolist(), group["side"].tolist(), group["mask"].tolist(),
-                                                     group["id"].tolist(), group["avps"].tolist()):
+            for seq_no, side, blob, doc_id, text in zip(group["seq"].tolist(), group["side"].tolist(), group["mask"].tolist(),
+                                                        group["id"].tolist(), group["avps"].tolist()):
                 mask = int.from_bytes(blob, "little")
-                doc = Document(int(seq), json.loads(text))
+                doc = Document(int(seq_no), json.loads(text))
                 side = int(side)
                 for partner_seq in join.probe(doc, side):
                     partner, p_side, p_mask, p_id = join.docs[partner_seq]
@@ -646,24 +642,24 @@ class Joiner:
                                                         separators=(",", ":"), ensure_ascii=False))
                     found += 1
                 join.insert(doc, side, mask, doc_id)
-                stored.seq.append(doc.doc_id)
-                stored.side.append(side)
-                stored.ids.append(doc_id)
-                stored.mask.append(mask)
-                stored.avps.append(text)
+                for column, value in zip(stored, (doc.doc_id, side, mask, doc_id, text)):
+                    column.append(value)
                 received += 1
+            added[w] = stored
             by_window[w] = found
+        closed: list[int] = []
         fr = pdf["window"][kinds == FRONTIER]
         if len(fr):
             frontier = int(fr.max())
-            for w in [w for w in s.windows if w < frontier]:
-                del s.windows[w]
+            closed = [w for w in self.windows if w < frontier]
+            for w in closed:
+                del self.windows[w]
         stats = {
-            "joiner": me, "seq": s.seq, "time": time.time(), "received": received,
+            "joiner": me, "seq": seq, "time": time.time(), "received": received,
             "pairs": sum(by_window.values()), "pairs_by_window": {str(k): v for k, v in by_window.items()},
-            "open_windows": sorted(s.windows), "stored": sum(len(w.seq) for w in s.windows.values()),
+            "open_windows": sorted(self.windows), "stored": sum(len(w.docs) for w in self.windows.values()),
         }
-        return out, stats
+        return out, stats, added, closed
 
 
 def _pairs_frame(plan: NaturalPlan, out: dict[str, list], id_is_str: bool) -> pd.DataFrame:
@@ -679,26 +675,51 @@ def _pairs_frame(plan: NaturalPlan, out: dict[str, list], id_is_str: bool) -> pd
 
 
 class JoinerProcessor(StatefulProcessor):
-    """One joiner under its slot key."""
+    """One joiner under its slot key; its documents live in the shared chunked state layer
+    (one chunk per window and batch, the windows' attribute orders in the meta fields), so a
+    batch writes only the documents it stored and a cached joiner skips rebuilding its local
+    joins (:mod:`driftjoin.spark.state`)."""
 
     def __init__(self, plan: NaturalPlan, id_is_str: bool) -> None:
         self.plan = plan
         self.id_is_str = id_is_str
 
     def init(self, handle: StatefulProcessorHandle) -> None:
-        self.state = _BlobState(handle, "joiner")
+        self.state = ChunkedState(handle, "joiner_docs")
+        self.legacy = BlobState(handle, "joiner")
+
+    def _rebuild(self, meta: Meta, chunks: Chunks, stale: dict[int, _WindowJoin] | None) -> dict[int, _WindowJoin]:
+        windows: dict[int, _WindowJoin] = {}
+        for w, order in meta.fields["orders"].items():
+            ids = chunks.ids(w)
+            old = (stale or {}).get(w)
+            join = old if old is not None and ids[:len(old.chunks)] == old.chunks else _WindowJoin(self.plan, order)
+            for chunk, stored in chunks.read(w, {c: None for c in join.chunks}):
+                if stored is not None:
+                    join.load(chunk, stored)
+            windows[w] = join
+        return windows
 
     def handleInputRows(self, key: Any, rows: Iterator[pd.DataFrame], timerValues: Any) -> Iterator[pd.DataFrame]:
         pdf = pd.concat(list(rows), ignore_index=True)
         if pdf.empty:
             return
         started = time.perf_counter()
-        core = Joiner(self.plan, self.plan.slot_of(key[0]), _saved_core(self.state))
-        out, stats = core.process(pdf)
-        self.state.save({"format": STATE_FORMAT, "core": core.state})
+        loaded = self.state.load(key[0], self._rebuild, dict)
+        if loaded.source == "new" and self.legacy.value.exists():
+            raise ValueError("natural_join state has another format; use a new checkpoint location")
+        core = Joiner(self.plan, self.plan.slot_of(key[0]), loaded.value)
+        out, stats, added, closed = core.process(pdf, loaded.seq)
+        loaded.chunks.drop_groups(lambda g: g not in closed)
+        for w, stored in added.items():
+            if w in core.windows:  # not closed by this batch's frontier
+                core.windows[w].chunks.append(loaded.chunks.add(w, stored))
+        self.state.save(key[0], loaded, sum(len(w.docs) for w in core.windows.values()) * 200,
+                        {"orders": {w: j.order for w, j in core.windows.items()}})
         if self.plan.metrics_dir:
-            stats["elapsed"] = time.perf_counter() - started
-            write_stats(self.plan.metrics_dir, JOINER_OP, core.joiner, core.state.seq, stats)
+            stats.update(elapsed=time.perf_counter() - started, state_source=loaded.source,
+                         chunks_read=loaded.chunks.read_count)
+            write_stats(self.plan.metrics_dir, JOINER_OP, core.joiner, loaded.seq, stats)
         if out["left_id"]:
             yield _pairs_frame(self.plan, out, self.id_is_str)
 

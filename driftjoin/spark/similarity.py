@@ -16,12 +16,14 @@ from driftjoin.s3j.space import random_centroids
 from driftjoin.spark.s3j_operators import (
     ComputationProcessor,
     FormulationProcessor,
+    FusedProcessor,
     S3JPlan,
     dead_letter_batches,
     route_batches,
     route_members,
 )
 from driftjoin.s3j.baselines import ALGORITHMS
+from driftjoin.spark.grid_operators import grid_pairs, grid_plan
 from driftjoin.spark.columns import check_time_column, time_seconds
 from driftjoin.spark.session import prepare_for_stateful
 from driftjoin.spark.static import static_arrow_udf
@@ -29,9 +31,11 @@ from driftjoin.spark.static import static_arrow_udf
 log = logging.getLogger(__name__)
 
 _ID_TYPES = (T.LongType, T.IntegerType, T.ShortType, T.StringType)
+#: Output shapes of :func:`similarity_join` (see its docstring).
+OUTPUTS = ("pairs", "grouped", "pairs-grouped")
 
 
-def _vector_column(df: DataFrame, name: str) -> Column:
+def _vector_column(df: DataFrame, name: str, float32: bool = False) -> Column:
     if name not in df.columns:
         raise ValueError(f"vector_col={name!r} is not a column of the input; columns are {df.columns}")
     dtype = df.schema[name].dataType
@@ -41,7 +45,7 @@ def _vector_column(df: DataFrame, name: str) -> Column:
         # vector_to_array fails on a null Vector: a missing vector is a dead letter, not an error
         return F.when(F.col(name).isNotNull(), vector_to_array(F.col(name), "float64"))
     if isinstance(dtype, T.ArrayType) and isinstance(dtype.elementType, T.NumericType):
-        return F.col(name).cast("array<double>")
+        return F.col(name).cast("array<float>" if float32 else "array<double>")
     raise TypeError(f"vector_col={name!r} has type {dtype.simpleString()}; use array<double>, array<float> or an MLlib Vector")
 
 
@@ -59,7 +63,7 @@ def _id_type(left: DataFrame, right: DataFrame | None, id_col: str) -> T.DataTyp
 
 
 def _normalise(df: DataFrame, side: int, id_col: str, vector_col: str, id_type: T.DataType,
-               ingest_col: str | None, time_col: str | None, with_raw: bool) -> DataFrame:
+               ingest_col: str | None, time_col: str | None, with_raw: bool, float32: bool = False) -> DataFrame:
     """``side, id, vector, ingest, time, time_reason[, raw]``: the columns the operators read.
 
     ``ingest`` (epoch seconds) is the ingestion time (``ingest_col``, else the micro-batch
@@ -79,7 +83,7 @@ def _normalise(df: DataFrame, side: int, id_col: str, vector_col: str, id_type: 
     cols = [
         F.lit(side).cast("byte").alias("side"),
         F.col(id_col).cast(id_type).alias("id"),
-        _vector_column(df, vector_col).alias("vector"),
+        _vector_column(df, vector_col, float32).alias("vector"),
         ingest.alias("ingest"),
         basis.alias("time"),
         (F.coalesce(*reasons) if reasons else F.lit(None)).cast("string").alias("time_reason"),
@@ -108,7 +112,8 @@ def _infer_dim(inputs: list[DataFrame], vector_col: str) -> int:
 def _plan(left: DataFrame, right: DataFrame | None, *, threshold: float, metric: str, dim: int | None,
           window: str | None, parallelism: int | None, centroids: object, bounds: tuple[float, float], seed: int,
           vector_col: str, metrics_dir: str | None, algorithm: str = "s3j", virtual_partitions: int = 500,
-          time_basis: str = "batch", lateness: float = 0.0) -> S3JPlan:
+          time_basis: str = "batch", lateness: float = 0.0, partitions: int | None = None,
+          balanced: bool = False, transport: str = "grouped") -> S3JPlan:
     if algorithm not in ALGORITHMS:
         raise ValueError(f"algorithm={algorithm!r}: choose one of {', '.join(ALGORITHMS)}")
     if algorithm == "clusterjoin" and (not isinstance(virtual_partitions, int) or virtual_partitions < 1):
@@ -119,6 +124,11 @@ def _plan(left: DataFrame, right: DataFrame | None, *, threshold: float, metric:
         parallelism = int(left.sparkSession.conf.get("spark.sql.shuffle.partitions"))
     if isinstance(parallelism, bool) or not isinstance(parallelism, int) or parallelism < 1:
         raise ValueError(f"parallelism must be an integer >= 1 (the number of workers), got {parallelism!r}")
+    if partitions is None:
+        partitions = min(parallelism, left.sparkSession.sparkContext.defaultParallelism)
+    if isinstance(partitions, bool) or not isinstance(partitions, int) or not 1 <= partitions <= parallelism:
+        raise ValueError(f"partitions must be an integer in [1, parallelism] (Spark state partitions the "
+                         f"{parallelism} workers share), got {partitions!r}")
     if isinstance(centroids, str) and centroids not in ("random", "sample"):
         raise ValueError(f"centroids={centroids!r}: use 'random', 'sample' (static input) or an array of shape (parallelism, dim)")
     n_centroids = virtual_partitions if algorithm == "clusterjoin" else parallelism
@@ -149,7 +159,7 @@ def _plan(left: DataFrame, right: DataFrame | None, *, threshold: float, metric:
         raise ValueError(f"centroids have {c.shape[1]} dimensions but dim={dim}")
     window_seconds = None if window is None else parse_duration(window, "window")
     return S3JPlan(m.name, t, dim, parallelism, c, right is None, window_seconds, metrics_dir, algorithm,
-                   time_basis, lateness)
+                   time_basis, lateness, partitions, balanced, transport)
 
 
 def _declared_watermark(inputs: list[DataFrame], column: str) -> float | None:
@@ -204,6 +214,7 @@ def similarity_join(
     vector_col: str = "vector",
     window: str | None = "1 minute",
     parallelism: int | None = None,
+    partitions: int | None = None,
     time_col: str | None = None,
     watermark: str | None = None,
     ingest_col: str | None = None,
@@ -212,22 +223,38 @@ def similarity_join(
     bounds: tuple[float, float] = (-1.0, 1.0),
     seed: int = 0,
     metrics_dir: str | None = None,
-    algorithm: str = "s3j",
+    algorithm: str = "auto",
     virtual_partitions: int = 500,
     balance: str = "none",
     balance_options: dict | None = None,
+    output: str = "pairs",
+    sample: object = None,
+    block_bytes: int | None = None,
 ) -> DataFrame:
     """Exact similarity join: every pair (same window) with ``distance <= threshold``.
 
-    ``algorithm``: ``"s3j"`` (space partitioning + worksets, the default), ``"clusterjoin"``
-    (the paper's baseline: ``virtual_partitions`` inner/outer partitions, section 9.4) or
-    ``"bruteforce"`` (every pair compared on one worker: the oracle, for small data).
+    ``algorithm``: ``"auto"`` (the default: S3J or the grid, estimated on a sample, see
+    :mod:`driftjoin.grid.choice`), ``"s3j"`` (space partitioning + worksets), ``"grid"``
+    (1-Bucket-Theta grid with matrix-product block joins: embeddings of tens to hundreds of
+    dimensions), ``"clusterjoin"`` (the paper's baseline: ``virtual_partitions`` inner/outer
+    partitions, section 9.4) or ``"bruteforce"`` (every pair compared on one worker: the
+    oracle, for small data). ``sample``: vectors like a stream's (an array or a static
+    DataFrame) for ``auto`` to decide on; without it a stream is decided by ``dim``.
+    ``block_bytes``: memory bound of one matrix-product block of the grid (default 32 MB).
 
     ``balance``: ``"none"``, ``"s3j"`` (the paper's Algorithm 1) or ``"greedy"`` (LPT): a
     controller on the driver (:class:`driftjoin.control.BalanceController`) reads the statistics
     in ``metrics_dir`` and moves worksets between workers while the query runs, exactly.
     ``balance_options`` are its settings (``monitoring_window``, ``di_threshold``,
     ``latency_spread``, ``migration_factor``, ``split``, ``at``, ``load``). Streams only.
+
+    ``parallelism`` is the number of logical workers (space partitions); ``partitions`` the Spark
+    state partitions they are placed on round-robin (default: the smaller of ``parallelism`` and
+    the cluster's cores). Each stateful task costs about 100 ms per micro-batch whatever it
+    does, so sharing partitions lowers a batch's fixed cost; both are stored with the checkpoint.
+    Without balancing, workset formulation and similarity computation run in one stateful stage.
+    The grid runs one stateful stage with one Spark state partition per worker (``partitions``
+    applies to S3J only).
 
     ``right=None`` joins ``left`` with itself: each unordered pair once, ``left_id < right_id``.
     Streams are windowed by processing time (the ingestion time: ``ingest_col`` if given, else
@@ -239,8 +266,13 @@ def similarity_join(
     input is one window (or one per window of ``time_col``); ``window=None`` makes a stream one
     unbounded window.
 
-    Output columns: ``left_id, right_id, distance, window_start, window_end, ingest_time``
-    (the later ingestion time of the two records), ``emit_time``, ``worker``, ``workset``.
+    Output columns (``output="pairs"``): ``left_id, right_id, distance, window_start,
+    window_end, ingest_time`` (the later ingestion time of the two records), ``emit_time``,
+    ``worker``, ``workset``. ``output="grouped"``: one row per left record, worker and
+    micro-batch: ``left_id, right_ids, distances, window_start, window_end, ingest_times,
+    emit_time, worker`` (arrays in the same order), for users who need no row per pair.
+    ``output="pairs-grouped"`` gives the pairs through the grouped transport exploded in the
+    JVM (measured slower than one row per pair on PySpark 4.3: kept to measure against).
     Rows that cannot be joined are skipped here and reported by :func:`invalid_records`.
     """
     if right is not None and right.isStreaming != left.isStreaming:
@@ -249,16 +281,32 @@ def similarity_join(
         for name, what in ((ingest_col, "ingest_col"), (time_col, "time_col")):
             if df is not None and name is not None:
                 check_time_column(df, name, what)
+    if output not in OUTPUTS:
+        raise ValueError(f"output={output!r}: use 'pairs' (one row per pair), 'grouped' (one row per record with "
+                         "arrays of partners) or 'pairs-grouped'")
     time_basis, lateness = _lateness(left, right, time_col, ingest_col, watermark, window)
     if not left.isStreaming and time_col is None:
         window = None
+    if algorithm not in (*ALGORITHMS, "grid", "auto"):
+        raise ValueError(f"algorithm={algorithm!r}: choose one of auto, grid, {', '.join(ALGORITHMS)}")
+    if algorithm == "grid" and balance != "none":
+        raise ValueError("balance= moves S3J worksets: it needs algorithm='s3j' (or 'auto', which then uses S3J)")
+    flexible = algorithm in ("auto", "grid") and balance == "none"
     plan = _plan(left, right, threshold=threshold, metric=metric, dim=dim, window=window, parallelism=parallelism,
                  centroids=centroids, bounds=bounds, seed=seed, vector_col=vector_col, metrics_dir=metrics_dir,
-                 algorithm=algorithm, virtual_partitions=virtual_partitions, time_basis=time_basis, lateness=lateness)
+                 algorithm="s3j" if algorithm in ("auto", "grid") else algorithm,
+                 virtual_partitions=virtual_partitions, time_basis=time_basis, lateness=lateness,
+                 partitions=partitions, balanced=balance != "none" and left.isStreaming,
+                 transport="flat" if output == "pairs" else "grouped")
+    grid = grid_plan(left, right, plan, algorithm=algorithm if flexible else "s3j", vector_col=vector_col,
+                     sample=sample, seed=seed, block_bytes=block_bytes) if algorithm in ("auto", "grid") else None
+    if grid is not None and output != "pairs":
+        raise ValueError(f"output={output!r} is not available when the grid algorithm joins (it emits one row per pair): "
+                         "use output='pairs', or algorithm='s3j'")
     if balance != "none":
         from driftjoin.control import CONTROLLERS, BalanceController, attach
 
-        if algorithm != "s3j":
+        if plan.algorithm != "s3j":
             raise ValueError("balance= moves S3J worksets: it needs algorithm='s3j'")
         if not metrics_dir:
             raise ValueError("balance= needs metrics_dir= (a directory the operators and the driver share: statistics go out and assignments come back through it)")
@@ -268,9 +316,10 @@ def similarity_join(
         CONTROLLERS[metrics_dir] = controller
         attach(left.sparkSession, controller)
     id_type = _id_type(left, right, id_col)
-    inputs = [_normalise(left, 0, id_col, vector_col, id_type, ingest_col, time_col, False)]
+    f32 = grid is not None and grid.float32
+    inputs = [_normalise(left, 0, id_col, vector_col, id_type, ingest_col, time_col, False, f32)]
     if right is not None:
-        inputs.append(_normalise(right, 1, id_col, vector_col, id_type, ingest_col, time_col, False))
+        inputs.append(_normalise(right, 1, id_col, vector_col, id_type, ingest_col, time_col, False, f32))
     data = inputs[0] if len(inputs) == 1 else inputs[0].unionByName(inputs[1])
     routed_schema = T.StructType([
         T.StructField("key", T.IntegerType()), T.StructField("outer", T.BooleanType()),
@@ -283,11 +332,18 @@ def similarity_join(
         T.StructField("ingest", T.DoubleType()), T.StructField("window", T.LongType()),
         T.StructField("store", T.BooleanType()),
     ])
-    pair_schema = T.StructType([
+    pair_schema = (T.StructType([
+        T.StructField("left_id", id_type), T.StructField("window", T.LongType()), T.StructField("emit_us", T.LongType()),
+        T.StructField("worker", T.IntegerType()), T.StructField("right_ids", T.ArrayType(id_type)),
+        T.StructField("distances", T.ArrayType(T.DoubleType())), T.StructField("ingest_us", T.ArrayType(T.LongType())),
+        T.StructField("worksets", T.ArrayType(T.LongType())),
+    ]) if plan.transport == "grouped" else T.StructType([
         T.StructField("left_id", id_type), T.StructField("right_id", id_type), T.StructField("distance", T.DoubleType()),
         T.StructField("window", T.LongType()), T.StructField("ingest_us", T.LongType()), T.StructField("emit_us", T.LongType()),
         T.StructField("worker", T.IntegerType()), T.StructField("workset", T.LongType()),
-    ])
+    ]))
+    if grid is not None:  # output="pairs" (checked above): one row per pair
+        return _pair_columns(grid_pairs(data, grid, id_type=id_type, pair_schema=pair_schema), plan, "pairs")
     if plan.algorithm == "s3j":
         routed_arrow = to_arrow_schema(routed_schema)
         routed = data.mapInArrow(lambda it: route_batches(plan, it, routed_arrow), routed_schema)
@@ -295,29 +351,47 @@ def similarity_join(
         member_arrow = to_arrow_schema(member_schema)
         members = data.mapInArrow(lambda it: route_members(plan, it, member_arrow), member_schema)
     if data.isStreaming:
-        prepare_for_stateful(left.sparkSession, plan.parallelism)
+        prepare_for_stateful(left.sparkSession, plan.partitions)
+        if plan.fused:
+            return _pair_columns(routed.groupBy("key").transformWithStateInPandas(
+                FusedProcessor(plan), pair_schema, "Append", "None"), plan, output)
         if plan.algorithm == "s3j":
             members = routed.groupBy("key").transformWithStateInPandas(
                 FormulationProcessor(plan), member_schema, "Append", "None")
         return _pair_columns(members.groupBy("wkey").transformWithStateInPandas(
-            ComputationProcessor(plan), pair_schema, "Append", "None"), plan.window_seconds)
-    left.sparkSession.conf.set("spark.sql.shuffle.partitions", str(plan.parallelism))
-    member_arrow, pair_arrow = to_arrow_schema(member_schema), to_arrow_schema(pair_schema)
-    if plan.algorithm == "s3j":
-        members = routed.groupBy("key").applyInArrow(
-            static_arrow_udf(lambda: FormulationProcessor(plan), member_arrow), member_schema)
+            ComputationProcessor(plan), pair_schema, "Append", "None"), plan, output)
+    left.sparkSession.conf.set("spark.sql.shuffle.partitions", str(plan.partitions))
+    pair_arrow = to_arrow_schema(pair_schema)
+    if plan.fused:
+        return _pair_columns(routed.groupBy("key").applyInArrow(
+            static_arrow_udf(lambda: FusedProcessor(plan), pair_arrow), pair_schema), plan, output)
     return _pair_columns(members.groupBy("wkey").applyInArrow(
-        static_arrow_udf(lambda: ComputationProcessor(plan), pair_arrow), pair_schema), plan.window_seconds)
+        static_arrow_udf(lambda: ComputationProcessor(plan), pair_arrow), pair_schema), plan, output)
 
 
-def _pair_columns(raw: DataFrame, window_seconds: float | None) -> DataFrame:
-    """The user-facing pair columns, with timestamps built in the JVM from plain numbers."""
+def _pair_columns(raw: DataFrame, plan: S3JPlan, output: str) -> DataFrame:
+    """The user-facing columns, with timestamps built in the JVM from plain numbers.
+
+    ``output="pairs"``: one row per pair (grouped rows are exploded here, in the JVM);
+    ``"grouped"``: one row per left record and micro-batch with its partners in arrays.
+    """
+    window_seconds = plan.window_seconds
     if window_seconds is None:
         start = end = F.lit(None).cast("timestamp")
     else:
         us = int(round(window_seconds * 1e6))
         start = F.timestamp_micros(F.col("window") * F.lit(us))
         end = F.timestamp_micros((F.col("window") + 1) * F.lit(us))
+    if output == "grouped":
+        return raw.select(
+            "left_id", F.col("right_ids"), F.col("distances"), start.alias("window_start"), end.alias("window_end"),
+            F.transform("ingest_us", lambda x: F.timestamp_micros(x)).alias("ingest_times"),
+            F.timestamp_micros("emit_us").alias("emit_time"), "worker")
+    if plan.transport == "grouped":
+        raw = raw.select("left_id", "window", "emit_us", "worker",
+                         F.explode(F.arrays_zip("right_ids", "distances", "ingest_us", "worksets")).alias("p")).select(
+            "left_id", F.col("p.right_ids").alias("right_id"), F.col("p.distances").alias("distance"), "window",
+            F.col("p.ingest_us").alias("ingest_us"), "emit_us", "worker", F.col("p.worksets").alias("workset"))
     return raw.select(
         "left_id", "right_id", "distance", start.alias("window_start"), end.alias("window_end"),
         F.timestamp_micros("ingest_us").alias("ingest_time"), F.timestamp_micros("emit_us").alias("emit_time"),
@@ -326,8 +400,9 @@ def _pair_columns(raw: DataFrame, window_seconds: float | None) -> DataFrame:
 
 
 #: Settings of :func:`similarity_join` that do not change which rows are valid.
-_JOIN_ONLY = frozenset({"threshold", "window", "parallelism", "watermark", "centroids", "bounds", "seed",
-                        "metrics_dir", "algorithm", "virtual_partitions", "balance", "balance_options"})
+_JOIN_ONLY = frozenset({"threshold", "window", "parallelism", "partitions", "watermark", "centroids", "bounds", "seed",
+                        "metrics_dir", "algorithm", "virtual_partitions", "balance", "balance_options", "output",
+                        "sample", "block_bytes"})
 
 
 def invalid_records(

@@ -46,6 +46,12 @@ class MemoryMap:
     def updateValue(self, key: tuple, value: tuple) -> None:
         self._items[key] = value
 
+    def getValue(self, key: tuple) -> tuple | None:
+        return self._items.get(key)
+
+    def containsKey(self, key: tuple) -> bool:
+        return key in self._items
+
     def removeKey(self, key: tuple) -> None:
         self._items.pop(key, None)
 

@@ -1,9 +1,9 @@
 """``topk_set_join``: SWOOP's continuous top-k set-similarity join on Spark.
 
-SWOOP is sequential: every insert reads and updates one global index and one stock. On Spark it
-runs as one ``transformWithStateInPandas`` key (all sets of the query go to it), in timestamp
-order within each micro-batch; the rows before it (validation) run in parallel. The whole join
-state (index, stock, window) is one pickled value, read and written once per micro-batch.
+``parallelism=1`` runs SWOOP on one stateful key; ``parallelism=p`` on p worker keys that each
+index a share of the sets and find a share of the pairs, and one key that merges their top-k
+change streams into the global one, exactly (:mod:`driftjoin.spark.topk_operators` has both
+pipelines and why the second is exact; bench/swoop_partitioned.py measures it).
 
 Output: the change stream of the top-k (``kind`` = ``"enter"`` / ``"leave"``, the pair, its
 similarity, the time of the change, and ``seq``, the change's position in the stream), plus a
@@ -14,151 +14,31 @@ both are reported, never silently lost. :func:`current_topk` replays a change st
 Parquet sink read back) into the current top-k. Rows that cannot be sets at all (a missing,
 unparsable or non-finite time, a missing id, no tokens, a null token) go to
 :func:`invalid_sets` with a reason; both functions test rows with the same code, so a row is
-in exactly one of the two outputs. The plan (k, similarity, window, self or two-stream) is
-stored with the checkpoint (:mod:`driftjoin.spark.plan_guard`).
-
-Scaling out (docs/architecture.md): the top-k of a union is the top-k of the per-part top-k's
-only if every pair falls into one part; partitioning the token space replicates each set to
-the parts of its tokens and needs a global merge of k-lists per change, which a single Spark
-stage cannot express without a second stateful stage. This operator keeps SWOOP on one task;
-the throughput of that task is measured in bench/swoop_core.py.
+in exactly one of the two outputs. The plan (k, similarity, window, self or two-stream, the
+parallelism) is stored with the checkpoint (:mod:`driftjoin.spark.plan_guard`). The change
+stream is the same, change by change, for every parallelism.
 """
 
 from __future__ import annotations
 
-import math
-import pickle
-import time
-from dataclasses import dataclass
-from typing import Any, Iterator
-
-import numpy as np
-import pandas as pd
-import pyarrow as pa
-import pyarrow.compute as pc
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
-from pyspark.sql.streaming.stateful_processor import StatefulProcessor, StatefulProcessorHandle
 
 from driftjoin.durations import parse_duration
 from driftjoin.spark.columns import time_seconds
-from driftjoin.spark.metrics_sink import write_stats
-from driftjoin.spark.plan_guard import PlanGuard
-from driftjoin.spark.s3j_operators import _BlobState
 from driftjoin.spark.session import prepare_for_stateful
 from driftjoin.spark.static import run_static
-from driftjoin.swoop import SIMILARITIES, DuplicateSetError, InvalidSetError, LateSetError, Swoop
-
-#: Version of the operator's state; a checkpoint written with another is refused.
-STATE_FORMAT = 2
-
-
-@dataclass(frozen=True)
-class TopKPlan:
-    k: int
-    similarity: str
-    window_seconds: float
-    two_stream: bool
-    metrics_dir: str | None
-
-    def settings(self) -> dict[str, Any]:
-        """The plan as stored with the checkpoint (:mod:`driftjoin.spark.plan_guard`)."""
-        return {"operator": "topk_set_join", "state_format": STATE_FORMAT, "k": self.k, "similarity": self.similarity,
-                "window_seconds": self.window_seconds, "two_stream": self.two_stream, "metrics_dir": self.metrics_dir}
-
-
-def _reasons(batch: pa.RecordBatch) -> np.ndarray:
-    """Why each row cannot be a set (None where it can): the test of both the join and :func:`invalid_sets`."""
-    n = batch.num_rows
-    reason = batch.column("time_reason").to_numpy(zero_copy_only=False).astype(object)
-    tokens = batch.column("tokens")
-    if isinstance(tokens, pa.ChunkedArray):
-        tokens = tokens.combine_chunks()
-    reason[tokens.is_null().to_numpy(zero_copy_only=False) & (reason == None)] = "missing tokens"  # noqa: E711
-    lengths = pc.list_value_length(tokens).fill_null(-1).to_numpy(zero_copy_only=False)
-    reason[(lengths == 0) & (reason == None)] = "empty set"  # noqa: E711
-    if n and tokens.null_count < n:
-        # rows whose list holds a null element: count the nulls of the flattened values per row
-        nulls = pc.is_null(pc.list_flatten(tokens)).to_numpy(zero_copy_only=False)
-        owner = pc.list_parent_indices(tokens).to_numpy(zero_copy_only=False)
-        has_null = np.bincount(owner[nulls], minlength=n) > 0
-        reason[has_null & (reason == None)] = "null token"  # noqa: E711
-    reason[batch.column("id").is_null().to_numpy(zero_copy_only=False) & (reason == None)] = "missing id"  # noqa: E711
-    return reason
-
-
-def valid_sets(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-    for batch in batches:
-        ok = pa.array(_reasons(batch) == None)  # noqa: E711
-        yield batch.filter(ok).select(["key", "side", "id", "tokens", "ts"])
-
-
-def dead_sets(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-    for batch in batches:
-        reason = _reasons(batch)
-        bad = np.nonzero(reason != None)[0]  # noqa: E711
-        if len(bad):
-            take = pa.array(bad)
-            yield pa.RecordBatch.from_arrays(
-                [batch.column("side").take(take), batch.column("id").take(take), batch.column("raw").take(take),
-                 pa.array(reason[bad].tolist(), pa.string())], names=["side", "id", "raw", "reason"])
-
-
-class SwoopProcessor(StatefulProcessor):
-    """The whole SWOOP join (one key): inserts a batch's sets in timestamp order."""
-
-    def __init__(self, plan: TopKPlan) -> None:
-        self.plan = plan
-
-    def init(self, handle: StatefulProcessorHandle) -> None:
-        self.state = _BlobState(handle, "swoop")
-        self.guard = PlanGuard(handle, "topk_set_join", self.plan.settings(), frozenset({"metrics_dir"}))
-
-    def handleInputRows(self, key: Any, rows: Iterator[pd.DataFrame], timerValues: Any) -> Iterator[pd.DataFrame]:
-        plan = self.plan
-        pdf = pd.concat(list(rows), ignore_index=True)
-        if pdf.empty:
-            return
-        self.guard.check()
-        saved, seq = self.state.resume()
-        if saved is not None and saved.get("format") != STATE_FORMAT:
-            raise RuntimeError("this checkpoint holds topk_set_join state of another driftjoin version: "
-                               "restart the query with a new checkpoint location")
-        join = saved["join"] if saved else Swoop(plan.k, plan.similarity, plan.window_seconds, two_stream=plan.two_stream)
-        change_no = saved["changes"] if saved else 0
-        # a total order (time, side, id): a replayed batch inserts in the same order whatever the row order
-        pdf = pdf.sort_values(["ts", "side", "id"], kind="stable")
-        out: dict[str, list] = {"kind": [], "left_id": [], "right_id": [], "similarity": [], "change_time": [], "seq": []}
-        started = time.perf_counter()
-        refused = {"late": 0, "duplicate": 0, "invalid": 0}
-        for sid, side, tokens, ts in zip(pdf["id"], pdf["side"], pdf["tokens"], pdf["ts"]):
-            try:
-                changes = join.insert(sid, list(tokens), float(ts), ("R" if side == 0 else "S") if plan.two_stream else None)
-            except InvalidSetError as e:
-                kind = "late" if isinstance(e, LateSetError) else "duplicate" if isinstance(e, DuplicateSetError) else "invalid"
-                refused[kind] += 1
-                for col, v in zip(out, (kind, sid, None, math.nan, float(ts), change_no)):
-                    out[col].append(v)
-                change_no += 1
-                continue
-            for c in changes:
-                for col, v in zip(out, (c.kind, c.pair.first, c.pair.second, c.pair.sim, c.time, change_no)):
-                    out[col].append(v)
-                change_no += 1
-        elapsed = time.perf_counter() - started
-        self.state.save({"format": STATE_FORMAT, "join": join, "changes": change_no, "seq": seq})
-        if plan.metrics_dir:
-            write_stats(plan.metrics_dir, "swoop", 0, seq, {"seq": seq, "time": time.time(), "sets": len(pdf), **refused,
-                                                              "changes": len(out["kind"]), "seconds": elapsed})
-        if not out["kind"]:  # no change (an empty frame of object columns does not convert to Arrow)
-            return
-        frame = pd.DataFrame(out)
-        frame["change_time"] = (frame["change_time"].to_numpy(dtype=np.float64) * 1e6).round().astype(np.int64)
-        yield frame
-
-    def close(self) -> None:
-        pass
+from driftjoin.spark.topk_operators import (
+    MergeProcessor,
+    SwoopProcessor,
+    TopKPlan,
+    WorkerProcessor,
+    dead_sets,
+    route_sets,
+    valid_sets,
+)
+from driftjoin.swoop import SIMILARITIES
 
 
 def _input(df: DataFrame, side: int, id_col: str, tokens_col: str, time_col: str, id_type: T.DataType, with_raw: bool) -> DataFrame:
@@ -193,6 +73,8 @@ def topk_set_join(
     time_col: str = "ts",
     window: str = "10 minutes",
     metrics_dir: str | None = None,
+    parallelism: int = 1,
+    share_bound: bool = False,
 ) -> DataFrame:
     """The continuous top-k most similar pairs of sets in a sliding window (SWOOP).
 
@@ -200,15 +82,36 @@ def topk_set_join(
     (S) set. A pair is valid while both sets are in the window (the earlier set's time plus
     ``window``). Tokens are compared as strings; duplicate tokens in a set are dropped.
     Returns the change stream: ``kind, left_id, right_id, similarity, change_time, seq``
-    (``left_id`` is the later set of a self-join pair, or the R set).
+    (``left_id`` is the later set of a self-join pair, or the R set). ``parallelism``: the
+    number of workers (Spark tasks) that find the pairs; each indexes about ``1 / p`` of the
+    window and every set is joined by all of them, and one more task merges their top-k's.
+    ``share_bound=True`` (a stream with ``parallelism > 1`` and ``metrics_dir``): the driver
+    combines the workers' stocks after every micro-batch into a bound that every worker prunes
+    with (:class:`driftjoin.control.SharedBoundController`); the result is the same.
     """
     if isinstance(k, bool) or not isinstance(k, int) or k < 1:
         raise ValueError(f"k must be an integer >= 1, got {k!r}")
+    if isinstance(parallelism, bool) or not isinstance(parallelism, int) or parallelism < 1:
+        raise ValueError(f"parallelism must be an integer >= 1, got {parallelism!r}")
     if similarity not in SIMILARITIES:
         raise ValueError(f"similarity={similarity!r}: choose one of {', '.join(sorted(SIMILARITIES))}")
     if right is not None and right.isStreaming != left.isStreaming:
         raise ValueError("left and right must both be streaming or both static")
-    plan = TopKPlan(k, similarity, parse_duration(window, "window"), right is not None, metrics_dir)
+    if share_bound:
+        if parallelism == 1:
+            raise ValueError("share_bound=True shares a bound between workers: it needs parallelism > 1")
+        if not metrics_dir:
+            raise ValueError("share_bound=True needs metrics_dir= (a directory the workers and the driver share: "
+                             "stocks go out and the bound comes back through it)")
+        if not left.isStreaming:
+            raise ValueError("share_bound=True applies to streams (the bound is published between micro-batches); "
+                             "a static join runs in one batch")
+    plan = TopKPlan(k, similarity, parse_duration(window, "window"), right is not None, metrics_dir, parallelism,
+                    share_bound)
+    if share_bound:
+        from driftjoin.control import SharedBoundController, attach
+
+        attach(left.sparkSession, SharedBoundController(metrics_dir, k, parallelism))
     id_type = _id_type(left, right, id_col)
     data = _input(left, 0, id_col, tokens_col, time_col, id_type, False)
     if right is not None:
@@ -220,11 +123,29 @@ def topk_set_join(
                                T.StructField("right_id", id_type), T.StructField("similarity", T.DoubleType()),
                                T.StructField("change_time", T.LongType()), T.StructField("seq", T.LongType())])
     sets = data.mapInArrow(valid_sets, set_schema)
+    if parallelism == 1:
+        if data.isStreaming:
+            prepare_for_stateful(left.sparkSession, 1)
+            raw = sets.groupBy("key").transformWithStateInPandas(SwoopProcessor(plan), out_schema, "Append", "None")
+        else:
+            raw = sets.groupBy("key").applyInPandas(lambda key, pdf: run_static(SwoopProcessor(plan), key, pdf), out_schema)
+        return raw.withColumn("change_time", F.timestamp_micros("change_time"))
+    routed_schema = T.StructType([*set_schema.fields, T.StructField("owner", T.IntegerType())])
+    worker_schema = T.StructType([
+        T.StructField("mkey", T.IntegerType()), T.StructField("op", T.LongType()), T.StructField("time", T.DoubleType()),
+        T.StructField("phase", T.ByteType()), T.StructField("kind", T.StringType()), T.StructField("sim", T.DoubleType()),
+        T.StructField("end", T.DoubleType()), T.StructField("i", T.LongType()), T.StructField("j", T.LongType()),
+        T.StructField("left_id", id_type), T.StructField("right_id", id_type)])
+    routed = sets.mapInArrow(lambda batches: route_sets(plan, batches), routed_schema)
     if data.isStreaming:
-        prepare_for_stateful(left.sparkSession, 1)
-        raw = sets.groupBy("key").transformWithStateInPandas(SwoopProcessor(plan), out_schema, "Append", "None")
+        prepare_for_stateful(left.sparkSession, parallelism)
+        changes = routed.groupBy("key").transformWithStateInPandas(WorkerProcessor(plan), worker_schema, "Append", "None")
+        raw = changes.groupBy("mkey").transformWithStateInPandas(MergeProcessor(plan), out_schema, "Append", "None")
     else:
-        raw = sets.groupBy("key").applyInPandas(lambda key, pdf: run_static(SwoopProcessor(plan), key, pdf), out_schema)
+        changes = routed.groupBy("key").applyInPandas(
+            lambda key, pdf: run_static(WorkerProcessor(plan), key, pdf), worker_schema)
+        raw = changes.groupBy("mkey").applyInPandas(
+            lambda key, pdf: run_static(MergeProcessor(plan), key, pdf), out_schema)
     return raw.withColumn("change_time", F.timestamp_micros("change_time"))
 
 

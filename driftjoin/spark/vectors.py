@@ -64,20 +64,20 @@ def validate(ids: pa.Array, vectors: pa.Array, dim: int, needs_nonzero: bool,
     return valid, reason, mat
 
 
-def to_binary(mat: np.ndarray) -> pa.BinaryArray:
-    """Each row of a float64 matrix as one binary value (zero-copy into Arrow)."""
-    mat = np.ascontiguousarray(mat, dtype=np.float64)
+def to_binary(mat: np.ndarray, dtype: np.dtype | type = np.float64) -> pa.BinaryArray:
+    """Each row of a matrix as one binary value of ``dtype`` (float64, or float32 for the grid join's float32 inputs)."""
+    mat = np.ascontiguousarray(mat, dtype=dtype)
     n, dim = mat.shape if mat.ndim == 2 else (0, 0)
-    width = 8 * dim
+    width = mat.itemsize * dim
     offsets = np.arange(n + 1, dtype=np.int32) * width
     return pa.BinaryArray.from_buffers(pa.binary(), n, [None, pa.py_buffer(offsets), pa.py_buffer(mat.tobytes())])
 
 
-def from_binary(values: np.ndarray | list, dim: int) -> np.ndarray:
+def from_binary(values: np.ndarray | list, dim: int, dtype: np.dtype | type = np.float64) -> np.ndarray:
     """Inverse of :func:`to_binary` for a pandas/numpy column of bytes."""
     if len(values) == 0:
-        return np.zeros((0, dim))
-    return np.frombuffer(b"".join(values), dtype=np.float64).reshape(len(values), dim)
+        return np.zeros((0, dim), dtype=dtype)
+    return np.frombuffer(b"".join(values), dtype=dtype).reshape(len(values), dim)
 
 
 def binary_rows(mat: np.ndarray) -> list[bytes]:

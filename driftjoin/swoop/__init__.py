@@ -8,6 +8,9 @@ Augsten and Jensen, "SWOOP: Top-k Similarity Joins over Set Streams":
 * :class:`Swoop` -- the SWOOP algorithm (inverted index with expiry-ordered lists, positional
   upper bound, skyband lower bound, minimal stock with end time index);
 * :class:`BaseTopK` -- the baseline of section 3, the oracle of the tests;
+* :class:`PartitionedTopK` -- the same top-k computed by ``p`` workers that each find a share
+  of the pairs, merged exactly (:mod:`driftjoin.swoop.partitioned`: two designs, and a shared
+  lower bound, :mod:`driftjoin.swoop.bound`);
 * the well-behaved similarity functions of Table 2 (:mod:`driftjoin.swoop.similarity`);
 * a set stream generator (:mod:`driftjoin.swoop.generator`).
 
@@ -28,6 +31,7 @@ documented in :mod:`~driftjoin.swoop.pairs`, :mod:`~driftjoin.swoop.framework` a
 
 from driftjoin.swoop.base import BaseTopK
 from driftjoin.swoop.join import Swoop
+from driftjoin.swoop.partitioned import PartitionedTopK
 from driftjoin.swoop.pairs import SimilarPair, TopKChange
 from driftjoin.swoop.records import DuplicateSetError, InvalidSetError, LateSetError
 from driftjoin.swoop.similarity import (
@@ -61,6 +65,7 @@ __all__ = [
     "Jaccard",
     "OVERLAP",
     "Overlap",
+    "PartitionedTopK",
     "SIMILARITIES",
     "SimilarPair",
     "Swoop",

@@ -24,6 +24,16 @@ of its tokens in ``wtok`` (int32: less memory traffic), ``wi[p, W_MARK]`` the pr
 ``M`` of Algorithm 4 (a stamp per call, so no clearing is needed), and ``wf[p, W_END]`` the end
 time (``wf`` is a float64 view of ``wi``). Valid positions are ``meta[M_HEAD] : meta[M_NPOS]``.
 
+Partitioned joins (:mod:`~driftjoin.swoop.partitioned`): a worker's window holds only the sets
+it indexes, so its window numbers (``meta[M_BASE]`` + position, stored in the lists and as the
+earlier set ``j`` of a pair) are its own, while the later set ``i`` of a pair is the global
+arrival number the caller passes; both keep the arrival order, so the stock order is the same.
+``meta[M_PROBE]``, ``meta[M_NLOW]``, ``meta[M_NHIGH]`` and a shared lower bound ``bound``
+(``float64[4, n]``: ``bound[0:2, :meta[M_NB]]`` step end times ascending and similarities
+descending, a staircase like :func:`stock_lb_steps`'s; ``bound[2:4]`` work space for at least
+``meta[M_NB]`` + the stock's capacity steps) select the variants; at their zero defaults the
+kernels do exactly what a single join does.
+
 Similarity functions are selected by code (:data:`SIM_CODES`) and evaluate the same float
 operations as :mod:`~driftjoin.swoop.similarity`, so the values are bit-identical.
 """
@@ -56,7 +66,13 @@ M_NEED = 11  # output of a failed call: stock slots needed
 M_TOP0 = 12  # pool top of index side 0 (side 1: M_TOP0 + 1)
 M_KTH = 14  # output: bit 0 / 1: the stock had / has a k-th pair before / after the insert;
 # bit 2: the stock is not empty
-META_SIZE = 16
+# inputs of the workers of a partitioned join (driftjoin.swoop.partitioned); all 0 in a single
+# join, which never writes them
+M_PROBE = 15  # 1: join the new set without indexing it (another worker indexes it)
+M_NLOW = 16  # the first M_NLOW tokens belong to lower token-space parts: not probed, not indexed,
+M_NHIGH = 17  # and a pair sharing one is another part's; the last M_NHIGH are not probed either
+M_NB = 18  # steps of the shared lower bound in ``bound`` (0: none)
+META_SIZE = 24
 
 F_OFF, F_CAP, F_HEAD, F_TAIL = 0, 1, 2, 3
 W_MARK, W_END, W_SIZE2, W_TOFF = 0, 1, 2, 3
@@ -595,6 +611,8 @@ def expire_sets(count, t, itok, pool0, pool1, wi, wf, wtok, meta, sf, si, so, of
         off = wi[p, W_TOFF]
         for x in range(off, off + (wi[p, W_SIZE2] >> 1)):
             tok = wtok[x]
+            if itok[side, tok, F_HEAD] == itok[side, tok, F_TAIL]:
+                continue  # a token the set is not indexed under (another token-space part's)
             h = itok[side, tok, F_HEAD] + 1
             if h == itok[side, tok, F_TAIL]:  # empty: reset to the segment start
                 h = itok[side, tok, F_OFF]
@@ -648,11 +666,48 @@ def _lookup_order(tokens, itok, pside, lens, order, shortest_first):
 
 
 @njit(cache=True)
+def _bound_crop_end(bound, nb, ub):
+    """:func:`stock_crop_end` of the staircase ``bound``: the end of its last step above ``ub``."""
+    lo, hi = 0, nb  # first step with similarity <= ub
+    while lo < hi:
+        mid = (lo + hi) >> 1
+        if bound[1, mid] > ub:
+            lo = mid + 1
+        else:
+            hi = mid
+    return bound[0, lo - 1] if lo > 0 else _NEG_INF
+
+
+@njit(cache=True)
+def _lb_envelope(st_end, st_sim, n, bound, nb):
+    """The steps of ``max(lb, shared bound)`` from both staircases, into ``bound[2:4]``;
+    returns their number. Both are non-increasing, so their maximum is too."""
+    out_e, out_s = bound[2], bound[3]
+    i = j = m = 0
+    while i < n or j < nb:
+        ea = st_end[i] if i < n else np.inf
+        eb = bound[0, j] if j < nb else np.inf
+        e = min(ea, eb)
+        v = max(st_sim[i] if i < n else 0.0, bound[1, j] if j < nb else 0.0)
+        if m and out_s[m - 1] == v:
+            out_e[m - 1] = e
+        else:
+            out_e[m] = e
+            out_s[m] = v
+            m += 1
+        if ea == e:
+            i += 1
+        if eb == e:
+            j += 1
+    return m
+
+
+@njit(cache=True)
 def get_candidates(
     tokens, pside, itok, pool, wi, wf, wtok, tmark, meta, sf, so, k, code, shortest_first,
-    cj, cs, lens, order, st_end, st_sim,
+    cj, cs, lens, order, st_end, st_sim, bound,
 ):
-    """Algorithm 4 for a set with ``tokens``: candidates to ``cj`` (arrival numbers) and ``cs``
+    """Algorithm 4 for a set with ``tokens``: candidates to ``cj`` (window positions) and ``cs``
     (similarities), in no particular order. Returns their number and the pre-candidates'.
 
     Cropping (section 5.4): list ``rho`` keeps the entries ending after
@@ -667,25 +722,45 @@ def get_candidates(
     A pre-candidate is verified when it is first met (when it enters the map ``M``) rather
     than in a second loop over ``M``: its lookup position is final then and ``lb`` does not
     change during the call, so the result is the same and the window row is read once.
+
+    Partitioned joins (module docstring): ``lb`` is the larger of the stock's and the shared
+    ``bound``'s (both are lower bounds of the global one), from the steps of their maximum; in
+    a token-space part only the
+    lists of the part's own tokens are probed, at the lookup positions after the lower parts'
+    tokens (a pair of this part shares none of them, so it misses them as it misses earlier
+    lists), and a pair that shares a lower part's token (marked ``-stamp``) is rejected.
     """
     lr = len(tokens)
+    nlow = meta[M_NLOW]
+    nown = lr - nlow - meta[M_NHIGH]
+    nb = meta[M_NB]
     stamp = meta[M_STAMP] + 1
     meta[M_STAMP] = stamp
     base = meta[M_BASE]
     for x in range(lr):
         tmark[tokens[x]] = stamp
-    _lookup_order(tokens, itok, pside, lens, order, shortest_first)
+    for x in range(nlow):
+        tmark[tokens[x]] = -stamp
+    own = tokens[nlow : nlow + nown]
+    _lookup_order(own, itok, pside, lens, order, shortest_first)
     nsteps = stock_lb_steps(sf, so, meta, k, st_end, st_sim)  # the stock is fixed until the end
+    if nb:
+        nsteps = _lb_envelope(st_end, st_sim, nsteps, bound, nb)
+        st_end, st_sim = bound[2], bound[3]
     npre = 0
     nc = 0
-    for rho in range(lr):
-        x = order[rho]
+    for r in range(nown):
+        x = order[r]
         if lens[x] == 0:
             continue
-        t = tokens[x]
+        t = own[x]
+        rho = nlow + r
         lo, hi = itok[pside, t, F_HEAD], itok[pside, t, F_TAIL]
         rest = lr - rho
-        cut = stock_crop_end(sf, so, meta, k, sim(code, lr, rest, rest))
+        ub = sim(code, lr, rest, rest)
+        cut = stock_crop_end(sf, so, meta, k, ub)
+        if nb:
+            cut = max(cut, _bound_crop_end(bound, nb, ub))
         if cut != _NEG_INF:  # first entry ending after cut
             while lo < hi:
                 mid = (lo + hi) >> 1
@@ -719,13 +794,24 @@ def get_candidates(
                 tau = 1
             o = 0
             off = wi[p, W_TOFF]
-            for z in range(ls):
-                if tmark[wtok[off + z]] == stamp:
-                    o += 1
-                elif o + ls - z - 1 < tau:
-                    break
+            if nlow:
+                for z in range(ls):
+                    m = tmark[wtok[off + z]]
+                    if m == stamp:
+                        o += 1
+                    elif m == -stamp:  # shares a lower part's token: that part's pair
+                        o = -1
+                        break
+                    elif o + ls - z - 1 < tau:
+                        break
+            else:
+                for z in range(ls):
+                    if tmark[wtok[off + z]] == stamp:
+                        o += 1
+                    elif o + ls - z - 1 < tau:
+                        break
             if o >= tau:
-                cj[nc] = p + base
+                cj[nc] = p
                 cs[nc] = sim(code, lr, ls, o)
                 nc += 1
     return nc, npre
@@ -734,10 +820,12 @@ def get_candidates(
 @njit(cache=True)
 def join_insert(
     tokens, seq, end, side, pside, itok, pool_own, pool_probe, wi, wf, wtok, tmark, meta,
-    sf, si, so, of, oi, k, code, shortest_first, scratch, cs, kout,
+    sf, si, so, of, oi, k, code, shortest_first, scratch, cs, kout, bound,
 ):
     """``_join`` of a new set: candidates (Algorithm 4), stock insert (Algorithms 6 and 5),
-    index and window append. ``scratch`` (``int64[6, n]``) and ``cs`` (``float64[n]``) are
+    index and window append (not with ``meta[M_PROBE]``; in a token-space part, only the own
+    tokens' lists). ``seq`` is the pair's ``i``. ``scratch`` (``int64[6, n]``) and ``cs``
+    (``float64[n]``) are
     work space for ``n`` >= the window's capacity and ``|r|``. Returns 1 if the stock changed,
     else 0, or a ``NEED_*`` code without having changed the join (the caller grows the arrays
     and calls again).
@@ -750,23 +838,30 @@ def join_insert(
     ``kout[8]`` the end time of ``E[0]``.
     """
     lr = len(tokens)
+    indexed = meta[M_PROBE] == 0
+    nlow = meta[M_NLOW]
+    own = tokens[nlow : lr - meta[M_NHIGH]]
     meta[M_NADD] = 0
     meta[M_NREM] = 0
-    if meta[M_NPOS] >= wi.shape[0] or meta[M_TOKTAIL] + lr > len(wtok) or lr > len(cs):
+    if lr > len(cs) or indexed and (
+        meta[M_NPOS] >= wi.shape[0] or meta[M_TOKTAIL] + lr > len(wtok)
+    ):
         return NEED_WINDOW
     for x in range(lr):
         if tokens[x] >= itok.shape[1]:
             return NEED_TOKENS
-    ok, need = _index_room(itok, side, pool_own, meta[M_TOP0 + side], tokens)
-    if not ok:
-        meta[M_NEED] = need
-        return NEED_INDEX
+    if indexed:
+        ok, need = _index_room(itok, side, pool_own, meta[M_TOP0 + side], own)
+        if not ok:
+            meta[M_NEED] = need
+            return NEED_INDEX
     changed = 0
     pre, cj, added, tmp = scratch[0], scratch[1], scratch[2], scratch[3]
     lens, order = scratch[4], scratch[5]  # (pre: the candidates' stock slots)
     nc, npre = get_candidates(
         tokens, pside, itok, pool_probe, wi, wf, wtok, tmark, meta, sf, so, k, code,
         shortest_first, cj, cs, lens, order, of[2], of[3],  # (of: free until the stock insert)
+        bound,
     )
     if nc > meta[M_NFREE]:
         meta[M_NEED] = nc
@@ -777,9 +872,9 @@ def join_insert(
     for x in range(nc):
         c = _alloc(so, meta)
         sf[0, c] = cs[x]
-        sf[1, c] = wf[cj[x] - base, W_END]
+        sf[1, c] = wf[cj[x], W_END]
         si[0, c] = seq
-        si[1, c] = cj[x]
+        si[1, c] = cj[x] + base
         pre[x] = c
     if nc:
         _sort_slots(sf, si, pre, nc, tmp)
@@ -831,10 +926,12 @@ def join_insert(
                 _emit(sf, si, c, of, oi, 0, m)
                 m += 1
         meta[M_NADD] = m
+    if not indexed:
+        return changed
     # index and window append
-    for x in range(lr):
-        _index_append(itok, side, pool_own, meta, tokens[x], seq)
     p = meta[M_NPOS]
+    for x in range(len(own)):
+        _index_append(itok, side, pool_own, meta, own[x], base + p)
     toff = meta[M_TOKTAIL]
     wi[p, W_SIZE2] = 2 * lr + side
     wi[p, W_TOFF] = toff

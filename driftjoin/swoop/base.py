@@ -55,7 +55,8 @@ class BaseTopK(TopKJoin):
             self.stock.remove(key)
         return removed
 
-    def _join(self, record: SetRecord) -> tuple[list[PairKey], list[PairKey]]:
+    def _join(self, record: SetRecord, indexed: bool) -> tuple[list[PairKey], list[PairKey]]:
+        # no index: every set of the window is a candidate, whether the new set joins it or not
         sim = self.similarity.sim
         tokens, l_r, i = record.tokens, record.size, record.seq
         added: list[PairKey] = []

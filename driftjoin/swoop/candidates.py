@@ -37,16 +37,26 @@ more candidates than the scalar one; both pass every relevant pair, and ``Stock.
 the exact decision, so the join result is the same.
 
 Two-stream joins probe the index of the other side only; the caller passes that index.
+
+Partitioned joins (:mod:`~driftjoin.swoop.partitioned`). A worker may be given a shared lower
+bound (:attr:`CandidateGenerator.bound`, a :class:`~driftjoin.swoop.bound.Staircase`): ``lb``
+is then the larger of the stock's and the bound's at every use, both lower bounds of the
+global one. A token-space part probes only the lists of its own tokens (``own``), at the
+lookup positions after the lower parts' tokens (``lower``): a pair of this part shares none of
+those, so it misses them as it misses the lists looked up earlier, and a pair that shares one
+belongs to a lower part and is rejected after verification.
 """
 
 from __future__ import annotations
 
 from bisect import bisect_left
 from heapq import heapify, heappop
+from collections.abc import Iterable
 from itertools import chain
 
 import numpy as np
 
+from driftjoin.swoop.bound import Staircase
 from driftjoin.swoop.index import InvertedIndex, PostingList
 from driftjoin.swoop.pairs import PairKey
 from driftjoin.swoop.records import SetRecord
@@ -78,53 +88,71 @@ class CandidateGenerator:
         self.bulk_min = BULK_MIN  # pre-candidate entries from which verification is vectorised
         self.pre_candidates = 0  # running totals, for benchmarks (section 7's measures)
         self.candidates = 0
+        self.bound: Staircase | None = None  # a shared lower bound (partitioned joins)
         self._overlap_cache: dict[tuple[int, int, float], int] = {}
         self._member = np.zeros(1024, np.bool_)  # token mask of the new set (bulk path)
 
-    def lookup_order(self, record: SetRecord, index: InvertedIndex) -> list[PostingList | None]:
-        """The inverted lists of ``record``'s tokens in lookup order (``None``: empty list)."""
+    def lookup_order(
+        self, tokens: Iterable[int], index: InvertedIndex
+    ) -> list[PostingList | None]:
+        """The inverted lists of ``tokens`` in lookup order (``None``: empty list)."""
         get = index.get
         if self.shortest_list_first:
             heap = []
-            for token in record.tokens:
+            for token in tokens:
                 plist = get(token)
                 live = 0 if plist is None else len(plist.seqs) - plist.head
                 heap.append((live, -token, plist))
             heapify(heap)
             return [heappop(heap)[2] for _ in range(len(heap))]
-        return [get(token) for token in sorted(record.tokens, reverse=True)]
+        return [get(token) for token in sorted(tokens, reverse=True)]
 
-    def get_candidates(self, record: SetRecord, index: InvertedIndex) -> list[PairKey]:
-        """Candidate pairs of ``record`` with the sets in ``index``, sorted in stock order."""
-        stock, window = self.stock, self.window
+    def get_candidates(
+        self,
+        record: SetRecord,
+        index: InvertedIndex,
+        own: frozenset[int] | None = None,
+        lower: frozenset[int] = frozenset(),
+    ) -> list[PairKey]:
+        """Candidate pairs of ``record`` with the sets in ``index``, sorted in stock order.
+
+        A token-space part passes its ``own`` tokens of the set and the ``lower`` parts'
+        (module docstring); by default every token's list is probed.
+        """
+        stock, window, bound = self.stock, self.window, self.bound
         ubs = self.similarity.ub_profile(record.size)
         # crop each list: (lookup position rho, 0-based here; the kept entries)
         chunks: list[tuple[int, list[int]]] = []
         entries = 0
-        for rho, plist in enumerate(self.lookup_order(record, index)):
+        probed = record.tokens if own is None else own
+        for rho, plist in enumerate(self.lookup_order(probed, index), len(lower)):
             if plist is None:
                 continue
             seqs, start = plist.seqs, plist.head
             if len(seqs) - start > _SHORT_LIST:
                 cut = stock.crop_end(ubs[rho])
+                if bound is not None:
+                    cut = max(cut, bound.crop_end(ubs[rho]))
                 if cut != _NEG_INF:
                     start = bisect_left(seqs, window.first_seq_ending_after(cut), start)
             if start < len(seqs):
                 chunks.append((rho, seqs[start:]))
                 entries += len(seqs) - start
         if entries >= self.bulk_min:
-            return self._verify_bulk(record, chunks, entries)
+            return self._verify_bulk(record, chunks, entries, lower)
         M: dict[int, int] = {}  # pre-candidate -> first lookup position
         for rho, chunk in chunks:
             for seq in chunk:
                 if seq not in M:
                     M[seq] = rho
         self.pre_candidates += len(M)
-        return self._verify(record, M)
+        return self._verify(record, M, lower)
 
-    def _verify(self, record: SetRecord, M: dict[int, int]) -> list[PairKey]:
+    def _verify(
+        self, record: SetRecord, M: dict[int, int], lower: frozenset[int]
+    ) -> list[PairKey]:
         """Lines 10-13 of Algorithm 4 with early stop (module docstring)."""
-        stock, window, sim = self.stock, self.window, self.similarity.sim
+        stock, window, sim, bound = self.stock, self.window, self.similarity.sim, self.bound
         overlap = self._overlap
         l_r = record.size
         tokens = record.tokens
@@ -134,18 +162,25 @@ class CandidateGenerator:
             other = window.get(j)
             l_s = other.size
             end = other.end
-            tau_o = overlap(l_r, l_s, stock.lb(end))
+            lb = stock.lb(end)
+            if bound is not None:
+                lb = max(lb, bound.lb(end))
+            tau_o = overlap(l_r, l_s, lb)
             if l_r - rho < tau_o or l_s < tau_o:  # o <= min(|r_i| - rho + 1, |r_j|), 1-based rho
                 continue
             o = len(tokens & other.tokens)
-            if o >= tau_o:
+            if o >= tau_o and (not lower or lower.isdisjoint(other.tokens)):
                 out.append((-sim(l_r, l_s, o), -end, i, j))
         out.sort()
         self.candidates += len(out)
         return out
 
     def _verify_bulk(
-        self, record: SetRecord, chunks: list[tuple[int, list[int]]], entries: int
+        self,
+        record: SetRecord,
+        chunks: list[tuple[int, list[int]]],
+        entries: int,
+        lower: frozenset[int],
     ) -> list[PairKey]:
         """Vectorised :meth:`_verify` over the cropped lists (same result)."""
         window, l_r = self.window, record.size
@@ -158,6 +193,8 @@ class CandidateGenerator:
         self.pre_candidates += len(seqs)
         l_s, ends = window.columns(seqs)
         lb = self.stock.lb_floor(ends)
+        if self.bound is not None:
+            lb = np.maximum(lb, self.bound.lb_array(ends))
         sim = self.similarity.sim_array
         # o >= tau_o = overlap(l_r, l_s, lb) is evaluated as sim(l_r, l_s, o) >= lb, which is
         # equivalent (property 5, sim monotone in o) and needs no correction loop
@@ -166,15 +203,20 @@ class CandidateGenerator:
         if not len(seqs):
             return []
         member = self._member
-        bound = max(window.token_bound, max(record.tokens) + 1)  # window (synced) and new set
-        if bound > len(member):
-            member = self._member = np.zeros(2 * bound, np.bool_)
+        extent = max(window.token_bound, max(record.tokens) + 1)  # window (synced), new set
+        if extent > len(member):
+            member = self._member = np.zeros(2 * extent, np.bool_)
         tokens = np.fromiter(record.tokens, np.int64, l_r)
         member[tokens] = True
         o = window.overlaps(seqs, member)
         member[tokens] = False
         sims = sim(l_r, l_s, o)
         ok = sims >= lb
+        if lower:  # pairs that share a lower part's token are that part's
+            low = np.fromiter(lower, np.int64, len(lower))
+            member[low] = True
+            ok &= window.overlaps(seqs, member) == 0
+            member[low] = False
         sims = sims[ok].tolist()
         i = record.seq
         get = window.get

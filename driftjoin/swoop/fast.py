@@ -167,6 +167,11 @@ class FastStock:
             first = self._first_end = self.sf[1, self.so[1, 0]].item() if self.meta[K.M_N] else None
         return first  # type: ignore[return-value]
 
+    def pair_arrays(self) -> tuple[np.ndarray, np.ndarray]:
+        """Similarities and end times of the stock's pairs (a partitioned join shares them)."""
+        slots = self.so[0, : len(self)]
+        return self.sf[0, slots], self.sf[1, slots]
+
     def lb(self, t: float) -> float:
         """Skyband lower bound ``lb(t, k)`` (Lemma 6.1)."""
         return K.stock_lb(self.sf, self.so, self.meta, self.k, float(t))
@@ -251,6 +256,7 @@ class FastCore:
         self.scratch = np.zeros((6, 0), np.int64)
         self.cs = np.zeros(0, np.float64)
         self.kout = np.zeros(9, np.float64)
+        self.bound = np.zeros((4, 0), np.float64)  # a shared lower bound (set_bound)
         self._grow_tokens(64)
         self._grow_window(1024)
         self.wtok = np.zeros(8 * 1024, np.int32)
@@ -283,6 +289,10 @@ class FastCore:
 
     def __setstate__(self, state: dict) -> None:
         self.__dict__.update(state)
+        if len(self.meta) < K.META_SIZE:  # saved before the partitioned joins' meta slots
+            meta = _grown(self.meta, K.META_SIZE)
+            self.meta = self.stock.meta = self.generator._meta = meta
+            self.bound = np.zeros((4, 0), np.float64)
         wi = _rows(len(self.wi))  # realigned
         wi[:] = self.wi
         self.wi = wi
@@ -292,24 +302,60 @@ class FastCore:
     def _arguments(self) -> None:
         """The kernel arguments after ``(tokens, seq, end)``, per side (rebuilt on growth)."""
         stock, pools = self.stock, self.pools
+        nb = int(self.meta[K.M_NB])
+        if nb and self.bound.shape[1] < nb + stock.sf.shape[1]:  # work space (``_kernels``)
+            bound = np.zeros((4, 2 * (nb + stock.sf.shape[1])), np.float64)
+            bound[:2, :nb] = self.bound[:2, :nb]
+            self.bound = bound
         self._args = [
             (
                 side, probe, self.itok, pools[side], pools[probe], self.wi, self.wf, self.wtok,
                 self.tmark, self.meta, stock.sf, stock.si, stock.so, stock.of, stock.oi, self.k,
                 self.code, self.generator.shortest_list_first, self.scratch, self.cs, self.kout,
+                self.bound,
             )  # fmt: skip
             for side, probe in (((0, 0), (1, 1)) if not self.two_stream else ((0, 1), (1, 0)))
         ]
 
     def join(
-        self, tokens: np.ndarray, seq: int, end: float, side: int
+        self, tokens: np.ndarray, seq: int, end: float, side: int, indexed: bool = True
     ) -> tuple[PairKey | None, list[PairKey], list[PairKey]]:
         """Join a new set (not yet in the window); ``side`` is 0 (self-join, R) or 1 (S).
 
+        ``seq`` is its arrival number; it joins the window (and the index) if ``indexed``.
         Returns the k-th pair before the insert and the added and removed pairs that the
         change stream needs (``_kernels``'s ``join_insert``); both lists are empty when the
         top-k did not change, and then the k-th pair is not computed (``None``).
         """
+        if not indexed:
+            self.meta[K.M_PROBE] = 1
+            try:
+                return self._join(tokens, seq, end, side)
+            finally:
+                self.meta[K.M_PROBE] = 0
+        return self._join(tokens, seq, end, side)
+
+    def set_part(self, nlow: int, nhigh: int) -> None:
+        """The next joins are a token-space part's: ``tokens`` = lower parts' tokens (``nlow``),
+        the part's own, then higher parts' (``nhigh``) (``_kernels``' module docstring)."""
+        self.meta[K.M_NLOW] = nlow
+        self.meta[K.M_NHIGH] = nhigh
+
+    def set_bound(self, ends: np.ndarray, sims: np.ndarray) -> None:
+        """Prune with a shared lower bound too: the staircase ``lb(t) = sims[d]`` for the first
+        ``d`` with ``t <= ends[d]`` (ends ascending, similarities descending; empty: none)."""
+        n = len(ends)
+        self.meta[K.M_NB] = 0
+        if n > self.bound.shape[1]:
+            self.bound = np.zeros((4, n), np.float64)
+        self.bound[0, :n] = ends
+        self.bound[1, :n] = sims
+        self.meta[K.M_NB] = n
+        self._arguments()
+
+    def _join(
+        self, tokens: np.ndarray, seq: int, end: float, side: int
+    ) -> tuple[PairKey | None, list[PairKey], list[PairKey]]:
         code = K.join_insert(tokens, seq, end, *self._args[side])
         while code < 0:
             meta = self.meta

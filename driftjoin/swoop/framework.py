@@ -18,9 +18,10 @@ self-join, and it is reported as ``(R set, S set)``.
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
+from collections import deque
 from collections.abc import Hashable, Iterable
 
-from driftjoin.swoop.pairs import PairKey, SimilarPair, TopKChange
+from driftjoin.swoop.pairs import PairKey, SimilarPair, TopKChange, topk_delta
 from driftjoin.swoop.records import (
     DuplicateSetError,
     SetRecord,
@@ -34,6 +35,11 @@ from driftjoin.swoop.similarity import WellBehavedSimilarity, get_similarity
 from driftjoin.swoop.window import Window
 
 _INF = float("inf")
+
+# What an insert does with the new set (partitioned joins, driftjoin.swoop.partitioned; a
+# single join always uses OWN): OWN joins it with the indexed sets and indexes it, PROBE only
+# joins it (another worker indexes it), TICK only moves the index time and numbers it.
+OWN, PROBE, TICK = 0, 1, 2
 
 
 class TopKJoin(ABC):
@@ -63,6 +69,7 @@ class TopKJoin(ABC):
         self._W = Window(columns=False)
         self._records: dict[int, SetRecord] = {}  # valid sets by arrival number
         self._live_ids: dict[tuple[str | None, Hashable], int] = {}  # (side, set_id) -> seq
+        self._visitors: deque[SetRecord] = deque()  # valid sets not in the window (PROBE, TICK)
         self._t_J: float | None = None
         self._next_seq = 0
 
@@ -89,8 +96,9 @@ class TopKJoin(ABC):
         """Index time moves to ``t``; ``expired`` sets leave. Returns the removed pairs."""
 
     @abstractmethod
-    def _join(self, record: SetRecord) -> tuple[list[PairKey], list[PairKey]]:
-        """Join a new set (not yet in the window). Returns ``(added, removed)`` pairs."""
+    def _join(self, record: SetRecord, indexed: bool) -> tuple[list[PairKey], list[PairKey]]:
+        """Join a new set (not yet in the window) with the indexed sets; index it too if
+        ``indexed`` (it then joins the window). Returns ``(added, removed)`` pairs."""
 
     # -- public API ----------------------------------------------------------------------------
 
@@ -113,8 +121,19 @@ class TopKJoin(ABC):
         :class:`~driftjoin.swoop.records.InvalidSetError` (a ``ValueError``) for bad input,
         leaving the join unchanged (policy in :mod:`driftjoin.swoop.records`).
         """
+        return self._insert(set_id, tokens, ts, side, OWN)[0]
+
+    def _insert(
+        self, set_id: Hashable, tokens: Iterable[str | int] | None, ts: float, side: str | None,
+        role: int,
+    ) -> tuple[list, int]:
+        """:meth:`insert` in a ``role`` (module constants); ``tokens`` is not read for TICK.
+
+        Returns the changes and how many of them the expiries before the join made (the
+        join's own step comes last).
+        """
         set_id = validate_set_id(set_id)
-        distinct = validate_tokens(set_id, tokens)
+        distinct = validate_tokens(set_id, tokens) if role != TICK else []
         t_J = self._t_J
         if not ((type(ts) is float or type(ts) is int) and t_J is not None and t_J <= ts < _INF):
             ts = validate_time(ts, t_J, f"set {set_id!r}")  # else: finite and in order
@@ -126,20 +145,33 @@ class TopKJoin(ABC):
         oldest = self._W.oldest_end()
         if oldest is None or oldest > ts:  # nothing expires (as _set_index_time, shortcut)
             self._t_J = ts
-            events: list[TopKChange] = []
+            events: list = []
+            if self._visitors and self._visitors[0].end <= ts:
+                self._drop_visitors(ts)
         else:
             events = self._set_index_time(ts)
-        numbers = self._number(distinct)
-        record = SetRecord(
-            self._next_seq, set_id, side, ts, ts + self.window, numbers, len(numbers)
-        )
+        mark = len(events)
+        seq = self._next_seq
         self._next_seq += 1
-        before, added, removed = self._join_step(record)
-        self._W.append(record)
-        self._records[record.seq] = record
-        self._live_ids[(side, set_id)] = record.seq
-        self._changes(ts, before, added, removed, events)
-        return events
+        if role == TICK:
+            record = SetRecord(seq, set_id, side, ts, ts + self.window, (), 0)
+            self._visitors.append(record)
+            before = None
+            added = removed = ()
+        else:
+            numbers = self._number(distinct)
+            record = SetRecord(seq, set_id, side, ts, ts + self.window, numbers, len(numbers))
+            before, added, removed = self._join_step(record, role == OWN)
+            if role == OWN:
+                self._W.append(record)
+            else:  # a visitor keeps its id and end only (its tokens served the join)
+                record = SetRecord(seq, set_id, side, ts, record.end, (), record.size)
+                self._visitors.append(record)
+        self._records[seq] = record
+        self._live_ids[(side, set_id)] = seq
+        if added or removed:
+            self._changes(ts, before, added, removed, events)
+        return events, mark
 
     def advance(self, ts: float) -> list[TopKChange]:
         """``set_index_time(t)``: move the index time to ``ts``, expiring sets and pairs."""
@@ -152,11 +184,11 @@ class TopKJoin(ABC):
     # -- internals -----------------------------------------------------------------------------
 
     def _join_step(
-        self, record: SetRecord
+        self, record: SetRecord, indexed: bool
     ) -> tuple[PairKey | None, list[PairKey], list[PairKey]]:
         """The k-th pair before the join (needed only if a list is not empty), and ``_join``."""
         before = self._stock_kth()
-        return (before, *self._join(record))
+        return (before, *self._join(record, indexed))
 
     def _number(self, distinct: list[str | int]) -> frozenset[int]:
         """The token numbers of a new set, in the form the algorithm's ``_join`` uses."""
@@ -186,7 +218,17 @@ class TopKJoin(ABC):
                 del self._records[record.seq]
                 del self._live_ids[(record.side, record.set_id)]
         self._t_J = t
+        if self._visitors and self._visitors[0].end <= t:
+            self._drop_visitors(t)
         return events
+
+    def _drop_visitors(self, t: float) -> None:
+        """Forget the PROBE and TICK sets that end by ``t`` (their pairs have ended too)."""
+        visitors = self._visitors
+        while visitors and visitors[0].end <= t:
+            record = visitors.popleft()
+            del self._records[record.seq]
+            del self._live_ids[(record.side, record.set_id)]
 
     def _changes(
         self,
@@ -194,24 +236,23 @@ class TopKJoin(ABC):
         before: PairKey | None,
         added: list[PairKey],
         removed: list[PairKey],
-        events: list[TopKChange],
+        events: list,
     ) -> None:
         """Append the net top-k difference of one step (boundary ``before`` -> now)."""
         if not added and not removed:
             return
-        after = self._stock_kth()
-        left = [p for p in removed if before is None or p <= before]
-        entered = [p for p in added if after is None or p <= after]
-        if before != after:
-            fresh = set(added)
-            if before is not None and (after is None or before < after):  # promotions
-                entered += [p for p in self._stock_between(before, after) if p not in fresh]
-            elif after is not None:  # demotions
-                left += [p for p in self._stock_between(after, before) if p not in fresh]
-        left.sort()
-        entered.sort()
-        events += [TopKChange(time, "leave", self._pair(p)) for p in left]
-        events += [TopKChange(time, "enter", self._pair(p)) for p in entered]
+        left, entered = topk_delta(
+            before, self._stock_kth(), added, removed, self._stock_between
+        )
+        self._report(time, left, entered, events)
+
+    def _report(
+        self, time: float, left: list[PairKey], entered: list[PairKey], events: list
+    ) -> None:
+        """Append one step's changes: leaves, then enters."""
+        pair = self._pair
+        events += [TopKChange(time, "leave", pair(p)) for p in left]
+        events += [TopKChange(time, "enter", pair(p)) for p in entered]
 
     def _pair(self, key: PairKey) -> SimilarPair:
         later, earlier = self._records[key[2]], self._records[key[3]]

@@ -111,21 +111,23 @@ class Swoop(TopKJoin):
         if self._core is not None:
             return self._core.expire(len(expired), t)
         for record in expired:
-            self._indexes[record.side].remove(record)
+            self._indexes[record.side].remove(record.tokens)
         return self.stock.set_index_time(t)
 
     def _join_step(
-        self, record: SetRecord
+        self, record: SetRecord, indexed: bool
     ) -> tuple[PairKey | None, list[PairKey], list[PairKey]]:
         if self._core is not None:  # the kernel reports the k-th pair before the join
             return self._core.join(
-                record.tokens, record.seq, float(record.end), 1 if record.side == "S" else 0
+                record.tokens, record.seq, float(record.end), 1 if record.side == "S" else 0,
+                indexed,
             )
-        return super()._join_step(record)
+        return super()._join_step(record, indexed)
 
-    def _join(self, record: SetRecord) -> tuple[list[PairKey], list[PairKey]]:
+    def _join(self, record: SetRecord, indexed: bool) -> tuple[list[PairKey], list[PairKey]]:
         side = record.side
         probe = self._indexes[("S" if side == "R" else "R") if self.two_stream else None]
         candidates = self.generator.get_candidates(record, probe)
-        self._indexes[side].add(record)
+        if indexed:
+            self._indexes[side].add(record.tokens, self._W.next_number())
         return self.stock.insert(candidates) if candidates else ([], [])

@@ -30,7 +30,7 @@ and after it, so replaying the events on a set reproduces ``topk()`` after every
 
 from __future__ import annotations
 
-from collections.abc import Hashable
+from collections.abc import Callable, Hashable, Iterable
 from typing import Literal, NamedTuple
 
 PairKey = tuple[float, float, int, int]
@@ -43,6 +43,34 @@ EndKey = tuple[float, float, int, int]
 def end_key(key: PairKey) -> EndKey:
     """Convert a stock key to an end time index key, or back (the map is an involution)."""
     return (-key[1], -key[0], -key[2], -key[3])
+
+
+def topk_delta(
+    before: PairKey | None,
+    after: PairKey | None,
+    added: Iterable[PairKey],
+    removed: Iterable[PairKey],
+    between: Callable[[PairKey, PairKey | None], Iterable[PairKey]],
+) -> tuple[list[PairKey], list[PairKey]]:
+    """The pairs that left and entered the top-k in one step, each sorted in stock order.
+
+    ``before`` / ``after`` are the k-th pair of the ranked collection before and after the
+    step (``None``: fewer than ``k`` pairs), ``added`` / ``removed`` the pairs the step put in
+    and took out, and ``between(lo, hi)`` lists the collection's pairs ``lo < p <= hi`` after
+    the step (``hi=None``: no upper limit). Besides the removed pairs that were in the top-k and
+    the added pairs that are, the boundary's move promotes or demotes the pairs it passes.
+    """
+    left = [p for p in removed if before is None or p <= before]
+    entered = [p for p in added if after is None or p <= after]
+    if before != after:
+        fresh = set(added)
+        if before is not None and (after is None or before < after):  # promotions
+            entered += [p for p in between(before, after) if p not in fresh]
+        elif after is not None:  # demotions
+            left += [p for p in between(after, before) if p not in fresh]
+    left.sort()
+    entered.sort()
+    return left, entered
 
 
 class SimilarPair(NamedTuple):

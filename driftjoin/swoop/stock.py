@@ -85,6 +85,14 @@ class Stock:
         """End time of ``E[0]``, the next pair to expire (``None`` for an empty stock)."""
         return self._E[0][0] if self._E else None
 
+    def pair_arrays(self) -> tuple[np.ndarray, np.ndarray]:
+        """Similarities and end times of the stock's pairs (a partitioned join shares them)."""
+        S = self._S
+        return (
+            np.fromiter((-key[0] for key in S), np.float64, len(S)),
+            np.fromiter((-key[1] for key in S), np.float64, len(S)),
+        )
+
     def lb(self, t: float) -> float:
         """Skyband lower bound ``lb(t, k)``: similarity of the k-th pair valid at time ``t``.
 

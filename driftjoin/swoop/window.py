@@ -2,7 +2,10 @@
 
 Sets arrive with non-decreasing timestamps, so arrival order is also expiry order: a set
 ``r_j`` is valid while ``t_J < t_j + w`` (``W = {r_j | t_J - w < t_j <= t_J}``) and the oldest
-set always expires first. Sets are addressed by their arrival number (``seq``).
+set always expires first. Sets are addressed by their *window number*, their position in the
+order of appends: the arrival number in a single join, where every set joins the window; a
+worker of a partitioned join (:mod:`~driftjoin.swoop.partitioned`) appends only the sets it
+indexes, so there the window numbers are its own, and they keep the arrival order.
 
 Besides the records, the window keeps columns for bulk work: the end times as a Python list
 (one C-level bisect finds "the first set that ends after ``t``", used to crop inverted lists,
@@ -57,12 +60,16 @@ class Window:
         return iter(self._records[self._head :])
 
     def append(self, record: SetRecord) -> None:
-        """Add the newest set (its arrival number must be the next one)."""
+        """Add the newest set; it gets the window number :meth:`next_number`."""
         self._records.append(record)
         self._ends.append(record.end)
 
+    def next_number(self) -> int:
+        """The window number of the next set to be appended."""
+        return self._base + len(self._records)
+
     def get(self, seq: int) -> SetRecord:
-        """The valid set with arrival number ``seq``."""
+        """The set with window number ``seq``: a valid one, or one the last :meth:`expire` removed."""
         return self._records[seq - self._base]
 
     def oldest_end(self) -> float | None:
@@ -70,16 +77,20 @@ class Window:
         return self._ends[self._head] if self._head < len(self._ends) else None
 
     def expire(self, t: float, *, inclusive: bool = True) -> list[SetRecord]:
-        """Remove and return the sets with end time ``<= t`` (``< t`` if not ``inclusive``)."""
+        """Remove and return the sets with end time ``<= t`` (``< t`` if not ``inclusive``).
+
+        They stay addressable by :meth:`get` until the next call (the change stream names the
+        pairs that end with them): storage is compacted before the head moves, not after.
+        """
+        if self._head >= _COMPACT_MIN and 2 * self._head >= len(self._records):
+            self._compact()
         stop = (bisect_right if inclusive else bisect_left)(self._ends, t, self._head)
         expired = self._records[self._head : stop]
         self._head = stop
-        if self._head >= _COMPACT_MIN and 2 * self._head >= len(self._records):
-            self._compact()
         return expired
 
     def first_seq_ending_after(self, t: float) -> int:
-        """Arrival number of the oldest valid set with end time ``> t`` (next number if none)."""
+        """Window number of the oldest valid set with end time ``> t`` (next number if none)."""
         return self._base + bisect_right(self._ends, t, self._head)
 
     def columns(self, seqs: np.ndarray) -> tuple[np.ndarray, np.ndarray]:

@@ -72,7 +72,8 @@ class LocalQuery:
         return pairs
 
     def worker_output(self, worker: WorkerProcessor, wkey: int, rows: pd.DataFrame) -> pd.DataFrame:
-        return worker.work(self.plan.slot_of(wkey), rows)
+        frames = list(worker.handleInputRows((wkey,), iter([rows]), None))
+        return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame({"left_json": [], "right_json": []})
 
 
 @st.composite

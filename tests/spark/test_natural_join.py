@@ -274,10 +274,10 @@ def test_replayed_batch_in_another_row_order_gives_the_same_rows_and_pairs():
         routed = assigner.process(pdf).rows
         pairs, new_states = [], dict(j_states)
         for key, rows in routed.groupby("jkey"):
-            joiner = Joiner(plan, plan.slot_of(key), pickle.loads(j_states[key]) if key in j_states else None)
-            out, _ = joiner.process(rows.sample(frac=1, random_state=1))
+            joiner = Joiner(plan, plan.slot_of(key), pickle.loads(j_states[key]) if key in j_states else {})
+            out, _, _, _ = joiner.process(rows.sample(frac=1, random_state=1), 0)
             pairs += list(zip(out["left_id"], out["right_id"], out["window"], out["merged"]))
-            new_states[key] = pickle.dumps(joiner.state)
+            new_states[key] = pickle.dumps(joiner.windows)
         rows = sorted(map(tuple, routed.astype(str).values.tolist()))
         return pickle.dumps(assigner.state), new_states, rows, sorted(pairs)
 

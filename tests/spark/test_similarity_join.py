@@ -124,6 +124,12 @@ def test_zero_vector_is_dead_letter_for_angular(spark):
         ({"threshold": 2.0, "metric": "angular"}, "exceeds the largest angular distance"),
         ({"threshold": 0.1, "window": "soon"}, "is not a duration"),
         ({"threshold": 0.1, "vector_col": "nope"}, "vector_col='nope' is not a column"),
+        ({"threshold": True}, "threshold must be a number"),
+        ({"threshold": 0.1, "window": "-5 seconds"}, "window must be positive"),
+        ({"threshold": 0.1, "ingest_col": "arrival"}, "ingest_col='arrival' is not a column"),
+        ({"threshold": 0.1, "time_col": "ts", "watermark": "-1 s"}, "watermark must be zero or positive"),
+        ({"threshold": 0.1, "parallelism": 2, "centroids": [[0.0, float("nan")], [1.0, 1.0]]}, "centroids must be finite"),
+        ({"threshold": 0.1, "parallelism": True}, "parallelism must be an integer >= 1"),
     ],
 )
 def test_bad_settings_fail_before_the_job_starts(spark, kwargs, message):
@@ -169,3 +175,20 @@ def test_baselines_on_spark_equal_oracle(spark, tmp_path, algorithm):
     expected = oracle_pairs(np.arange(n), side, m.prepare(X), np.zeros(n, np.int64), m, 0.05, False)
     got = [(r.left_id, r.right_id, 0) for r in out]
     assert len(got) == len(set(got)) and set(got) == expected
+
+
+def test_output_shapes_agree(spark):
+    """output='grouped' (one row per left record, arrays) and 'pairs-grouped' (grouped transport
+    exploded in the JVM) give the same pairs and distances as the default 'pairs'."""
+    rng = np.random.default_rng(21)
+    X = rng.uniform(-1, 1, (500, 3))
+    df = spark.createDataFrame([(i, X[i].tolist()) for i in range(500)], "id long, vector array<double>")
+    kw = dict(threshold=0.2, metric="euclidean", parallelism=3)
+    pairs = sorted((r.left_id, r.right_id, round(r.distance, 12)) for r in similarity_join(df, **kw).collect())
+    flat = sorted((r.left_id, r.right_id, round(r.distance, 12)) for r in similarity_join(df, output="pairs-grouped", **kw).collect())
+    grouped = similarity_join(df, output="grouped", **kw).collect()
+    exploded = sorted((r.left_id, b, round(d, 12)) for r in grouped for b, d in zip(r.right_ids, r.distances))
+    assert len(pairs) > 100 and pairs == flat == exploded
+    assert all(len(r.right_ids) == len(r.distances) == len(r.ingest_times) for r in grouped)
+    with pytest.raises(ValueError, match="output="):
+        similarity_join(df, output="rows", **kw)

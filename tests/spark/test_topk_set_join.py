@@ -1,78 +1,148 @@
-"""SWOOP on Spark: the change stream replays into the same top-k as the Base oracle."""
+"""SWOOP on Spark at parallelism 1, 2 and 4: the change stream is Base's, change by change (so it
+replays into the same top-k), streaming and static, self-join and two-stream; a restart with
+another parallelism is refused."""
 
 from __future__ import annotations
 
-import json
-import os
-import time
+import random
 
 import pytest
 from pyspark.sql import functions as F
 
 from driftjoin.spark.topk import current_topk, invalid_sets, topk_set_join
-from driftjoin.swoop import BaseTopK
+from driftjoin.swoop import BaseTopK, DuplicateSetError, InvalidSetError, LateSetError
+
+from .helpers import run_available_now, write_batches
 
 pytestmark = pytest.mark.spark
 
 
 def _stream_rows(n=300, seed=3):
-    import random
-
     rnd = random.Random(seed)
     vocab = [f"t{i}" for i in range(40)]
     return [{"id": i, "tokens": rnd.sample(vocab[: 10 + i % 30], rnd.randint(1, 6)), "ts": float(i) * 0.5} for i in range(n)]
 
 
+def _base_changes(batches, k, similarity, window, two_stream=False):
+    """Base's change stream over micro-batches of rows, each in the operator's insert order
+    (time, side, id, tokens), as (kind, left_id, right_id, similarity, change time in
+    microseconds); refused sets as (kind, id, None, None, their time)."""
+    base = BaseTopK(k, similarity, window, two_stream=two_stream)
+    out = []
+    side_of = (lambda r: r["side"]) if two_stream else (lambda r: None)
+    for rows in batches:
+        for r in sorted(rows, key=lambda r: (r["ts"], side_of(r) or "", r["id"], "\x1f".join(dict.fromkeys(r["tokens"])))):
+            try:
+                changes = base.insert(r["id"], r["tokens"], r["ts"], side_of(r))
+            except InvalidSetError as e:
+                kind = "late" if isinstance(e, LateSetError) else "duplicate" if isinstance(e, DuplicateSetError) else "?"
+                out.append((kind, r["id"], None, None, round(r["ts"] * 1e6)))
+                continue
+            out += [(c.kind, c.pair.first, c.pair.second, round(c.pair.sim, 12), round(c.time * 1e6)) for c in changes]
+    return out, base
+
+
+def _spark_changes(df):
+    rows = sorted(df.collect(), key=lambda r: r.seq)
+    assert [r.seq for r in rows] == list(range(len(rows)))
+    return [(r.kind, r.left_id, r.right_id, None if r.kind not in ("enter", "leave") else round(r.similarity, 12),
+             round(r.change_time.timestamp() * 1e6)) for r in rows]
+
+
 @pytest.mark.slow
-def test_streaming_self_join_topk_equals_base(spark, tmp_path):
+@pytest.mark.parametrize("parallelism", [1, 2, 4])
+def test_streaming_self_join_changes_equal_base(spark, tmp_path, parallelism):
     rows = _stream_rows()
-    (tmp_path / "in").mkdir()
-    for b in range(3):
-        with open(tmp_path / "in" / f"b{b}.json", "w") as f:
-            for r in rows[b * 100:(b + 1) * 100]:
-                f.write(json.dumps(r) + "\n")
-        # one late set and one empty set in the last file
-    with open(tmp_path / "in" / "b3.json", "w") as f:
-        f.write(json.dumps({"id": 9999, "tokens": ["t1"], "ts": 1.0}) + "\n")
-        f.write(json.dumps({"id": 9998, "tokens": [], "ts": 200.0}) + "\n")
-    # the file source takes files in modification-time order: files written within one clock
-    # tick would come in any order (b3 first makes every earlier set late)
-    first_mtime = time.time() - 100
-    for b in range(4):
-        os.utime(tmp_path / "in" / f"b{b}.json", (first_mtime + b, first_mtime + b))
+    late = {"id": 9999, "tokens": ["t1"], "ts": 1.0}
+    dup = {"id": 290, "tokens": ["t3", "t4"], "ts": 149.5}  # id 290 (ts 145) is still in the window
+    write_batches(tmp_path / "in", [rows[:100], rows[100:200], rows[200:], [late, {"id": 9998, "tokens": [], "ts": 200.0}, dup]])
     stream = (spark.readStream.schema("id long, tokens array<string>, ts double").option("maxFilesPerTrigger", 1)
               .json(str(tmp_path / "in")).withColumn("ts", F.col("ts").cast("timestamp")))
-    changes = topk_set_join(stream, k=5, similarity="jaccard", window="20 seconds")
-    q = (changes.writeStream.format("parquet").option("path", str(tmp_path / "out"))
-         .option("checkpointLocation", str(tmp_path / "ck")).trigger(availableNow=True).start())
-    q.awaitTermination()
+    changes = topk_set_join(stream, k=5, similarity="jaccard", window="20 seconds", parallelism=parallelism)
+    q = run_available_now(changes, tmp_path / "out", tmp_path / "ck")
+    assert q.exception() is None
     out = spark.read.parquet(str(tmp_path / "out"))
-    base = BaseTopK(5, "jaccard", 20.0)
-    for r in rows:
-        base.insert(r["id"], r["tokens"], r["ts"])
-    expected = {(p.first, p.second): round(p.sim, 12) for p in base.topk()}
-    got = {(r.left_id, r.right_id): round(r.similarity, 12) for r in current_topk(out).collect()}
+    expected, base = _base_changes([rows[:100], rows[100:200], rows[200:], [late, dup]], 5, "jaccard", 20.0)
+    got = _spark_changes(out)
     assert got == expected
-    late = out.where("kind = 'late'").collect()
-    assert [r.left_id for r in late] == [9999]
-    seqs = [r.seq for r in out.collect()]
-    assert sorted(seqs) == list(range(len(seqs)))
-    assert [r.reason for r in invalid_sets(spark.read.json(str(tmp_path / "in" / "b3.json"), schema="id long, tokens array<string>, ts double")
-                                          .withColumn("ts", F.col("ts").cast("timestamp"))).collect()] == ["empty set"]
+    assert [(r[0], r[1]) for r in got if r[0] not in ("enter", "leave")] == [("late", 9999), ("duplicate", 290)]
+    assert {(r.left_id, r.right_id): round(r.similarity, 12) for r in current_topk(out).collect()} == {
+        (p.first, p.second): round(p.sim, 12) for p in base.topk()}
+    dead = invalid_sets(spark.read.json(str(tmp_path / "in" / "b0003.json"), schema="id long, tokens array<string>, ts double")
+                        .withColumn("ts", F.col("ts").cast("timestamp")))
+    assert [r.reason for r in dead.collect()] == ["empty set"]
 
 
-def test_static_two_stream_topk_equals_base(spark):
+@pytest.mark.parametrize("parallelism", [1, 2, 4])
+def test_static_two_stream_changes_equal_base(spark, parallelism):
     rows = _stream_rows(120, seed=5)
+    for r in rows:
+        r["side"] = "R" if r["id"] % 2 == 0 else "S"
     df = spark.createDataFrame([(r["id"], r["tokens"], r["ts"]) for r in rows], "id long, tokens array<string>, ts double")
     df = df.withColumn("ts", F.col("ts").cast("timestamp"))
     left, right = df.where("id % 2 = 0"), df.where("id % 2 = 1")
-    changes = topk_set_join(left, right, k=4, similarity="cosine", window="15 seconds")
-    base = BaseTopK(4, "cosine", 15.0, two_stream=True)
-    for r in sorted(rows, key=lambda r: (r["ts"], r["id"] % 2)):
-        base.insert(r["id"], r["tokens"], r["ts"], "R" if r["id"] % 2 == 0 else "S")
-    expected = {(p.first, p.second): round(p.sim, 12) for p in base.topk()}
-    got = {(r.left_id, r.right_id): round(r.similarity, 12) for r in current_topk(changes).collect()}
-    assert got == expected
+    changes = topk_set_join(left, right, k=4, similarity="cosine", window="15 seconds", parallelism=parallelism)
+    expected, _ = _base_changes([rows], 4, "cosine", 15.0, two_stream=True)
+    assert _spark_changes(changes) == expected
+
+
+@pytest.mark.parametrize("parallelism", [2, 4])
+def test_static_string_ids_and_tied_times_equal_base(spark, parallelism):
+    """String ids (routed one by one), many sets per timestamp (the insert order decides ties)."""
+    rows = [{**r, "id": f"s{r['id']:03d}", "ts": float(int(r["ts"]) // 3)} for r in _stream_rows(150, seed=8)]
+    df = spark.createDataFrame([(r["id"], r["tokens"], r["ts"]) for r in rows], "id string, tokens array<string>, ts double")
+    changes = topk_set_join(df, k=6, similarity="dice", window="10 seconds", parallelism=parallelism)
+    expected, _ = _base_changes([rows], 6, "dice", 10.0)
+    assert _spark_changes(changes) == expected
+
+
+@pytest.mark.slow
+def test_restart_with_another_parallelism_is_refused(spark, tmp_path):
+    rows = _stream_rows(60)
+    write_batches(tmp_path / "in", [rows[:30], rows[30:]])
+    stream = (spark.readStream.schema("id long, tokens array<string>, ts double").option("maxFilesPerTrigger", 1)
+              .json(str(tmp_path / "in")).withColumn("ts", F.col("ts").cast("timestamp")))
+    q = run_available_now(topk_set_join(stream, k=3, window="20 seconds", parallelism=2), tmp_path / "out", tmp_path / "ck")
+    assert q.exception() is None
+    write_batches(tmp_path / "in", [[{"id": 1000, "tokens": ["t1"], "ts": 100.0}]], start=2)
+    # the plan stored in worker key 0 refuses another parallelism; Spark itself refuses the
+    # single operator on a checkpoint of the two-stage pipeline (another operator count)
+    for other, message in ((4, r"parallelism: checkpoint has 2, this query has 4"),
+                           (1, r"STREAMING_STATEFUL_OPERATOR_NOT_MATCH_IN_STATE_METADATA")):
+        with pytest.raises(Exception, match=message):
+            run_available_now(topk_set_join(stream, k=3, window="20 seconds", parallelism=other), tmp_path / "out",
+                              tmp_path / "ck")
+
+
+@pytest.mark.slow
+def test_streaming_shared_bound_is_published_adopted_and_exact(spark, tmp_path):
+    """The workers' stocks go to the driver, the bound comes back and is adopted by the next
+    batch (stepped here by hand between two runs, as the attached listener does after every
+    batch); the change stream stays Base's."""
+    from driftjoin.control import SharedBoundController
+    from driftjoin.spark.metrics_sink import read_stats
+
+    rows = _stream_rows(240, seed=11)
+    batches = [rows[i:i + 60] for i in range(0, 240, 60)]
+    metrics = str(tmp_path / "metrics")
+    write_batches(tmp_path / "in", batches[:2])
+    stream = (spark.readStream.schema("id long, tokens array<string>, ts double").option("maxFilesPerTrigger", 1)
+              .json(str(tmp_path / "in")).withColumn("ts", F.col("ts").cast("timestamp")))
+
+    def run():
+        changes = topk_set_join(stream, k=3, window="30 seconds", parallelism=2, share_bound=True, metrics_dir=metrics)
+        assert run_available_now(changes, tmp_path / "out", tmp_path / "ck").exception() is None
+
+    run()
+    controller = SharedBoundController(metrics, 3, 2)
+    controller.step()
+    assert controller.version >= 1  # (the listener may have published first: then it is that version)
+    write_batches(tmp_path / "in", batches[2:], start=2)
+    run()
+    adopted = [r["bound_version"] for r in read_stats(metrics, "swoop_worker") if r["seq"] >= 2]
+    assert len(adopted) == 4 and min(adopted) >= 1
+    expected, _ = _base_changes(batches, 3, "jaccard", 30.0)
+    assert _spark_changes(spark.read.parquet(str(tmp_path / "out"))) == expected
 
 
 def test_bad_settings_fail_fast(spark):
@@ -83,3 +153,11 @@ def test_bad_settings_fail_fast(spark):
         topk_set_join(df, k=3, similarity="euclid")
     with pytest.raises(TypeError, match="tokens_col"):
         topk_set_join(df.withColumn("tokens", F.lit("x")), k=3)
+    with pytest.raises(ValueError, match="parallelism must be"):
+        topk_set_join(df, k=3, parallelism=0)
+    with pytest.raises(ValueError, match="needs parallelism > 1"):
+        topk_set_join(df, k=3, share_bound=True, metrics_dir="/tmp/m")
+    with pytest.raises(ValueError, match="needs metrics_dir"):
+        topk_set_join(df, k=3, parallelism=2, share_bound=True)
+    with pytest.raises(ValueError, match="applies to streams"):
+        topk_set_join(df, k=3, parallelism=2, share_bound=True, metrics_dir="/tmp/m")

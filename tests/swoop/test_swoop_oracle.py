@@ -222,10 +222,10 @@ def test_lookup_order_is_shortest_list_first_then_token_order():
     lengths = lambda order: [0 if p is None else len(p) for p in order]  # noqa: E731
     # shortest list first; equal lengths (a, b: 1 set each) and the new token z (no list,
     # number 4) in token order, later-numbered first
-    assert lengths(swoop.generator.lookup_order(probe(["a", "b", "c", "e", "z"]), index)) == [
+    assert lengths(swoop.generator.lookup_order(probe(["a", "b", "c", "e", "z"]).tokens, index)) == [
         0, 1, 1, 2, 3
     ]
-    order = swoop.generator.lookup_order(probe(["a", "b", "e"]), index)
+    order = swoop.generator.lookup_order(probe(["a", "b", "e"]).tokens, index)
     assert order[0] is index.get(2) and order[1] is index.get(0)  # b (2) before a (0)
     swoop.generator.shortest_list_first = False  # SWOOP-noopt: token order only
-    assert lengths(swoop.generator.lookup_order(probe(["a", "e"]), index)) == [3, 1]
+    assert lengths(swoop.generator.lookup_order(probe(["a", "e"]).tokens, index)) == [3, 1]

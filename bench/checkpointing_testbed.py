@@ -1,0 +1,354 @@
+"""CheckMate on the testbed: COOR, UNC and CIC on the thesis's queries (chapter 3, section 3.7).
+
+Sections (``--sections``, all by default):
+
+- ``normal``: per query, protocol (and the checkpoint-free run) and number of workers, the
+  maximum sustainable throughput (:mod:`driftjoin.checkpointing.mst`), message overhead, the
+  average checkpoint time, checkpoints taken and invalid ones (Figures 3.7, 3.8, Tables 3.2, 3.3).
+- ``failure``: each protocol at 80% of its own MST with one failure (``--failure-at``, 40% of the
+  run by default): p50 and
+  p99 latency before the failure, restart and recovery time, messages and records replayed,
+  the latency over time (Figures 3.9 to 3.11).
+- ``skew``: Q3, Q8, Q12 at 50% and 80% of the non-skewed MST with 10 to 30% hot items: p50
+  latency, average checkpoint time, and restart time with a failure at 50% (Figures 3.12, 3.13).
+- ``cyclic``: the reachability query under UNC and CIC at 75% of MST with a failure at 80% of
+  the run: checkpoint time, restart time, invalid checkpoints (Table 3.4).
+- ``intervals``: Q8 under each protocol at several checkpoint intervals.
+
+Prints the tables, writes ``bench/results/checkpointing_testbed.json`` and PNG figures in the
+thesis's shapes. Runs are simulated (time in simulated seconds; a worker = one CPU with the
+costs calibrated on this machine: ``python -m driftjoin.checkpointing.calibrate``); each takes
+wall time in proportion to the records it processes, so runs are short (``--duration``) and
+parallel (``--jobs``). Example: ``nice -n 10 .venv/bin/python bench/checkpointing_testbed.py``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import multiprocessing as mp
+import time
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+from driftjoin.checkpointing import CostModel, RunConfig, run
+from driftjoin.checkpointing.mst import estimate, search
+
+PROTOCOLS = ("coor", "unc", "cic")
+#: records/s per worker for the first (estimate) run of the MST search: a moderate load
+BASE_RATE = {"q1": 30000.0, "q3": 30000.0, "q8": 20000.0, "q12": 20000.0, "reach": 5000.0, "s3j": 150.0}
+THESIS_OVERHEAD = {"q1": (2.10, 2.53), "q3": (1.82, 2.58), "q8": (1.74, 2.49), "q12": (1.79, 2.58)}
+
+
+def _cfg(args: argparse.Namespace, **kw: Any) -> RunConfig:
+    base = dict(duration=args.duration, interval=args.interval, costs=args.costs, seed=args.seed)
+    base.update(kw)
+    return RunConfig(**base)
+
+
+def task_normal(job: dict) -> dict:
+    """MST, then the metrics at 80% of it; with ``probes == 0`` the MST is the utilisation
+    estimate and the metrics are those of the estimate's own run (at the moderate base rate)."""
+    cfg, probes = job["cfg"], job["probes"]
+    if probes == 0:
+        est, res = estimate(cfg, BASE_RATE[cfg.query] * cfg.workers)
+        out = res.summary()
+        out.update(mst=est, estimate=est, probes=[])
+        return out
+    m = search(cfg, BASE_RATE[cfg.query] * cfg.workers, probes=probes)
+    at = run(replace(cfg, rate=0.8 * m.mst))
+    out = at.summary()
+    out.update(mst=m.mst, estimate=m.estimate, probes=m.probes)
+    return out
+
+
+def task_run(job: dict) -> dict:
+    res = run(job["cfg"])
+    out = res.summary()
+    out.update(job.get("tag", {}))
+    if job.get("timeline"):
+        out["timeline"] = res.timeline
+    else:
+        out.pop("timeline", None)
+    return out
+
+
+def _pool(fn: Any, jobs: list[dict], n: int) -> list[dict]:
+    if not jobs:
+        return []
+    started = time.time()
+    with mp.get_context("fork").Pool(n) as pool:
+        out = []
+        for k, res in enumerate(pool.imap(fn, jobs), 1):
+            out.append(res)
+            print(f"  {k}/{len(jobs)} done ({time.time() - started:.0f} s)", end="\r", flush=True)
+    print()
+    return out
+
+
+def _fmt(x: float, nd: int = 1) -> str:
+    return "-" if x is None or (isinstance(x, float) and math.isnan(x)) else f"{x:.{nd}f}"
+
+
+def _finite(x: Any) -> bool:
+    return isinstance(x, (int, float)) and math.isfinite(x) and x > 0
+
+
+def _mst_of(normal: list[dict], query: str, protocol: str, workers: int) -> float:
+    for r in normal:
+        if (r["query"], r["protocol"], r["workers"]) == (query, protocol, workers):
+            return r["mst"]
+    raise KeyError((query, protocol, workers))
+
+
+def section_normal(args: argparse.Namespace) -> list[dict]:
+    jobs = []
+    for q in args.queries:
+        for p in ("none",) + PROTOCOLS:
+            if q == "reach" and p == "coor":
+                continue
+            for w in args.workers:
+                jobs.append({"cfg": _cfg(args, query=q, protocol=p, workers=w), "probes": args.probes})
+    print(f"normal operation: {len(jobs)} MST searches")
+    rows = _pool(task_normal, jobs, args.jobs)
+    print(f"\n{'query':<6} {'proto':<5} {'W':>2} {'MST/s':>9} {'norm':>5} {'p50 ms':>7} {'p99 ms':>7} {'ckpt ms':>8} "
+          f"{'ckpts':>6} {'inv%':>5} {'bytes x':>7} {'proto%':>6}")
+    for r in rows:
+        none = _mst_of(rows, r["query"], "none", r["workers"])
+        r["mst_norm"] = r["mst"] / none if none else float("nan")
+        print(f"{r['query']:<6} {r['protocol']:<5} {r['workers']:>2} {r['mst']:>9.0f} {r['mst_norm']:>5.2f} "
+              f"{_fmt(r['p50_ms'], 2):>7} {_fmt(r['p99_ms'], 2):>7} {_fmt(r['avg_checkpoint_ms'], 2):>8} "
+              f"{r['checkpoints']:>6} {_fmt(r['invalid_pct']):>5} {r['overhead_ratio']:>7.2f} {100 * r['protocol_share']:>6.1f}")
+    return rows
+
+
+def section_failure(args: argparse.Namespace, normal: list[dict]) -> list[dict]:
+    jobs = []
+    for q in args.queries:
+        for p in PROTOCOLS:
+            if q == "reach" and p == "coor":
+                continue
+            for w in args.failure_workers:
+                rate = 0.8 * _mst_of(normal, q, p, w)
+                jobs.append({"cfg": _cfg(args, query=q, protocol=p, workers=w, rate=rate,
+                                         failures=[args.failure_at * args.duration]), "timeline": True})
+    print(f"failure: {len(jobs)} runs")
+    rows = _pool(task_run, jobs, args.jobs)
+    print(f"\n{'query':<6} {'proto':<5} {'W':>2} {'rate/s':>9} {'restart ms':>10} {'recovery ms':>11} "
+          f"{'replayed msgs':>13} {'replayed recs':>13} {'rolled back':>11}")
+    for r in rows:
+        f = r["failures"][0]
+        print(f"{r['query']:<6} {r['protocol']:<5} {r['workers']:>2} {r['rate']:>9.0f} {1e3 * f['restart_s']:>10.1f} "
+              f"{_fmt(1e3 * f['recovery_s']):>11} {f['replayed_messages']:>13} {f['replayed_records']:>13} {f['rolled_back']:>11}")
+    return rows
+
+
+def section_skew(args: argparse.Namespace, normal: list[dict]) -> list[dict]:
+    w = args.skew_workers
+    jobs = []
+    for q in [q for q in ("q3", "q8", "q12") if q in args.queries]:
+        for p in PROTOCOLS:
+            for load in (0.5, 0.8):
+                for hot in args.hot:
+                    rate = load * _mst_of(normal, q, p, w)
+                    jobs.append({"cfg": _cfg(args, query=q, protocol=p, workers=w, rate=rate, hot=hot),
+                                 "tag": {"load": load}})
+            for hot in (0.2,):
+                rate = 0.5 * _mst_of(normal, q, p, w)
+                jobs.append({"cfg": _cfg(args, query=q, protocol=p, workers=w, rate=rate, hot=hot,
+                                         failures=[0.5 * args.duration]), "tag": {"load": 0.5, "failed": True}})
+    print(f"skew: {len(jobs)} runs")
+    rows = _pool(task_run, jobs, args.jobs)
+    print(f"\n{'query':<6} {'proto':<5} {'load':>4} {'hot':>4} {'p50 ms':>8} {'ckpt ms':>8} {'drained':>7} {'restart ms':>10}")
+    for r in rows:
+        restart = 1e3 * r["failures"][0]["restart_s"] if r["failures"] else float("nan")
+        print(f"{r['query']:<6} {r['protocol']:<5} {r['load']:>4} {r['hot']:>4} {_fmt(r['p50_ms'], 2):>8} "
+              f"{_fmt(r['avg_checkpoint_ms'], 2):>8} {str(r['drained']):>7} {_fmt(restart):>10}")
+    return rows
+
+
+def section_cyclic(args: argparse.Namespace, normal: list[dict]) -> list[dict]:
+    jobs = []
+    for p in ("unc", "cic"):
+        for w in args.cyclic_workers:
+            rate = 0.75 * _mst_of(normal, "reach", p, w) if "reach" in args.queries else BASE_RATE["reach"] * w
+            jobs.append({"cfg": _cfg(args, query="reach", protocol=p, workers=w, rate=rate, failures=[0.8 * args.duration])})
+    print(f"cyclic: {len(jobs)} runs")
+    rows = _pool(task_run, jobs, args.jobs)
+    print(f"\n{'proto':<5} {'W':>2} {'ckpt ms':>8} {'restart ms':>10} {'ckpts':>6} {'invalid %':>9} {'useless':>7} "
+          f"{'forced':>6} {'bytes x':>7}")
+    for r in rows:
+        print(f"{r['protocol']:<5} {r['workers']:>2} {_fmt(r['avg_checkpoint_ms'], 2):>8} "
+              f"{1e3 * r['failures'][0]['restart_s']:>10.1f} {r['checkpoints']:>6} {_fmt(r['invalid_pct']):>9} "
+              f"{r['invalid'] - r['discarded']:>7} {r['forced']:>6} {r['overhead_ratio']:>7.2f}")
+    return rows
+
+
+def section_intervals(args: argparse.Namespace, normal: list[dict]) -> list[dict]:
+    w = args.failure_workers[0]
+    jobs = []
+    for p in PROTOCOLS:
+        rate = 0.8 * _mst_of(normal, "q8", p, w)
+        for iv in args.intervals:
+            jobs.append({"cfg": _cfg(args, query="q8", protocol=p, workers=w, rate=rate, interval=iv,
+                                     failures=[0.5 * args.duration])})
+    print(f"intervals: {len(jobs)} runs")
+    rows = _pool(task_run, jobs, args.jobs)
+    print(f"\n{'proto':<5} {'interval':>8} {'ckpts':>6} {'ckpt ms':>8} {'p99 ms':>8} {'restart ms':>10} {'recovery ms':>11} {'replayed':>8}")
+    for r in rows:
+        f = r["failures"][0]
+        print(f"{r['protocol']:<5} {r['interval']:>8} {r['checkpoints']:>6} {_fmt(r['avg_checkpoint_ms'], 2):>8} "
+              f"{_fmt(r['p99_ms'], 2):>8} {1e3 * f['restart_s']:>10.1f} {_fmt(1e3 * f['recovery_s']):>11} "
+              f"{f['replayed_messages'] + f['replayed_records']:>8}")
+    return rows
+
+
+# --- figures in the thesis's shapes ---------------------------------------------------------------
+
+def figures(out: Path, res: dict) -> list[Path]:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    paths = []
+    colors = {"coor": "tab:blue", "unc": "tab:orange", "cic": "tab:green", "none": "gray"}
+    normal = res.get("normal", [])
+    queries = sorted({r["query"] for r in normal})
+    if normal:
+        for key, ylabel, fname, log in (("mst_norm", "MST / checkpoint-free MST", "fig3_7_mst.png", False),
+                                        ("avg_checkpoint_ms", "average checkpoint time (ms)", "fig3_8_checkpoint_time.png", True)):
+            fig, axes = plt.subplots(1, len(queries), figsize=(3.2 * len(queries), 3), squeeze=False)
+            for ax, q in zip(axes[0], queries):
+                for p in PROTOCOLS:
+                    pts = sorted((r["workers"], r[key]) for r in normal
+                                 if r["query"] == q and r["protocol"] == p and _finite(r[key]))
+                    if pts:
+                        ax.plot([x for x, _ in pts], [y for _, y in pts], "o-", color=colors[p], label=p.upper())
+                ax.set_title(q.upper())
+                ax.set_xlabel("workers")
+                if log and ax.lines:
+                    ax.set_yscale("log")
+            axes[0][0].set_ylabel(ylabel)
+            axes[0][0].legend()
+            fig.tight_layout()
+            fig.savefig(out / fname, dpi=110)
+            plt.close(fig)
+            paths.append(out / fname)
+    failure = res.get("failure", [])
+    if failure:
+        fq = sorted({r["query"] for r in failure})
+        wmax = max(r["workers"] for r in failure)
+        for pct, fname in ((1, "fig3_9_p50_latency.png"), (2, "fig3_10_p99_latency.png")):
+            fig, axes = plt.subplots(1, len(fq), figsize=(3.2 * len(fq), 3), squeeze=False)
+            for ax, q in zip(axes[0], fq):
+                plotted = False
+                for r in failure:
+                    if r["query"] == q and r["workers"] == wmax:
+                        tl = [t for t in r["timeline"] if t[pct] > 0]
+                        plotted |= bool(tl)
+                        ax.plot([t[0] for t in tl], [t[pct] for t in tl], color=colors[r["protocol"]],
+                                label=r["protocol"].upper(), lw=1)
+                        ax.axvline(r["failures"][0]["time"], color="k", ls="--", lw=0.8)
+                if plotted:
+                    ax.set_yscale("log")
+                ax.set_title(f"{q.upper()}, {wmax} workers")
+                ax.set_xlabel("time (s)")
+            axes[0][0].set_ylabel(("p50" if pct == 1 else "p99") + " latency (ms)")
+            axes[0][0].legend()
+            fig.tight_layout()
+            fig.savefig(out / fname, dpi=110)
+            plt.close(fig)
+            paths.append(out / fname)
+        fig, ax = plt.subplots(figsize=(7, 3))
+        labels = sorted({(r["query"], r["workers"]) for r in failure})
+        for k, p in enumerate(PROTOCOLS):
+            ys = [next((1e3 * r["failures"][0]["restart_s"] for r in failure
+                        if (r["query"], r["workers"], r["protocol"]) == (q, w, p)), 0.0) for q, w in labels]
+            ax.bar([i + 0.27 * (k - 1) for i in range(len(labels))], ys, 0.27, color=colors[p], label=p.upper())
+        ax.set_xticks(range(len(labels)), [f"{q.upper()}\n{w}W" for q, w in labels], fontsize=7)
+        ax.set_ylabel("restart time (ms)")
+        ax.legend()
+        fig.tight_layout()
+        fig.savefig(out / "fig3_11_restart.png", dpi=110)
+        plt.close(fig)
+        paths.append(out / "fig3_11_restart.png")
+    skew = [r for r in res.get("skew", []) if not r.get("failed")]
+    if skew:
+        sq = sorted({r["query"] for r in skew})
+        fig, axes = plt.subplots(2, 2 * len(sq), figsize=(2.6 * 2 * len(sq), 5), squeeze=False)
+        for row, load in enumerate((0.5, 0.8)):
+            for k, q in enumerate(sq):
+                for col, key, label in ((2 * k, "p50_ms", "p50 latency (ms)"), (2 * k + 1, "avg_checkpoint_ms", "checkpoint time (ms)")):
+                    ax = axes[row][col]
+                    for p in PROTOCOLS:
+                        pts = sorted((r["hot"], r[key]) for r in skew
+                                     if (r["query"], r["protocol"], r["load"]) == (q, p, load) and _finite(r[key]))
+                        ax.plot([100 * x for x, _ in pts], [y for _, y in pts], "o-", color=colors[p], label=p.upper())
+                    if any(len(line.get_xdata()) for line in ax.lines):
+                        ax.set_yscale("log")
+                    ax.set_title(f"{q.upper()} {int(100 * load)}% MST", fontsize=8)
+                    ax.set_xlabel("hot items %", fontsize=8)
+                    ax.set_ylabel(label, fontsize=8)
+        axes[0][0].legend(fontsize=7)
+        fig.tight_layout()
+        fig.savefig(out / "fig3_12_skew.png", dpi=110)
+        plt.close(fig)
+        paths.append(out / "fig3_12_skew.png")
+    return paths
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--sections", default="normal,failure,skew,cyclic,intervals")
+    ap.add_argument("--queries", default="q1,q3,q8,q12,reach,s3j")
+    ap.add_argument("--workers", default="1,2,4,8", help="workers for the MST searches")
+    ap.add_argument("--failure-workers", default="2,4")
+    ap.add_argument("--skew-workers", type=int, default=4)
+    ap.add_argument("--cyclic-workers", default="2,4")
+    ap.add_argument("--intervals", default="0.1,0.25,0.5")
+    ap.add_argument("--hot", default="0,0.1,0.3", help="hot-item shares of the skew section")
+    ap.add_argument("--duration", type=float, default=1.0, help="simulated seconds of input per run")
+    ap.add_argument("--interval", type=float, default=0.25, help="checkpoint interval (simulated seconds)")
+    ap.add_argument("--probes", type=int, default=3, help="bisection probes per MST search (0: estimate only)")
+    ap.add_argument("--jobs", type=int, default=2)
+    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--costs", help="a costs JSON from `python -m driftjoin.checkpointing.calibrate --out`")
+    ap.add_argument("--out", default="bench/results")
+    ap.add_argument("--mst-from", help="take the normal section (MSTs) from this earlier JSON instead of measuring")
+    ap.add_argument("--failure-at", type=float, default=0.4, help="failure time as a share of the run (failure section)")
+    args = ap.parse_args()
+    args.queries = args.queries.split(",")
+    args.workers = [int(x) for x in args.workers.split(",")]
+    args.failure_workers = [int(x) for x in args.failure_workers.split(",")]
+    args.cyclic_workers = [int(x) for x in args.cyclic_workers.split(",")]
+    args.intervals = [float(x) for x in args.intervals.split(",")]
+    args.hot = [float(x) for x in args.hot.split(",")]
+    args.costs = CostModel.from_json(args.costs) if args.costs else CostModel()
+    sections = args.sections.split(",")
+    needed = set(args.failure_workers) | {args.skew_workers} | set(args.cyclic_workers)
+    if set(sections) - {"normal"} and not needed <= set(args.workers):
+        args.workers = sorted(set(args.workers) | needed)
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    started = time.time()
+    res: dict[str, Any] = {"settings": {k: (v if not isinstance(v, CostModel) else v.__dict__) for k, v in vars(args).items()}}
+    if args.mst_from:  # reuse the MSTs (and normal-operation rows) of an earlier run
+        res["normal"] = json.loads(Path(args.mst_from).read_text())["normal"]
+    else:
+        res["normal"] = section_normal(args)
+    for name, fn in (("failure", section_failure), ("skew", section_skew), ("cyclic", section_cyclic),
+                     ("intervals", section_intervals)):
+        if name in sections:
+            res[name] = fn(args, res["normal"])
+    path = out / "checkpointing_testbed.json"
+    path.write_text(json.dumps(res, indent=1, default=str))
+    for p in figures(out, res):
+        print(f"wrote {p}")
+    print(f"wrote {path} ({time.time() - started:.0f} s)")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,492 @@
+"""The simulator: operator instances, channels, checkpoints and failures as simpy processes.
+
+Time is simulated (seconds), costs come from :class:`~driftjoin.checkpointing.costs.CostModel`,
+and everything else is real: operators run their code on the records, snapshots are copies of
+their state, messages carry the records. One worker = one CPU that runs one instance of every
+stage (thesis 3.7.1); an instance is a simpy process that takes one message at a time from its
+mailbox, holds its worker's CPU for the message's cost (unpickle, process, pickle the outputs,
+log them) and then puts the outputs on their channels. A channel is a FIFO wire: it is busy
+``net_per_byte`` per byte (serial) and delivers ``net_per_msg`` later (overlapping). Sources
+read their partition of a replayable input log at the records' arrival times (or later, when
+behind: the end-to-end latency counts from the arrival). The protocol
+(:mod:`driftjoin.checkpointing.protocols`) hooks in where the thesis's protocols act: on
+control messages (timers, triggers), markers, before a message is delivered, on every send
+(piggybacking, logging) and at recovery. A failure at time t stops every instance (a new
+*epoch*: the old processes, their in-flight messages and queued work are dropped), waits for
+detection, lets the protocol choose the recovery line, spends the restart time (the
+coordinator's recovery-line computation, downloading state and logs), restores every
+instance from its checkpoint in the line, re-sends the logged messages the line needs and
+starts new processes; the sources resume from their restored offsets.
+
+Determinism: no wall clock and no unseeded randomness, so a run is a function of its inputs.
+With ``trace=True`` the engine records, per message, the checkpoint interval of its sender at
+the send and of its receiver at the delivery: the tests check every recovery line against this
+ground truth, independently of the protocols' own bookkeeping.
+"""
+
+from __future__ import annotations
+
+import pickle
+from collections import defaultdict, deque
+from dataclasses import dataclass, field
+from typing import Any, Callable, Generator
+
+import numpy as np
+import simpy
+
+from driftjoin.checkpointing.costs import CostModel
+from driftjoin.checkpointing.dataflow import Dataflow, expand, hash_partition
+
+DATA, MARKER, CONTROL = 0, 1, 2
+
+
+class Msg:
+    """A message on a channel (``ch = -1`` for control messages from timers or the coordinator)."""
+
+    __slots__ = ("kind", "ch", "seq", "rec", "ts", "size", "meta", "meta_size")
+
+    def __init__(self, kind: int, ch: int, seq: int, rec: Any, ts: float, size: int,
+                 meta: Any = None, meta_size: int = 0) -> None:
+        self.kind, self.ch, self.seq, self.rec, self.ts = kind, ch, seq, rec, ts
+        self.size, self.meta, self.meta_size = size, meta, meta_size
+
+
+class Mailbox:
+    """An instance's input queue: a deque plus the event its process waits on when it is empty."""
+
+    __slots__ = ("env", "items", "waiter")
+
+    def __init__(self, env: simpy.Environment) -> None:
+        self.env, self.items, self.waiter = env, deque(), None
+
+    def put(self, msg: Msg) -> None:
+        self.items.append(msg)
+        w = self.waiter
+        if w is not None and not w.triggered:
+            self.waiter = None
+            w.succeed()
+
+    def wait(self) -> simpy.Event:
+        self.waiter = self.env.event()
+        return self.waiter
+
+
+@dataclass
+class Checkpoint:
+    """One instance's checkpoint: a copy of its state, its channel counters, logged messages."""
+
+    inst: int
+    index: int
+    start: float
+    state: Any
+    sent: dict[int, int]
+    recv: dict[int, int]
+    state_bytes: int
+    log: dict[int, list[Msg]] = field(default_factory=dict)
+    log_bytes: int = 0
+    forced: bool = False
+    round: int | None = None
+    extra: Any = None
+    done: float | None = None  # when its upload finished (None: not durable yet)
+
+
+class Inst:
+    """Runtime of one operator instance."""
+
+    def __init__(self, engine: "Engine", iid: int, stage: str, index: int, op: Any, source: bool, sink: bool) -> None:
+        self.id, self.stage, self.index, self.worker = iid, stage, index, index
+        self.op, self.source, self.sink = op, source, sink
+        self.kind = op.kind
+        self.in_channels = engine.plan.inputs[iid]
+        self.out = engine.plan.out[iid]
+        self.sent: dict[int, int] = {}
+        self.recv: dict[int, int] = {}
+        self.ckpt_index = 0
+        self.unlogged: dict[int, list[Msg]] = defaultdict(list)
+        self.reset(engine.env)
+
+    def reset(self, env: simpy.Environment) -> None:
+        self.mailbox = Mailbox(env)
+        self.blocked: set[int] = set()
+        self.buffered: dict[int, deque] = defaultdict(deque)
+        self.ready: deque = deque()
+        self.exhausted = False
+
+    def unblock_all(self) -> None:
+        for ch in sorted(self.blocked):
+            self.ready.extend(self.buffered.pop(ch, ()))
+        self.blocked.clear()
+
+
+@dataclass
+class Failure:
+    time: float
+    worker: int
+    detected: float = float("nan")
+    restarted: float = float("nan")
+    line: dict[int, int] = field(default_factory=dict)
+    rolled_back: int = 0
+    replayed_messages: int = 0
+    replayed_records: int = 0
+
+
+@dataclass
+class TraceAtFailure:
+    """Ground truth at a recovery: per (channel, seq) the sender's and receiver's intervals."""
+
+    line: dict[int, int]
+    sends: dict[tuple[int, int], int]
+    recvs: dict[tuple[int, int], int]
+    replayed: dict[int, list[int]]
+    channels: dict[int, tuple[int, int]]
+    available: dict[int, list[int]]  # per instance, the checkpoint indices durable at the failure
+
+
+class Engine:
+    """Runs one dataflow under one protocol; see the module docstring."""
+
+    def __init__(self, flow: Dataflow, parallelism: int, protocol_factory: Callable[["Engine"], Any],
+                 costs: CostModel, failures: list[tuple[float, int]], seed: int, drain_limit: float,
+                 trace: bool = False) -> None:
+        self.env = simpy.Environment()
+        self.flow, self.costs, self.seed, self.trace = flow, costs, seed, trace
+        self.plan = expand(flow, parallelism)
+        self.parallelism = parallelism
+        self.channels = self.plan.channels
+        self.channel_ends = {c.id: (c.src, c.dst) for c in self.channels}
+        self.insts: list[Inst] = []
+        for iid, (stage_name, index) in enumerate(self.plan.instances):
+            stage = flow.stage(stage_name)
+            op = stage.make(len(self.plan.inputs[iid]), index)
+            self.insts.append(Inst(self, iid, stage_name, index, op, stage.source, stage.sink))
+        self.inputs = []
+        for part in flow.inputs:
+            times = np.asarray([t for t, _ in part], dtype=np.float64)
+            recs = [r for _, r in part]
+            self.inputs.append((times, recs, [len(pickle.dumps(r, 5)) for r in recs]))
+        if sum(1 for s in flow.stages if s.source) != 1 or len(self.inputs) != parallelism:
+            raise ValueError(f"dataflow {flow.name} needs one source stage and one input partition per worker "
+                             f"({parallelism}), got {len(self.inputs)} partitions")
+        self.input_end = max((float(t[-1]) for t, _, _ in self.inputs if len(t)), default=0.0)
+        self.drain_limit = drain_limit
+        self.failures = [Failure(t, w) for t, w in sorted(failures)]
+        self.epoch = 0
+        self.cpu_busy = [0.0] * parallelism
+        self.cpu_used = [0.0] * parallelism
+        self.wire_busy = [0.0] * len(self.channels)
+        self.upload_busy = [0.0] * parallelism
+        self.inflight = 0
+        self.recovering = False
+        self.recovered = self.env.event()
+        self.done = self.env.event()
+        # measurements
+        self.bytes_data = 0
+        self.bytes_protocol = 0
+        self.messages = 0
+        self.duplicates = 0
+        self.ingested = 0
+        self.sink_times: list[float] = []
+        self.sink_latency: list[float] = []
+        self.durable: dict[int, dict[int, Msg]] = defaultdict(dict)  # channel -> seq -> logged message
+        self.trace_send: dict[tuple[int, int], int] = {}
+        self.trace_recv: dict[tuple[int, int], int] = {}
+        self.traces: list[TraceAtFailure] = []
+        self.durable_index: dict[int, list[int]] = {i.id: [0] for i in self.insts}
+        self.protocol = protocol_factory(self)
+
+    # --- running ------------------------------------------------------------------------------
+
+    def run(self) -> None:
+        self._start()
+        for f in self.failures:
+            self.env.process(self._fail(f))
+        self.env.run(until=self.done | self.env.timeout(self.input_end + self.drain_limit))
+        self.end_time = self.env.now
+        self.drained = self.done.triggered
+
+    def _start(self) -> None:
+        epoch = self.epoch
+        for inst in self.insts:
+            self.env.process(self._source(inst, epoch) if inst.source else self._work(inst, epoch))
+        self.protocol.start(epoch)
+
+    def _check_done(self) -> None:
+        if self.inflight == 0 and not self.recovering and not self.done.triggered and all(
+                i.exhausted for i in self.insts if i.source):
+            self.done.succeed()
+
+    def cpu(self, inst: Inst, cost: float) -> simpy.Event:
+        """Hold the worker's CPU for ``cost`` (FIFO with the other instances of the worker)."""
+        w = inst.worker
+        now = self.env.now
+        start = self.cpu_busy[w] if self.cpu_busy[w] > now else now
+        self.cpu_busy[w] = start + cost
+        self.cpu_used[w] += cost
+        return self.env.timeout(start + cost - now)
+
+    def _source(self, inst: Inst, epoch: int) -> Generator:
+        env, mb, proto, costs = self.env, inst.mailbox, self.protocol, self.costs
+        times, recs, sizes = self.inputs[inst.index]
+        n = len(recs)
+        base = costs.cpu("source")
+        while True:
+            while mb.items:
+                yield from proto.on_control(inst, mb.items.popleft())
+                if self.epoch != epoch:
+                    return
+            off = inst.op.offset
+            if off >= n:
+                inst.exhausted = True
+                self._check_done()
+                yield mb.wait()
+                if self.epoch != epoch:
+                    return
+                continue
+            t = float(times[off])
+            if t > env.now:
+                yield env.timeout(t - env.now) | mb.wait()
+                if self.epoch != epoch:
+                    return
+                continue
+            rec = recs[off]
+            outs = inst.op.process(0, 0, rec, sizes[off])
+            sends = self._route(inst, outs)
+            yield self.cpu(inst, base + self._send_cost(sends))
+            if self.epoch != epoch:
+                return
+            self.ingested += 1
+            self._emit(inst, sends, t)
+
+    def _work(self, inst: Inst, epoch: int) -> Generator:
+        mb, proto = inst.mailbox, self.protocol
+        intercept = proto.intercepts_receive
+        while True:
+            if inst.ready:
+                msg = inst.ready.popleft()
+            elif mb.items:
+                msg = mb.items.popleft()
+            else:
+                yield mb.wait()
+                if self.epoch != epoch:
+                    return
+                continue
+            ch = msg.ch
+            if ch in inst.blocked:
+                inst.buffered[ch].append(msg)
+                continue
+            kind = msg.kind
+            if kind == DATA:
+                if msg.seq <= inst.recv.get(ch, 0):  # deduplication of replayed messages
+                    self.duplicates += 1
+                    self.inflight -= 1
+                    self._check_done()
+                    continue
+                if intercept:
+                    yield from proto.on_receive(inst, msg)
+                    if self.epoch != epoch:
+                        return
+                yield from self._deliver(inst, msg)
+            elif kind == MARKER:
+                yield from proto.on_marker(inst, msg)
+            else:
+                yield from proto.on_control(inst, msg)
+            if self.epoch != epoch:
+                return
+
+    def _deliver(self, inst: Inst, msg: Msg) -> Generator:
+        ch = self.channels[msg.ch]
+        inst.recv[msg.ch] = msg.seq
+        if self.trace:
+            self.trace_recv[(msg.ch, msg.seq)] = inst.ckpt_index
+        outs = inst.op.process(ch.port, ch.pos, msg.rec, msg.size)
+        sends = self._route(inst, outs) if outs else ()
+        epoch = self.epoch
+        costs = self.costs
+        yield self.cpu(inst, costs.ser_per_msg + costs.ser_per_byte * (msg.size + msg.meta_size)
+                       + costs.cpu(inst.kind) + (self._send_cost(sends) if sends else 0.0))
+        if self.epoch != epoch:
+            return
+        if inst.sink:
+            self.sink_times.append(self.env.now)
+            self.sink_latency.append(self.env.now - msg.ts)
+        if sends:
+            self._emit(inst, sends, msg.ts)
+        self.inflight -= 1
+        if self.inflight == 0:
+            self._check_done()
+
+    def _route(self, inst: Inst, outs: list) -> list[tuple[Any, Any, int]]:
+        sends = []
+        p = self.parallelism
+        for rec in outs:
+            size = 0
+            for edge, chans in inst.out:
+                if edge.accepts is not None and not edge.accepts(rec):
+                    continue
+                if not size:
+                    size = len(pickle.dumps(rec, 5))
+                if edge.partition == "forward":
+                    sends.append((chans[0], rec, size))
+                elif edge.partition == "hash":
+                    sends.append((chans[hash_partition(edge.key(rec), p)], rec, size))
+                else:
+                    sends.extend((c, rec, size) for c in chans)
+        return sends
+
+    def _send_cost(self, sends: list) -> float:
+        c = self.costs
+        per_msg = c.ser_per_msg + (c.log_per_msg if self.protocol.logs_messages else 0.0)
+        per_byte = c.ser_per_byte + (c.log_per_byte if self.protocol.logs_messages else 0.0)
+        meta = self.protocol.meta_bytes
+        return sum(per_msg + per_byte * (size + meta) for _, _, size in sends)
+
+    def _emit(self, inst: Inst, sends: list, ts: float) -> None:
+        proto = self.protocol
+        logs = proto.logs_messages
+        pig = proto.piggybacks
+        for ch, rec, size in sends:
+            seq = inst.sent.get(ch.id, 0) + 1
+            inst.sent[ch.id] = seq
+            meta, meta_size = proto.piggyback(inst, ch) if pig else (None, 0)
+            msg = Msg(DATA, ch.id, seq, rec, ts, size, meta, meta_size)
+            if logs:
+                inst.unlogged[ch.id].append(msg)
+            if self.trace:
+                self.trace_send[(ch.id, seq)] = inst.ckpt_index
+            self.bytes_data += size
+            self.bytes_protocol += meta_size
+            self.messages += 1
+            self.inflight += 1
+            self.wire(ch.id, ch.dst, msg)
+
+    def wire(self, ch: int, dst: int, msg: Msg) -> None:
+        """Put ``msg`` on channel ``ch``: FIFO, busy per byte, delivered after the latency."""
+        env, c = self.env, self.costs
+        now = env.now
+        start = self.wire_busy[ch] if self.wire_busy[ch] > now else now
+        self.wire_busy[ch] = start + c.net_per_byte * (msg.size + msg.meta_size)
+        ev = env.timeout(self.wire_busy[ch] + c.net_per_msg - now)
+        epoch = self.epoch
+        box = self.insts[dst].mailbox
+        ev.callbacks.append(lambda _e: box.put(msg) if self.epoch == epoch else None)
+
+    def send_marker(self, inst: Inst, round_: int, size: int) -> None:
+        for _edge, chans in inst.out:
+            for ch in chans:
+                self.bytes_protocol += size
+                self.messages += 1
+                self.wire(ch.id, ch.dst, Msg(MARKER, ch.id, 0, round_, self.env.now, 0, None, size))
+
+    def control(self, inst: Inst, payload: Any, size: int = 0) -> None:
+        """A control message (timer tick, coordinator trigger) into an instance's mailbox."""
+        self.bytes_protocol += size
+        inst.mailbox.put(Msg(CONTROL, -1, 0, payload, self.env.now, 0))
+
+    # --- checkpoints --------------------------------------------------------------------------
+
+    def checkpoint(self, inst: Inst, on_durable: Callable[[Checkpoint], None], *, forced: bool = False,
+                   round_: int | None = None, extra: Any = None) -> Generator:
+        """Snapshot ``inst`` (holding its CPU for the copy), then upload it asynchronously.
+
+        The snapshot includes the messages sent since the last checkpoint (the in-flight log,
+        for the protocols that log). Returns the :class:`Checkpoint` (its ``done`` is set and
+        ``on_durable`` called when the upload ends).
+        """
+        c = self.costs
+        inst.ckpt_index += 1
+        log = dict(inst.unlogged) if self.protocol.logs_messages else {}
+        inst.unlogged = defaultdict(list)
+        log_bytes = sum(m.size + m.meta_size for msgs in log.values() for m in msgs)
+        ck = Checkpoint(inst.id, inst.ckpt_index, self.env.now, inst.op.snapshot(), dict(inst.sent),
+                        dict(inst.recv), inst.op.state_bytes, log, log_bytes, forced, round_, extra)
+        epoch = self.epoch
+        yield self.cpu(inst, c.snapshot_per_byte * ck.state_bytes)
+        if self.epoch != epoch:
+            return ck
+        now = self.env.now
+        w = inst.worker
+        start = self.upload_busy[w] if self.upload_busy[w] > now else now
+        self.upload_busy[w] = start + c.upload_per_byte * (ck.state_bytes + log_bytes)
+        ev = self.env.timeout(self.upload_busy[w] + c.upload_latency - now)
+
+        def durable(_e: Any) -> None:
+            if self.epoch != epoch:
+                return
+            ck.done = self.env.now
+            self.durable_index[ck.inst].append(ck.index)
+            for ch, msgs in ck.log.items():
+                store = self.durable[ch]
+                for m in msgs:
+                    store[m.seq] = m
+            on_durable(ck)
+
+        ev.callbacks.append(durable)
+        return ck
+
+    # --- failures -----------------------------------------------------------------------------
+
+    def _fail(self, f: Failure) -> Generator:
+        env, c = self.env, self.costs
+        yield env.timeout(max(0.0, f.time - env.now))
+        while self.recovering:  # a failure during a restart is taken once the restart is over
+            yield self.recovered
+        self.epoch += 1
+        self.recovering = True
+        self.recovered = env.event()
+        offsets = sum(i.op.offset for i in self.insts if i.source)
+        yield env.timeout(c.failure_detection)
+        f.detected = env.now
+        line, replay, algo_seconds = self.protocol.recovery_line()
+        f.line = {i: ck.index for i, ck in line.items()}
+        if self.trace:
+            self.traces.append(TraceAtFailure(dict(f.line), dict(self.trace_send), dict(self.trace_recv),
+                                              {ch: [m.seq for m in msgs] for ch, msgs in replay.items()},
+                                              dict(self.channel_ends),
+                                              {i: list(x) for i, x in self.durable_index.items()}))
+        per_worker = [0.0] * self.parallelism
+        for iid, ck in line.items():
+            per_worker[self.insts[iid].worker] += (c.download_per_byte + c.snapshot_per_byte) * ck.state_bytes
+        for ch, msgs in replay.items():
+            w = self.insts[self.channel_ends[ch][0]].worker
+            per_worker[w] += c.download_per_byte * sum(m.size + m.meta_size for m in msgs)
+        yield env.timeout(algo_seconds + c.upload_latency + max(per_worker))
+        # restore every instance from the line
+        for inst in self.insts:
+            ck = line[inst.id]
+            f.rolled_back += inst.ckpt_index - ck.index
+            inst.op.restore(ck.state)
+            inst.sent, inst.recv = dict(ck.sent), dict(ck.recv)
+            inst.ckpt_index = ck.index
+            self.durable_index[inst.id] = [x for x in self.durable_index[inst.id] if x <= ck.index]
+            inst.unlogged = defaultdict(list)
+            inst.reset(env)
+        if self.trace:
+            self._rollback_trace(f.line)
+        now = env.now
+        self.cpu_busy = [now] * self.parallelism
+        self.wire_busy = [now] * len(self.channels)
+        self.upload_busy = [now] * self.parallelism
+        self.inflight = 0
+        self.epoch += 1
+        self.protocol.after_recovery(line)
+        for ch, msgs in replay.items():
+            for m in msgs:
+                self.inflight += 1
+                f.replayed_messages += 1
+                self.wire(ch, self.channel_ends[ch][1], m)
+        f.restarted = env.now
+        f.replayed_records = offsets - sum(i.op.offset for i in self.insts if i.source)
+        self.recovering = False
+        self.recovered.succeed()
+        self._start()
+
+    def _rollback_trace(self, line: dict[int, int]) -> None:
+        ends = self.channel_ends
+        self.trace_send = {k: x for k, x in self.trace_send.items() if x < line[ends[k[0]][0]]}
+        self.trace_recv = {k: y for k, y in self.trace_recv.items() if y < line[ends[k[0]][1]]}
+
+    # --- results ------------------------------------------------------------------------------
+
+    def outputs(self) -> list[tuple]:
+        """Every sink instance's surviving output, concatenated in instance order."""
+        return [r for inst in self.insts if inst.sink for r in inst.op.log]
