@@ -3,7 +3,8 @@
     DRIFTJOIN_CLUSTER_PORT=7277 nice -n 10 bash scripts/cluster.sh start --workers 2
     nice -n 10 .venv/bin/python bench/autoscale_live.py --master spark://127.0.0.1:7277 \\
         [--queries agg,join] [--workloads steps,cosine,...] [--policies ds2,...] [--minutes 3] \\
-        [--restart steps] [--joint]
+        [--restart steps] [--joint] [--capacity agg=N,join=M] [--out FILE]
+    nice -n 10 .venv/bin/python bench/autoscale_live.py --merge A.json,B.json   # pieces -> one matrix
 
 Two queries read the generator source driven by the thesis's workload shapes (section 4.5.3,
 option ``schedule``): ``agg``, a plain Spark aggregation of each micro-batch (``foreachBatch``:
@@ -58,8 +59,11 @@ LEAD = 10.0             # seconds between starting a query and the start of its 
 DEFAULTS = {"minutes": {"agg": 2.0, "join": 3.0}, "window": {"agg": 10.0, "join": 30.0}, "cooldown": {"agg": 30.0, "join": 60.0}}
 #: vector dimension: 16 makes the aggregation's records cost enough that one executor can fall behind
 DIM = {"agg": 16, "join": 2}
-#: the probe's final offered rate (records/s) and its cap on a micro-batch (records)
-PROBE = {"agg": (1_000_000, 4_000_000), "join": (6_000, 20_000)}
+#: the probe's final offered rate, records/s
+PROBE = {"agg": 1_000_000, "join": 6_000}
+#: records per micro-batch at most (maxOffsetsPerTrigger's role): a query that fell behind
+#: reads its backlog in bounded batches instead of one that outgrows an executor's memory
+MAX_BATCH = {"agg": 2_000_000, "join": 20_000}
 #: the workloads' peak over the probe's capacity: at the peak the query is near or over what
 #: this machine gives it (which moves with the other jobs' load)
 PEAK = 1.2
@@ -91,7 +95,7 @@ class Query:
     """One benchmark query on the generator source: how to start it, and its own statistics."""
 
     def __init__(self, spark, kind: str, spec: str, work: Path, *, trigger: float, start: float, dist: str = "uniform",
-                 max_per_batch: int | None = None, balance: str = "none", parallelism: int = PARTITIONS) -> None:
+                 balance: str = "none", parallelism: int = PARTITIONS) -> None:
         from pyspark.sql import functions as F
 
         from driftjoin import similarity_join
@@ -99,9 +103,8 @@ class Query:
         self.kind, self.work, self.trigger = kind, work, trigger
         self.metrics = str(work / "metrics")
         reader = (spark.readStream.format("driftjoin").option("schedule", spec).option("dim", DIM[kind]).option("dist", dist)
-                  .option("seed", 1).option("partitions", PARTITIONS).option("drift_period", 60).option("start", start))
-        if max_per_batch:
-            reader = reader.option("max_records_per_batch", max_per_batch)
+                  .option("seed", 1).option("partitions", PARTITIONS).option("drift_period", 60).option("start", start)
+                  .option("max_records_per_batch", MAX_BATCH[kind]))
         stream = reader.load()
         if kind == "agg":
             spark.conf.set("spark.sql.shuffle.partitions", str(PARTITIONS))
@@ -320,6 +323,7 @@ def run_one(spark, kind: str, workload: str, sched: RateSchedule, policy: str, a
     batches, source_start = batches_of(rec.progress, rec.t0)
     run = {"query": kind, "workload": workload, "policy": policy, "mode": mode, "balance": balance, "joint": joint,
            "spec": sched.spec(), "seconds": seconds, "load_start": load0[0], "load_end": os.getloadavg()[0],
+           "trigger": args.trigger, "window": per_query(args, "window", kind), "cooldown": per_query(args, "cooldown", kind),
            "source_start": (source_start - rec.t0) if source_start else 0.0, "batches": batches,
            "workers": rec.workers, "actions": actions,
            "windows": [{k: v for k, v in r.row().items() if k != "per_executor"} | {"time": r.metrics.time - rec.t0}
@@ -335,7 +339,8 @@ def run_one(spark, kind: str, workload: str, sched: RateSchedule, policy: str, a
 def probe(spark, kind: str, args) -> dict:
     """Capacity at 1 and 2 executors: the offered rate rises from 0 to far above what the query
     can take (``PROBE``) over ``--probe-seconds``; capacity is the highest rate it processed
-    over 20 s (a lower bound when it kept up to the end)."""
+    from the start of a batch to the end of a later one at least 30 s on (a lower bound when it
+    kept up to the end)."""
     from driftjoin.control.autoscale.actuator import ExecutorActuator
 
     out = {}
@@ -343,9 +348,8 @@ def probe(spark, kind: str, args) -> dict:
         ExecutorActuator(spark, executor_timeout=300).scale_to(k)
         work = Path(tempfile.mkdtemp(prefix=f"probe-{kind}-", dir=args.work))
         zero = time.time() + LEAD
-        rate, cap = PROBE[kind]
-        spec = RateSchedule("increasing", low=0.0, high=rate, duration=args.probe_seconds).spec()
-        query = Query(spark, kind, spec, work, trigger=args.trigger, start=zero, max_per_batch=cap)
+        spec = RateSchedule("increasing", low=0.0, high=PROBE[kind], duration=args.probe_seconds).spec()
+        query = Query(spark, kind, spec, work, trigger=args.trigger, start=zero)
         rec = Recorder(spark, zero)
         q = query.start()
         try:
@@ -354,14 +358,16 @@ def probe(spark, kind: str, args) -> dict:
             q.stop()
             rec.close()
         batches, _ = batches_of(rec.progress, rec.t0)
-        ends = np.array([b["start"] + b["duration"] for b in batches])
         rows = np.array([b["rows"] for b in batches])
-        rate = max((rows[(ends > t - 20) & (ends <= t)].sum() / 20.0 for t in ends if t >= 20), default=math.nan)
+        rate = max((rows[i:j + 1].sum() / (batches[j]["start"] + batches[j]["duration"] - batches[i]["start"])
+                    for i in range(len(batches)) for j in range(i, len(batches))
+                    if batches[j]["start"] + batches[j]["duration"] - batches[i]["start"] >= 30
+                    and (j == i or batches[j - 1]["start"] + batches[j - 1]["duration"] - batches[i]["start"] < 30)), default=math.nan)
         offered = float(RateSchedule.parse(spec).count(args.probe_seconds))
         out[k] = {"records_per_s": float(rate), "kept_up": bool(rows.sum() >= 0.95 * offered), "batches": len(batches),
                   "load": os.getloadavg()[0]}
         shutil.rmtree(work, ignore_errors=True)
-        print(f"probe {kind}: {k} executor(s): {rate:,.0f} records/s at most over 20 s"
+        print(f"probe {kind}: {k} executor(s): {rate:,.0f} records/s at most over 30 s"
               f"{' (kept up: a lower bound)' if out[k]['kept_up'] else ''}, {len(batches)} batches, load {out[k]['load']:.1f}", flush=True)
     return out
 
@@ -482,6 +488,12 @@ def calibrate(kind: str, runs: list[dict], args, probe: dict | None = None) -> d
     def med(v: list[float], default: float) -> float:
         return float(np.median(v)) if v else default
 
+    def setting(name: str, default: float) -> float:
+        given = {r[name] for r in runs if name in r}
+        if len(given) > 1:
+            raise ValueError(f"runs of {kind} with different {name}s: {sorted(given)}")
+        return given.pop() if given else default
+
     # CPU of the executors' process trees per unit of task busy time (what HPA-CPU reads)
     cpu = [w["cpu_utilisation"] / (1.0 - w["idle_per_second"]) for r in runs for w in r["windows"]
            if w.get("idle_per_second") is not None and 1.0 - w["idle_per_second"] > 0.2 and w.get("cpu_utilisation") is not None]
@@ -490,8 +502,11 @@ def calibrate(kind: str, runs: list[dict], args, probe: dict | None = None) -> d
             "launch_delay": med(adds, math.nan), "remove_s": med(removes, math.nan), "state_reload": max(0.0, med(reload, 0.0)),
             "restart_pause": med(gaps, math.nan), "restart_actuation_s": med([a["actuation_s"] for a in restarts], math.nan),
             "n_adds": len(adds), "n_reload": len(reload), "n_restarts": len(restarts), "fits": fits,
-            "cpu_per_busy": min(1.0, med(cpu, 0.8)), "trigger_interval": args.trigger,
-            "monitoring_window": per_query(args, "window", kind), "cooldown": per_query(args, "cooldown", kind), "idle_timeout": 30.0}
+            "cpu_per_busy": min(1.0, med(cpu, 0.8)), "idle_timeout": 30.0,
+            # the runs' settings (all alike: one matrix), else this invocation's
+            "trigger_interval": setting("trigger", args.trigger),
+            "monitoring_window": setting("window", per_query(args, "window", kind)),
+            "cooldown": setting("cooldown", per_query(args, "cooldown", kind))}
 
 
 # -- reporting ------------------------------------------------------------------------------------
@@ -622,6 +637,8 @@ def main() -> None:
     ap.add_argument("--capacity", default="", help="skip the probe: records/s the query sustains, e.g. agg=8000,join=900")
     ap.add_argument("--probe-seconds", type=float, default=150.0)
     ap.add_argument("--out", default=str(OUT / "autoscale_live.json"))
+    ap.add_argument("--merge", default="", help="combine earlier outputs (comma-separated JSON files) into --out "
+                    "with one calibration and the figures, running nothing")
     ap.add_argument("--work", default=str(Path(tempfile.gettempdir()) / "driftjoin-autoscale-live"))
     ap.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
     ap.add_argument("--dynamic", action="store_true", help=argparse.SUPPRESS)
@@ -632,6 +649,9 @@ def main() -> None:
         child(args)
         return
     OUT.mkdir(exist_ok=True)
+    if args.merge:
+        report(args, *merged([f for f in args.merge.split(",") if f]))
+        return
     queries = [q for q in args.queries.split(",") if q]
     policies = [p for p in args.policies.split(",") if p]
     print(f"uptime: {os.getloadavg()} (load average on {os.cpu_count()} cores, other people's jobs included)", flush=True)
@@ -666,18 +686,43 @@ def main() -> None:
     results = spawn(args, plan, False, "controller")["runs"] if plan else []
     if dynamic_plan:
         results += spawn(args, dynamic_plan, True, "dynamic")["runs"]
-    if not results:
+    report(args, probes, capacity, results)
+
+
+def merged(files: list[str]) -> tuple[dict, dict, list[dict]]:
+    """Probes, capacities and runs of earlier outputs (a matrix run in pieces, e.g. one
+    workload at a time between other people's jobs); a later probe of a query wins."""
+    probes, capacity, runs = {}, {}, []
+    for name in files:
+        data = json.loads(Path(name).read_text())
+        probes.update(data.get("capacity_probe") or {})
+        capacity.update(data.get("capacity_used") or {})
+        runs += data["runs"]
+    return probes, capacity, runs
+
+
+def report(args, probes: dict, capacity: dict, results: list[dict]) -> None:
+    """Calibration, JSON and figures of the runs; the table again when they come from ``--merge``.
+    A probe alone (``--policies ""``) is written too, for ``--merge`` with later pieces."""
+    if not results and not probes:
         return
     data = {"uptime_end": os.getloadavg(), "cores": os.cpu_count(), "settings": {k: v for k, v in vars(args).items()},
             "capacity_probe": probes, "capacity_used": capacity, "runs": results}
+    if args.merge:
+        print(HEADER)
+        for r in results:
+            print(line(r))
     matrix = [r for r in results if not r["joint"] and r["balance"] == "none"]
     data["calibration"] = {}
-    for kind in queries:
+    for kind in dict.fromkeys(r["query"] for r in matrix):
         try:
             data["calibration"][kind] = calibrate(kind, [r for r in matrix if r["query"] == kind], args, probes.get(kind))
         except (ValueError, np.linalg.LinAlgError) as e:
             print(f"calibration of {kind} skipped: {e}")
     Path(args.out).write_text(json.dumps(data, default=str, indent=1))
+    if not results:
+        print(f"probes only; JSON {args.out}")
+        return
     plot(results)
     print(f"\n{len(results)} runs; JSON {args.out}; PNGs {OUT}/autoscale_live_*.png")
     for kind, cal in data["calibration"].items():
