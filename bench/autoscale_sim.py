@@ -8,8 +8,13 @@ minus that time), throughput over input rate, mean workers, scaling actions, and
 workload the convergence time and steps after each change. Writes bench/results/autoscale_sim.json
 and one PNG per workload (workers and latency over time, one line per policy, like the
 thesis's Figures 4.3 to 4.7). ``--joint`` adds the balance-and-scale comparison on a skewed,
-changing workload. ``--calibration FILE`` takes the engine constants from a live run's JSON
-(bench/autoscale_live.py).
+changing workload. ``--calibration FILE`` takes the engine constants (capacity per worker,
+batch and task overheads, executor launch delay, state reload, restart pause) from the live
+runs' JSON (bench/autoscale_live.py, its ``calibration`` of ``--query``); with ``--compare``
+it replays every live run of that query instead (same schedule, policy, range, cooldown,
+monitoring window, trigger and actuation path) and prints live and simulated side by side:
+
+    nice -n 10 .venv/bin/python bench/autoscale_sim.py --calibration bench/results/autoscale_live.json --query agg --compare
 """
 
 from __future__ import annotations
@@ -49,7 +54,7 @@ def row(name: str, policy: str, r: SimResult, sched: RateSchedule, seconds: floa
     if name == "steps":
         third = seconds / 3
         for i, at in enumerate((third, 2 * third), 1):
-            t, steps = convergence(r, at, at + third, settle=min(600.0, third / 2))
+            t, steps = convergence(r.workers, at, at + third, settle=min(600.0, third / 2))
             out[f"converge{i}_s"], out[f"converge{i}_steps"] = t, steps
     return out
 
@@ -77,21 +82,72 @@ def plot(name: str, runs: dict[str, SimResult], seconds: float) -> None:
     plt.close(fig)
 
 
+#: engine constants a calibration carries to the thesis-scale runs (the run settings stay)
+ENGINE = ("capacity", "batch_overhead", "task_overhead", "launch_delay", "state_reload", "restart_pause", "cpu_per_busy")
+#: and what a replay of a live run takes as well (the machine's contention included)
+REPLAY = ENGINE + ("machine_cores", "partitions", "trigger_interval", "monitoring_window", "idle_timeout")
+
+
+def calibrated(base: SimConfig, cal: dict, fields: tuple[str, ...]) -> SimConfig:
+    return replace(base, **{k: float(cal[k]) if k != "partitions" else int(cal[k]) for k in fields
+                            if cal.get(k) is not None and math.isfinite(float(cal[k]))})
+
+
+def compare(live: dict, query: str) -> list[dict]:
+    """Every live run of ``query`` replayed in the simulator with the calibration, side by side."""
+    cal = live["calibration"][query]
+    cfg = calibrated(SimConfig(), cal, REPLAY)
+    out = []
+    print(f"live vs simulated, {query}: capacity {cfg.capacity:,.0f}/s per worker, batch overhead {cfg.batch_overhead:.1f} s, "
+          f"task overhead {cfg.task_overhead:.2f} s, launch {cfg.launch_delay:.0f} s, reload {cfg.state_reload:.1f} s, "
+          f"restart pause {cfg.restart_pause:.0f} s, machine cores {cfg.machine_cores:.2f}")
+    print(f"{'workload':10s} {'policy':24s} {'mode':7s} {'p50 live/sim':>13s} {'p95 live/sim':>13s} {'thr/in live/sim':>16s} "
+          f"{'workers live/sim':>17s} {'actions live/sim':>16s}")
+    for run in live["runs"]:
+        if run["query"] != query or run.get("joint") or run.get("balance", "none") != "none":
+            continue
+        sched = RateSchedule.parse(run["spec"])
+        seconds = run["seconds"]
+        start = cfg.partitions if run["workload"] == "decreasing" and run["policy"] != "spark-dynamic-allocation" else 1
+        scaler = Scaler(make_policy(run["policy"]), 1, cfg.partitions, cooldown=cal["cooldown"])
+        r = Simulation(sched, scaler, replace(cfg, mode=run["mode"]), initial_workers=start).run(seconds)
+        sim = row(run["workload"], run["policy"], r, sched, seconds)
+        x = {"workload": run["workload"], "policy": run["policy"], "mode": run["mode"], "live": {k: run.get(k) for k in
+             ("p50", "p95", "proc_p95", "throughput_ratio", "mean_workers", "n_actions")}, "sim": sim}
+        out.append(x)
+
+        def pair(a, b, fmt: str) -> str:
+            fa = "-" if a is None or (isinstance(a, float) and math.isnan(a)) else format(a, fmt)
+            fb = "-" if b is None or (isinstance(b, float) and math.isnan(b)) else format(b, fmt)
+            return f"{fa}/{fb}"
+        lv = x["live"]
+        print(f"{run['workload']:10s} {run['policy']:24s} {run['mode']:7s} {pair(lv['p50'], sim['p50'], '.1f'):>13s} "
+              f"{pair(lv['p95'], sim['p95'], '.1f'):>13s} {pair(lv['throughput_ratio'], sim['throughput_ratio'], '.2f'):>16s} "
+              f"{pair(lv['mean_workers'], sim['mean_workers'], '.2f'):>17s} {pair(lv['n_actions'], sim['actions'], 'd'):>16s}")
+    return out
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--minutes", type=float, default=60)
     ap.add_argument("--max-workers", type=int, default=70)
     ap.add_argument("--cooldown", type=float, default=300)
-    ap.add_argument("--calibration", type=Path)
+    ap.add_argument("--calibration", type=Path, help="bench/results/autoscale_live.json")
+    ap.add_argument("--query", default="join", help="whose calibration: agg or join")
+    ap.add_argument("--compare", action="store_true", help="replay the live runs of --query instead")
     ap.add_argument("--joint", action="store_true")
     args = ap.parse_args()
+    OUT.mkdir(exist_ok=True)
     seconds = args.minutes * 60
     cfg = SimConfig(partitions=args.max_workers)
     if args.calibration:
-        cal = json.loads(args.calibration.read_text())["calibration"]
-        cfg = replace(cfg, **{k: v for k, v in cal.items() if k in SimConfig.__dataclass_fields__})
+        live = json.loads(args.calibration.read_text())
+        if args.compare:
+            rows = compare(live, args.query)
+            (OUT / f"autoscale_sim_vs_live_{args.query}.json").write_text(json.dumps(rows, indent=1, default=str))
+            return
+        cfg = calibrated(cfg, live["calibration"][args.query], ENGINE)
     peak = 0.8 * cfg.capacity * args.max_workers      # the peak needs ~80% of the workers
-    OUT.mkdir(exist_ok=True)
     rows = []
     print(f"{'workload':11s} {'policy':25s} {'p50 s':>8s} {'p95 s':>8s} {'proc p95':>9s} {'thr/in':>7s} {'workers':>8s} {'actions':>7s}  convergence")
     for name, sched in workloads(seconds, peak).items():

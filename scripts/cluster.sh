@@ -15,16 +15,22 @@ RUN=.cluster${DRIFTJOIN_CLUSTER_PORT:+-$PORT}
 if [ "${2:-}" = "--workers" ]; then WORKERS="${3:?--workers needs a number}"; fi
 case "${1:-}" in
   start)
+    if (echo > /dev/tcp/127.0.0.1/$PORT) 2>/dev/null; then
+      echo "port $PORT is taken (another cluster?): stop it or set DRIFTJOIN_CLUSTER_PORT" >&2; exit 1
+    fi
     mkdir -p "$RUN"
     nohup "$SPARK_HOME/bin/spark-class" org.apache.spark.deploy.master.Master --host 127.0.0.1 --port "$PORT" --webui-port "$UI" > "$RUN/master.log" 2>&1 &
     echo $! > "$RUN/master.pid"
     for _ in $(seq 60); do (echo > /dev/tcp/127.0.0.1/$PORT) 2>/dev/null && break; sleep 1; done
+    if ! kill -0 "$(cat "$RUN/master.pid")" 2>/dev/null; then echo "the master did not start: see $RUN/master.log" >&2; exit 1; fi
     for i in $(seq "$WORKERS"); do
       nohup "$SPARK_HOME/bin/spark-class" org.apache.spark.deploy.worker.Worker "spark://127.0.0.1:$PORT" \
         --cores 1 --memory 2g --webui-port $((UI + i)) --work-dir "$PWD/$RUN/work$i" > "$RUN/worker$i.log" 2>&1 &
       echo $! > "$RUN/worker$i.pid"
     done
-    for _ in $(seq 60); do [ "$(grep -c 'Successfully registered with master' "$RUN"/worker*.log 2>/dev/null | awk -F: '{s+=$2} END {print s+0}')" -ge "$WORKERS" ] && break; sleep 1; done
+    registered() { grep -c 'Successfully registered with master' "$RUN"/worker*.log 2>/dev/null | awk -F: '{s+=$2} END {print s+0}'; }
+    for _ in $(seq 60); do [ "$(registered)" -ge "$WORKERS" ] && break; sleep 1; done
+    if [ "$(registered)" -lt "$WORKERS" ]; then echo "$(registered) of $WORKERS workers registered in 60 s: see $RUN/worker*.log" >&2; exit 1; fi
     echo "spark://127.0.0.1:$PORT"
     ;;
   stop)

@@ -44,12 +44,9 @@ _PYTHON_CHECKED: set[tuple[str, str]] = set()
 DAEMON = "driftjoin.spark.worker_daemon"
 
 
-def _settings(master: str, app_name: str, parallelism: int, driver_memory: str,
-              preload_workers: bool = True) -> dict[str, str]:
+def _settings(parallelism: int, preload_workers: bool = True) -> dict[str, str]:
+    """The settings every driftjoin session shares, local or on a cluster."""
     return {
-        "spark.master": master,
-        "spark.app.name": app_name,
-        "spark.driver.memory": driver_memory,
         "spark.ui.enabled": "false",
         "spark.ui.showConsoleProgress": "false",
         "spark.sql.shuffle.partitions": str(parallelism),
@@ -58,7 +55,6 @@ def _settings(master: str, app_name: str, parallelism: int, driver_memory: str,
         "spark.sql.streaming.stateStore.providerClass": ROCKSDB,
         CHANGELOG: "true",
         "spark.pyspark.python": sys.executable,
-        "spark.driver.extraJavaOptions": "-XX:+UseSerialGC -XX:TieredStopAtLevel=1",
         "spark.sql.execution.arrow.pyspark.enabled": "true",
         "spark.sql.session.timeZone": "UTC",
         # a loaded machine can take longer than the default 15 s to start a Python worker
@@ -82,6 +78,29 @@ def _start_quiet_jvm(settings: dict[str, str], log_file: str) -> None:
     LOG_FILE = log_file
 
 
+def _session(master: str, app_name: str, parallelism: int, conf: dict[str, str], *, verbose: bool | None,
+             log_level: str, log_file: str | None, preload_workers: bool) -> SparkSession:
+    """A session with :func:`_settings` and ``conf`` on ``master``, quiet unless ``verbose``."""
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    os.environ.setdefault("PYARROW_IGNORE_TIMEZONE", "1")
+    os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
+    if verbose is None:
+        verbose = os.environ.get("DRIFTJOIN_VERBOSE", "").lower() not in ("", "0", "false", "no")
+    settings = {"spark.master": master, "spark.app.name": app_name, **_settings(parallelism, preload_workers), **conf}
+    if not verbose and SparkContext._gateway is None:
+        _start_quiet_jvm(settings, log_file or os.path.join(tempfile.gettempdir(), f"driftjoin-spark-{os.getpid()}.log"))
+    if not verbose:
+        logging.getLogger("py4j").setLevel(logging.CRITICAL)
+    builder = SparkSession.builder
+    for k, v in settings.items():
+        builder = builder.config(k, v)
+    spark = builder.getOrCreate()
+    spark.sparkContext.setLogLevel(log_level.upper())
+    source.register(spark)
+    docs_source.register(spark)
+    return spark
+
+
 def local_session(parallelism: int = 2, app_name: str = "driftjoin", *, cores: int | None = None,
                   driver_memory: str = "4g", verbose: bool | None = None, log_level: str = "WARN",
                   log_file: str | None = None, preload_workers: bool = True) -> SparkSession:
@@ -99,25 +118,29 @@ def local_session(parallelism: int = 2, app_name: str = "driftjoin", *, cores: i
     variable) shows it on the console as plain Spark does. The redirection needs the JVM to be
     started here: in a process that already runs a JVM only the log level is applied.
     """
-    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
-    os.environ.setdefault("PYARROW_IGNORE_TIMEZONE", "1")
-    os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
-    if verbose is None:
-        verbose = os.environ.get("DRIFTJOIN_VERBOSE", "").lower() not in ("", "0", "false", "no")
     master = f"local[{cores or min(os.cpu_count() or 2, max(2, parallelism))}]"
-    settings = _settings(master, app_name, parallelism, driver_memory, preload_workers)
-    if not verbose and SparkContext._gateway is None:
-        _start_quiet_jvm(settings, log_file or os.path.join(tempfile.gettempdir(), f"driftjoin-spark-{os.getpid()}.log"))
-    if not verbose:
-        logging.getLogger("py4j").setLevel(logging.CRITICAL)
-    builder = SparkSession.builder
-    for k, v in settings.items():
-        builder = builder.config(k, v)
-    spark = builder.getOrCreate()
-    spark.sparkContext.setLogLevel(log_level.upper())
-    source.register(spark)
-    docs_source.register(spark)
-    return spark
+    conf = {"spark.driver.memory": driver_memory, "spark.driver.extraJavaOptions": "-XX:+UseSerialGC -XX:TieredStopAtLevel=1"}
+    return _session(master, app_name, parallelism, conf, verbose=verbose, log_level=log_level, log_file=log_file,
+                    preload_workers=preload_workers)
+
+
+def cluster_session(master: str, parallelism: int = 2, app_name: str = "driftjoin", *, executor_memory: str = "1g",
+                    max_executors: int | None = None, conf: dict[str, str] | None = None, verbose: bool | None = None,
+                    log_level: str = "WARN", log_file: str | None = None, preload_workers: bool = True) -> SparkSession:
+    """The same settings on a cluster (``spark://``, ``yarn``, ``k8s://``): executors of one core
+    each (the autoscaler's workers, docs/autoscaling.md), at most ``max_executors`` of them.
+
+    The executors start Python with this interpreter's path, so they must find the same
+    environment there (true on one machine; on a real cluster ship it, e.g. with
+    ``spark.archives``). ``conf``: further settings (e.g. dynamic allocation's). Console and
+    workers as in :func:`local_session`.
+    """
+    settings = {"spark.executor.cores": "1", "spark.executor.memory": executor_memory,
+                "spark.pyspark.driver.python": sys.executable}
+    if max_executors is not None:
+        settings["spark.cores.max"] = str(max_executors)
+    return _session(master, app_name, parallelism, {**settings, **(conf or {})}, verbose=verbose, log_level=log_level,
+                    log_file=log_file, preload_workers=preload_workers)
 
 
 def _imports_driftjoin(python: str) -> bool:

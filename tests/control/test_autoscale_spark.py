@@ -1,7 +1,7 @@
 """The autoscaling controller on a real query: metrics gathered, bad settings refused up front.
 
 Local mode has no executors to add, so the controller runs as ``dry_run`` here (decides and
-records); tests/control/test_autoscale_cluster.py scales real executors on the standalone
+records); tests/spark/test_autoscale_cluster.py scales real executors on the standalone
 cluster when DRIFTJOIN_CLUSTER is set.
 """
 
@@ -23,6 +23,7 @@ def test_offsets_that_count_records():
     assert offset_records('{"topic": {"0": 10, "1": 32}}') == 42
     assert offset_records('{"logOffset": 3}') is None
     assert offset_records(None) is None
+    assert offset_records("None") is None and offset_records("null") is None  # PySpark's missing offset (file source)
 
 
 def test_weighted_quantile():
@@ -71,3 +72,27 @@ def test_dry_run_measures_a_plain_aggregation(spark, tmp_path):
     assert m.stages[1].upstream == ("stage0",)
     assert "stateStoreSave" in m.operators
     assert all(r.error == "" for r in ctl.history)
+
+
+def test_dry_run_reads_the_backlog_of_a_file_source(spark, tmp_path):
+    data = tmp_path / "in"
+    data.mkdir()
+    for i in range(12):
+        (data / f"f{i:02d}.json").write_text("".join(f'{{"id": {50 * i + j}}}\n' for j in range(50)))
+    stream = spark.readStream.schema("id long").option("maxFilesPerTrigger", 1).json(str(data))
+
+    def start():
+        return (stream.groupBy((stream.id % 3).alias("k")).count().writeStream.format("noop").outputMode("update")
+                .option("checkpointLocation", str(tmp_path / "ck")).trigger(processingTime="1 second").start())
+
+    ctl = autoscale(spark, "dhalion", dry_run=True, monitoring_window=3, cooldown=0, start=start)
+    try:
+        deadline = time.time() + 120
+        while time.time() < deadline and not any(r.metrics.lag > 0 for r in ctl.history):
+            time.sleep(1)
+    finally:
+        ctl.stop()
+        ctl.query.stop()
+    lags = [r.metrics.lag for r in ctl.history if r.metrics.lag > 0]
+    assert lags, "no window saw the files the source had not taken"
+    assert all(lag % 50 == 0 and lag <= 11 * 50 for lag in lags), lags    # whole files of 50 records

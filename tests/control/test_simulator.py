@@ -22,3 +22,14 @@ def test_spark_dynamic_allocation_grows_to_the_task_count():
     cfg = SimConfig(capacity=1000, partitions=12, monitoring_window=30)
     r = simulate("constant:high=3000,duration=900", Scaler(make_policy("spark-dynamic-allocation"), 1, 30, cooldown=60), 900, cfg)
     assert r.workers[-1][1] == 12 and r.actions == 0
+
+
+def test_a_shared_machine_caps_what_more_executors_give():
+    """Two executors on a machine that gives them one core's worth process what one does."""
+    sched = "constant:high=1800,duration=600"
+    run = {}
+    for cores in (float("inf"), 1.0):
+        cfg = SimConfig(capacity=1000, partitions=2, task_overhead=0.0, batch_overhead=0.0, machine_cores=cores)
+        run[cores] = simulate(sched, Scaler(make_policy("ds2"), 2, 2, cooldown=60), 600, cfg, initial_workers=2)
+    assert run[float("inf")].throughput() > 1700           # 2 x 1000/s keep up with 1800/s
+    assert run[1.0].throughput() < 1050                    # one core's worth: 1000/s

@@ -1,11 +1,18 @@
-"""Shared helpers of the Spark tests: input files in micro-batch order, streaming runs."""
+"""Shared helpers of the Spark tests: input files in micro-batch order, streaming runs, jobs on
+the standalone cluster."""
 
 from __future__ import annotations
 
 import json
 import os
+import socket
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any, Iterable
+from urllib.parse import urlparse
+
+import pytest
 
 #: Modification time of the first input file: the file source takes files in mtime order, and
 #: files written within one clock tick would come in any order.
@@ -56,3 +63,26 @@ def assert_stamped(metrics_dir: Path | str, *operators: str) -> None:
                      for q, _ in per_batch}
         assert all(len(runs) == 1 for runs in per_batch.values())  # no replays here: one run per batch
         assert len(counted) == sum(1 for r in records if r[STAMP]["batch"] <= committed[r[STAMP]["query"]]), op
+
+
+#: The standalone cluster `.ci/run` starts (scripts/cluster.sh) for the cluster tests.
+MASTER = os.environ.get("DRIFTJOIN_CLUSTER")
+needs_cluster = pytest.mark.skipif(not MASTER, reason="no standalone cluster: run scripts/cluster.sh start and set DRIFTJOIN_CLUSTER")
+
+
+def run_cluster_job(script: str, work: Path, timeout: float = 900) -> str:
+    """Run ``tests/<script> MASTER work`` as its own driver (a process has one SparkContext and
+    the suite's is local); returns the line starting with ``OK`` it must print. A cluster that
+    is named but not there fails the test (CI started it), rather than waiting for executors."""
+    address = urlparse(MASTER)
+    try:
+        socket.create_connection((address.hostname, address.port or 7077), timeout=5).close()
+    except OSError as e:
+        pytest.fail(f"DRIFTJOIN_CLUSTER={MASTER} but no master answers there ({e}): start it with "
+                    "scripts/cluster.sh start, or unset DRIFTJOIN_CLUSTER to skip the cluster tests")
+    job = Path(__file__).resolve().parents[1] / script
+    run = subprocess.run([sys.executable, str(job), MASTER, str(work)], capture_output=True, text=True, timeout=timeout)
+    assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
+    ok = [line for line in run.stdout.splitlines() if line.startswith("OK")]
+    assert ok, run.stdout[-3000:]
+    return ok[0]

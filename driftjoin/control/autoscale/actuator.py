@@ -39,6 +39,8 @@ class ExecutorActuator:
         self._jsc = self._sc._jsc.sc()
         self._store = self._jsc.statusStore()
         self.executor_timeout = executor_timeout
+        #: the executors the last scale-down removed: id -> tasks they were running then
+        self.removed: dict[str, int] = {}
 
     def check(self) -> None:
         """Fail when this application cannot have its executors changed, saying what to do."""
@@ -77,6 +79,7 @@ class ExecutorActuator:
             raise ClusterUnavailable(f"the cluster manager refused requestTotalExecutors({n})")
         if n < len(current):
             victims = sorted(current, key=lambda e: (current[e], -int(e) if e.isdigit() else 0))[: len(current) - n]
+            self.removed = {eid: current[eid] for eid in victims}
             for eid in victims:
                 self._jsc.killExecutor(eid)
         if wait:

@@ -5,7 +5,8 @@ Sources of truth, all reachable with the UI disabled (``local_session`` turns it
 - the query progress (a ``StreamingQueryListener``): batch start and duration, records
   processed, the sources' start/end offsets and, where the source reports it, the *latest*
   offset (what it offers now: Kafka, and driftjoin's generators through ``reportLatestOffset``
-  with their rate schedule);
+  with their rate schedule); a file source reports none, so its backlog comes from its
+  directory and its log in the checkpoint (:mod:`.files`);
 - Spark's status store (``SparkContext.statusStore``, the data behind the UI's REST API):
   per stage of each micro-batch (stages carry the batch's description ``runId = ..., batch =
   N``) the task run time, shuffle wait, deserialisation time and records in and out, and per
@@ -24,6 +25,7 @@ a stage = task run time - shuffle fetch wait + deserialisation, summed over its 
 from __future__ import annotations
 
 import json
+import logging
 import math
 import os
 import re
@@ -33,24 +35,33 @@ from datetime import datetime
 
 import numpy as np
 
+from driftjoin.control.autoscale.files import file_source_path, pending_files
 from driftjoin.control.autoscale.metrics import StageMetrics, WindowMetrics
 from driftjoin.generators.rates import RateSchedule
 
+log = logging.getLogger("driftjoin.autoscale")
 _RUN = re.compile(r"runId = ([0-9a-f-]+)")
 _BATCH = re.compile(r"batch = (\d+)")
 _LATENCY_SAMPLES = 512
+
+
+def parse_offset(offset: str | None) -> object:
+    """An offset as the progress gives it, parsed; ``None`` when there is none. PySpark turns a
+    missing offset into ``"None"`` (``str`` of a Java null) or ``"null"``, e.g. the file
+    source's latest offset."""
+    if not offset:
+        return None
+    try:
+        return json.loads(offset)
+    except (TypeError, ValueError):
+        return None
 
 
 def offset_records(offset: str | None) -> float | None:
     """Records an offset stands for: a generator's ``index``, or the sum of a Kafka-style
     ``{topic: {partition: offset}}`` map. ``None`` when the source's offsets do not count
     records (e.g. the file source's ``logOffset`` counts files)."""
-    if not offset:
-        return None
-    try:
-        value = json.loads(offset)
-    except (TypeError, ValueError):
-        return None
+    value = parse_offset(offset)
     if isinstance(value, dict) and "index" in value:
         return float(value["index"])
     if isinstance(value, dict) and value and all(isinstance(v, dict) for v in value.values()):
@@ -62,13 +73,42 @@ def offset_records(offset: str | None) -> float | None:
 
 @dataclass
 class SourceState:
-    """What a source's offsets tell: processed offset, offered offset, and its schedule."""
+    """What a source's offsets tell: processed offset, offered offset, and its schedule.
+
+    A file source (``directory`` set) counts in records read since the collector first saw
+    it: ``end`` is those records, ``latest`` adds the files not yet taken at the records per
+    file read so far (:mod:`.files`).
+    """
 
     end: float | None = None
     latest: float | None = None
     start_time: float | None = None
     schedule: RateSchedule | None = None
     total: float | None = None
+    previous: float | None = None
+    directory: str | None = None
+    log_dir: str | None = None
+    query_id: str = ""
+    index: int = 0
+    taken0: int | None = None
+    read0: float = 0.0
+
+    def update_file_backlog(self, spark) -> None:
+        """``latest`` of a file source from its directory and its log (once per window)."""
+        if self.log_dir is None:
+            q = spark.streams.get(self.query_id)
+            if q is None:
+                return
+            root = str(q._jsq.streamingQuery().resolvedCheckpointRoot())
+            self.log_dir = f"{root.rstrip('/')}/sources/{self.index}"
+        pending, taken = pending_files(self.directory, self.log_dir)
+        read = self.end or 0.0
+        if self.taken0 is None:                 # records per file: counted from here on
+            self.taken0, self.read0 = taken, read
+        if pending == 0:
+            self.latest = read
+        elif taken > self.taken0 and read > self.read0:
+            self.latest = read + pending * (read - self.read0) / (taken - self.taken0)
 
     def offered(self, now: float) -> float | None:
         """Records offered by ``now``: from the schedule if known, else the last latest offset."""
@@ -162,6 +202,7 @@ class QueryMetricsCollector:
 
     def __init__(self, spark, *, trigger_interval: float = 0.0, runs: set[str] | None = None) -> None:
         sc = spark.sparkContext
+        self._spark = spark
         self._sc = sc
         self._store = sc._jsc.sc().statusStore()
         self._jvm = sc._jvm
@@ -187,17 +228,20 @@ class QueryMetricsCollector:
         waits: list[tuple[np.ndarray, float]] = []
         lag = 0.0
         for i, s in enumerate(p.sources):
-            state = self.sources.setdefault(f"{p.runId}/{i}", SourceState())
+            # by query id, which a restart from the checkpoint keeps (the run id changes)
+            state = self.sources.setdefault(f"{p.id}/{i}", SourceState(query_id=str(p.id), index=i,
+                                                                         directory=file_source_path(s.description)))
             first, end = offset_records(s.startOffset), offset_records(s.endOffset)
-            latest_raw = s.latestOffset
+            if state.directory is not None:
+                first, end = state.end or 0.0, (state.end or 0.0) + s.numInputRows
             state.end = end
-            state.latest = offset_records(latest_raw)
-            if latest_raw:
-                info = json.loads(latest_raw)
-                if isinstance(info, dict) and "schedule" in info:
-                    state.schedule = RateSchedule.parse(info["schedule"]) if state.schedule is None else state.schedule
-                    state.start_time = float(info["start"])
-                    state.total = float(info["total"]) if info.get("total") is not None else None
+            if state.directory is None:
+                state.latest = offset_records(s.latestOffset)
+            info = parse_offset(s.latestOffset)
+            if isinstance(info, dict) and "schedule" in info:
+                state.schedule = RateSchedule.parse(info["schedule"]) if state.schedule is None else state.schedule
+                state.start_time = float(info["start"])
+                state.total = float(info["total"]) if info.get("total") is not None else None
             offered = state.offered(start)
             if offered is not None and end is not None:
                 lag += max(0.0, offered - end)
@@ -274,12 +318,18 @@ class QueryMetricsCollector:
         offered_now = processed = offered_then = 0.0
         lag = 0.0
         for state in self.sources.values():
+            if state.directory is not None:
+                try:
+                    state.update_file_backlog(self._spark)
+                except Exception as e:  # e.g. a file system that cannot be listed: lag unknown
+                    log.debug("file source %s: lag unknown: %s", state.directory, e)
             o = state.offered(now)
             if o is not None and state.end is not None:
                 lag += max(0.0, o - state.end)
                 offered_now += o
-                then = state.offered(self._t0) if state.schedule is not None else None
+                then = state.offered(self._t0) if state.schedule is not None else state.previous
                 offered_then += then if then is not None else o
+                state.previous = o
         rows = sum(b.rows for b in self.batches)
         processed = rows / duration
         input_rate = (offered_now - offered_then) / duration if self.sources and offered_now > offered_then else processed

@@ -87,7 +87,10 @@ class AutoscaleController:
                 pass
 
             def onQueryProgress(self, event) -> None:  # noqa: N802
-                collector.add_progress(event.progress)
+                try:
+                    collector.add_progress(event.progress)
+                except Exception as e:  # a listener that raises would lose every later event
+                    log.warning("autoscale: progress of batch %s not counted: %s", event.progress.batchId, e)
 
             def onQueryIdle(self, event) -> None:  # noqa: N802
                 pass

@@ -10,7 +10,9 @@ from the live runs (:class:`SimConfig`, calibrated by bench/autoscale_live.py):
 - a batch of ``n`` records on ``k`` executors and ``P`` state partitions runs ``P`` tasks;
   task ``i`` does ``share_i * n / capacity`` seconds of work plus ``task_overhead``; Spark
   hands tasks in index order to the first free core, so the stage takes the makespan of that
-  list schedule; the batch adds ``batch_overhead`` (planning, commit);
+  list schedule; the batch adds ``batch_overhead`` (planning, commit); on a machine shared with
+  other jobs ``k`` executors get the CPU of only ``machine_cores`` (when fewer than ``k``), so
+  their tasks stretch by ``k / machine_cores``;
 - scaling ``live``: an added executor is usable ``launch_delay`` seconds later, a removed one
   at once; the next batch pays ``state_reload`` (state partitions reloaded by other
   executors). ``restart``: no batch runs for ``restart_pause`` seconds, then ``state_reload``;
@@ -47,6 +49,7 @@ class SimConfig:
     docs/autoscaling.md) and the run's settings."""
 
     capacity: float = 2000.0
+    machine_cores: float = math.inf
     batch_overhead: float = 0.5
     task_overhead: float = 0.1
     partitions: int = 70
@@ -163,7 +166,8 @@ class Simulation:
                 yield env.timeout(max(cfg.trigger_interval, 0.05))
                 continue
             shares = self.shares(start)
-            tasks = shares * (n / cfg.capacity) + cfg.task_overhead
+            stretch = max(1.0, self.k / cfg.machine_cores)
+            tasks = shares * (n * stretch / cfg.capacity) + cfg.task_overhead
             self._dynamic_allocation(float(tasks.sum()) / max(1, self.k), len(tasks))
             reload = cfg.state_reload if self.reload_due else 0.0
             self.reload_due = False
@@ -287,12 +291,13 @@ def simulate(schedule: RateSchedule | str, policy: Scaler, duration: float, conf
     return Simulation(sched, policy, config or SimConfig(), **kw).run(duration)
 
 
-def convergence(result: SimResult, change_at: float, end: float, settle: float) -> tuple[float, int]:
-    """Convergence time and steps after an input change at ``change_at`` (thesis 4.5.1): the
-    time of the last scaling action before the worker count then stays unchanged for at least
-    ``settle`` seconds (or until ``end``), and the number of actions it took. ``(nan, steps)``
-    when it never settles."""
-    changes = [t for t, _ in result.workers if change_at <= t < end]
+def convergence(workers: list[tuple[float, int]], change_at: float, end: float, settle: float) -> tuple[float, int]:
+    """Convergence time and steps after an input change at ``change_at`` (thesis 4.5.1), from
+    the worker count over time (``(time, workers from then on)``, e.g. :attr:`SimResult.workers`
+    or a live run's): the time of the last scaling action before the count then stays
+    unchanged for at least ``settle`` seconds (or until ``end``), and the number of actions it
+    took. ``(nan, steps)`` when it never settles."""
+    changes = [t for t, _ in workers if change_at <= t < end]
     for i, t in enumerate(changes):
         nxt = changes[i + 1] if i + 1 < len(changes) else end
         if nxt - t >= settle:

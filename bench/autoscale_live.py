@@ -1,0 +1,736 @@
+"""Autoscalers live on the standalone cluster: every policy on every workload shape, 1-2 executors.
+
+    DRIFTJOIN_CLUSTER_PORT=7277 nice -n 10 bash scripts/cluster.sh start --workers 2
+    nice -n 10 .venv/bin/python bench/autoscale_live.py --master spark://127.0.0.1:7277 \\
+        [--queries agg,join] [--workloads steps,cosine,...] [--policies ds2,...] [--minutes 3] \\
+        [--restart steps] [--joint] [--capacity agg=N,join=M] [--out FILE]
+    nice -n 10 .venv/bin/python bench/autoscale_live.py --merge A.json,B.json   # pieces -> one matrix
+
+Two queries read the generator source driven by the thesis's workload shapes (section 4.5.3,
+option ``schedule``): ``agg``, a plain Spark aggregation of each micro-batch (``foreachBatch``:
+no state store, nothing to reload when executors change) and ``join``, driftjoin's similarity
+self-join (two stateful operators, state reloaded by the executors that take its partitions).
+Each (query, workload, policy) runs once for ``--minutes`` on a fresh checkpoint, starting at 1
+executor (2 on ``decreasing``); Spark's dynamic allocation runs in a second driver process (its
+session must be created with it). ``--restart`` repeats the given workloads with the
+stop-and-restart actuation path (``mode="restart"``); ``--joint`` runs the similarity join on
+a skewed, drifting workload with the balancer alone, the autoscaler alone and both together
+(:func:`driftjoin.control.joint.attach_joint`).
+
+First a probe measures each query's capacity at 1 and 2 executors (the offered rate rises to
+far above it) and sizes the workloads: their peak is 1.2 times the better of the two (on an
+idle machine 2 executors would double it; on this shared one they add much less). Reported
+per run (thesis 4.5.1): p50/p95 queue latency (batch start minus the time the source offered
+the record), p50/p95 processing-time latency (batch end minus that time; for the join also
+driftjoin's own, pair emit time minus the later ingestion time, from its statistics), records
+processed over records offered, mean executors, scaling actions with their actuation time, the
+pause they caused, and on ``steps`` the convergence time and steps after each change; the
+machine's load average at the start and end of every run (other people's jobs share these
+2 cores). Writes bench/results/autoscale_live.json (with a ``calibration`` section that
+``bench/autoscale_sim.py --calibration`` reads) and one PNG per query and workload.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+
+import numpy as np
+
+from driftjoin.control.autoscale.simulator import convergence
+from driftjoin.generators.rates import RateSchedule
+
+OUT = Path(__file__).resolve().parent / "results"
+POLICIES = ["dhalion", "ds2", "hpa-cpu", "hpa-varga", "batch-interval", "spark-dynamic-allocation"]
+WORKLOADS = ["increasing", "decreasing", "cosine", "random", "steps"]
+PARTITIONS = 2          # state partitions = the most executors that can work (2 cores here)
+_SAMPLES = 256          # records sampled per batch for the latency quantiles
+LEAD = 10.0             # seconds between starting a query and the start of its schedule
+#: per query: workload length, monitoring window and cooldown (a join batch takes ~15 s here)
+DEFAULTS = {"minutes": {"agg": 2.0, "join": 3.0}, "window": {"agg": 10.0, "join": 30.0}, "cooldown": {"agg": 30.0, "join": 60.0}}
+#: vector dimension: 16 makes the aggregation's records cost enough that one executor can fall behind
+DIM = {"agg": 16, "join": 2}
+#: the probe's final offered rate, records/s
+PROBE = {"agg": 1_000_000, "join": 6_000}
+#: records per micro-batch at most (maxOffsetsPerTrigger's role): a query that fell behind
+#: reads its backlog in bounded batches instead of one that outgrows an executor's memory
+MAX_BATCH = {"agg": 2_000_000, "join": 20_000}
+#: the workloads' peak over the probe's capacity: at the peak the query is near or over what
+#: this machine gives it (which moves with the other jobs' load)
+PEAK = 1.2
+
+
+def per_query(args, name: str, kind: str) -> float:
+    """A setting given as one number for every query or as ``agg=2.5,join=4``."""
+    raw = getattr(args, name) or ""
+    if raw and "=" not in raw:
+        return float(raw)
+    given = {k: float(v) for k, v in (x.split("=") for x in raw.split(",") if x)}
+    return given.get(kind, DEFAULTS[name][kind])
+
+
+def schedules(seconds: float, peak: float) -> dict[str, RateSchedule]:
+    """The five shapes at this scale (the simulator's :func:`workloads` with a finer random walk)."""
+    return {
+        "increasing": RateSchedule("increasing", low=0.1 * peak, high=peak, duration=seconds),
+        "decreasing": RateSchedule("decreasing", low=0.1 * peak, high=peak, duration=seconds),
+        "cosine": RateSchedule("cosine", low=0.1 * peak, high=peak, duration=seconds),
+        "random": RateSchedule("random", low=0.1 * peak, high=peak, duration=seconds, step=15, jump=0.3, seed=7),
+        "steps": RateSchedule("steps", low=0.2 * peak, high=peak, duration=seconds, levels=(0.0, 1.0, 0.5)),
+    }
+
+
+# -- one query ---------------------------------------------------------------------------------
+
+class Query:
+    """One benchmark query on the generator source: how to start it, and its own statistics."""
+
+    def __init__(self, spark, kind: str, spec: str, work: Path, *, trigger: float, start: float, dist: str = "uniform",
+                 balance: str = "none", parallelism: int = PARTITIONS) -> None:
+        from pyspark.sql import functions as F
+
+        from driftjoin import similarity_join
+
+        self.kind, self.work, self.trigger = kind, work, trigger
+        self.metrics = str(work / "metrics")
+        reader = (spark.readStream.format("driftjoin").option("schedule", spec).option("dim", DIM[kind]).option("dist", dist)
+                  .option("seed", 1).option("partitions", PARTITIONS).option("drift_period", 60).option("start", start)
+                  .option("max_records_per_batch", MAX_BATCH[kind]))
+        stream = reader.load()
+        if kind == "agg":
+            spark.conf.set("spark.sql.shuffle.partitions", str(PARTITIONS))
+
+            def per_batch(df, _batch_id: int) -> None:
+                (df.groupBy((F.col("id") % 64).alias("k"))
+                 .agg(F.count("*").alias("n"), F.avg(F.aggregate("vector", F.lit(0.0), lambda a, x: a + x * x)).alias("sq"))
+                 .write.format("noop").mode("overwrite").save())
+            self._writer = lambda: stream.writeStream.foreachBatch(per_batch)
+        else:
+            pairs = similarity_join(stream, threshold=0.01, metric="euclidean", parallelism=parallelism, dim=DIM[kind],
+                                    window="30 seconds", ingest_col="ts", metrics_dir=self.metrics, balance=balance,
+                                    balance_options={"monitoring_window": 10.0, "di_threshold": 0.1})
+            self._writer = lambda: pairs.writeStream.format("noop")
+        from driftjoin.control import CONTROLLERS
+        self.balancer = CONTROLLERS.get(self.metrics) if balance != "none" else None
+
+    def start(self):
+        return (self._writer().option("checkpointLocation", str(self.work / "ck"))
+                .trigger(processingTime=f"{int(self.trigger * 1000)} milliseconds").start())
+
+    def pair_latency(self) -> tuple[float, float]:
+        """driftjoin's processing-time latency of the join's pairs (emit minus ingestion), p50/p95."""
+        if self.kind != "join":
+            return math.nan, math.nan
+        from driftjoin.spark.metrics_sink import histogram_quantile, read_stats
+
+        hist = None
+        for s in read_stats(self.metrics, "computation"):
+            h = np.asarray(s["latency_hist"])
+            hist = h if hist is None else hist + h
+        if hist is None:
+            return math.nan, math.nan
+        return histogram_quantile(hist, 0.5), histogram_quantile(hist, 0.95)
+
+
+class Recorder:
+    """Every progress event of the run (a listener) and the executor count every second."""
+
+    def __init__(self, spark, t0: float) -> None:
+        from pyspark.sql.streaming import StreamingQueryListener
+
+        from driftjoin.control.autoscale.actuator import ExecutorActuator
+
+        self.spark, self.progress, self.workers = spark, [], []
+        self.executors = ExecutorActuator(spark)
+        self.t0 = t0                            # the schedule's zero: times are seconds after it
+        self._stop = threading.Event()
+        progress = self.progress
+
+        class _Listener(StreamingQueryListener):
+            def onQueryStarted(self, event) -> None:  # noqa: N802
+                pass
+
+            def onQueryProgress(self, event) -> None:  # noqa: N802
+                progress.append(json.loads(event.progress.json))
+
+            def onQueryIdle(self, event) -> None:  # noqa: N802
+                pass
+
+            def onQueryTerminated(self, event) -> None:  # noqa: N802
+                pass
+
+        self.listener = _Listener()
+        spark.streams.addListener(self.listener)
+        self._thread = threading.Thread(target=self._sample, daemon=True)
+        self._thread.start()
+
+    def _sample(self) -> None:
+        while not self._stop.is_set():
+            try:
+                n = self.executors.count()
+                if not self.workers or self.workers[-1][1] != n:
+                    self.workers.append((time.time() - self.t0, n))
+            except Exception:  # the session is stopping
+                pass
+            self._stop.wait(1.0)
+
+    def close(self) -> None:
+        self._stop.set()
+        self._thread.join(timeout=5)
+        self.spark.streams.removeListener(self.listener)
+
+
+# -- what a run measured -----------------------------------------------------------------------
+
+def _epoch(ts: str) -> float:
+    from datetime import datetime
+
+    return datetime.fromisoformat(ts.replace("Z", "+00:00")).timestamp()
+
+
+def batches_of(progress: list[dict], t0: float) -> tuple[list[dict], float | None]:
+    """Per micro-batch with input: start (s after ``t0``), duration, rows, offsets; and the
+    source's start time (the schedule's zero) from its latest offset."""
+    out, source_start = [], None
+    for p in progress:
+        src = p["sources"][0]
+        latest = src.get("latestOffset")
+        latest = json.loads(latest) if isinstance(latest, str) and latest not in ("null", "None") else latest
+        if isinstance(latest, dict) and "start" in latest:
+            source_start = float(latest["start"])
+        end = json.loads(src["endOffset"]) if isinstance(src["endOffset"], str) else src["endOffset"]
+        first = src.get("startOffset")
+        first = json.loads(first) if isinstance(first, str) and first not in ("null", "None") else first
+        if p["numInputRows"] <= 0 or not isinstance(end, dict):
+            continue
+        out.append({"start": _epoch(p["timestamp"]) - t0, "duration": p["batchDuration"] / 1000.0, "rows": p["numInputRows"],
+                    "first": int(first["index"]) if isinstance(first, dict) else 0, "end": int(end["index"]),
+                    "batch": p["batchId"], "run": p["runId"]})
+    return out, source_start
+
+
+def latencies(batches: list[dict], sched: RateSchedule, offset: float) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Queue and processing-time latency samples of every batch's records, and their weights.
+    ``offset``: the schedule's zero in the batches' clock."""
+    queue, proc, weight = [], [], []
+    for b in batches:
+        k = np.unique(np.linspace(b["first"], b["end"] - 1, min(_SAMPLES, b["end"] - b["first"])).astype(np.int64))
+        offered = offset + sched.time_of(k)
+        queue.append(b["start"] - offered)
+        proc.append(b["start"] + b["duration"] - offered)
+        weight.append(np.full(len(k), (b["end"] - b["first"]) / len(k)))
+    if not queue:
+        return np.array([]), np.array([]), np.array([])
+    return np.concatenate(queue), np.concatenate(proc), np.concatenate(weight)
+
+
+def quantile(values: np.ndarray, weights: np.ndarray, q: float) -> float:
+    if len(values) == 0:
+        return math.nan
+    order = np.argsort(values)
+    cum = np.cumsum(weights[order])
+    return float(values[order][min(len(values) - 1, np.searchsorted(cum, q * cum[-1]))])
+
+
+def pauses(batches: list[dict], actions: list[dict], mode: str) -> None:
+    """Per action, what it cost the query: ``mode="restart"``: the gap without batches around
+    it; ``"live"``: how much longer the first batch after the new executor count ran than the
+    median of the batches before (state partitions reloaded, Python workers started)."""
+    for a in actions:
+        path = a.get("path", mode)
+        done = a["time"] + (a["actuation_s"] if math.isfinite(a["actuation_s"]) else 0.0)
+        before = [b for b in batches if b["start"] + b["duration"] <= a["time"] + 1e-6]
+        after = [b for b in batches if b["start"] >= done - 1e-6]
+        if not before or not after:
+            a["pause_s"] = a["extra_batch_s"] = math.nan
+            continue
+        last_end = max(b["start"] + b["duration"] for b in before)
+        a["pause_s"] = after[0]["start"] - last_end if path == "restart" else 0.0
+        recent = [b["duration"] for b in before[-5:]]
+        a["extra_batch_s"] = after[0]["duration"] - float(np.median(recent))
+
+
+def summarise(run: dict, sched: RateSchedule, seconds: float) -> dict:
+    batches, workers = run["batches"], run["workers"]
+    q, p, w = latencies(batches, sched, run["source_start"])
+    offered = float(sched.count(seconds))
+    processed = sum(b["rows"] for b in batches)
+    pts = [(min(max(t, 0.0), seconds), k) for t, k in workers] + [(seconds, workers[-1][1] if workers else 0)]
+    mean_workers = sum((b[0] - a[0]) * a[1] for a, b in zip(pts, pts[1:])) / seconds
+    out = {"p50": quantile(q, w, 0.5), "p95": quantile(q, w, 0.95), "proc_p50": quantile(p, w, 0.5),
+           "proc_p95": quantile(p, w, 0.95), "throughput_ratio": processed / max(offered, 1.0),
+           "mean_workers": mean_workers, "n_actions": len(run["actions"]) or max(0, len(workers) - 1)}
+    if run["workload"] == "steps":
+        third = seconds / 3
+        for i, at in enumerate((third, 2 * third), 1):
+            t, steps = convergence(workers, at, at + third, settle=third / 2)
+            out[f"converge{i}_s"], out[f"converge{i}_steps"] = t, steps
+    return out
+
+
+# -- running --------------------------------------------------------------------------------------
+
+def run_one(spark, kind: str, workload: str, sched: RateSchedule, policy: str, args, *, mode: str = "live",
+            dist: str = "uniform", balance: str = "none", joint: bool = False, initial: int | None = None,
+            min_workers: int = 1, max_workers: int = PARTITIONS, parallelism: int = PARTITIONS) -> dict:
+    """One (query, workload, policy) run of ``sched.duration`` seconds on a fresh checkpoint."""
+    from driftjoin.control.autoscale import autoscale
+    from driftjoin.control.autoscale.actuator import ExecutorActuator
+
+    seconds = sched.duration
+    work = Path(tempfile.mkdtemp(prefix=f"autoscale-{kind}-", dir=args.work))
+    external = policy == "spark-dynamic-allocation"
+    if not external:
+        start_with = initial or (max_workers if workload == "decreasing" else min_workers)
+        ExecutorActuator(spark, executor_timeout=300).scale_to(start_with)
+    zero = time.time() + LEAD
+    query = Query(spark, kind, sched.spec(), work, trigger=args.trigger, start=zero, dist=dist, balance=balance,
+                  parallelism=parallelism)
+    load0 = os.getloadavg()
+    rec = Recorder(spark, zero)
+    ctl = None
+    if policy == "fixed":                       # no autoscaler: the balancer alone at a fixed count
+        q = query.start()
+    else:
+        ctl = autoscale(spark, policy, min_workers=min_workers, max_workers=max_workers,
+                        cooldown=per_query(args, "cooldown", kind), monitoring_window=per_query(args, "window", kind),
+                        mode=mode, start=query.start, executor_timeout=300, trigger_interval=args.trigger)
+    if joint:
+        from driftjoin.control.joint import attach_joint
+        attach_joint(ctl, query.balancer)
+    try:
+        time.sleep(max(0.0, zero + seconds - time.time()))
+    finally:
+        if ctl is not None:
+            ctl.stop()
+            q = ctl.query
+        q.stop()
+        rec.close()
+    actions = []
+    for r in (ctl.history if ctl is not None else []):
+        if r.target is not None:
+            actions.append({"time": r.metrics.time - rec.t0, "before": r.workers, "after": r.target,
+                            "actuation_s": r.actuation_seconds, "error": r.error})
+    batches, source_start = batches_of(rec.progress, rec.t0)
+    run = {"query": kind, "workload": workload, "policy": policy, "mode": mode, "balance": balance, "joint": joint,
+           "spec": sched.spec(), "seconds": seconds, "load_start": load0[0], "load_end": os.getloadavg()[0],
+           "trigger": args.trigger, "window": per_query(args, "window", kind), "cooldown": per_query(args, "cooldown", kind),
+           "source_start": (source_start - rec.t0) if source_start else 0.0, "batches": batches,
+           "workers": rec.workers, "actions": actions,
+           "windows": [{k: v for k, v in r.row().items() if k != "per_executor"} | {"time": r.metrics.time - rec.t0}
+                       for r in (ctl.history if ctl is not None else [])],
+           "balancings": len(query.balancer.decisions) if query.balancer is not None else 0}
+    pauses(batches, actions, mode)
+    run.update(summarise(run, sched, seconds))
+    run["pair_p50"], run["pair_p95"] = query.pair_latency()
+    shutil.rmtree(work, ignore_errors=True)
+    return run
+
+
+def probe(spark, kind: str, args) -> dict:
+    """Capacity at 1 and 2 executors: the offered rate rises from 0 to far above what the query
+    can take (``PROBE``) over ``--probe-seconds``; capacity is the highest rate it processed
+    from the start of a batch to the end of a later one at least 30 s on (a lower bound when it
+    kept up to the end)."""
+    from driftjoin.control.autoscale.actuator import ExecutorActuator
+
+    out = {}
+    for k in (1, 2):
+        ExecutorActuator(spark, executor_timeout=300).scale_to(k)
+        work = Path(tempfile.mkdtemp(prefix=f"probe-{kind}-", dir=args.work))
+        zero = time.time() + LEAD
+        spec = RateSchedule("increasing", low=0.0, high=PROBE[kind], duration=args.probe_seconds).spec()
+        query = Query(spark, kind, spec, work, trigger=args.trigger, start=zero)
+        rec = Recorder(spark, zero)
+        q = query.start()
+        try:
+            time.sleep(max(0.0, zero + args.probe_seconds - time.time()))
+        finally:
+            q.stop()
+            rec.close()
+        batches, _ = batches_of(rec.progress, rec.t0)
+        rows = np.array([b["rows"] for b in batches])
+        rate = max((rows[i:j + 1].sum() / (batches[j]["start"] + batches[j]["duration"] - batches[i]["start"])
+                    for i in range(len(batches)) for j in range(i, len(batches))
+                    if batches[j]["start"] + batches[j]["duration"] - batches[i]["start"] >= 30
+                    and (j == i or batches[j - 1]["start"] + batches[j - 1]["duration"] - batches[i]["start"] < 30)), default=math.nan)
+        offered = float(RateSchedule.parse(spec).count(args.probe_seconds))
+        out[k] = {"records_per_s": float(rate), "kept_up": bool(rows.sum() >= 0.95 * offered), "batches": len(batches),
+                  "load": os.getloadavg()[0]}
+        shutil.rmtree(work, ignore_errors=True)
+        print(f"probe {kind}: {k} executor(s): {rate:,.0f} records/s at most over 30 s"
+              f"{' (kept up: a lower bound)' if out[k]['kept_up'] else ''}, {len(batches)} batches, load {out[k]['load']:.1f}", flush=True)
+    return out
+
+
+def actuation(spark, kind: str, args, rate: float) -> dict:
+    """Both actuation paths, each way, under the query at a constant ``rate``: live 1 -> 2 and
+    2 -> 1 (``requestTotalExecutors`` / ``killExecutor``), then stop-and-restart 1 -> 2 and
+    2 -> 1, with 3 batches between; per action its actuation time, the gap without batches it
+    caused and how much longer the first batch after it ran."""
+    from driftjoin.control.autoscale.actuator import ExecutorActuator, RestartActuator
+
+    executors = ExecutorActuator(spark, executor_timeout=300)
+    executors.scale_to(1)
+    work = Path(tempfile.mkdtemp(prefix=f"actuation-{kind}-", dir=args.work))
+    zero = time.time() + LEAD
+    query = Query(spark, kind, f"constant:high={rate:.0f}", work, trigger=args.trigger, start=zero)
+    rec = Recorder(spark, zero)
+    restart = RestartActuator(executors, query.start)
+    restart.query = query.start()
+
+    def after_batches(n: int, timeout: float = 300.0) -> None:
+        done = lambda: sum(p["numInputRows"] > 0 for p in rec.progress)  # noqa: E731
+        target, deadline = done() + n, time.time() + timeout
+        while done() < target and time.time() < deadline:
+            time.sleep(1)
+
+    actions = []
+    try:
+        after_batches(3)
+        for path, n in (("live", 2), ("live", 1), ("restart", 2), ("restart", 1)):
+            before, t = executors.count(), time.time() - zero
+            seconds = executors.scale_to(n) if path == "live" else restart.scale_to(n)
+            actions.append({"time": t, "before": before, "after": n, "actuation_s": seconds, "error": "", "path": path})
+            after_batches(3)
+    finally:
+        restart.query.stop()
+        rec.close()
+    batches, _ = batches_of(rec.progress, zero)
+    pauses(batches, actions, "live")
+    shutil.rmtree(work, ignore_errors=True)
+    for a in actions:
+        print(f"actuation {kind}: {a['path']:7s} {a['before']}->{a['after']} in {a['actuation_s']:.1f} s, no batch for "
+              f"{_f(a['pause_s'], '.1f')} s, next batch {_f(a['extra_batch_s'], '+.1f')} s against the median (load {os.getloadavg()[0]:.1f})",
+              flush=True)
+    return {"rate": rate, "actions": actions, "batches": batches, "workers": rec.workers, "load": os.getloadavg()[0]}
+
+
+def warm_up(spark, kind: str, args, batches: int = 2, timeout: float = 400.0) -> None:
+    """Start the executors' Python workers for ``kind`` (imports take minutes on a loaded
+    machine) before anything is measured: run it until ``batches`` batches with input are done."""
+    from driftjoin.control.autoscale.actuator import ExecutorActuator
+
+    if not args.dynamic:
+        ExecutorActuator(spark, executor_timeout=300).scale_to(PARTITIONS)
+    work = Path(tempfile.mkdtemp(prefix=f"warm-{kind}-", dir=args.work))
+    rec = Recorder(spark, time.time())
+    q = Query(spark, kind, "constant:high=200", work, trigger=1.0, start=time.time()).start()
+    deadline = time.time() + timeout
+    while time.time() < deadline and sum(p["numInputRows"] > 0 for p in rec.progress) < batches:
+        time.sleep(2)
+    q.stop()
+    rec.close()
+    shutil.rmtree(work, ignore_errors=True)
+
+
+def calibrate(kind: str, runs: list[dict], args, probe: dict | None = None) -> dict:
+    """The simulator's engine constants (:class:`SimConfig`) from the live runs of ``kind``.
+
+    Batch duration against records per batch, fitted by least squares at 1 and at 2 executors
+    (batches of all controller runs, without those running while an action was carried out
+    and the first one after it): ``a_k + n / c_k``. The simulator's model of the same batch is
+    ``batch_overhead + task_overhead * ceil(P / k) + n * stretch / (k * capacity)``, so
+    ``capacity = c_1``, ``task_overhead = a_1 - a_2`` (P = 2), ``batch_overhead = a_1 - 2 *
+    task_overhead``, and ``machine_cores = c_2 / c_1``: what the second executor added on this
+    shared machine (2 if it doubled the rate). Launch delay: median time until an added
+    executor was there; state reload: median extra time of the first batch after a live
+    action; restart pause: median gap without batches around a restart.
+    """
+    fits = {}
+    for k in (1, 2):
+        xs, ys = [], []
+        for run in runs:
+            if run["policy"] == "spark-dynamic-allocation":
+                continue
+            spans = [(a["time"], a["time"] + (a["actuation_s"] if math.isfinite(a["actuation_s"]) else 0.0)) for a in run["actions"]]
+            skip = {id(b) for lo, hi in spans for b in run["batches"] if b["start"] <= hi and b["start"] + b["duration"] >= lo}
+            skip |= {id(next((b for b in run["batches"] if b["start"] > hi), None)) for _, hi in spans}
+            for b in run["batches"][1:]:
+                at = [n for t, n in run["workers"] if t <= b["start"]]
+                if id(b) not in skip and at and at[-1] == k:
+                    xs.append(b["rows"])
+                    ys.append(b["duration"])
+        if len(xs) >= 5 and np.ptp(xs) > 0:
+            slope, intercept = np.polyfit(xs, ys, 1)
+            resid = np.array(ys) - (intercept + slope * np.array(xs))
+            fits[k] = {"intercept_s": float(intercept), "records_per_s": 1.0 / slope if slope > 0 else math.nan,
+                       "batches": len(xs), "rmse_s": float(np.sqrt(np.mean(resid ** 2))), "mean_batch_s": float(np.mean(ys))}
+    c1 = fits.get(1, {}).get("records_per_s", math.nan)
+    c2 = fits.get(2, {}).get("records_per_s", math.nan)
+    if not math.isfinite(c1) and probe:                       # too few batches at 1 executor: the probe's saturated rate
+        c1 = float(probe["1"]["records_per_s"])
+    if not math.isfinite(c2) and probe:
+        c2 = float(probe["2"]["records_per_s"])
+    task_overhead = 0.1
+    if 1 in fits and 2 in fits and fits[1]["intercept_s"] > fits[2]["intercept_s"]:
+        task_overhead = fits[1]["intercept_s"] - fits[2]["intercept_s"]
+    a1 = fits.get(1, fits.get(2, {})).get("intercept_s", 0.5 + 2 * task_overhead)
+    measured = (probe or {}).get("actuation", {}).get("actions", [])
+    live = [a for r in runs if r["mode"] == "live" for a in r["actions"] if not a["error"]]
+    live += [a for a in measured if a["path"] == "live"]
+    adds = [a["actuation_s"] for a in live if a["after"] > a["before"]]
+    removes = [a["actuation_s"] for a in live if a["after"] < a["before"]]
+    reload = [a["extra_batch_s"] for a in live if math.isfinite(a.get("extra_batch_s", math.nan))]
+    restarts = [a for r in runs if r["mode"] == "restart" for a in r["actions"] if not a["error"]]
+    restarts += [a for a in measured if a["path"] == "restart"]
+    gaps = [a["pause_s"] for a in restarts if math.isfinite(a.get("pause_s", math.nan))]
+
+    def med(v: list[float], default: float) -> float:
+        return float(np.median(v)) if v else default
+
+    def setting(name: str, default: float) -> float:
+        given = {r[name] for r in runs if name in r}
+        if len(given) > 1:
+            raise ValueError(f"runs of {kind} with different {name}s: {sorted(given)}")
+        return given.pop() if given else default
+
+    # CPU of the executors' process trees per unit of task busy time (what HPA-CPU reads)
+    cpu = [w["cpu_utilisation"] / (1.0 - w["idle_per_second"]) for r in runs for w in r["windows"]
+           if w.get("idle_per_second") is not None and 1.0 - w["idle_per_second"] > 0.2 and w.get("cpu_utilisation") is not None]
+    return {"capacity": c1, "machine_cores": min(2.0, max(1.0, c2 / c1)) if math.isfinite(c1 / c2) else math.nan,
+            "batch_overhead": max(0.0, a1 - 2 * task_overhead), "task_overhead": task_overhead, "partitions": PARTITIONS,
+            "launch_delay": med(adds, math.nan), "remove_s": med(removes, math.nan), "state_reload": max(0.0, med(reload, 0.0)),
+            "restart_pause": med(gaps, math.nan), "restart_actuation_s": med([a["actuation_s"] for a in restarts], math.nan),
+            "n_adds": len(adds), "n_reload": len(reload), "n_restarts": len(restarts), "fits": fits,
+            "cpu_per_busy": min(1.0, med(cpu, 0.8)), "idle_timeout": 30.0,
+            # the runs' settings (all alike: one matrix), else this invocation's
+            "trigger_interval": setting("trigger", args.trigger),
+            "monitoring_window": setting("window", per_query(args, "window", kind)),
+            "cooldown": setting("cooldown", per_query(args, "cooldown", kind))}
+
+
+# -- reporting ------------------------------------------------------------------------------------
+
+def _f(x: float, fmt: str = "8.1f") -> str:
+    """``x`` formatted, or ``-`` in the same width when it is missing (nan, None)."""
+    if isinstance(x, (int, float)) and math.isfinite(x):
+        return format(x, fmt)
+    width = fmt.split(".")[0]
+    return format("-", f">{width}") if width.isdigit() else "-"
+
+
+HEADER = (f"{'query':5s} {'workload':10s} {'policy':24s} {'mode':7s} {'p50 s':>6s} {'p95 s':>6s} {'proc50':>6s} {'proc95':>6s} "
+          f"{'pair95':>6s} {'thr/in':>6s} {'workers':>7s} {'acts':>4s} {'load':>9s}  convergence / actuation")
+
+
+def line(r: dict) -> str:
+    conv = ""
+    if r["workload"] == "steps" and "converge1_s" in r:
+        conv = f"{_f(r['converge1_s'], '.0f')}s/{r['converge1_steps']} then {_f(r['converge2_s'], '.0f')}s/{r['converge2_steps']}; "
+    acts = ", ".join(f"{a['before']}->{a['after']} {_f(a['actuation_s'], '.0f')}s" + (f" pause {_f(a['pause_s'], '.0f')}s" if r["mode"] == "restart" else "")
+                     + (" ERR" if a["error"] else "") for a in r["actions"])
+    return (f"{r['query']:5s} {r['workload']:10s} {r['policy']:24s} {r['mode']:7s} {_f(r['p50'], '6.1f')} {_f(r['p95'], '6.1f')} "
+            f"{_f(r['proc_p50'], '6.1f')} {_f(r['proc_p95'], '6.1f')} {_f(r['pair_p95'], '6.1f')} {_f(r['throughput_ratio'], '6.2f')} "
+            f"{_f(r['mean_workers'], '7.2f')} {r['n_actions']:4d} {r['load_start']:4.1f}/{r['load_end']:4.1f}  {conv}{acts}")
+
+
+def plot(runs: list[dict]) -> None:
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    groups: dict[tuple[str, str, str], list[dict]] = {}
+    for r in runs:
+        groups.setdefault((r["query"], r["workload"], r["mode"] if not r["joint"] and r["balance"] == "none" else "joint"), []).append(r)
+    for (kind, workload, mode), rs in groups.items():
+        fig, (a, b, c) = plt.subplots(3, 1, figsize=(9, 8), sharex=True)
+        sched = RateSchedule.parse(rs[0]["spec"])
+        t = np.linspace(0, rs[0]["seconds"], 200)
+        c.plot(t / 60, sched.rate(t), "k--", lw=1, label="offered")
+        for r in rs:
+            label = r["policy"] if mode != "joint" else f"{r['policy']} ({r['plane']})"
+            pts = r["workers"] + [(r["seconds"], r["workers"][-1][1])] if r["workers"] else []
+            if pts:
+                a.step([p[0] / 60 for p in pts], [p[1] for p in pts], where="post", label=label)
+            starts = np.array([x["start"] for x in r["batches"]])
+            q, _, _ = latencies(r["batches"], sched, r["source_start"])
+            if len(starts):
+                per = np.split(q, np.cumsum([min(_SAMPLES, x["end"] - x["first"]) for x in r["batches"]])[:-1])
+                b.plot(starts / 60, [np.median(v) for v in per], lw=0.9, label=label)
+                c.plot(starts / 60, [x["rows"] / max(x["duration"], 1e-3) for x in r["batches"]], lw=0.7, label=label)
+        a.set_ylabel("executors")
+        b.set_ylabel("queue latency (s,\nmedian per batch)")
+        c.set_ylabel("records/s (batch rows\nover its duration)")
+        c.set_xlabel("minutes")
+        a.legend(fontsize=7, ncol=3)
+        a.set_title(f"{kind}, {workload} workload, live ({mode})")
+        fig.tight_layout()
+        fig.savefig(OUT / f"autoscale_live_{kind}_{workload}_{mode}.png", dpi=110)
+        plt.close(fig)
+
+
+# -- main -----------------------------------------------------------------------------------------
+
+def session(master: str, dynamic: bool):
+    from driftjoin.control.autoscale import dynamic_allocation_conf
+    from driftjoin.spark.session import cluster_session
+
+    conf = dynamic_allocation_conf(1, PARTITIONS, idle_timeout="30s") if dynamic else {}
+    return cluster_session(master, PARTITIONS, "driftjoin-autoscale-bench", max_executors=PARTITIONS, conf=conf)
+
+
+def child(args) -> None:
+    """Runs the plan given in ``--plan`` (a JSON list of runs) in this driver; writes ``--out``."""
+    plan = json.loads(Path(args.plan).read_text())
+    spark = session(args.master, args.dynamic)
+    runs, probes = [], {}
+    for kind in dict.fromkeys(item["query"] for item in plan):
+        warm_up(spark, kind, args)
+    for item in plan:
+        if item.get("probe"):
+            found = probes[item["query"]] = probe(spark, item["query"], args)
+            found["actuation"] = actuation(spark, item["query"], args, 0.5 * max(found[1]["records_per_s"], found[2]["records_per_s"]))
+            continue
+        sched = RateSchedule.parse(item["spec"])
+        r = run_one(spark, item["query"], item["workload"], sched, item["policy"], args, mode=item.get("mode", "live"),
+                    dist=item.get("dist", "uniform"), balance=item.get("balance", "none"), joint=item.get("joint", False),
+                    initial=item.get("initial"), min_workers=item.get("min_workers", 1), max_workers=item.get("max_workers", PARTITIONS),
+                    parallelism=item.get("parallelism", PARTITIONS))
+        r["plane"] = item.get("plane", "")
+        runs.append(r)
+        print(line(r), flush=True)
+        Path(args.out).write_text(json.dumps({"runs": runs, "probes": probes}, default=str))
+    Path(args.out).write_text(json.dumps({"runs": runs, "probes": probes}, default=str))
+    spark.stop()
+
+
+def spawn(args, plan: list[dict], dynamic: bool, name: str) -> dict:
+    plan_file = Path(args.work) / f"{name}.plan.json"
+    out = OUT / f"autoscale_live_{name}.part.json"
+    plan_file.write_text(json.dumps(plan))
+    cmd = [sys.executable, __file__, "--child", "--plan", str(plan_file), "--out", str(out), "--master", args.master,
+           "--minutes", str(args.minutes), "--trigger", str(args.trigger), "--window", str(args.window),
+           "--cooldown", str(args.cooldown), "--probe-seconds", str(args.probe_seconds), "--work", args.work]
+    if dynamic:
+        cmd.append("--dynamic")
+    env = dict(os.environ, PYTHONPATH=str(Path(__file__).resolve().parents[1]))
+    proc = subprocess.run(cmd, env=env, stdout=sys.stdout, stderr=open(Path(args.work) / f"{name}.log", "w"))
+    if proc.returncode != 0:
+        print(f"driver {name} failed (exit {proc.returncode}); see {Path(args.work) / f'{name}.log'}", flush=True)
+    return json.loads(out.read_text()) if out.exists() else {"runs": [], "probes": {}}
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--master", default=os.environ.get("DRIFTJOIN_CLUSTER", "spark://127.0.0.1:7077"))
+    ap.add_argument("--queries", default="agg,join")
+    ap.add_argument("--workloads", default=",".join(WORKLOADS))
+    ap.add_argument("--policies", default=",".join(POLICIES))
+    ap.add_argument("--minutes", default="", help="workload length (default agg=2,join=3)")
+    ap.add_argument("--trigger", type=float, default=2.0, help="processing-time trigger (s)")
+    ap.add_argument("--window", default="", help="monitoring window, s (default agg=10,join=30)")
+    ap.add_argument("--cooldown", default="", help="cooldown after each action, s (default agg=30,join=60; the thesis: 300)")
+    ap.add_argument("--restart", default="", help="workloads to repeat with the stop-and-restart path")
+    ap.add_argument("--restart-policies", default="ds2")
+    ap.add_argument("--joint", action="store_true", help="the joint plane on a skewed, drifting workload")
+    ap.add_argument("--joint-policy", default="ds2")
+    ap.add_argument("--capacity", default="", help="skip the probe: records/s the query sustains, e.g. agg=8000,join=900")
+    ap.add_argument("--probe-seconds", type=float, default=150.0)
+    ap.add_argument("--out", default=str(OUT / "autoscale_live.json"))
+    ap.add_argument("--merge", default="", help="combine earlier outputs (comma-separated JSON files) into --out "
+                    "with one calibration and the figures, running nothing")
+    ap.add_argument("--work", default=str(Path(tempfile.gettempdir()) / "driftjoin-autoscale-live"))
+    ap.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
+    ap.add_argument("--dynamic", action="store_true", help=argparse.SUPPRESS)
+    ap.add_argument("--plan", help=argparse.SUPPRESS)
+    args = ap.parse_args()
+    Path(args.work).mkdir(parents=True, exist_ok=True)
+    if args.child:
+        child(args)
+        return
+    OUT.mkdir(exist_ok=True)
+    if args.merge:
+        report(args, *merged([f for f in args.merge.split(",") if f]))
+        return
+    queries = [q for q in args.queries.split(",") if q]
+    policies = [p for p in args.policies.split(",") if p]
+    print(f"uptime: {os.getloadavg()} (load average on {os.cpu_count()} cores, other people's jobs included)", flush=True)
+    capacity = {k: float(v) for k, v in (x.split("=") for x in args.capacity.split(",") if x)}
+    probes = {}
+    todo = [q for q in queries if q not in capacity]
+    if todo:
+        probes = spawn(args, [{"probe": True, "query": q} for q in todo], False, "probe")["probes"]
+        for q in todo:                          # what the best executor count sustains
+            capacity[q] = max(float(probes[q][k]["records_per_s"]) for k in ("1", "2"))
+    print(HEADER, flush=True)
+    plan, dynamic_plan = [], []
+    for kind in queries:
+        peak = PEAK * capacity[kind]
+        scheds = schedules(per_query(args, "minutes", kind) * 60, peak)
+        for workload in args.workloads.split(","):
+            for policy in policies:
+                item = {"query": kind, "workload": workload, "policy": policy, "spec": scheds[workload].spec()}
+                (dynamic_plan if policy == "spark-dynamic-allocation" else plan).append(item)
+        for workload in (w for w in args.restart.split(",") if w):
+            for policy in args.restart_policies.split(","):
+                plan.append({"query": kind, "workload": workload, "policy": policy, "spec": scheds[workload].spec(), "mode": "restart"})
+    if args.joint:
+        peak = PEAK * capacity.get("join", 0.0)
+        spec = RateSchedule("cosine", low=0.2 * peak, high=peak, duration=per_query(args, "minutes", "join") * 60).spec()
+        # 4 state partitions over 1-2 executors: with 2 the joint plane could only balance as the balancer does
+        base = {"query": "join", "workload": "joint-cosine", "spec": spec, "dist": "drift", "parallelism": 4}
+        plan += [base | {"policy": "fixed", "balance": "s3j", "initial": 1, "min_workers": 1, "max_workers": 1, "plane": "balance only, 1"},
+                 base | {"policy": "fixed", "balance": "s3j", "initial": 2, "min_workers": 2, "max_workers": 2, "plane": "balance only, 2"},
+                 base | {"policy": args.joint_policy, "plane": "autoscale only"},
+                 base | {"policy": args.joint_policy, "balance": "s3j", "joint": True, "plane": "joint"}]
+    results = spawn(args, plan, False, "controller")["runs"] if plan else []
+    if dynamic_plan:
+        results += spawn(args, dynamic_plan, True, "dynamic")["runs"]
+    report(args, probes, capacity, results)
+
+
+def merged(files: list[str]) -> tuple[dict, dict, list[dict]]:
+    """Probes, capacities and runs of earlier outputs (a matrix run in pieces, e.g. one
+    workload at a time between other people's jobs); a later probe of a query wins."""
+    probes, capacity, runs = {}, {}, []
+    for name in files:
+        data = json.loads(Path(name).read_text())
+        probes.update(data.get("capacity_probe") or {})
+        capacity.update(data.get("capacity_used") or {})
+        runs += data["runs"]
+    return probes, capacity, runs
+
+
+def report(args, probes: dict, capacity: dict, results: list[dict]) -> None:
+    """Calibration, JSON and figures of the runs; the table again when they come from ``--merge``.
+    A probe alone (``--policies ""``) is written too, for ``--merge`` with later pieces."""
+    if not results and not probes:
+        return
+    data = {"uptime_end": os.getloadavg(), "cores": os.cpu_count(), "settings": {k: v for k, v in vars(args).items()},
+            "capacity_probe": probes, "capacity_used": capacity, "runs": results}
+    if args.merge:
+        print(HEADER)
+        for r in results:
+            print(line(r))
+    matrix = [r for r in results if not r["joint"] and r["balance"] == "none"]
+    data["calibration"] = {}
+    for kind in dict.fromkeys(r["query"] for r in matrix):
+        try:
+            data["calibration"][kind] = calibrate(kind, [r for r in matrix if r["query"] == kind], args, probes.get(kind))
+        except (ValueError, np.linalg.LinAlgError) as e:
+            print(f"calibration of {kind} skipped: {e}")
+    Path(args.out).write_text(json.dumps(data, default=str, indent=1))
+    if not results:
+        print(f"probes only; JSON {args.out}")
+        return
+    plot(results)
+    print(f"\n{len(results)} runs; JSON {args.out}; PNGs {OUT}/autoscale_live_*.png")
+    for kind, cal in data["calibration"].items():
+        print(f"calibration {kind}: " + ", ".join(f"{k}={_f(v, '.3g')}" for k, v in cal.items() if k != "fits"))
+        for k, fit in cal["fits"].items():
+            print(f"  {k} executor(s): batch = {fit['intercept_s']:.1f} s + records / {fit['records_per_s']:,.0f}/s "
+                  f"({fit['batches']} batches, rmse {fit['rmse_s']:.1f} s)")
+
+
+if __name__ == "__main__":
+    main()
