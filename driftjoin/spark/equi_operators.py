@@ -46,7 +46,7 @@ import pickle
 import time
 from collections import OrderedDict
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import numpy as np
@@ -167,7 +167,9 @@ class EquiPlan:
     def static_binding(self) -> Binding | None:
         if self.algorithm != "shc" or self.streaming:
             return None
-        table = self.static_table or RoutingTable(self.parallelism)
+        # one batch from empty workers: the table is both ``prev`` and ``cur`` (nothing moves), at
+        # the version a new worker starts from
+        table = replace(self.static_table or RoutingTable(self.parallelism), version=0)
         return Binding(table, table, 0)
 
 

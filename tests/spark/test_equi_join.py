@@ -249,6 +249,17 @@ def _write_files(base, stream: list[StreamTuple], per_file: int, extra: dict[int
     return files
 
 
+def _control_stats(metrics, batches: int, timeout: float = 30.0) -> list[dict]:
+    """The control plane's per-batch records, once it folded ``batches`` batches (it runs on the
+    listener bus, after the query's progress events: possibly after the query ended)."""
+    deadline = time.time() + timeout
+    while True:
+        control = sorted(read_stats(str(metrics), "equi_control"), key=lambda s: s["batch"])
+        if len(control) >= batches or time.time() > deadline:
+            return control
+        time.sleep(0.2)
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize("window", [None, WINDOW], ids=["full", "window"])
 @pytest.mark.parametrize("algorithm, routing", [("shc", "parallel"), ("phj", "parallel"), ("biclique", "parallel"),
@@ -325,7 +336,7 @@ def test_streaming_several_batches_equal_oracle_exactly_once(spark, tmp_path, al
             per_batch[s["batch"]]["late"] += s["late"]
             per_batch[s["batch"]]["late_rows"] += s["late_rows"]
         moved = sum(s["installed"] for s in workers)
-        control = sorted(read_stats(str(metrics), "equi_control"), key=lambda s: s["batch"])
+        control = _control_stats(metrics, n_files if algorithm == "shc" else 0)
         last = control[-1] if control else {"promotions": 0}
         if algorithm == "shc":
             assert [s["batch"] for s in control] == list(range(n_files))
@@ -350,6 +361,50 @@ def test_streaming_several_batches_equal_oracle_exactly_once(spark, tmp_path, al
     if window is not None:
         expected_dead.add((1, 9003, "missing time (t)"))
     assert dead == expected_dead
+
+
+@pytest.mark.parametrize("algorithm, p", [("shc", 1), ("shc", 2), ("shc", 8), ("phj", 8), ("biclique", 8)])
+def test_streaming_exact_at_each_parallelism(spark, tmp_path, algorithm, p) -> None:
+    """Parallel routing at other parallelisms than the p = 4 of the test above: the Zipf stream
+    in three micro-batches, full-stream, against the oracle (no duplicates)."""
+    stream = zipf_stream(SPEC)
+    n_files = _write_files(tmp_path / "in", stream, 2, {})
+    for b in range(n_files):
+        for name in ("L", "R"):
+            os.utime(tmp_path / "in" / name / f"b{b:03d}.json", (time.time() - 3600 + b,) * 2)
+
+    def read(name):
+        return spark.readStream.schema("id long, k long, t double, v string").option("maxFilesPerTrigger", 1).json(
+            str(tmp_path / "in" / name))
+
+    joined = equi_join(read("L"), read("R"), on="k", algorithm=algorithm, parallelism=p, options=None,
+                       groups=p // 2 if algorithm == "biclique" else None, metrics_dir=str(tmp_path / "metrics"))
+    q = (joined.select("left_id", "right_id").writeStream.format("parquet").option("path", str(tmp_path / "out"))
+         .option("checkpointLocation", str(tmp_path / "ck")).trigger(availableNow=True).start())
+    q.awaitTermination()
+    got = [(r.left_id, r.right_id) for r in spark.read.parquet(str(tmp_path / "out")).collect()]
+    assert len(got) == len(set(got))
+    assert set(got) == oracle_pairs(stream, None)
+    assert {s["worker"] for s in read_stats(str(tmp_path / "metrics"), "equi_worker")} == set(range(p))
+
+
+@pytest.mark.parametrize("p", [1, 2, 4, 8])
+def test_static_exact_at_each_parallelism(spark, p) -> None:
+    """Every algorithm on a static skewed input against the oracle (the dispatcher at p = 1, a
+    window join at p = 8; SHC makes grids at p = 8)."""
+    stream = zipf_stream(SPEC)
+    rows = {side: [(t.tid, t.key, t.ts) for t in stream if t.side == side] for side in Side}
+    left, right = (spark.createDataFrame(rows[side], "id long, k long, t double") for side in Side)
+    runs = [("shc", "parallel", None), ("phj", "parallel", None)]
+    runs += [("biclique", "parallel", None)] if p >= 2 else [("shc", "dispatcher", None)]
+    runs += [("shc", "parallel", WINDOW)] if p == 8 else []
+    for algorithm, routing, window in runs:
+        kw = {"window": window, "time_col": "t"} if window is not None else {}
+        out = equi_join(left, right, on="k", algorithm=algorithm, parallelism=p, routing=routing,
+                        options={"min_heavy": 2} if algorithm == "shc" else None, **kw)
+        got = [(r.left_id, r.right_id) for r in out.select("left_id", "right_id").collect()]
+        assert len(got) == len(set(got)), (algorithm, routing, window)
+        assert set(got) == oracle_pairs(stream, window), (algorithm, routing, window)
 
 
 def test_static_join_matches_spark_join_with_typed_columns_and_composite_key(spark) -> None:
@@ -415,12 +470,14 @@ def test_static_string_keys_bad_rows_and_custom_prefixes(spark) -> None:
         ({"prefixes": ("", "right_")}, r"output columns \['right_t'\] would appear twice"),
         ({"options": {"epsilon": 0.9}}, "invalid settings for algorithm='shc': epsilon must be in"),
         ({"output": "pairs"}, "output='pairs'"),
+        ({"routing": "tree"}, "routing='tree' is unknown"),
+        ({"metrics_dir": None}, "needs metrics_dir="),
     ],
 )
 def test_bad_settings_fail_before_the_job_starts(spark, tmp_path, kwargs, message) -> None:
     left = spark.readStream.schema("k long, t double, v string, right_t double").json(str(tmp_path))
     right = spark.readStream.schema("k int, t double, v int, only_right int").json(str(tmp_path))
-    kwargs = {"on": "k", "parallelism": 4, **kwargs}
+    kwargs = {"on": "k", "parallelism": 4, "metrics_dir": str(tmp_path / "metrics"), **kwargs}
     with pytest.raises((ValueError, TypeError), match=message):
         equi_join(left, right, **kwargs)
 
