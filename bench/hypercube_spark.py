@@ -98,17 +98,17 @@ def run_equi(spark, data: Path, work: Path, algorithm: str, p: int, groups: int 
          .option("checkpointLocation", str(work / "ck")).trigger(availableNow=True).start())
     q.awaitTermination()
     load, stored, work = [0] * p, [0] * p, [0] * p
-    workers = read_stats(str(metrics), "equi_worker")
+    workers = list(read_stats(str(metrics), "equi_worker"))
     for s in workers:
         w = s["worker"]
         load[w] += s["received"] + s["installed"]
         work[w] += s["received"] + s["installed"] + s["produced"]
         stored[w] = max(stored[w], s["stored"])
     if routing == "dispatcher":
-        decisions = read_stats(str(metrics), "equi_dispatcher")
+        decisions = list(read_stats(str(metrics), "equi_dispatcher"))
         moved = sum(s["installs"] for s in decisions)
     else:  # the control plane's per-batch records (SHC), else none
-        decisions = read_stats(str(metrics), "equi_control")
+        decisions = list(read_stats(str(metrics), "equi_control"))
         moved = sum(s["installed"] for s in workers)
     last = max(decisions, key=lambda s: s["batch"]) if decisions else {}
     return {

@@ -154,7 +154,8 @@ class EquiRoutingController:
 
 
 def attach(spark: Any, controller: EquiRoutingController) -> object:
-    """Run the controller on the driver after every committed micro-batch of its query."""
+    """Run the controller on the driver after every committed micro-batch of its query; the
+    listener leaves when its query terminates or a newer controller takes its directory."""
     from pyspark.sql.streaming import StreamingQueryListener
 
     CONTROLLERS[controller.plan.metrics_dir] = controller
@@ -177,7 +178,11 @@ def attach(spark: Any, controller: EquiRoutingController) -> object:
             pass
 
         def onQueryTerminated(self, event) -> None:  # noqa: N802
-            pass
+            mine = controller.query is not None and controller.query == str(event.id)
+            if mine or CONTROLLERS.get(controller.plan.metrics_dir) is not controller:
+                spark.streams.removeListener(listener)
+                if CONTROLLERS.get(controller.plan.metrics_dir) is controller:
+                    del CONTROLLERS[controller.plan.metrics_dir]
 
     listener = _Listener()
     spark.streams.addListener(listener)

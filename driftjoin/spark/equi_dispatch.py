@@ -56,9 +56,8 @@ from driftjoin.hypercube import (
     StreamingHyperCube,
     StreamTuple,
     Task,
-    make_dispatcher,
 )
-from driftjoin.spark.equi_operators import KEY_TYPES, EquiPlan, keys_list
+from driftjoin.spark.equi_operators import KEY_FILLER, KEY_TYPES, EquiPlan, keys_list
 from driftjoin.spark.metrics_sink import write_stats
 from driftjoin.spark.plan_guard import PlanGuard
 from driftjoin.spark.state import BlobState, LoggedState
@@ -67,7 +66,6 @@ from driftjoin.spark.state import BlobState, LoggedState
 TICK, INSTALL, DROP, RELEASE, ROUTE = 0, 1, 2, 3, 4
 SIDES = (Side.R, Side.S)
 ROLES = {i: Role(i) for i in (1, 2, 3)}
-_DUMMY_KEY = {"long": 0, "string": "", "binary": b""}
 _BLOB = T.StructType([T.StructField("blob", T.BinaryType(), False)])
 _CHUNK_KEY = T.StructType([T.StructField("chunk", T.LongType(), False)])
 
@@ -92,12 +90,6 @@ def dispatched_schema(key_type: str) -> T.StructType:
     ])
 
 
-PAIR_SCHEMA = T.StructType([T.StructField("left_json", T.StringType()), T.StructField("right_json", T.StringType())])
-COUNT_SCHEMA = T.StructType([
-    T.StructField("batch", T.LongType()), T.StructField("worker", T.IntegerType()), T.StructField("pairs", T.LongType()),
-])
-
-
 class _Rows:
     """Column lists of the dispatcher's output, turned into one DataFrame at the end."""
 
@@ -117,7 +109,7 @@ class _Rows:
         c["task"].append(task)
         c["role"].append(role)
         c["side"].append(side)
-        c["key"].append(_DUMMY_KEY[self.key_type] if key is None else key)
+        c["key"].append(KEY_FILLER[self.key_type] if key is None else key)
         c["tid"].append(tid)
         c["ts"].append(ts)
         c["payload"].append(payload)

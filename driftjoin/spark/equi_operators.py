@@ -75,7 +75,7 @@ from driftjoin.spark.plan_guard import PLAN_KEY, PlanGuard
 from driftjoin.spark.state import BlobState, LoggedState
 
 KEY_TYPES = {"long": T.LongType(), "string": T.StringType(), "binary": T.BinaryType()}
-_FILLER = {"long": 0, "string": "", "binary": b""}
+KEY_FILLER = {"long": 0, "string": "", "binary": b""}
 #: Version of the operators' state; a checkpoint written with another is refused (plan guard).
 STATE_FORMAT = 3
 #: Row kinds: a heartbeat (one per router task and key) and a routed copy.
@@ -356,7 +356,7 @@ def _heartbeats(plan: EquiPlan, batch: int, top: float, bind: int, schema: pa.Sc
     return pa.RecordBatch.from_arrays([
         pa.array(keys, pa.int32()), pa.array(np.full(n, BEAT, np.int8)), pa.array(zeros), pa.array(zeros.astype(np.int8)),
         pa.array(np.zeros(n, dtype=bool)), pa.array(zeros.astype(np.int8)),
-        pa.array([_FILLER[plan.key_type]] * n, schema.field("key").type), pa.array(np.full(n, batch, np.int64)),
+        pa.array([KEY_FILLER[plan.key_type]] * n, schema.field("key").type), pa.array(np.full(n, batch, np.int64)),
         pa.array(zeros), pa.array(np.full(n, top)), pa.array([None] * n, pa.string()), pa.array(np.full(n, bind, np.int64)),
     ], schema=schema)
 

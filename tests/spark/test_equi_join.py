@@ -30,7 +30,6 @@ from driftjoin.spark.equi import equi_join, invalid_equi_records
 from driftjoin.control.equi import EquiRoutingController
 from driftjoin.spark.equi_dispatch import DispatchedWorkerProcessor, DispatcherProcessor
 from driftjoin.spark.equi_operators import EquiPlan, WorkerProcessor, route_rows
-from driftjoin.spark.plan_guard import PLAN_KEY
 from driftjoin.spark.static import MemoryHandle
 from driftjoin.spark.metrics_sink import read_stats
 
