@@ -18,6 +18,12 @@ half the state), and prepared in float64 when a batch is joined.
 The pair rules are the oracle's: a self-join reports each unordered pair once with
 ``left_id < right_id`` and never pairs a record with itself or two records with the same id; a
 two-stream join reports ``(left, right)``.
+
+Each record is prepared for the metric once, when it arrives: a window's table keeps the
+prepared float64 matrix beside the raw vectors, so a batch prepares only its own records.
+:attr:`GridWorker.added` lists what each batch stored (per window) for a runtime that persists
+state incrementally; ``Table.chunks`` is free for that runtime (the ids of the chunks the table
+holds).
 """
 
 from __future__ import annotations
@@ -33,7 +39,7 @@ from driftjoin.s3j.compute import Pairs
 from driftjoin.s3j.records import Records
 
 #: Format of the worker state (a checkpoint written with another format is refused).
-GRID_STATE_FORMAT = 1
+GRID_STATE_FORMAT = 2
 
 
 @dataclass
@@ -52,13 +58,19 @@ class CellCounters:
 
 @dataclass
 class Table:
-    """The records of one window on this worker, with their buckets."""
+    """The records of one window on this worker, with their buckets and prepared vectors."""
 
     records: Records
     bucket: np.ndarray
+    prepared: np.ndarray
+    chunks: list[int] = field(default_factory=list)
 
     def nbytes(self) -> int:
-        return self.records.nbytes() + int(self.bucket.nbytes)
+        return self.records.nbytes() + int(self.bucket.nbytes) + int(self.prepared.nbytes)
+
+    def extended(self, new: Records, bucket: np.ndarray, prepared: np.ndarray) -> "Table":
+        return Table(Records.concat([self.records, new]), np.concatenate([self.bucket, bucket]).astype(np.int32),
+                     np.concatenate([self.prepared, prepared]), list(self.chunks))
 
 
 class GridWorker:
@@ -73,6 +85,8 @@ class GridWorker:
         self.kernel = BlockJoin(metric, threshold) if block_bytes is None else BlockJoin(metric, threshold, block_bytes)
         self.cells = layout.worker_cells(worker)
         self.windows: dict[int, Table] = {}
+        #: records stored since the runtime last emptied this list: (window, records, buckets)
+        self.added: list[tuple[int, Records, np.ndarray]] = []
 
     @property
     def self_join(self) -> bool:
@@ -96,11 +110,23 @@ class GridWorker:
             out.append(self._add_window(int(w), records.take(sel), np.asarray(bucket)[sel], counters))
         return Pairs.concat(out, records.id.dtype)
 
+    def prepare(self, rec: Records) -> np.ndarray:
+        """The records' vectors prepared for the metric in float64 (as the oracle prepares them)."""
+        return self.metric.prepare(rec.vec.astype(np.float64))
+
+    def load(self, window: int, new: Records, bucket: np.ndarray) -> Table:
+        """Add stored records to a window's table without joining them (rebuilding state)."""
+        table = self.windows.get(window)
+        prepared = self.prepare(new)
+        bucket = bucket.astype(np.int32)
+        self.windows[window] = Table(new, bucket, prepared) if table is None else table.extended(new, bucket, prepared)
+        return self.windows[window]
+
     def _add_window(self, window: int, new: Records, new_bucket: np.ndarray, counters: CellCounters | None) -> Pairs:
         table = self.windows.get(window)
         old = table.records if table is not None else None
-        prep_new = self.metric.prepare(new.vec.astype(np.float64))
-        prep_old = self.metric.prepare(old.vec.astype(np.float64)) if old is not None and len(old) else None
+        prep_new = self.prepare(new)
+        prep_old = table.prepared if table is not None and len(old) else None
         old_bucket = table.bucket if table is not None else np.zeros(0, np.int32)
         left_side = 0
         right_side = 0 if self.self_join else 1
@@ -134,7 +160,7 @@ class GridWorker:
                 if counters is not None:
                     counters.add(cid, res.stats)
                 out.append(self._pairs(a_rec, ia[res.ia], b_rec, ib[res.ib], res.dist, cid))
-        self._store(window, new, new_bucket, table)
+        self._store(window, new, new_bucket, prep_new, table)
         return Pairs.concat(out, new.id.dtype)
 
     def _pairs(self, a: Records, ia: np.ndarray, b: Records, ib: np.ndarray, dist: np.ndarray, cid: int) -> Pairs:
@@ -147,11 +173,10 @@ class GridWorker:
         return Pairs(left_id=left, right_id=right, distance=dist, window=a.window[ia],
                      ingest=np.maximum(a.ingest[ia], b.ingest[ib]), workset=np.full(len(ia), cid, dtype=np.int64))
 
-    def _store(self, window: int, new: Records, bucket: np.ndarray, table: Table | None) -> None:
-        if table is None:
-            self.windows[window] = Table(new, bucket.astype(np.int32))
-        else:
-            self.windows[window] = Table(Records.concat([table.records, new]), np.concatenate([table.bucket, bucket]).astype(np.int32))
+    def _store(self, window: int, new: Records, bucket: np.ndarray, prepared: np.ndarray, table: Table | None) -> None:
+        bucket = bucket.astype(np.int32)
+        self.windows[window] = Table(new, bucket, prepared) if table is None else table.extended(new, bucket, prepared)
+        self.added.append((window, new, bucket))
 
 
 def layout_fingerprint(layout: GridLayout) -> tuple:
@@ -176,5 +201,7 @@ def restore_grid(w: GridWorker, state: dict) -> GridWorker:
     if tuple(state["layout"]) != layout_fingerprint(w.layout):
         raise ValueError("this checkpoint was written with another grid (parallelism or join type changed): "
                          "restart with the same settings or from a new checkpoint location")
-    w.windows = {k: Table(Records(*rec), bucket) for k, (bucket, rec) in state["windows"].items()}
+    w.windows = {}
+    for k, (bucket, rec) in state["windows"].items():
+        w.load(k, Records(*rec), bucket)
     return w

@@ -17,10 +17,14 @@ The algorithm is the paper's; only the search for centroids is indexed.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import numpy as np
-from scipy.spatial import cKDTree
 
 from driftjoin.distance import Metric
+
+if TYPE_CHECKING:
+    from scipy.spatial import cKDTree
 
 #: Above this dimension the dense search is used (a k-d tree prunes little there).
 TREE_MAX_DIM = 16
@@ -38,6 +42,8 @@ def build(metric: Metric, centroids: np.ndarray) -> cKDTree | None:
     """A k-d tree over ``centroids`` (None when empty or when the dense path is better)."""
     if len(centroids) == 0 or not use_tree(centroids.shape[1]):
         return None
+    from scipy.spatial import cKDTree  # imported on first use: a Python worker that never builds a tree skips it
+
     return cKDTree(centroids, balanced_tree=False, compact_nodes=False)
 
 

@@ -30,7 +30,6 @@ import numpy as np
 
 from driftjoin.blockjoin import BlockJoin
 from driftjoin.distance import Metric
-from driftjoin.s3j import kernels
 from driftjoin.s3j.records import Records
 from driftjoin.s3j.workset import INNER, OUTER
 
@@ -155,6 +154,7 @@ class SimilarityWorker:
         cross = (groups & CROSS_BIT) != 0
         comparisons = np.zeros(len(groups), np.int64)
         found = np.zeros(len(groups), np.int64)
+        kernels = _kernels()
         code, two = kernels.METRIC_CODES[self.metric.name], not self.self_join
         out: list[Pairs] = []
         for table in self.windows.get(window, ()):
@@ -275,15 +275,7 @@ class SimilarityWorker:
         ia, ib, dist, gid, left, right = ia[hit], ib[hit], dist[hit], gid[hit], left[hit], right[hit]
         if counters is not None:
             _accumulate_gids(counters.pairs, gid)
-        swap = (right < left) if self.self_join else (a.side[ia] == 1)
-        return Pairs(
-            left_id=np.where(swap, right, left),
-            right_id=np.where(swap, left, right),
-            distance=dist,
-            window=a.window[ia],
-            ingest=np.maximum(a.ingest[ia], b.ingest[ib]),
-            workset=gid,
-        )
+        return self._oriented(a, ia, b, ib, left, right, dist, gid)
 
     def _accept(self, groups: np.ndarray, a: Records, b: Records, candidates: tuple, found: np.ndarray) -> Pairs:
         """The pairs of the kernel's candidates: the sure ones as they are, the unsure ones (a
@@ -306,15 +298,15 @@ class SimilarityWorker:
             if not differ.all():
                 ia, ib, g, dist, left, right = ia[differ], ib[differ], g[differ], dist[differ], left[differ], right[differ]
         found += np.bincount(g, minlength=len(found))
+        return self._oriented(a, ia, b, ib, left, right, dist, groups[g])
+
+    def _oriented(self, a: Records, ia: np.ndarray, b: Records, ib: np.ndarray, left: np.ndarray, right: np.ndarray,
+                  dist: np.ndarray, workset: np.ndarray) -> Pairs:
+        """Joined pairs as the output reports them: ``left_id < right_id`` in a self-join, the left
+        stream's record first in a two-stream join; the later ingestion time of the two."""
         swap = (right < left) if self.self_join else (a.side[ia] == 1)
-        return Pairs(
-            left_id=np.where(swap, right, left),
-            right_id=np.where(swap, left, right),
-            distance=dist,
-            window=a.window[ia],
-            ingest=np.maximum(a.ingest[ia], b.ingest[ib]),
-            workset=groups[g],
-        )
+        return Pairs(left_id=np.where(swap, right, left), right_id=np.where(swap, left, right), distance=dist,
+                     window=a.window[ia], ingest=np.maximum(a.ingest[ia], b.ingest[ib]), workset=workset)
 
 
 #: Bit 31 of a workset id marks a cross-part site of a split workset (driftjoin.s3j.routing).
@@ -325,6 +317,15 @@ CROSS_BIT = 1 << 31
 #: (:mod:`driftjoin.s3j.kernels`). Measured crossover on the 2-core machine: about 64 x 64
 #: members in 2 to 128 dimensions (a block-kernel call costs ~0.3 ms of fixed work).
 BLAS_MIN_PAIRS = 4096
+
+
+def _kernels():
+    """The compiled pair loop (:mod:`driftjoin.s3j.kernels`), imported on first use: numba costs
+    about half a second to import, which a Python worker that never computes pairs (a router,
+    Spark's planning worker) does not pay."""
+    from driftjoin.s3j import kernels
+
+    return kernels
 
 
 def _member_key(workset: np.ndarray, role: np.ndarray) -> np.ndarray:

@@ -30,14 +30,16 @@ Worksets persist across windows; the outer buffer holds records of open windows 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import numpy as np
-
-from scipy.spatial import cKDTree
 
 from driftjoin.distance import BOUND_SLACK, Metric
 from driftjoin.s3j import centroids
 from driftjoin.s3j.records import Records
+
+if TYPE_CHECKING:  # scipy is imported when a tree is built (routers never build one)
+    from scipy.spatial import cKDTree
 
 INNER = 0
 OUTLIER = 1

@@ -38,21 +38,22 @@ from driftjoin.clock import WindowClock, batch_max
 from driftjoin.distance import get_metric
 from driftjoin.grid.choice import Choice
 from driftjoin.grid.layout import GridLayout
-from driftjoin.grid.worker import GRID_STATE_FORMAT, CellCounters, GridWorker, grid_state, layout_fingerprint, restore_grid
+from driftjoin.grid.worker import GRID_STATE_FORMAT, CellCounters, GridWorker, layout_fingerprint
 from driftjoin.s3j.records import Records
 from driftjoin.spark.keys import slot_keys
 from driftjoin.spark.metrics_sink import latency_histogram, write_stats
 from driftjoin.spark.plan_guard import PLAN_KEY, PlanGuard
 from driftjoin.spark.s3j_operators import (
     ADOPTABLE,
-    OUTPUT_CHUNK,
+    _arrays,
     _heartbeats,
     _late_rows,
     _split_heartbeats,
     _window_of,
     classify,
+    pair_frames,
 )
-from driftjoin.spark.state import BlobState
+from driftjoin.spark.state import BlobState, ChunkedState, Chunks, Meta
 from driftjoin.spark.vectors import from_binary, to_binary
 
 
@@ -73,15 +74,18 @@ class GridPlan:
     choice: dict = field(default_factory=dict)
     time_basis: str = "batch"
     lateness: float = 0.0
+    #: Spark state partitions the workers are placed on (round-robin); None: one per worker
+    partitions: int | None = None
 
     @property
     def keys(self) -> tuple[int, ...]:
-        return slot_keys(self.parallelism)
+        return slot_keys(self.parallelism, self.partitions)
 
     def settings(self) -> dict[str, Any]:
         """The plan as stored with the checkpoint (:mod:`driftjoin.spark.plan_guard`)."""
         return {"operator": "similarity_join", "state_format": GRID_STATE_FORMAT, "algorithm": "grid",
                 "metric": self.metric, "threshold": self.threshold, "dim": self.dim, "parallelism": self.parallelism,
+                "partitions": self.partitions or self.parallelism,
                 "grid": list(layout_fingerprint(self.layout)), "float32": self.float32, "self_join": self.self_join,
                 "window_seconds": self.window_seconds, "time_basis": self.time_basis, "lateness": self.lateness,
                 "metrics_dir": self.metrics_dir}
@@ -123,8 +127,32 @@ class GridProcessor(StatefulProcessor):
         self.plan = plan
 
     def init(self, handle: StatefulProcessorHandle) -> None:
-        self.state = BlobState(handle, "grid")
+        self.state = ChunkedState(handle, "grid_worker")
+        self.legacy = BlobState(handle, "grid")
         self.guard = PlanGuard(handle, "similarity_join", self.plan.settings(), ADOPTABLE)
+
+    def _new(self, worker: int) -> tuple[GridWorker, WindowClock]:
+        plan = self.plan
+        return (GridWorker(plan.layout, worker, get_metric(plan.metric), plan.threshold, block_bytes=plan.block_bytes),
+                WindowClock(plan.window_seconds, plan.lateness))
+
+    def _rebuild(self, worker: int, meta: Meta, chunks: Chunks, stale: tuple | None) -> tuple[GridWorker, WindowClock]:
+        """The worker from its chunks (one per window and batch); a stale cached table whose chunks
+        are a prefix of the current ones only loads the newer chunks."""
+        core, clock = self._new(worker)
+        for w in chunks.groups():
+            ids = chunks.ids(w)
+            old = stale[0].windows.get(w) if stale is not None else None
+            reuse = old is not None and ids[:len(old.chunks)] == old.chunks
+            if reuse:
+                core.windows[w] = old
+            known = {c: None for c in old.chunks} if reuse else {}
+            for chunk, stored in chunks.read(w, known):
+                if chunk not in known:
+                    rec, bucket = stored
+                    core.load(w, Records(*rec), bucket).chunks.append(chunk)
+        clock.seen = meta.fields["clock"]
+        return core, clock
 
     def handleInputRows(self, key: Any, rows: Iterator[pd.DataFrame], timerValues: Any) -> Iterator[pd.DataFrame]:
         plan = self.plan
@@ -136,15 +164,17 @@ class GridProcessor(StatefulProcessor):
             return
         pdf, top = _split_heartbeats(pdf)
         worker = plan.keys.index(int(key[0]))
-        core = GridWorker(plan.layout, worker, get_metric(plan.metric), plan.threshold, block_bytes=plan.block_bytes)
-        clock = WindowClock(plan.window_seconds, plan.lateness)
-        saved, seq = self.state.resume()
-        if saved is not None:
-            restore_grid(core, saved["core"])
-            clock.seen = saved["clock"]
+        loaded = self.state.load(key[0], lambda meta, chunks, stale: self._rebuild(worker, meta, chunks, stale),
+                                 lambda: self._new(worker))
+        if loaded.source == "new" and self.legacy.value.exists():
+            raise ValueError("this checkpoint holds grid state of an older driftjoin; start the query from a new "
+                             "checkpoint location")
+        core, clock = loaded.value
+        seq = loaded.seq
         first = clock.first_open()
         if first is not None:
             core.expire_before(first)
+            loaded.chunks.drop_groups(lambda g: g >= first)
         rec = Records(
             id=pdf["id"].to_numpy(),
             side=pdf["side"].to_numpy(dtype=np.int8),
@@ -160,22 +190,16 @@ class GridProcessor(StatefulProcessor):
         rec, bucket, home = rec.take(on_time), bucket[on_time], home[on_time]
         counters = CellCounters()
         pairs = core.add(rec, bucket, counters)
+        for w, new, b in core.added:  # one chunk per window and batch: what the batch stored
+            core.windows[w].chunks.append(loaded.chunks.add(w, (_arrays(new), b)))
+        core.added.clear()
         clock.advance(top)
-        self.state.save({"core": grid_state(core), "seq": seq, "clock": clock.seen})
+        self.state.save(key[0], loaded, core.state_bytes(), {"clock": clock.seen})
         emit = time.time()
         if plan.metrics_dir and (len(rec) or late_rows):
             stats = _stats(plan, worker, seq, emit, core, counters, rec, int(home.sum()), pairs)
             write_stats(plan.metrics_dir, "computation", worker, seq, {**stats, "late": len(late_rows), "late_rows": late_rows})
-        emit_us = int(round(emit * 1e6))
-        ingest_us = np.round(pairs.ingest * 1e6).astype(np.int64)
-        for lo in range(0, max(len(pairs), 1), OUTPUT_CHUNK):
-            part = slice(lo, lo + OUTPUT_CHUNK)
-            n = len(pairs.left_id[part])
-            yield pd.DataFrame({
-                "left_id": pairs.left_id[part], "right_id": pairs.right_id[part], "distance": pairs.distance[part],
-                "window": pairs.window[part], "ingest_us": ingest_us[part], "emit_us": np.full(n, emit_us, dtype=np.int64),
-                "worker": np.full(n, worker, dtype=np.int32), "workset": pairs.workset[part],
-            })
+        yield from pair_frames(pairs, worker, emit)
 
     def close(self) -> None:
         pass
@@ -275,9 +299,9 @@ def grid_pairs(data: Any, plan: GridPlan, *, id_type: Any, pair_schema: Any) -> 
     routed = data.mapInArrow(lambda it: route_grid(plan, it, routed_arrow), routed_schema)
     spark = data.sparkSession
     if data.isStreaming:
-        prepare_for_stateful(spark, plan.parallelism)
+        prepare_for_stateful(spark, plan.partitions or plan.parallelism)
         return routed.groupBy("wkey").transformWithStateInPandas(GridProcessor(plan), pair_schema, "Append", "None")
-    spark.conf.set("spark.sql.shuffle.partitions", str(plan.parallelism))
+    spark.conf.set("spark.sql.shuffle.partitions", str(plan.partitions or plan.parallelism))
     return routed.groupBy("wkey").applyInArrow(
         static_arrow_udf(lambda: GridProcessor(plan), to_arrow_schema(pair_schema)), pair_schema)
 
@@ -307,4 +331,4 @@ def grid_plan(left: Any, right: Any, plan: Any, *, algorithm: str, vector_col: s
     f32 = all(_is_float32(df, vector_col) for df in (left, right) if df is not None)
     return GridPlan(plan.metric, plan.threshold, plan.dim, plan.parallelism, plan.self_join, plan.window_seconds,
                     plan.metrics_dir, choose_layout(plan.parallelism, plan.self_join), f32, block_bytes, choice.as_dict(),
-                    plan.time_basis, plan.lateness)
+                    plan.time_basis, plan.lateness, plan.partitions)

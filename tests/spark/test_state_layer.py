@@ -31,25 +31,29 @@ ROUTED = pa.schema([("key", pa.int32()), ("outer", pa.bool_()), ("side", pa.int8
 
 
 class _Value:
-    def __init__(self, db: dict, name: str) -> None:
-        self.db, self.name = db, name
+    """A ``ValueState`` over one key's current transaction (``handle.db``)."""
+
+    def __init__(self, handle, name: str) -> None:
+        self.handle, self.name = handle, name
 
     def exists(self) -> bool:
-        return self.name in self.db
+        return self.name in self.handle.db
 
     def get(self):
-        return self.db.get(self.name)
+        return self.handle.db.get(self.name)
 
     def update(self, value) -> None:
-        self.db[self.name] = value
+        self.handle.db[self.name] = value
 
 
 class _Map:
-    def __init__(self, db: dict, name: str) -> None:
-        self.db, self.name = db, name
+    """A ``MapState`` over one key's current transaction (``handle.db``)."""
+
+    def __init__(self, handle, name: str) -> None:
+        self.handle, self.name = handle, name
 
     def _items(self) -> dict:
-        return self.db.setdefault(self.name, {})
+        return self.handle.db.setdefault(self.name, {})
 
     def getValue(self, key):
         return self._items()[key]
@@ -75,28 +79,10 @@ class TransactionalHandle:
         self.committed = self.db
 
     def getValueState(self, name, schema):
-        return _ValueProxy(self, name)
+        return _Value(self, name)
 
     def getMapState(self, name, key_schema, value_schema):
-        return _MapProxy(self, name)
-
-
-class _ValueProxy(_Value):
-    def __init__(self, handle, name):
-        self.handle, self.name = handle, name
-
-    @property
-    def db(self):
-        return self.handle.db
-
-
-class _MapProxy(_Map):
-    def __init__(self, handle, name):
-        self.handle, self.name = handle, name
-
-    @property
-    def db(self):
-        return self.handle.db
+        return _Map(self, name)
 
 
 def _input(rows: list[tuple[int, int, list[float], float]]) -> pa.RecordBatch:
