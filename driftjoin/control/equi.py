@@ -16,6 +16,12 @@ before the batch commits), each once and in order. After each round the controll
 planner (``control/equi_controller.pkl``), so a restarted driver resumes where it stopped, and
 deletes what no batch can need again: the counts it folded, moved state read by committed
 batches, bindings of committed batches and table versions older than the newest three.
+
+Its query is the one whose id the workers write with their counts (Spark keeps a query's id
+across restarts from its checkpoint). A saved planner of another query (the directory reused
+with a new checkpoint) is set aside for a new one whose versions continue above the old
+tables, and every table carries its query's id, so the plan key never binds another query's
+table.
 """
 
 from __future__ import annotations
@@ -32,8 +38,9 @@ from pyarrow import fs as pafs
 
 from driftjoin.hypercube import BatchSummary
 from driftjoin.hypercube.planner import RoutingPlanner
+from driftjoin.hypercube.table import RoutingTable
 from driftjoin.spark.equi_operators import BINDINGS, COUNTS, MOVES, TABLES, EquiPlan, key_codec, read_counts
-from driftjoin.spark.metrics_sink import filesystem, publish, retire, write_stats
+from driftjoin.spark.metrics_sink import filesystem, newest, publish, retire, write_stats
 
 log = logging.getLogger("driftjoin")
 
@@ -54,8 +61,18 @@ class EquiRoutingController:
         if not self.plan.metrics_dir:
             raise ValueError("the equi_join control plane needs metrics_dir")
         self.fs, self.base = filesystem(self.plan.metrics_dir)
-        self.planner = self._resume() or RoutingPlanner(
-            self.plan.parallelism, window=self.plan.window, lateness=self.plan.lateness, **self.plan.shc_options())
+        #: the query of the saved planner (None: none saved); ``query`` is learnt from the counts
+        self.saved_query: str | None = None
+        self.planner = self._resume() or self._new_planner()
+
+    def _new_planner(self) -> RoutingPlanner:
+        """A planner whose first table version is above every table in the directory."""
+        planner = RoutingPlanner(self.plan.parallelism, window=self.plan.window, lateness=self.plan.lateness,
+                                 **self.plan.shc_options())
+        doc = newest(self.plan.metrics_dir, TABLES)
+        if doc is not None:
+            planner.table = RoutingTable(self.plan.parallelism, version=int(doc["table"]["version"]))
+        return planner
 
     @property
     def _snapshot(self) -> str:
@@ -69,8 +86,17 @@ class EquiRoutingController:
             return None
         if saved.get("settings") != self.plan.settings():
             return None  # another plan: the query's plan guard refuses it; start over
-        self.query = saved.get("query")
+        self.saved_query = saved.get("query")
         return saved["planner"]
+
+    def _adopt(self, query: str) -> None:
+        """The running query is ``query``: keep the saved planner if it is that query's."""
+        self.query = query
+        if self.saved_query is not None and self.saved_query != query:
+            log.info("equi_join control plane: %s held the planner of query %s; query %s starts a new one",
+                     self.plan.metrics_dir, self.saved_query, query)
+            self.planner = self._new_planner()
+        self.saved_query = query
 
     def step(self, committed: int, query: str | None = None) -> int:
         """Fold every committed batch up to ``committed`` not folded yet; returns how many.
@@ -79,6 +105,8 @@ class EquiRoutingController:
         once the controller knows its own query (from the workers' count files)."""
         with self._lock:
             if query is not None and self.query is not None and query != self.query:
+                return 0
+            if self.query is None and not self._identify(committed, query):
                 return 0
             folded = []
             for batch in self._pending(committed):
@@ -89,7 +117,8 @@ class EquiRoutingController:
                 if changed:
                     table = self.planner.table
                     publish(self.plan.metrics_dir, TABLES, table.version,
-                            {"table": table.to_doc(key_codec(self.plan.key_type)[0]), "through": batch})
+                            {"query": self.query, "table": table.to_doc(key_codec(self.plan.key_type)[0]),
+                             "through": batch})
                 self._stats(batch, summary, changed)
                 folded.append(batch)
             if folded:
@@ -105,6 +134,19 @@ class EquiRoutingController:
         batches = sorted(int(i.base_name) for i in infos if i.type == pafs.FileType.Directory and i.base_name.isdigit())
         return [b for b in batches if self.planner.through < b <= committed]
 
+    def _identify(self, committed: int, query: str | None) -> bool:
+        """Learn the running query from the counts of the batch it just committed (every worker
+        writes them every batch); ``query``: the id of the committing query, when known."""
+        try:
+            with self.fs.open_input_stream(f"{self.base}/control/{COUNTS}/{committed:012d}/0.json") as f:
+                found = json.loads(f.read()).get("query")
+        except FileNotFoundError:
+            return False
+        if found is None or (query is not None and found != query):
+            return found is None  # no ids (outside Spark): nothing to tell queries apart by
+        self._adopt(found)
+        return True
+
     def _read(self, batch: int) -> BatchSummary | None:
         """The merged counts of a batch, or None while a worker's file is missing."""
         folder = f"{self.base}/control/{COUNTS}/{batch:012d}"
@@ -115,8 +157,8 @@ class EquiRoutingController:
                     doc = json.loads(f.read())
             except FileNotFoundError:
                 return None
-            if self.query is None and doc.get("query") is not None:
-                self.query = doc["query"]
+            if doc.get("query") != self.query:
+                return None  # left by another query: this one has not written this batch yet
             parts.append(read_counts(doc, self.plan.key_type))
         return BatchSummary.merge(parts)
 

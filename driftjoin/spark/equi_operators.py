@@ -199,13 +199,14 @@ COUNT_SCHEMA = T.StructType([
 
 # ---- control files -------------------------------------------------------------------------
 
-_BINDINGS: OrderedDict[tuple[str, int], Binding] = OrderedDict()
+_BINDINGS: OrderedDict[tuple[str, str | None, int], Binding] = OrderedDict()
 
 
-def read_binding(plan: EquiPlan, batch: int) -> Binding:
-    """The binding of ``batch``: the published one with the largest first batch not above it
-    (the initial binding when there is none). Cached per process by file (a binding file is
-    never changed once a batch it serves has run)."""
+def read_binding(plan: EquiPlan, batch: int, query: str | None) -> Binding:
+    """The binding of ``batch`` of query ``query``: the published one with the largest first
+    batch not above it (the initial binding when there is none; from batch 1 on it is the one
+    the plan key wrote during the previous batch). Cached per process by query and file (a
+    binding file is never changed once a batch it serves has run)."""
     fs, base = filesystem(plan.metrics_dir)
     folder = f"{base}/control/{BINDINGS}"
     infos = fs.get_file_info(pafs.FileSelector(folder, allow_not_found=True))
@@ -214,18 +215,25 @@ def read_binding(plan: EquiPlan, batch: int) -> Binding:
     if not starts:
         return Binding.initial(plan.parallelism)
     start = max(starts)
-    cached = _BINDINGS.get((plan.metrics_dir, start))
+    cached = _BINDINGS.get((plan.metrics_dir, query, start))
     if cached is None:
         with fs.open_input_stream(f"{folder}/{start:012d}.json") as f:
-            cached = Binding.from_doc(json.loads(f.read())["binding"], key_codec(plan.key_type)[1])
-        _BINDINGS[(plan.metrics_dir, start)] = cached
+            doc = json.loads(f.read())
+        if doc.get("query") != query:
+            raise BindingMismatchError(
+                f"the routing of batch {batch} in metrics_dir={plan.metrics_dir!r} was written by query "
+                f"{doc.get('query')}, not by this query ({query}): two queries share the directory; give each "
+                "equi_join query its own metrics_dir")
+        cached = Binding.from_doc(doc["binding"], key_codec(plan.key_type)[1])
+        _BINDINGS[(plan.metrics_dir, query, start)] = cached
         while len(_BINDINGS) > 64:
             _BINDINGS.popitem(last=False)
     return cached
 
 
-def write_binding(plan: EquiPlan, binding: Binding) -> None:
-    publish(plan.metrics_dir, BINDINGS, binding.start, {"binding": binding.to_doc(key_codec(plan.key_type)[0])})
+def write_binding(plan: EquiPlan, binding: Binding, query: str | None) -> None:
+    publish(plan.metrics_dir, BINDINGS, binding.start,
+            {"query": query, "binding": binding.to_doc(key_codec(plan.key_type)[0])})
 
 
 class FileChannel:
@@ -300,10 +308,10 @@ def route_rows(plan: EquiPlan, batches: Iterator[pa.RecordBatch], batch_id: int 
 
     ``batch_id`` and ``partition`` default to the running Spark task's (tests pass them).
     """
-    ctx_batch, ctx_part, _ = _task_context()
+    ctx_batch, ctx_part, query = _task_context()
     b = (ctx_batch if ctx_batch is not None else 0) if batch_id is None else batch_id
     part = ctx_part if partition is None else partition
-    binding = read_binding(plan, b) if plan.controlled else plan.static_binding()
+    binding = read_binding(plan, b, query) if plan.controlled else plan.static_binding()
     routing = plan.fixed_routing() or ShcRouting(binding)
     bind = binding.start if binding is not None else -1
     wkeys = np.asarray(plan.keys, dtype=np.int32)
@@ -421,10 +429,13 @@ class WorkerProcessor(StatefulProcessor):
                 f"batch {batch} was routed by the binding of batch {used}, but the plan key wrote the binding of batch "
                 f"{saved['start']}: the control directory {plan.metrics_dir!r} lost or changed files")
         prev = RoutingTable.from_doc(saved["cur"], decode) if saved is not None else RoutingTable(plan.parallelism)
+        query = _task_context()[2]
         doc = newest(plan.metrics_dir, TABLES, newer_than=prev.version)
+        if doc is not None and doc.get("query") not in (None, query):
+            doc = None  # a table of another query that used this directory before (a new checkpoint)
         cur = RoutingTable.from_doc(doc["table"], decode) if doc is not None else prev
         binding = Binding(cur, prev, batch + 1)
-        write_binding(plan, binding)
+        write_binding(plan, binding, query)
         self.bound.save({"start": batch + 1, "cur": cur.to_doc(key_codec(plan.key_type)[0])})
         return binding
 
@@ -440,7 +451,7 @@ class WorkerProcessor(StatefulProcessor):
                                  lambda value, change: value.redo(change))
         state: WorkerState = loaded.value.value
         t1 = clock()
-        binding = (read_binding(plan, batch) if plan.controlled else plan.static_binding())
+        binding = (read_binding(plan, batch, _task_context()[2]) if plan.controlled else plan.static_binding())
         if binding is not None and binding.start != bind:
             raise BindingMismatchError(f"worker {worker}: the routers of batch {batch} used the binding of batch {bind}, "
                                        f"this worker finds the binding of batch {binding.start}")
