@@ -3,6 +3,8 @@
 - :mod:`driftjoin.control.balance`: the similarity join's workset balancer controller
   (:class:`BalanceController`, S3J Algorithm 1 / LPT), the partitioned top-k join's shared
   lower bound (:class:`SharedBoundController`) and :func:`attach`;
+- :mod:`driftjoin.control.equi`: ``equi_join``'s SHC routing tables (heavy hitters and grid
+  assignment) from the workers' counts (:class:`~driftjoin.control.equi.EquiRoutingController`);
 - :mod:`driftjoin.control.autoscale`: autoscaling policies, metrics and actuation (thesis
   chapter 4); :mod:`driftjoin.control.joint`: balancing and scaling together.
 """
