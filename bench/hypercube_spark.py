@@ -206,15 +206,19 @@ def plot(fig4: list, fig5: list, path: Path) -> None:
     plt.close(fig)
 
 
-def scaling(spark, scratch: Path, size: int, alpha: float, batches: int, ps: list[int], seed: int) -> dict[str, Any]:
+def scaling(spark, scratch: Path, size: int, alpha: float, batches: int, ps: list[int], seed: int,
+            work_size: int, work_batches: int) -> dict[str, Any]:
     """What parallel routing buys: throughput at 1 and 2 workers, parallel routers against the one
     dispatcher (same stream, same session, one run), and each worker's work at ``ps`` workers
-    from the workers' statistics (the load a larger cluster would see)."""
+    from the workers' statistics (the load a larger cluster would see), on a stream of
+    ``work_size`` tuples in ``work_batches`` micro-batches (many: the control plane decides one
+    or two batches behind, so a stream of few batches shows mostly the lag)."""
     spec = ZipfStreamSpec(size // 2, size // 2, domain=DOMAIN, alpha_r=alpha, alpha_s=alpha, seed=seed)
     data = scratch / "scaling"
     shutil.rmtree(data, ignore_errors=True)
     n = write_stream(data, spec, batches)
-    runs: dict[str, Any] = {"input": n, "alpha": alpha, "batches": batches, "throughput": [], "work": []}
+    runs: dict[str, Any] = {"input": n, "alpha": alpha, "batches": batches, "throughput": [], "work": [],
+                            "work_input": work_size, "work_batches": work_batches}
     print(f"\nScaling: Zipf alpha = {alpha}, IN = {n:,} in {batches} micro-batches, SHC, output='count'")
     head = f"{'routing':>10} {'p':>3} {'batch_s':>8} {'plan_s':>7} {'tuples/s':>9} {'vs p=1':>7}"
     print(head)
@@ -232,8 +236,13 @@ def scaling(spark, scratch: Path, size: int, alpha: float, batches: int, ps: lis
     tp = {(x["routing"], x["p"]): x["tuples_per_s"] for x in runs["throughput"]}
     print(f"parallel / dispatcher throughput: p = 1 {tp[('parallel', 1)] / tp[('dispatcher', 1)]:.2f}x, "
           f"p = 2 {tp[('parallel', 2)] / tp[('dispatcher', 2)]:.2f}x")
+    spec = ZipfStreamSpec(work_size // 2, work_size // 2, domain=DOMAIN, alpha_r=alpha, alpha_s=alpha, seed=seed)
+    data = scratch / "scaling-work"
+    shutil.rmtree(data, ignore_errors=True)
+    n = write_stream(data, spec, work_batches)
     head = f"{'system':>6} {'p':>3} {'max_work':>10} {'mean_work':>10} {'max/mean':>8} {'total':>11} {'moved':>6}"
-    print(f"\nWork per worker (tuples handled + pairs produced, from the workers' statistics)\n{head}")
+    print(f"\nWork per worker (tuples handled + pairs produced, from the workers' statistics; IN = {n:,} in "
+          f"{work_batches} micro-batches, parallel routing)\n{head}")
     print("-" * len(head))
     for algorithm in ("shc", "phj"):
         for p in ps:
@@ -261,6 +270,8 @@ def main(argv: list[str]) -> None:
     parser.add_argument("--scale-size", type=int, default=200_000, help="input tuples of the scaling runs")
     parser.add_argument("--scale-alpha", type=float, default=1.0, help="Zipf exponent of the scaling runs")
     parser.add_argument("--scale-ps", type=str, default="1,2,4,8,16", help="workers for the work-per-worker table")
+    parser.add_argument("--work-size", type=int, default=20_000, help="input tuples of the work-per-worker runs")
+    parser.add_argument("--work-batches", type=int, default=16, help="micro-batches of the work-per-worker runs")
     args = parser.parse_args(argv)
     alphas = [float(a) for a in args.alphas.split(",")]
     sizes = [int(s) for s in args.sizes.split(",")]
@@ -284,7 +295,7 @@ def main(argv: list[str]) -> None:
         run_equi(spark, warm / "data", warm, "shc", args.p, None)
         if args.scaling:
             runs = scaling(spark, scratch, args.scale_size, args.scale_alpha, args.batches,
-                           [int(p) for p in args.scale_ps.split(",")], args.seed)
+                           [int(p) for p in args.scale_ps.split(",")], args.seed, args.work_size, args.work_batches)
             RESULTS.mkdir(parents=True, exist_ok=True)
             runs.update(load_average=os.getloadavg(), cores=os.cpu_count(), seconds=time.perf_counter() - start)
             (RESULTS / "hypercube_spark_scaling.json").write_text(json.dumps(runs, indent=1))
