@@ -25,7 +25,14 @@ Columns of the table:
 
 A last run moves the hot set at every micro-batch (alpha = 1.5), which makes SHC move state.
 
-Run: ``.venv/bin/python bench/hypercube_spark.py`` (six streams x four systems: about 6 minutes
+``--scaling`` runs instead what parallel routing buys: throughput (input tuples per second of
+micro-batch time) at 1 and 2 workers with the parallel routers and with the single dispatcher
+(``--scale-size`` tuples in ``--batches`` micro-batches, uniform keys by default), and the work of
+each worker at 1 to 16 workers (``--scale-ps``) for SHC and PHJ from the workers' statistics, on
+a skewed stream of many micro-batches (``--work-size``, ``--work-batches``, ``--work-alpha``).
+Writes ``bench/results/hypercube_spark_scaling.json``.
+
+Run: ``.venv/bin/python bench/hypercube_spark.py`` (six streams x five systems: about 8 minutes
 on two idle cores, much longer on a loaded machine; ``--alphas``, ``--sizes``, ``--no-moving``
 to change the points). Writes ``bench/results/hypercube_spark.json`` and ``.png``.
 """
@@ -207,7 +214,7 @@ def plot(fig4: list, fig5: list, path: Path) -> None:
 
 
 def scaling(spark, scratch: Path, size: int, alpha: float, batches: int, ps: list[int], seed: int,
-            work_size: int, work_batches: int) -> dict[str, Any]:
+            work_size: int, work_batches: int, work_alpha: float) -> dict[str, Any]:
     """What parallel routing buys: throughput at 1 and 2 workers, parallel routers against the one
     dispatcher (same stream, same session, one run), and each worker's work at ``ps`` workers
     from the workers' statistics (the load a larger cluster would see), on a stream of
@@ -218,8 +225,8 @@ def scaling(spark, scratch: Path, size: int, alpha: float, batches: int, ps: lis
     shutil.rmtree(data, ignore_errors=True)
     n = write_stream(data, spec, batches)
     runs: dict[str, Any] = {"input": n, "alpha": alpha, "batches": batches, "throughput": [], "work": [],
-                            "work_input": work_size, "work_batches": work_batches}
-    print(f"\nScaling: Zipf alpha = {alpha}, IN = {n:,} in {batches} micro-batches, SHC, output='count'")
+                            "work_input": work_size, "work_batches": work_batches, "work_alpha": work_alpha}
+    print(f"\nThroughput: Zipf alpha = {alpha}, IN = {n:,} in {batches} micro-batches, SHC, output='count'")
     head = f"{'routing':>10} {'p':>3} {'batch_s':>8} {'plan_s':>7} {'tuples/s':>9} {'vs p=1':>7}"
     print(head)
     print("-" * len(head))
@@ -236,13 +243,13 @@ def scaling(spark, scratch: Path, size: int, alpha: float, batches: int, ps: lis
     tp = {(x["routing"], x["p"]): x["tuples_per_s"] for x in runs["throughput"]}
     print(f"parallel / dispatcher throughput: p = 1 {tp[('parallel', 1)] / tp[('dispatcher', 1)]:.2f}x, "
           f"p = 2 {tp[('parallel', 2)] / tp[('dispatcher', 2)]:.2f}x")
-    spec = ZipfStreamSpec(work_size // 2, work_size // 2, domain=DOMAIN, alpha_r=alpha, alpha_s=alpha, seed=seed)
+    spec = ZipfStreamSpec(work_size // 2, work_size // 2, domain=DOMAIN, alpha_r=work_alpha, alpha_s=work_alpha, seed=seed)
     data = scratch / "scaling-work"
     shutil.rmtree(data, ignore_errors=True)
     n = write_stream(data, spec, work_batches)
     head = f"{'system':>6} {'p':>3} {'max_work':>10} {'mean_work':>10} {'max/mean':>8} {'total':>11} {'moved':>6}"
-    print(f"\nWork per worker (tuples handled + pairs produced, from the workers' statistics; IN = {n:,} in "
-          f"{work_batches} micro-batches, parallel routing)\n{head}")
+    print(f"\nWork per worker (tuples handled + pairs produced, from the workers' statistics; Zipf alpha = "
+          f"{work_alpha}, IN = {n:,} in {work_batches} micro-batches, parallel routing)\n{head}")
     print("-" * len(head))
     for algorithm in ("shc", "phj"):
         for p in ps:
@@ -267,11 +274,12 @@ def main(argv: list[str]) -> None:
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--scaling", action="store_true", help="only the scaling runs (throughput at 1 and 2 "
                         "workers, both routings; work per worker at --scale-ps workers)")
-    parser.add_argument("--scale-size", type=int, default=200_000, help="input tuples of the scaling runs")
-    parser.add_argument("--scale-alpha", type=float, default=1.0, help="Zipf exponent of the scaling runs")
+    parser.add_argument("--scale-size", type=int, default=800_000, help="input tuples of the throughput runs")
+    parser.add_argument("--scale-alpha", type=float, default=0.0, help="Zipf exponent of the throughput runs")
     parser.add_argument("--scale-ps", type=str, default="1,2,4,8,16", help="workers for the work-per-worker table")
     parser.add_argument("--work-size", type=int, default=20_000, help="input tuples of the work-per-worker runs")
     parser.add_argument("--work-batches", type=int, default=16, help="micro-batches of the work-per-worker runs")
+    parser.add_argument("--work-alpha", type=float, default=1.0, help="Zipf exponent of the work-per-worker runs")
     args = parser.parse_args(argv)
     alphas = [float(a) for a in args.alphas.split(",")]
     sizes = [int(s) for s in args.sizes.split(",")]
@@ -295,7 +303,8 @@ def main(argv: list[str]) -> None:
         run_equi(spark, warm / "data", warm, "shc", args.p, None)
         if args.scaling:
             runs = scaling(spark, scratch, args.scale_size, args.scale_alpha, args.batches,
-                           [int(p) for p in args.scale_ps.split(",")], args.seed, args.work_size, args.work_batches)
+                           [int(p) for p in args.scale_ps.split(",")], args.seed, args.work_size, args.work_batches,
+                           args.work_alpha)
             RESULTS.mkdir(parents=True, exist_ok=True)
             runs.update(load_average=os.getloadavg(), cores=os.cpu_count(), seconds=time.perf_counter() - start)
             (RESULTS / "hypercube_spark_scaling.json").write_text(json.dumps(runs, indent=1))
