@@ -3,7 +3,11 @@
 Algorithms (``algorithm=``): ``"shc"`` Streaming HyperCube (Qiu, Papadias, Yi; EDBT 2019),
 ``"phj"`` the parallel hash join, ``"biclique"`` Join-Biclique (Lin et al., SIGMOD 2015). All
 three report every pair of a left row and a right row with equal join keys exactly once, and
-with ``window=W`` only pairs whose event times differ by at most W. See docs/equi_join.md.
+with ``window=W`` only pairs whose event times differ by at most W. Rows are routed by stateless
+parallel tasks from the routing tables of the driver-side control plane
+(:mod:`driftjoin.spark.equi_operators`, :mod:`driftjoin.control.equi`), or with
+``routing="dispatcher"`` by the paper's single dispatcher (:mod:`driftjoin.spark.equi_dispatch`).
+See docs/equi_join.md.
 
 Output columns: the join key column(s) named as in ``on`` (values and types of the left side),
 then every other left column as ``<left prefix><name>`` and every other right column as
@@ -270,7 +274,10 @@ def equi_join(
     ``panes`` (see :class:`driftjoin.hypercube.StreamingHyperCube`). ``metrics_dir``: per-batch
     statistics of each worker and of the control plane (:mod:`driftjoin.spark.metrics_sink`);
     required for SHC on streams, whose control plane publishes its routing tables there (a
-    directory the driver and the executors share, the same on every restart).
+    directory the driver and the executors share, the same on every restart). ``routing``:
+    ``"parallel"`` (stateless router tasks route from the tables the driver publishes between
+    micro-batches; only the workers hold state) or ``"dispatcher"`` (the paper's single
+    dispatcher task, which routes every row; kept for comparison).
 
     Output (``output="rows"``): the key column(s) as named in ``on`` with the left side's values
     and types, then the other left columns prefixed with ``prefixes[0]``, then the other right
