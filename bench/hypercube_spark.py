@@ -25,7 +25,14 @@ Columns of the table:
 
 A last run moves the hot set at every micro-batch (alpha = 1.5), which makes SHC move state.
 
-Run: ``.venv/bin/python bench/hypercube_spark.py`` (six streams x four systems: about 6 minutes
+``--scaling`` runs instead what parallel routing buys: throughput (input tuples per second of
+micro-batch time) at 1 and 2 workers with the parallel routers and with the single dispatcher
+(``--scale-size`` tuples in ``--batches`` micro-batches, uniform keys by default), and the work of
+each worker at 1 to 16 workers (``--scale-ps``) for SHC and PHJ from the workers' statistics, on
+a skewed stream of many micro-batches (``--work-size``, ``--work-batches``, ``--work-alpha``).
+Writes ``bench/results/hypercube_spark_scaling.json``.
+
+Run: ``.venv/bin/python bench/hypercube_spark.py`` (six streams x five systems: about 8 minutes
 on two idle cores, much longer on a loaded machine; ``--alphas``, ``--sizes``, ``--no-moving``
 to change the points). Writes ``bench/results/hypercube_spark.json`` and ``.png``.
 """
@@ -53,8 +60,9 @@ from driftjoin.spark.session import local_session, prepare_for_stateful
 RESULTS = Path(__file__).resolve().parent / "results"
 SCHEMA = "id long, k long, ts double, x long"
 DOMAIN = 10_000
-SYSTEMS = ("shc", "phj", "jb", "spark")
-LABELS = {"shc": "SHC", "phj": "PHJ", "jb": "Join-Biclique", "spark": "Spark stream-stream join"}
+SYSTEMS = ("shc", "shc1", "phj", "jb", "spark")
+LABELS = {"shc": "SHC (parallel routers)", "shc1": "SHC (one dispatcher, the paper's)", "phj": "PHJ",
+          "jb": "Join-Biclique", "spark": "Spark stream-stream join"}
 
 
 def write_stream(base: Path, spec: ZipfStreamSpec, batches: int) -> int:
@@ -87,26 +95,33 @@ def _times(q) -> dict[str, float]:
     return {"batches": len(progress), "time_s": total, "plan_s": plan, "batch_s": total - plan}
 
 
-def run_equi(spark, data: Path, work: Path, algorithm: str, p: int, groups: int | None) -> dict[str, Any]:
+def run_equi(spark, data: Path, work: Path, algorithm: str, p: int, groups: int | None,
+             routing: str = "parallel") -> dict[str, Any]:
     metrics = work / "metrics"
     joined = equi_join(_read(spark, data, "L"), _read(spark, data, "R"), on="k", algorithm=algorithm,
-                       parallelism=p, groups=groups, metrics_dir=str(metrics), output="count")
+                       parallelism=p, groups=groups, metrics_dir=str(metrics), output="count", routing=routing)
     pairs: list[int] = []
     q = (joined.writeStream.foreachBatch(lambda df, _: pairs.append(sum(r.pairs for r in df.collect())))
          .option("checkpointLocation", str(work / "ck")).trigger(availableNow=True).start())
     q.awaitTermination()
     load, stored, work = [0] * p, [0] * p, [0] * p
-    for s in read_stats(str(metrics), "equi_worker"):
+    workers = list(read_stats(str(metrics), "equi_worker"))
+    for s in workers:
         w = s["worker"]
         load[w] += s["received"] + s["installed"]
         work[w] += s["received"] + s["installed"] + s["produced"]
         stored[w] = max(stored[w], s["stored"])
-    disp = max(read_stats(str(metrics), "equi_dispatcher"), key=lambda s: s["batch"])
-    moved = sum(s["installs"] for s in read_stats(str(metrics), "equi_dispatcher"))
+    if routing == "dispatcher":
+        decisions = list(read_stats(str(metrics), "equi_dispatcher"))
+        moved = sum(s["installs"] for s in decisions)
+    else:  # the control plane's per-batch records (SHC), else none
+        decisions = list(read_stats(str(metrics), "equi_control"))
+        moved = sum(s["installed"] for s in workers)
+    last = max(decisions, key=lambda s: s["batch"]) if decisions else {}
     return {
         "output": sum(pairs), "max_load": max(load), "mean_load": sum(load) / p, "max_work": max(work),
-        "max_stored": max(stored), "moved": moved, "promotions": disp["promotions"], "demotions": disp["demotions"],
-        "doublings": disp["doublings"], "halvings": disp["halvings"], **_times(q),
+        "mean_work": sum(work) / p, "work": work, "max_stored": max(stored), "moved": moved,
+        **{k: last.get(k, 0) for k in ("promotions", "demotions", "doublings", "halvings")}, **_times(q),
     }
 
 
@@ -145,8 +160,9 @@ def run_point(spark, spec: ZipfStreamSpec, p: int, batches: int, groups: int, sc
         if name == "spark":
             rows[name] = run_spark_join(spark, data, work, p)
         else:
-            algorithm = "biclique" if name == "jb" else name
-            rows[name] = run_equi(spark, data, work, algorithm, p, groups if name == "jb" else None)
+            algorithm = {"jb": "biclique", "shc1": "shc"}.get(name, name)
+            rows[name] = run_equi(spark, data, work, algorithm, p, groups if name == "jb" else None,
+                                  "dispatcher" if name == "shc1" else "parallel")
         rows[name]["wall_s"] = time.perf_counter() - start
     outputs = {rows[s]["output"] for s in SYSTEMS}
     if len(outputs) != 1:
@@ -165,6 +181,7 @@ def table(title: str, xname: str, points: list[tuple[Any, dict[str, Any]]]) -> N
             r = rows[name]
             print(f"{x!s:>7} {name:>8} {r['output']:>12,} {r['max_work']:>11,} {r['max_load']:>9,} {r['mean_load']:>9.0f} "
                   f"{r['max_stored']:>10,} {r['moved']:>6,} {r['batch_s']:>7.1f} {r['plan_s']:>6.1f} {r['wall_s']:>6.1f}")
+        print(f"{'':>7} batch time, one dispatcher / parallel routers (SHC): {rows['shc1']['batch_s'] / rows['shc']['batch_s']:.2f}x")
 
 
 def plot(fig4: list, fig5: list, path: Path) -> None:
@@ -174,7 +191,7 @@ def plot(fig4: list, fig5: list, path: Path) -> None:
     import matplotlib.pyplot as plt
 
     fig, axes = plt.subplots(3, 2, figsize=(11, 11))
-    styles = {"shc": "o-", "phj": "s--", "jb": "^:", "spark": "x-."}
+    styles = {"shc": "o-", "shc1": "o:", "phj": "s--", "jb": "^:", "spark": "x-."}
     for col, (points, xlabel) in enumerate([(fig4, "Zipf alpha"), (fig5, "input tuples (alpha = 1)")]):
         xs = [x for x, _ in points]
         for name in SYSTEMS:
@@ -196,6 +213,55 @@ def plot(fig4: list, fig5: list, path: Path) -> None:
     plt.close(fig)
 
 
+def scaling(spark, scratch: Path, size: int, alpha: float, batches: int, ps: list[int], seed: int,
+            work_size: int, work_batches: int, work_alpha: float) -> dict[str, Any]:
+    """What parallel routing buys: throughput at 1 and 2 workers, parallel routers against the one
+    dispatcher (same stream, same session, one run), and each worker's work at ``ps`` workers
+    from the workers' statistics (the load a larger cluster would see), on a stream of
+    ``work_size`` tuples in ``work_batches`` micro-batches (many: the control plane decides one
+    or two batches behind, so a stream of few batches shows mostly the lag)."""
+    spec = ZipfStreamSpec(size // 2, size // 2, domain=DOMAIN, alpha_r=alpha, alpha_s=alpha, seed=seed)
+    data = scratch / "scaling"
+    shutil.rmtree(data, ignore_errors=True)
+    n = write_stream(data, spec, batches)
+    runs: dict[str, Any] = {"input": n, "alpha": alpha, "batches": batches, "throughput": [], "work": [],
+                            "work_input": work_size, "work_batches": work_batches, "work_alpha": work_alpha}
+    print(f"\nThroughput: Zipf alpha = {alpha}, IN = {n:,} in {batches} micro-batches, SHC, output='count'")
+    head = f"{'routing':>10} {'p':>3} {'batch_s':>8} {'plan_s':>7} {'tuples/s':>9} {'vs p=1':>7}"
+    print(head)
+    print("-" * len(head))
+    for routing in ("parallel", "dispatcher"):
+        base = None
+        for p in (1, 2):
+            work = scratch / f"tp-{routing}-{p}"
+            r = run_equi(spark, data, work, "shc", p, None, routing)
+            rate = n / r["batch_s"]
+            base = base or rate
+            runs["throughput"].append({"routing": routing, "p": p, "tuples_per_s": rate, **r})
+            print(f"{routing:>10} {p:>3} {r['batch_s']:>8.1f} {r['plan_s']:>7.1f} {rate:>9,.0f} {rate / base:>6.2f}x")
+            shutil.rmtree(work, ignore_errors=True)
+    tp = {(x["routing"], x["p"]): x["tuples_per_s"] for x in runs["throughput"]}
+    print(f"parallel / dispatcher throughput: p = 1 {tp[('parallel', 1)] / tp[('dispatcher', 1)]:.2f}x, "
+          f"p = 2 {tp[('parallel', 2)] / tp[('dispatcher', 2)]:.2f}x")
+    spec = ZipfStreamSpec(work_size // 2, work_size // 2, domain=DOMAIN, alpha_r=work_alpha, alpha_s=work_alpha, seed=seed)
+    data = scratch / "scaling-work"
+    shutil.rmtree(data, ignore_errors=True)
+    n = write_stream(data, spec, work_batches)
+    head = f"{'system':>6} {'p':>3} {'max_work':>10} {'mean_work':>10} {'max/mean':>8} {'total':>11} {'moved':>6}"
+    print(f"\nWork per worker (tuples handled + pairs produced, from the workers' statistics; Zipf alpha = "
+          f"{work_alpha}, IN = {n:,} in {work_batches} micro-batches, parallel routing)\n{head}")
+    print("-" * len(head))
+    for algorithm in ("shc", "phj"):
+        for p in ps:
+            work = scratch / f"work-{algorithm}-{p}"
+            r = run_equi(spark, data, work, algorithm, p, None)
+            runs["work"].append({"algorithm": algorithm, "p": p, **r})
+            print(f"{algorithm:>6} {p:>3} {r['max_work']:>10,} {r['mean_work']:>10,.0f} {r['max_work'] / r['mean_work']:>8.2f} "
+                  f"{sum(r['work']):>11,} {r['moved']:>6,}")
+            shutil.rmtree(work, ignore_errors=True)
+    return runs
+
+
 def main(argv: list[str]) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--p", type=int, default=8, help="workers = shuffle partitions (default 8)")
@@ -206,6 +272,14 @@ def main(argv: list[str]) -> None:
     parser.add_argument("--groups", type=int, default=2, help="Join-Biclique subgroups")
     parser.add_argument("--no-moving", action="store_true", help="skip the moving-hot-set run")
     parser.add_argument("--seed", type=int, default=1)
+    parser.add_argument("--scaling", action="store_true", help="only the scaling runs (throughput at 1 and 2 "
+                        "workers, both routings; work per worker at --scale-ps workers)")
+    parser.add_argument("--scale-size", type=int, default=800_000, help="input tuples of the throughput runs")
+    parser.add_argument("--scale-alpha", type=float, default=0.0, help="Zipf exponent of the throughput runs")
+    parser.add_argument("--scale-ps", type=str, default="1,2,4,8,16", help="workers for the work-per-worker table")
+    parser.add_argument("--work-size", type=int, default=20_000, help="input tuples of the work-per-worker runs")
+    parser.add_argument("--work-batches", type=int, default=16, help="micro-batches of the work-per-worker runs")
+    parser.add_argument("--work-alpha", type=float, default=1.0, help="Zipf exponent of the work-per-worker runs")
     args = parser.parse_args(argv)
     alphas = [float(a) for a in args.alphas.split(",")]
     sizes = [int(s) for s in args.sizes.split(",")]
@@ -227,6 +301,16 @@ def main(argv: list[str]) -> None:
         warm = scratch / "warm-up"
         write_stream(warm / "data", ZipfStreamSpec(500, 500, domain=DOMAIN, seed=args.seed), 2)
         run_equi(spark, warm / "data", warm, "shc", args.p, None)
+        if args.scaling:
+            runs = scaling(spark, scratch, args.scale_size, args.scale_alpha, args.batches,
+                           [int(p) for p in args.scale_ps.split(",")], args.seed, args.work_size, args.work_batches,
+                           args.work_alpha)
+            RESULTS.mkdir(parents=True, exist_ok=True)
+            runs.update(load_average=os.getloadavg(), cores=os.cpu_count(), seconds=time.perf_counter() - start)
+            (RESULTS / "hypercube_spark_scaling.json").write_text(json.dumps(runs, indent=1))
+            print(f"\nwrote {RESULTS / 'hypercube_spark_scaling.json'} in {runs['seconds']:.0f} s "
+                  f"(load average at the end {runs['load_average'][0]:.1f} on {os.cpu_count()} cores)")
+            return
         fig4 = [(a, point(args.fig4_size, a)) for a in alphas]
         table(f"Fig. 4 on Spark: Zipf, varying alpha (p = {args.p}, IN = {args.fig4_size:,}, {args.batches} micro-batches)",
               "alpha", fig4)

@@ -14,6 +14,8 @@ from __future__ import annotations
 
 import hashlib
 
+import numpy as np
+
 MASK64 = (1 << 64) - 1
 LIGHT_SEED = 0x6C696768745F6842  # h^L of the parallel hash join (and SHC's light values)
 GROUP_SEED = 0x62696371756547F1  # Join-Biclique's key -> subgroup hash
@@ -49,3 +51,19 @@ def tuple_hash(side: int, tid: int) -> int:
     the same thing under set semantics and keeps duplicates of (a, b) balanced under bag semantics.
     """
     return splitmix64((tid & MASK64) ^ _SIDE_SEEDS[side])
+
+
+def splitmix64_array(x: np.ndarray) -> np.ndarray:
+    """:func:`splitmix64` of every element of a ``uint64`` array (wrapping arithmetic)."""
+    x = np.asarray(x, dtype=np.uint64)
+    with np.errstate(over="ignore"):
+        x = x + np.uint64(0x9E3779B97F4A7C15)
+        x = (x ^ (x >> np.uint64(30))) * np.uint64(0xBF58476D1CE4E5B9)
+        x = (x ^ (x >> np.uint64(27))) * np.uint64(0x94D049BB133111EB)
+    return x ^ (x >> np.uint64(31))
+
+
+def tuple_hash_array(side: np.ndarray, low: np.ndarray) -> np.ndarray:
+    """:func:`tuple_hash` of many tuples: ``side`` (0/1) and the low 64 bits of each tuple id."""
+    seeds = np.asarray(_SIDE_SEEDS, dtype=np.uint64)[np.asarray(side, dtype=np.int64)]
+    return splitmix64_array(np.asarray(low, dtype=np.uint64) ^ seeds)

@@ -33,18 +33,25 @@ class MisraGries:
         self.n = 0
         self.counters: dict[Key, int] = {}
 
-    def merge(self, counts: Mapping[Key, int]) -> None:
-        """Add exact counts (one tuple, or a whole batch) and shrink back to ``k`` counters.
+    def merge(self, counts: Mapping[Key, int], n: int | None = None) -> None:
+        """Add counts (one tuple, a whole batch, or another summary) and shrink back to ``k`` counters.
 
-        Each shrink subtracts ``c`` from at least ``k + 1`` counters (``c`` = the (k+1)-th largest),
-        so the total error ``E`` of any item satisfies ``(k + 1) * E <= n``.
+        ``counts`` are exact counts, or the counters of another Misra-Gries summary with ``k``
+        counters of a stream of ``n`` items (``n`` >= the sum of its counters: what that summary
+        already subtracted). Each shrink subtracts ``c`` from at least ``k + 1`` counters (``c`` =
+        the (k+1)-th largest), so the total error ``E`` of any item satisfies ``(k + 1) * E <= n``
+        summed over every stream merged (mergeable summaries: Agarwal et al. 2012, section 3).
         """
         c = self.counters
+        total = 0
         for item, m in counts.items():
             if m <= 0:
                 raise ValueError("counts must be positive")
             c[item] = c.get(item, 0) + m
-            self.n += m
+            total += m
+        if n is not None and n < total:
+            raise ValueError(f"a summary of {n} items cannot hold counters summing to {total}")
+        self.n += total if n is None else n
         if len(c) > self.k:
             cut = sorted(c.values(), reverse=True)[self.k]
             self.counters = {item: m - cut for item, m in c.items() if m > cut}
@@ -99,16 +106,24 @@ class HeavyHitterTracker:
         """N: tuples in the stream (full-stream) or in the live panes (window)."""
         return sum(r.n + s.n for r, s in self._panes.values())
 
-    def add(self, counts: Mapping[tuple[Side, Key, int], int]) -> None:
-        """Merge a batch summary ``(side, key, pane) -> count`` (see :class:`BatchSummary`)."""
+    def add(self, counts: Mapping[tuple[Side, Key, int], int],
+            totals: Mapping[tuple[Side, int], int] | None = None) -> None:
+        """Merge a batch summary ``(side, key, pane) -> count`` (see :class:`BatchSummary`).
+
+        ``totals``: ``(side, pane) -> n`` when ``counts`` are reduced (the counters of
+        :func:`reduce_counts` on each worker, merged), else the counts are exact.
+        """
         grouped: dict[tuple[int, Side], dict[Key, int]] = {}
         for (side, key, pane), m in counts.items():
             grouped.setdefault((pane, side), {})[key] = m
+        if totals is not None:
+            for side, pane in totals:
+                grouped.setdefault((pane, side), {})
         for (pane, side), per_key in grouped.items():
             sketches = self._panes.get(pane)
             if sketches is None:
                 sketches = self._panes[pane] = (MisraGries(self.k), MisraGries(self.k))
-            sketches[side].merge(per_key)
+            sketches[side].merge(per_key, None if totals is None else totals.get((side, pane), 0))
 
     def expire(self, before: float | None) -> None:
         """Forget panes that end at or before ``before`` (the eviction threshold of the tasks)."""
@@ -132,3 +147,24 @@ class HeavyHitterTracker:
         if currently_heavy:
             return r + s >= (1.0 / self.p - self.epsilon) * n
         return r + s > (1.0 / self.p - self.epsilon / 2) * n and r + s >= self.min_heavy
+
+
+def reduce_counts(counts: Mapping[tuple[Side, Key, int], int], k: int) -> tuple[dict[tuple[Side, Key, int], int], dict[tuple[Side, int], int]]:
+    """A worker's exact batch counts as Misra-Gries summaries with ``k`` counters per (side, pane).
+
+    Returns the counters and the true totals ``(side, pane) -> n``; the driver merges every
+    worker's pair into its tracker (:meth:`HeavyHitterTracker.add`). With the tracker's ``k``
+    the merged estimate keeps the tracker's guarantee (error at most ``N / (k + 1)``), and a
+    batch's statistics stay at ``k`` counters per side and pane whatever its number of keys.
+    """
+    grouped: dict[tuple[Side, int], dict[Key, int]] = {}
+    for (side, key, pane), m in counts.items():
+        grouped.setdefault((side, pane), {})[key] = m
+    out: dict[tuple[Side, Key, int], int] = {}
+    totals: dict[tuple[Side, int], int] = {}
+    for (side, pane), per_key in grouped.items():
+        mg = MisraGries(k)
+        mg.merge(per_key)
+        totals[(side, pane)] = mg.n
+        out.update({(side, key, pane): m for key, m in mg.counters.items()})
+    return out, totals

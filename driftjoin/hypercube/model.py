@@ -162,13 +162,17 @@ class BatchSummary:
     """What a dispatcher needs to know about a batch before routing it.
 
     ``counts[(side, key, pane)]`` is the number of tuples of ``side`` with join value ``key`` whose
-    timestamp falls in sliding-window pane ``pane`` (always 0 for full-stream joins). A Spark driver
-    gets it from a ``groupBy(side, key, pane).count()`` of the micro-batch instead of collecting it.
+    timestamp falls in sliding-window pane ``pane`` (always 0 for full-stream joins). On Spark the
+    workers count their share of a micro-batch and the driver merges the counts
+    (:meth:`merge`).
     """
 
     counts: dict[tuple[Side, Key, int], int] = field(default_factory=dict)
     min_ts: float | None = None
     max_ts: float | None = None
+    #: ``(side, pane) -> tuples`` when ``counts`` are Misra-Gries counters rather than exact counts
+    #: (merged from the workers' :func:`~driftjoin.hypercube.heavy.reduce_counts`); None: exact
+    totals: dict[tuple[Side, int], int] | None = None
 
     @staticmethod
     def of(batch: Iterable[StreamTuple], pane_width: float | None) -> BatchSummary:
@@ -183,6 +187,32 @@ class BatchSummary:
             if hi is None or t.ts > hi:
                 hi = t.ts
         return BatchSummary(counts, lo, hi)
+
+    @staticmethod
+    def merge(parts: Iterable[BatchSummary]) -> BatchSummary:
+        """One summary of a batch from the summaries of its parts (e.g. one per worker).
+
+        Counts add up; reduced parts (with ``totals``) make a reduced summary whose totals add up.
+        """
+        counts: dict[tuple[Side, Key, int], int] = {}
+        totals: dict[tuple[Side, int], int] = {}
+        reduced = False
+        lo = hi = None
+        for part in parts:
+            for k, m in part.counts.items():
+                counts[k] = counts.get(k, 0) + m
+            if part.totals is not None:
+                reduced = True
+                for k, m in part.totals.items():
+                    totals[k] = totals.get(k, 0) + m
+            else:
+                for (side, _, pane), m in part.counts.items():
+                    totals[(side, pane)] = totals.get((side, pane), 0) + m
+            if part.min_ts is not None and (lo is None or part.min_ts < lo):
+                lo = part.min_ts
+            if part.max_ts is not None and (hi is None or part.max_ts > hi):
+                hi = part.max_ts
+        return BatchSummary(counts, lo, hi, totals if reduced else None)
 
 
 def route_all(router: Router, batch: Sequence[StreamTuple]) -> list[Routed]:

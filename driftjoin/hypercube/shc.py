@@ -40,7 +40,10 @@ class StreamingHyperCube(Dispatcher):
     and every value of the batch is classified and re-sized again, so the paper's rules hold at
     every batch boundary. ``epsilon`` (default ``1/(2p)``), ``panes`` and ``min_heavy`` (default
     ``p``) configure the :class:`HeavyHitterTracker`; ``cap`` (default ``p``) bounds the tasks of
-    one grid: a side does not double past it.
+    one grid: a side does not double past it. ``fresh_grids``: a resized grid gets new tasks in
+    every cell instead of keeping the cells both shapes share, so two placements of a value
+    never share a task (what the parallel routing of :mod:`driftjoin.hypercube.migration` needs:
+    an old placement is probed for one batch while the new one fills).
     """
 
     name = "shc"
@@ -55,8 +58,10 @@ class StreamingHyperCube(Dispatcher):
         panes: int = 4,
         min_heavy: int | None = None,
         cap: int | None = None,
+        fresh_grids: bool = False,
     ) -> None:
         super().__init__(p, window, lateness)
+        self.fresh_grids = fresh_grids
         self.tracker = HeavyHitterTracker(
             p, epsilon=epsilon, window=window, panes=panes, min_heavy=p if min_heavy is None else min_heavy
         )
@@ -89,7 +94,7 @@ class StreamingHyperCube(Dispatcher):
         evict_before = self.clock.advance(summary)
         tracker = self.tracker
         tracker.expire(evict_before)
-        tracker.add(summary.counts)
+        tracker.add(summary.counts, summary.totals)
         candidates = dict.fromkeys([*self.grids, *(key for _, key, _ in summary.counts)])
         heavy = {key: tracker.estimate(key) for key in candidates if tracker.is_heavy(key, key in self.grids)}
         self.out_h = sum(r * s for r, s in heavy.values())
@@ -121,7 +126,7 @@ class StreamingHyperCube(Dispatcher):
         if old is not None and (old.p_r, old.p_s) == (p_r, p_s):
             return old
         old_cells = {} if old is None else {pos: task for task, pos in old.position.items()}
-        kept = {(x, y): task for (x, y), task in old_cells.items() if x < p_r and y < p_s}
+        kept = {} if self.fresh_grids else {(x, y): task for (x, y), task in old_cells.items() if x < p_r and y < p_s}
         self._release([task for pos, task in old_cells.items() if pos not in kept], released)
         cells = []
         for x in range(p_r):

@@ -3,7 +3,11 @@
 Algorithms (``algorithm=``): ``"shc"`` Streaming HyperCube (Qiu, Papadias, Yi; EDBT 2019),
 ``"phj"`` the parallel hash join, ``"biclique"`` Join-Biclique (Lin et al., SIGMOD 2015). All
 three report every pair of a left row and a right row with equal join keys exactly once, and
-with ``window=W`` only pairs whose event times differ by at most W. See docs/equi_join.md.
+with ``window=W`` only pairs whose event times differ by at most W. Rows are routed by stateless
+parallel tasks from the routing tables of the driver-side control plane
+(:mod:`driftjoin.spark.equi_operators`, :mod:`driftjoin.control.equi`), or with
+``routing="dispatcher"`` by the paper's single dispatcher (:mod:`driftjoin.spark.equi_dispatch`).
+See docs/equi_join.md.
 
 Output columns: the join key column(s) named as in ``on`` (values and types of the left side),
 then every other left column as ``<left prefix><name>`` and every other right column as
@@ -14,7 +18,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from pyspark.sql import Column, DataFrame
@@ -22,18 +26,26 @@ from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
 from driftjoin.durations import parse_duration
-from driftjoin.hypercube.simulator import ALGORITHMS
+from driftjoin.hypercube import BatchSummary, Side
+from driftjoin.hypercube.planner import RoutingPlanner
+from driftjoin.hypercube.simulator import ALGORITHMS, make_dispatcher
+from driftjoin.hypercube.table import RoutingTable
 from driftjoin.spark.equi_operators import (
     COUNT_SCHEMA,
     PAIR_SCHEMA,
-    DispatcherProcessor,
     EquiPlan,
     WorkerProcessor,
+    route_rows,
     routed_schema,
 )
 from driftjoin.spark.columns import time_seconds
+from driftjoin.spark.equi_dispatch import DispatchedWorkerProcessor, DispatcherProcessor, dispatched_schema
+from driftjoin.spark.plan_guard import PLAN_KEY
 from driftjoin.spark.session import prepare_for_stateful, prepare_session
 from driftjoin.spark.static import run_static
+
+#: ``routing=``: stateless parallel routers fed by the driver's control plane, or the paper's one dispatcher
+ROUTINGS = ("parallel", "dispatcher")
 
 #: How rows travel as JSON between the operators: lossless for every Spark type we tested
 #: (microsecond timestamps, NaN/inf/-0.0, binary as base64, nested types, nulls kept).
@@ -148,13 +160,16 @@ def _seconds(value: Any, what: str, *, zero_ok: bool) -> float:
 
 def _spec(left: DataFrame, right: DataFrame, *, on: Any, algorithm: str, parallelism: Any, window: Any,
           groups: Any, time_col: Any, lateness: Any, prefixes: Any, options: Mapping[str, Any] | None,
-          metrics_dir: str | None, output: str) -> _Spec:
+          metrics_dir: str | None, output: str, routing: str = "parallel") -> _Spec:
     if not isinstance(left, DataFrame) or not isinstance(right, DataFrame):
         raise TypeError("equi_join(left, right, on=...) needs two DataFrames")
     if left.isStreaming != right.isStreaming:
         raise ValueError("left and right must both be streaming or both static")
     if algorithm not in ALGORITHMS:
         raise ValueError(f"algorithm={algorithm!r} is unknown; use one of {sorted(ALGORITHMS)}")
+    if routing not in ROUTINGS:
+        raise ValueError(f"routing={routing!r} is unknown; use 'parallel' (stateless routers, the default) or "
+                         "'dispatcher' (the paper's single dispatcher task)")
     if parallelism is None:
         parallelism = int(left.sparkSession.conf.get("spark.sql.shuffle.partitions"))
     if isinstance(parallelism, bool) or not isinstance(parallelism, int) or parallelism < 1:
@@ -196,11 +211,17 @@ def _spec(left: DataFrame, right: DataFrame, *, on: Any, algorithm: str, paralle
     if (not isinstance(prefixes, (tuple, list)) or len(prefixes) != 2
             or not all(isinstance(p, str) for p in prefixes) or prefixes[0] == prefixes[1]):
         raise ValueError(f"prefixes={prefixes!r}: give two different strings for the left and right columns, e.g. ('l_', 'r_')")
-    plan = EquiPlan(algorithm, parallelism, key_type, window_s, lateness_s, tuple(sorted(opts.items())), metrics_dir, output)
+    plan = EquiPlan(algorithm, parallelism, key_type, window_s, lateness_s, tuple(sorted(opts.items())), metrics_dir, output,
+                    left.isStreaming, routing=routing)
     try:
-        plan.new_dispatcher()
+        make_dispatcher(algorithm, parallelism, window=window_s, lateness=lateness_s, **opts)
     except (TypeError, ValueError) as e:
         raise ValueError(f"invalid settings for algorithm={algorithm!r}: {e}") from None
+    if plan.controlled and not metrics_dir:
+        raise ValueError("equi_join(algorithm='shc') on streams needs metrics_dir=: the driver publishes SHC's routing "
+                         "tables there between micro-batches and workers move state through it (a directory the driver "
+                         "and the executors share, the same on every restart of the query); or use routing='dispatcher' "
+                         "or algorithm='phj'")
     spec = _Spec(names, key_type, times, (prefixes[0], prefixes[1]), plan)
     if output == "rows":
         _output_names(left, right, spec)
@@ -236,6 +257,7 @@ def equi_join(
     options: Mapping[str, Any] | None = None,
     metrics_dir: str | None = None,
     output: str = "rows",
+    routing: str = "parallel",
 ) -> DataFrame:
     """Exact equi-join of ``left`` and ``right`` on ``on``: every pair with equal keys, once.
 
@@ -246,11 +268,16 @@ def equi_join(
     ``(left, right)`` pair; timestamp, date, or numeric seconds): a pair joins iff its times differ
     by at most ``window`` (seconds or a duration like ``"10 seconds"``); ``window=None`` joins the
     whole streams. ``lateness``: how far behind the largest time of earlier micro-batches a row may
-    be; later rows cannot be joined exactly and are dropped (counted as ``late`` in the
-    dispatcher's statistics, with their rows). ``groups``: Join-Biclique's subgroups (1 to
+    be; later rows cannot be joined exactly and are dropped (counted as ``late`` in the workers'
+    statistics, with their rows). ``groups``: Join-Biclique's subgroups (1 to
     ``parallelism // 2``, default 1). ``options``: SHC settings ``epsilon``, ``min_heavy``, ``cap``,
     ``panes`` (see :class:`driftjoin.hypercube.StreamingHyperCube`). ``metrics_dir``: per-batch
-    statistics of the dispatcher and of each worker (:mod:`driftjoin.spark.metrics_sink`).
+    statistics of each worker and of the control plane (:mod:`driftjoin.spark.metrics_sink`);
+    required for SHC on streams, whose control plane publishes its routing tables there (a
+    directory the driver and the executors share, the same on every restart). ``routing``:
+    ``"parallel"`` (stateless router tasks route from the tables the driver publishes between
+    micro-batches; only the workers hold state) or ``"dispatcher"`` (the paper's single
+    dispatcher task, which routes every row; kept for comparison).
 
     Output (``output="rows"``): the key column(s) as named in ``on`` with the left side's values
     and types, then the other left columns prefixed with ``prefixes[0]``, then the other right
@@ -264,22 +291,69 @@ def equi_join(
     prepare_session(left.sparkSession, metrics_dir)
     spec = _spec(left, right, on=on, algorithm=algorithm, parallelism=parallelism, window=window, groups=groups,
                  time_col=time_col, lateness=lateness, prefixes=prefixes, options=options,
-                 metrics_dir=metrics_dir, output=output)
+                 metrics_dir=metrics_dir, output=output, routing=routing)
     plan = spec.plan
-    data = _normalise(left, 0, spec).unionByName(_normalise(right, 1, spec)).withColumn("dkey", F.lit(0))
-    routed = routed_schema(plan.key_type)
-    out_schema = PAIR_SCHEMA if plan.output == "rows" else COUNT_SCHEMA
+    spark = left.sparkSession
+    data = _normalise(left, 0, spec).unionByName(_normalise(right, 1, spec))
     if data.isStreaming:
-        prepare_for_stateful(left.sparkSession, plan.parallelism)
-        tasks = data.groupBy("dkey").transformWithStateInPandas(DispatcherProcessor(plan), routed, "Append", "None")
-        pairs = tasks.groupBy("wkey").transformWithStateInPandas(WorkerProcessor(plan), out_schema, "Append", "None")
+        prepare_for_stateful(spark, plan.parallelism)
     else:
-        left.sparkSession.conf.set("spark.sql.shuffle.partitions", str(plan.parallelism))
-        tasks = data.groupBy("dkey").applyInPandas(lambda k, pdf: run_static(DispatcherProcessor(plan), k, pdf), routed)
-        pairs = tasks.groupBy("wkey").applyInPandas(lambda k, pdf: run_static(WorkerProcessor(plan), k, pdf), out_schema)
+        spark.conf.set("spark.sql.shuffle.partitions", str(plan.parallelism))
+    pairs = _dispatched(data, plan) if plan.routing == "dispatcher" else _routed(data, plan)
     if plan.output == "count":
         return pairs
     return _unpack(pairs, left, right, spec)
+
+
+def _routed(data: DataFrame, plan: EquiPlan) -> DataFrame:
+    """Stateless parallel routers, then the ``p`` workers (:mod:`driftjoin.spark.equi_operators`);
+    SHC's control plane runs on the driver (streams) or decides once before the run (static)."""
+    out_schema = PAIR_SCHEMA if plan.output == "rows" else COUNT_SCHEMA
+    if plan.controlled:
+        from driftjoin.control.equi import EquiRoutingController, attach
+
+        attach(data.sparkSession, EquiRoutingController(plan))
+    elif plan.algorithm == "shc" and not data.isStreaming:
+        plan = replace(plan, static_table=_static_table(data, plan))
+    routed = data.mapInArrow(lambda batches: route_rows(plan, batches), routed_schema(plan.key_type))
+    if data.isStreaming:
+        return routed.groupBy("wkey").transformWithStateInPandas(WorkerProcessor(plan), out_schema, "Append", "None")
+    return routed.groupBy("wkey").applyInPandas(lambda k, pdf: run_static(WorkerProcessor(plan), k, pdf), out_schema)
+
+
+def _dispatched(data: DataFrame, plan: EquiPlan) -> DataFrame:
+    """The paper's single dispatcher task, then the ``p`` workers (:mod:`driftjoin.spark.equi_dispatch`)."""
+    out_schema = PAIR_SCHEMA if plan.output == "rows" else COUNT_SCHEMA
+    data = data.withColumn("dkey", F.lit(PLAN_KEY))
+    schema = dispatched_schema(plan.key_type)
+    if data.isStreaming:
+        tasks = data.groupBy("dkey").transformWithStateInPandas(DispatcherProcessor(plan), schema, "Append", "None")
+        return tasks.groupBy("wkey").transformWithStateInPandas(DispatchedWorkerProcessor(plan), out_schema, "Append",
+                                                                "None")
+    tasks = data.groupBy("dkey").applyInPandas(lambda k, pdf: run_static(DispatcherProcessor(plan), k, pdf), schema)
+    return tasks.groupBy("wkey").applyInPandas(lambda k, pdf: run_static(DispatchedWorkerProcessor(plan), k, pdf),
+                                               out_schema)
+
+
+def _static_table(data: DataFrame, plan: EquiPlan) -> RoutingTable:
+    """SHC's table for a static input, decided on the driver before routing: the input is one
+    batch, so the control plane folds its exact counts first (only values that can be heavy,
+    ``N(b) > (1/p - epsilon/2) N``, are collected)."""
+    planner = RoutingPlanner(plan.parallelism, window=plan.window, lateness=plan.lateness, **plan.shc_options())
+    totals = {int(r["side"]): int(r["count"]) for r in data.groupBy("side").count().collect()}
+    n = sum(totals.values())
+    tracker = planner.shc.tracker
+    floor = max((1.0 / plan.parallelism - tracker.epsilon / 2) * n - 1, tracker.min_heavy - 1, 0)
+    per_key = data.groupBy("key").agg(F.sum((F.col("side") == 0).cast("long")).alias("r"),
+                                      F.sum((F.col("side") == 1).cast("long")).alias("s"))
+    counts = {}
+    for row in per_key.where(F.col("r") + F.col("s") > F.lit(floor)).collect():
+        key = bytes(row["key"]) if plan.key_type == "binary" else row["key"]
+        for side, m in ((Side.R, row["r"]), (Side.S, row["s"])):
+            if m:
+                counts[(side, key, 0)] = int(m)
+    planner.fold(0, BatchSummary(counts, None, None, {(Side(s), 0): m for s, m in totals.items()}))
+    return planner.table
 
 
 def _unpack(pairs: DataFrame, left: DataFrame, right: DataFrame, spec: _Spec) -> DataFrame:

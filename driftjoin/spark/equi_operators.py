@@ -1,74 +1,99 @@
-"""The two stateful operators of ``equi_join`` on Spark: one dispatcher, ``p`` task workers.
+"""The operators of ``equi_join`` on Spark: stateless parallel routers and ``p`` stateful workers.
 
 Data path (one micro-batch)::
 
-    left, right rows --select--> (side, key, ts, payload = the row as JSON)      [stateless]
-      --groupBy(constant).transformWithStateInPandas(DispatcherProcessor)-->
-      control rows + routed copies, each tagged with its worker's slot key     [dispatcher]
-      --groupBy(worker key).transformWithStateInPandas(WorkerProcessor)-->
-      (left_json, right_json) per joined pair                                  [task workers]
+    left, right rows --select--> (side, key, ts, payload = the row as JSON)          [stateless, JVM]
+      --mapInArrow(route_rows)--> copies tagged with their worker's slot key,
+                                  and one heartbeat per router task for every key       [routers, parallel]
+      --groupBy(wkey).transformWithStateInPandas(WorkerProcessor)-->
+      (left_json, right_json) per joined pair                                           [p workers + plan key]
 
-The dispatcher is a :class:`~driftjoin.hypercube.Dispatcher` (SHC, PHJ or Join-Biclique). Per
-batch it sorts the new rows into a deterministic order, gives each a per-side tuple id, calls
-``begin_batch`` and turns the :class:`~driftjoin.hypercube.Reconfiguration` into control rows
-for the workers, then routes every new tuple. A worker holds the :class:`~driftjoin.hypercube.Task`
-states of the tasks placed on it and applies, per batch and in this order: the eviction threshold
-(a TICK row every worker gets every batch), INSTALL rows (state transfers), DROP rows, RELEASE
-rows, then the ROUTE rows in batch order (``seq``).
+**Routers** are stateless ``mapInArrow`` tasks, as many as the input has partitions. SHC routes
+by the :class:`~driftjoin.hypercube.table.Binding` of the micro-batch, read from the control
+directory (``metrics_dir``): the binding whose first batch is the largest not above the batch id
+(the task's local property ``streaming.sql.batchId``). The parallel hash join and Join-Biclique
+route by fixed hashes. A tuple's id is the batch id and its position in the router's partition,
+so no two tuples share one and no router needs a counter.
 
-Transfers. A task's stored tuples live in another Spark task's state, so a worker cannot read
-them. Like the paper's implementation (section 4.1), SHC's dispatcher keeps its own copy of the
-live stream: one chunk per batch in a map state (appended once per batch, removed once the whole
-chunk is older than the eviction threshold, read only in batches that move state). Invariant (I)
-of :mod:`driftjoin.hypercube.shc` says which tuples a source task holds (those whose old row /
-column contains it), so each :class:`~driftjoin.hypercube.Transfer` becomes the INSTALL rows of
-exactly the tuples ``Task.export`` would return, sent to the destination's worker with role STORE.
+**Workers** (keys ``slot_keys(p)``) hold the tasks placed on them and run
+:class:`~driftjoin.hypercube.migration.WorkerState` per batch: installs and drops of the state
+moved at the previous batch, eviction, exports of the values that move in this batch (through
+:class:`FileChannel`), then the batch's copies in the batch order. Each writes its share of the
+batch's key counts (Misra-Gries counters, for the control plane) and its statistics.
 
-State per key is read and written once per batch as one pickled value (the per-key socket cost
-is paid once); the dispatcher's stream copy is the exception (one map entry per batch chunk).
+**The plan key** (:data:`~driftjoin.spark.plan_guard.PLAN_KEY`) gets only heartbeats. It stores
+and checks the plan, and for SHC streams it chooses the binding of the next batch: the newest
+table the control plane (:class:`driftjoin.control.equi.EquiRoutingController`) has published,
+with this batch's table as ``prev``. Why every task of a batch uses the same binding, and a
+replay the same one: a binding is written once, by the plan key during the batch before the
+batches it serves, and Spark starts a batch only after the previous one committed; routers and
+workers pick the binding by their own batch id, so a publication that lands while a batch runs
+reaches only a later binding, and a replayed batch finds the binding its first attempt used (a
+replay of the batch that wrote it may rewrite it, but nothing has used it yet). The plan key
+also checks that the routers used the binding it wrote (a lost or edited control directory
+fails the batch instead of losing pairs).
+
+State per worker: a snapshot plus a log of each batch's changes
+(:class:`~driftjoin.spark.state.LoggedState`); the plan key keeps its binding in a
+:class:`~driftjoin.spark.state.BlobState`.
 """
 
 from __future__ import annotations
 
+import base64
+import json
 import pickle
 import time
-from collections import defaultdict
-from dataclasses import dataclass, field
-from typing import Any, Iterator
+from collections import OrderedDict
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, replace
+from typing import Any
 
 import numpy as np
 import pandas as pd
+import pyarrow as pa
+from pyarrow import fs as pafs
 from pyspark.sql import types as T
 from pyspark.sql.streaming.stateful_processor import StatefulProcessor, StatefulProcessorHandle
 
-from driftjoin.hypercube import (
-    BatchSummary,
-    Dispatcher,
-    Drop,
-    Grid,
-    Residue,
-    Role,
-    Side,
-    StreamingHyperCube,
-    StreamTuple,
-    Task,
-    make_dispatcher,
+from driftjoin.hypercube import BatchSummary, Dispatcher, Role, Side, StreamTuple, Task, make_dispatcher
+from driftjoin.hypercube.heavy import HeavyHitterTracker, reduce_counts
+from driftjoin.hypercube.migration import BindingMismatchError, Moved, WorkerState
+from driftjoin.hypercube.planner import batch_counts
+from driftjoin.hypercube.table import (
+    BatchRouting,
+    BicliqueRouting,
+    Binding,
+    HashRouting,
+    RoutingTable,
+    ShcRouting,
+    batch_order,
 )
 from driftjoin.spark.keys import slot_keys
-from driftjoin.spark.metrics_sink import write_stats
-from driftjoin.spark.plan_guard import PlanGuard
-from driftjoin.spark.state import LoggedState
+from driftjoin.spark.metrics_sink import filesystem, newest, publish, write_stats
+from driftjoin.spark.plan_guard import PLAN_KEY, PlanGuard
+from driftjoin.spark.state import BlobState, LoggedState
 
-# Row kinds, in the order a worker applies them within a batch.
-TICK, INSTALL, DROP, RELEASE, ROUTE = 0, 1, 2, 3, 4
-SIDES = (Side.R, Side.S)
-ROLES = {i: Role(i) for i in (1, 2, 3)}
 KEY_TYPES = {"long": T.LongType(), "string": T.StringType(), "binary": T.BinaryType()}
-_DUMMY_KEY = {"long": 0, "string": "", "binary": b""}
-#: Version of the operators' state; a checkpoint written with another is refused.
-STATE_FORMAT = 2
-_BLOB = T.StructType([T.StructField("blob", T.BinaryType(), False)])
-_CHUNK_KEY = T.StructType([T.StructField("chunk", T.LongType(), False)])
+KEY_FILLER = {"long": 0, "string": "", "binary": b""}
+#: Version of the operators' state; a checkpoint written with another is refused (plan guard).
+STATE_FORMAT = 3
+#: Row kinds: a heartbeat (one per router task and key) and a routed copy.
+BEAT, COPY = 0, 1
+#: Names of the control plane's files under ``<metrics_dir>/control/``.
+TABLES, BINDINGS, MOVES, COUNTS = "equi_table", "equi_binding", "equi_moves", "equi_counts"
+#: Late rows listed per worker and batch in the statistics (all are counted).
+LATE_ROWS_LISTED = 1000
+_MASK64 = (1 << 64) - 1
+
+
+def key_codec(key_type: str) -> tuple[Callable[[Any], Any], Callable[[Any], Any]]:
+    """``(encode, decode)`` between join values and JSON values (binary keys as base64)."""
+    if key_type == "binary":
+        return (lambda k: base64.b64encode(k).decode()), (lambda v: base64.b64decode(v))
+    if key_type == "long":
+        return int, int
+    return str, str
 
 
 @dataclass(frozen=True)
@@ -76,9 +101,11 @@ class EquiPlan:
     """Everything the operators need, fixed when the query is built (shipped by pickling).
 
     ``key_type``: how the join key travels ("long", "string" or "binary"); ``window``: seconds
-    (None: full-stream join); ``options``: extra dispatcher settings (``groups`` for
-    Join-Biclique; ``epsilon``, ``panes``, ``min_heavy``, ``cap`` for SHC); ``output``: "rows"
-    (one row per pair) or "count" (one row per worker and batch with the number of pairs).
+    (None: full-stream join); ``options``: ``groups`` for Join-Biclique, ``epsilon``, ``panes``,
+    ``min_heavy``, ``cap`` for SHC; ``output``: "rows" or "count"; ``streaming``: a stream (SHC
+    then routes by the bindings in ``metrics_dir``) or a static run (SHC routes by
+    ``static_table``, decided on the driver before the run); ``routing``: "parallel" (this
+    module) or "dispatcher" (the paper's single dispatcher, :mod:`driftjoin.spark.equi_dispatch`).
     """
 
     algorithm: str
@@ -89,6 +116,9 @@ class EquiPlan:
     options: tuple[tuple[str, Any], ...] = ()
     metrics_dir: str | None = None
     output: str = "rows"
+    streaming: bool = True
+    static_table: RoutingTable | None = None
+    routing: str = "parallel"
 
     @property
     def keys(self) -> tuple[int, ...]:
@@ -97,40 +127,67 @@ class EquiPlan:
     def slot_of(self, key: int) -> int:
         return self.keys.index(int(key))
 
+    @property
+    def controlled(self) -> bool:
+        """SHC on a stream, routed in parallel: routing tables come from the control plane
+        through ``metrics_dir``."""
+        return self.algorithm == "shc" and self.streaming and self.routing == "parallel"
+
     def settings(self) -> dict[str, Any]:
         """The plan as stored with the checkpoint (:mod:`driftjoin.spark.plan_guard`)."""
         return {"operator": "equi_join", "state_format": STATE_FORMAT, "algorithm": self.algorithm,
                 "parallelism": self.parallelism, "key_type": self.key_type, "window": self.window,
                 "lateness": self.lateness, "options": [list(o) for o in self.options], "output": self.output,
-                "metrics_dir": self.metrics_dir}
+                "metrics_dir": self.metrics_dir, "routing": self.routing}
+
+    def adoptable(self) -> frozenset[str]:
+        """Settings a restart may change: ``metrics_dir`` unless it holds SHC's tables and moves."""
+        return frozenset() if self.controlled else frozenset({"metrics_dir"})
 
     def new_dispatcher(self) -> Dispatcher:
+        """The in-process dispatcher of ``routing="dispatcher"``."""
         return make_dispatcher(self.algorithm, self.parallelism, window=self.window, lateness=self.lateness,
                                **dict(self.options))
 
     @property
     def keeps_copy(self) -> bool:
-        """Only SHC moves state, so only its dispatcher keeps a copy of the stream."""
+        """Only SHC moves state, so only its single dispatcher keeps a copy of the stream."""
         return self.algorithm == "shc"
+
+    def shc_options(self) -> dict[str, Any]:
+        return {k: v for k, v in self.options if k != "groups"}
+
+    def fixed_routing(self) -> BatchRouting | None:
+        if self.algorithm == "phj":
+            return HashRouting(self.parallelism)
+        if self.algorithm == "biclique":
+            return BicliqueRouting(self.parallelism, dict(self.options).get("groups", 1))
+        return None
+
+    def static_binding(self) -> Binding | None:
+        if self.algorithm != "shc" or self.streaming:
+            return None
+        # one batch from empty workers: the table is both ``prev`` and ``cur`` (nothing moves), at
+        # the version a new worker starts from
+        table = replace(self.static_table or RoutingTable(self.parallelism), version=0)
+        return Binding(table, table, 0)
 
 
 def routed_schema(key_type: str) -> T.StructType:
-    """The rows from the dispatcher to the workers (control rows leave unused fields at defaults)."""
+    """Rows from the routers to the workers (heartbeats leave the tuple fields at fillers)."""
     return T.StructType([
-        T.StructField("batch", T.LongType(), False),
         T.StructField("wkey", T.IntegerType(), False),
         T.StructField("kind", T.ByteType(), False),
-        T.StructField("seq", T.LongType(), False),
         T.StructField("task", T.LongType(), False),
         T.StructField("role", T.ByteType(), False),
+        T.StructField("primary", T.BooleanType(), False),
         T.StructField("side", T.ByteType(), False),
         T.StructField("key", KEY_TYPES[key_type], False),
-        T.StructField("tid", T.LongType(), False),
+        T.StructField("tb", T.LongType(), False),
+        T.StructField("tl", T.LongType(), False),
         T.StructField("ts", T.DoubleType(), False),
         T.StructField("payload", T.StringType(), True),
-        T.StructField("evict", T.DoubleType(), True),
-        T.StructField("modulus", T.IntegerType(), False),
-        T.StructField("residue", T.IntegerType(), False),
+        T.StructField("bind", T.LongType(), False),
     ])
 
 
@@ -140,69 +197,181 @@ COUNT_SCHEMA = T.StructType([
 ])
 
 
-class _Blob:
-    """One binary value per key: the whole operator state, read and written in bulk."""
+# ---- control files -------------------------------------------------------------------------
 
-    def __init__(self, handle: StatefulProcessorHandle, name: str) -> None:
-        self.value = handle.getValueState(name, _BLOB)
-
-    def load(self) -> Any:
-        return pickle.loads(self.value.get()[0]) if self.value.exists() else None
-
-    def save(self, state: Any) -> None:
-        self.value.update((pickle.dumps(state, protocol=pickle.HIGHEST_PROTOCOL),))
+_BINDINGS: OrderedDict[tuple[str, str | None, int], Binding] = OrderedDict()
 
 
-class _Rows:
-    """Column lists of the dispatcher's output, turned into one DataFrame at the end."""
-
-    NAMES = ("wkey", "kind", "seq", "task", "role", "side", "key", "tid", "ts", "payload", "evict", "modulus", "residue")
-
-    def __init__(self, key_type: str) -> None:
-        self.key_type = key_type
-        self.cols: dict[str, list] = {n: [] for n in self.NAMES}
-
-    def add(self, wkey: int, kind: int, *, seq: int = 0, task: int = -1, role: int = 0, side: int = 0,
-            key: Any = None, tid: int = -1, ts: float = 0.0, payload: str | None = None,
-            evict: float | None = None, modulus: int = -1, residue: int = -1) -> None:
-        c = self.cols
-        c["wkey"].append(wkey)
-        c["kind"].append(kind)
-        c["seq"].append(seq)
-        c["task"].append(task)
-        c["role"].append(role)
-        c["side"].append(side)
-        c["key"].append(_DUMMY_KEY[self.key_type] if key is None else key)
-        c["tid"].append(tid)
-        c["ts"].append(ts)
-        c["payload"].append(payload)
-        c["evict"].append(np.nan if evict is None else evict)
-        c["modulus"].append(modulus)
-        c["residue"].append(residue)
-
-    def frame(self) -> pd.DataFrame:
-        return _typed_frame(self.cols, self.key_type)
+def read_binding(plan: EquiPlan, batch: int, query: str | None) -> Binding:
+    """The binding of ``batch`` of query ``query``: the published one with the largest first
+    batch not above it (the initial binding when there is none; from batch 1 on it is the one
+    the plan key wrote during the previous batch). Cached per process by query and file (a
+    binding file is never changed once a batch it serves has run)."""
+    fs, base = filesystem(plan.metrics_dir)
+    folder = f"{base}/control/{BINDINGS}"
+    infos = fs.get_file_info(pafs.FileSelector(folder, allow_not_found=True))
+    starts = [int(i.base_name[:-5]) for i in infos if i.base_name.endswith(".json") and not i.base_name.startswith(".")]
+    starts = [s for s in starts if s <= batch]
+    if not starts:
+        return Binding.initial(plan.parallelism)
+    start = max(starts)
+    cached = _BINDINGS.get((plan.metrics_dir, query, start))
+    if cached is None:
+        with fs.open_input_stream(f"{folder}/{start:012d}.json") as f:
+            doc = json.loads(f.read())
+        if doc.get("query") != query:
+            raise BindingMismatchError(
+                f"the routing of batch {batch} in metrics_dir={plan.metrics_dir!r} was written by query "
+                f"{doc.get('query')}, not by this query ({query}): two queries share the directory; give each "
+                "equi_join query its own metrics_dir")
+        cached = Binding.from_doc(doc["binding"], key_codec(plan.key_type)[1])
+        _BINDINGS[(plan.metrics_dir, query, start)] = cached
+        while len(_BINDINGS) > 64:
+            _BINDINGS.popitem(last=False)
+    return cached
 
 
-def _typed_frame(cols: dict[str, Any], key_type: str) -> pd.DataFrame:
-    return pd.DataFrame({
-        "wkey": np.asarray(cols["wkey"], dtype=np.int32),
-        "kind": np.asarray(cols["kind"], dtype=np.int8),
-        "seq": np.asarray(cols["seq"], dtype=np.int64),
-        "task": np.asarray(cols["task"], dtype=np.int64),
-        "role": np.asarray(cols["role"], dtype=np.int8),
-        "side": np.asarray(cols["side"], dtype=np.int8),
-        "key": np.asarray(cols["key"], dtype=np.int64) if key_type == "long" else pd.Series(list(cols["key"]), dtype=object),
-        "tid": np.asarray(cols["tid"], dtype=np.int64),
-        "ts": np.asarray(cols["ts"], dtype=np.float64),
-        "payload": pd.Series(list(cols["payload"]), dtype=object),
-        "evict": np.asarray(cols["evict"], dtype=np.float64),
-        "modulus": np.asarray(cols["modulus"], dtype=np.int32),
-        "residue": np.asarray(cols["residue"], dtype=np.int32),
-    })
+def write_binding(plan: EquiPlan, binding: Binding, query: str | None) -> None:
+    publish(plan.metrics_dir, BINDINGS, binding.start,
+            {"query": query, "binding": binding.to_doc(key_codec(plan.key_type)[0])})
 
 
-def _keys_list(series: pd.Series, key_type: str) -> list:
+class FileChannel:
+    """State moved between workers: ``<metrics_dir>/control/equi_moves/<batch>/<src>-<dst>.pkl``.
+
+    A file is written whole by one worker in one batch (to a temporary name, then renamed); a
+    replayed batch rewrites it with the same content, since it exports from the same rolled-back
+    state by the same binding. It is read at the next executed batch, after its batch committed,
+    and deleted by the control plane once the reading batch committed.
+    """
+
+    def __init__(self, root: str) -> None:
+        self.fs, self.base = filesystem(root)
+
+    def _path(self, batch: int, src: int, dst: int) -> str:
+        return f"{self.base}/control/{MOVES}/{batch:012d}/{src}-{dst}.pkl"
+
+    def put(self, batch: int, src: int, dst: int, rows: list[Moved]) -> None:
+        path = self._path(batch, src, dst)
+        self.fs.create_dir(path.rsplit("/", 1)[0], recursive=True)
+        tmp = path + ".tmp"
+        with self.fs.open_output_stream(tmp) as out:
+            out.write(pickle.dumps(rows, protocol=pickle.HIGHEST_PROTOCOL))
+        self.fs.move(tmp, path)
+
+    def get(self, batch: int, src: int, dst: int) -> list[Moved]:
+        try:
+            with self.fs.open_input_stream(self._path(batch, src, dst)) as f:
+                return pickle.loads(f.read())
+        except FileNotFoundError:
+            raise BindingMismatchError(
+                f"the state worker {src} moved to worker {dst} at batch {batch} is missing from "
+                f"{self._path(batch, src, dst)}: the control directory lost files; its pairs cannot be recovered") from None
+
+
+def write_counts(plan: EquiPlan, batch: int, worker: int, summary: BatchSummary, query: str | None) -> None:
+    """One worker's counts of one batch for the control plane (overwritten by a replay)."""
+    encode = key_codec(plan.key_type)[0]
+    fs, base = filesystem(plan.metrics_dir)
+    folder = f"{base}/control/{COUNTS}/{batch:012d}"
+    fs.create_dir(folder, recursive=True)
+    doc = {"batch": batch, "worker": worker, "query": query, "min_ts": summary.min_ts, "max_ts": summary.max_ts,
+           "counts": [[int(s), encode(k), q, m] for (s, k, q), m in summary.counts.items()],
+           "totals": [[int(s), q, n] for (s, q), n in (summary.totals or {}).items()]}
+    with fs.open_output_stream(f"{folder}/.{worker}.json.tmp") as out:
+        out.write(json.dumps(doc).encode())
+    fs.move(f"{folder}/.{worker}.json.tmp", f"{folder}/{worker}.json")
+
+
+def read_counts(doc: dict[str, Any], key_type: str) -> BatchSummary:
+    decode = key_codec(key_type)[1]
+    return BatchSummary({(Side(s), decode(k), q): m for s, k, q, m in doc["counts"]}, doc["min_ts"], doc["max_ts"],
+                        {(Side(s), q): n for s, q, n in doc["totals"]})
+
+
+# ---- routers ---------------------------------------------------------------------------------
+
+def _task_context() -> tuple[int | None, int, str | None]:
+    """``(batch id, partition id, query id)`` of the running Spark task (None outside streams)."""
+    from pyspark import TaskContext
+
+    ctx = TaskContext.get()
+    if ctx is None:
+        return None, 0, None
+    batch = ctx.getLocalProperty("streaming.sql.batchId")
+    return (None if batch is None else int(batch)), ctx.partitionId(), ctx.getLocalProperty("sql.streaming.queryId")
+
+
+def route_rows(plan: EquiPlan, batches: Iterator[pa.RecordBatch], batch_id: int | None = None,
+               partition: int | None = None) -> Iterator[pa.RecordBatch]:
+    """A router task (``mapInArrow``): every valid row's copies, then one heartbeat per key.
+
+    ``batch_id`` and ``partition`` default to the running Spark task's (tests pass them).
+    """
+    ctx_batch, ctx_part, query = _task_context()
+    b = (ctx_batch if ctx_batch is not None else 0) if batch_id is None else batch_id
+    part = ctx_part if partition is None else partition
+    binding = read_binding(plan, b, query) if plan.controlled else plan.static_binding()
+    routing = plan.fixed_routing() or ShcRouting(binding)
+    bind = binding.start if binding is not None else -1
+    wkeys = np.asarray(plan.keys, dtype=np.int32)
+    schema = routed_schema(plan.key_type)
+    arrow_schema = pa.schema([pa.field(f.name, _arrow_type(f.dataType), f.nullable) for f in schema.fields])
+    top, offset = -np.inf, 0
+    for batch in batches:
+        n = batch.num_rows
+        if not n:
+            continue
+        side = batch.column("side").to_numpy(zero_copy_only=False).astype(np.int8)
+        ts = batch.column("ts").to_numpy(zero_copy_only=False).astype(np.float64)
+        keys = batch.column("key")
+        codes, uniques = pd.factorize(keys.to_pandas(), sort=False)
+        uniques = _plain_keys(uniques, plan.key_type)
+        tl = (np.int64(part) << np.int64(32)) + offset + np.arange(n, dtype=np.int64)
+        offset += n
+        top = max(top, float(ts.max()))
+        r = routing.route_batch(side, codes.astype(np.int64), uniques, tl.astype(np.uint64))
+        take = pa.array(r.row, pa.int64())
+        m = len(r.row)
+        yield pa.RecordBatch.from_arrays([
+            pa.array(wkeys[r.worker], pa.int32()), pa.array(np.full(m, COPY, np.int8)), pa.array(r.task, pa.int64()),
+            pa.array(r.role, pa.int8()), pa.array(r.primary, pa.bool_()), pa.array(side[r.row], pa.int8()),
+            keys.take(take).cast(arrow_schema.field("key").type), pa.array(np.full(m, b, np.int64)),
+            pa.array(tl[r.row], pa.int64()), pa.array(ts[r.row], pa.float64()), batch.column("payload").take(take),
+            pa.array(np.full(m, bind, np.int64)),
+        ], schema=arrow_schema)
+    yield _heartbeats(plan, b, top, bind, arrow_schema)
+
+
+def _arrow_type(dtype: T.DataType) -> pa.DataType:
+    return {T.IntegerType: pa.int32(), T.ByteType: pa.int8(), T.LongType: pa.int64(), T.BooleanType: pa.bool_(),
+            T.DoubleType: pa.float64(), T.StringType: pa.string(), T.BinaryType: pa.binary()}[type(dtype)]
+
+
+def _plain_keys(uniques: Any, key_type: str) -> list:
+    """Join values as plain Python values (``key_hash`` hashes numpy ints unlike ints)."""
+    if key_type == "long":
+        return np.asarray(uniques, dtype=np.int64).tolist()
+    if key_type == "binary":
+        return [bytes(k) for k in uniques]
+    return [str(k) for k in uniques]
+
+
+def _heartbeats(plan: EquiPlan, batch: int, top: float, bind: int, schema: pa.Schema) -> pa.RecordBatch:
+    keys = [*plan.keys, PLAN_KEY]
+    n = len(keys)
+    zeros = np.zeros(n, dtype=np.int64)
+    return pa.RecordBatch.from_arrays([
+        pa.array(keys, pa.int32()), pa.array(np.full(n, BEAT, np.int8)), pa.array(zeros), pa.array(zeros.astype(np.int8)),
+        pa.array(np.zeros(n, dtype=bool)), pa.array(zeros.astype(np.int8)),
+        pa.array([KEY_FILLER[plan.key_type]] * n, schema.field("key").type), pa.array(np.full(n, batch, np.int64)),
+        pa.array(zeros), pa.array(np.full(n, top)), pa.array([None] * n, pa.string()), pa.array(np.full(n, bind, np.int64)),
+    ], schema=schema)
+
+
+# ---- workers and the plan key ----------------------------------------------------------------
+
+def keys_list(series: pd.Series, key_type: str) -> list:
     """Join keys as plain Python values (``key_hash`` treats numpy ints unlike ints)."""
     if key_type == "long":
         return series.to_numpy(dtype=np.int64).tolist()
@@ -211,360 +380,149 @@ def _keys_list(series: pd.Series, key_type: str) -> list:
     return series.tolist()
 
 
-class DispatcherProcessor(StatefulProcessor):
-    """The single dispatcher (key = a constant): statistics, grids, routing, state transfers."""
+class WorkerProcessor(StatefulProcessor):
+    """The ``p`` worker keys (tasks, moves, local joins) and the plan key (module docstring)."""
 
     def __init__(self, plan: EquiPlan) -> None:
         self.plan = plan
 
     def init(self, handle: StatefulProcessorHandle) -> None:
-        self.state = _Blob(handle, "dispatcher")
-        self.copy = handle.getMapState("stream_copy", _CHUNK_KEY, _BLOB) if self.plan.keeps_copy else None
-        # the dispatcher's key is a constant, so every batch with data checks the stored plan
-        self.guard = PlanGuard(handle, "equi_join", self.plan.settings(), frozenset({"metrics_dir"}))
+        self.state = LoggedState(handle, "equi_worker")
+        self.bound = BlobState(handle, "equi_binding")
+        self.guard = PlanGuard(handle, "equi_join", self.plan.settings(), self.plan.adoptable())
 
     def handleInputRows(self, key: Any, rows: Iterator[pd.DataFrame], timerValues: Any) -> Iterator[pd.DataFrame]:
         frames = [f for f in rows if len(f)]
         if not frames:
             return
         self.guard.check()
-        yield self.dispatch(pd.concat(frames, ignore_index=True))
-
-    def close(self) -> None:
-        pass
-
-    def dispatch(self, pdf: pd.DataFrame) -> pd.DataFrame:
-        """One micro-batch: returns the control rows and routed copies for all workers."""
-        start = time.perf_counter()
-        plan = self.plan
-        saved = self.state.load()
-        if saved is None:
-            saved = {"format": STATE_FORMAT, "batch": -1, "dispatcher": plan.new_dispatcher(), "next_tid": [0, 0],
-                     "chunks": [], "moved": 0}
-        elif saved.get("format") != STATE_FORMAT:
-            raise RuntimeError("this checkpoint holds equi_join state of another driftjoin version: "
-                               "restart the query with a new checkpoint location")
-        batch = saved["batch"] + 1
-        d: Dispatcher = saved["dispatcher"]
-        # A deterministic batch order (a replayed batch gets the same ids, routes and output): by
-        # time, then by a fixed-key hash of the row, which interleaves the sides without bias
-        # (Join-Biclique reports a same-batch pair where the earlier row is stored).
-        pdf = pdf.assign(_order=pd.util.hash_pandas_object(pdf["payload"], index=False).to_numpy())
-        pdf = pdf.sort_values(["ts", "_order", "side", "payload"], kind="stable", ignore_index=True)
-        late = pd.DataFrame()
-        if d.window is not None and d.clock.max_ts is not None:
-            is_late = pdf["ts"].to_numpy(dtype=np.float64) < d.clock.max_ts - d.clock.lateness
-            if is_late.any():
-                late, pdf = pdf[is_late], pdf[~is_late].reset_index(drop=True)
-        side = pdf["side"].to_numpy(dtype=np.int8)
-        tid = np.empty(len(pdf), dtype=np.int64)
-        next_tid = saved["next_tid"]
-        for s in (0, 1):
-            at = np.flatnonzero(side == s)
-            tid[at] = next_tid[s] + np.arange(len(at))
-            next_tid[s] += len(at)
-        keys = _keys_list(pdf["key"], plan.key_type)
-        ts = pdf["ts"].to_numpy(dtype=np.float64)
-        payload = pdf["payload"].to_numpy(dtype=object)
-        tuples = [StreamTuple(SIDES[s], k, i, x) for s, k, i, x in zip(side.tolist(), keys, tid.tolist(), ts.tolist())]
-
-        old_grids, old_workers = self._placement(d)
-        reconf = d.begin_batch(BatchSummary.of(tuples, d.pane_width))
-        evict = reconf.evict_before
-        out = _Rows(plan.key_type)
-        wkeys = plan.keys
-        for w in range(plan.parallelism):
-            out.add(wkeys[w], TICK, evict=evict)
-        worker_of = _WorkerMap(d, old_workers)
-        installs = 0
-        if reconf.moves.transfers:
-            installs = self._installs(d, old_grids, reconf.moves.transfers, evict, out, worker_of, wkeys)
-        for drop in reconf.moves.drops:
-            keep = drop.keep
-            out.add(wkeys[worker_of(drop.task)], DROP, task=drop.task, side=int(drop.side), key=drop.key,
-                    modulus=-1 if keep is None else keep.modulus, residue=-1 if keep is None else keep.residue)
-        for task in reconf.released:
-            out.add(wkeys[old_workers[task]], RELEASE, task=task)
-        control = out.frame()
-
-        router = d.router
-        idx, r_task, r_role, r_wkey = [], [], [], []
-        for i, t in enumerate(tuples):
-            for task, role in router.route(t):
-                idx.append(i)
-                r_task.append(task)
-                r_role.append(int(role))
-                r_wkey.append(wkeys[worker_of(task)])
-        at = np.asarray(idx, dtype=np.int64)
-        routes = _typed_frame({
-            "wkey": r_wkey, "kind": np.full(len(at), ROUTE), "seq": at, "task": r_task, "role": r_role,
-            "side": side[at], "key": [keys[i] for i in idx],
-            "tid": tid[at], "ts": ts[at], "payload": payload[at].tolist(), "evict": np.full(len(at), np.nan),
-            "modulus": np.full(len(at), -1), "residue": np.full(len(at), -1),
-        }, plan.key_type)
-
-        copy_size = self._update_copy(saved, batch, side, keys, tid, ts, payload, evict)
-        saved["batch"] = batch
-        saved["moved"] += installs
-        self.state.save(saved)
-        if plan.metrics_dir:
-            write_stats(plan.metrics_dir, "equi_dispatcher", 0, batch,
-                        self._stats(d, batch, side, late, reconf, installs, len(at), copy_size, start))
-        result = pd.concat([control, routes], ignore_index=True)
-        result.insert(0, "batch", np.full(len(result), batch, dtype=np.int64))
-        return result
-
-    @staticmethod
-    def _placement(d: Dispatcher) -> tuple[dict, dict[int, int]]:
-        """SHC's grids and the worker of every live task, before ``begin_batch`` changes them."""
-        if not isinstance(d, StreamingHyperCube):
-            return {}, {}
-        grids = dict(d.grids)
-        tasks = [*d.light.tasks, *(t for g in grids.values() for t in g.cells)]
-        return grids, {t: d.worker_of(t) for t in tasks}
-
-    def _installs(self, d: Dispatcher, old_grids: dict, transfers: tuple, evict: float | None, out: _Rows,
-                  worker_of: _WorkerMap, wkeys: tuple[int, ...]) -> int:
-        """INSTALL rows for every transfer: what ``Task.export`` at the source would return."""
-        copy = self._read_copy({tr.key for tr in transfers}, evict)
-        holders: dict[tuple, list[tuple]] = {}
-        n = 0
-        for tr in transfers:
-            cached = holders.get((tr.key, tr.side))
-            if cached is None:
-                grid = old_grids.get(tr.key) or Grid.light(d.light.task_of(tr.key))
-                cached = holders[(tr.key, tr.side)] = [
-                    (row, grid.holders(tr.side, row[0])) for row in copy.get((tr.key, int(tr.side)), ())
-                ]
-            wkey = wkeys[worker_of(tr.dst)]
-            sel = tr.select
-            for (i, x, p), at in cached:
-                if tr.src in at and (sel is None or sel.contains(tr.side, i)):
-                    out.add(wkey, INSTALL, task=tr.dst, role=int(Role.STORE), side=int(tr.side), key=tr.key,
-                            tid=i, ts=x, payload=p)
-                    n += 1
-        return n
-
-    def _read_copy(self, wanted: set, evict: float | None) -> dict[tuple, list[tuple]]:
-        """The live stored tuples of the ``wanted`` keys: ``(key, side) -> [(tid, ts, payload)]``."""
-        found: dict[tuple, list[tuple]] = defaultdict(list)
-        if self.copy is None or not self.copy.exists():
-            return found
-        for (blob,) in self.copy.values():
-            chunk = pickle.loads(blob)
-            for s, k, i, x, p in zip(chunk["side"], chunk["key"], chunk["tid"], chunk["ts"], chunk["payload"]):
-                if k in wanted and (evict is None or x >= evict):
-                    found[(k, s)].append((i, x, p))
-        return found
-
-    def _update_copy(self, saved: dict, batch: int, side: np.ndarray, keys: list, tid: np.ndarray,
-                     ts: np.ndarray, payload: np.ndarray, evict: float | None) -> int:
-        """Append this batch's tuples to the stream copy and forget chunks wholly evicted."""
-        if self.copy is None:
-            return 0
-        chunks = saved["chunks"]
-        if evict is not None:
-            for c in [c for c in chunks if c[1] < evict]:
-                self.copy.removeKey((c[0],))
-                chunks.remove(c)
-        if len(side):
-            blob = {"side": side.tolist(), "key": keys, "tid": tid.tolist(), "ts": ts.tolist(), "payload": payload.tolist()}
-            self.copy.updateValue((batch,), (pickle.dumps(blob, protocol=pickle.HIGHEST_PROTOCOL),))
-            chunks.append((batch, float(ts.max()), len(side)))
-        return sum(c[2] for c in chunks)
-
-    @staticmethod
-    def _stats(d: Dispatcher, batch: int, side: np.ndarray, late: pd.DataFrame, reconf: Any, installs: int,
-               copies: int, copy_size: int, start: float) -> dict:
-        stats = {
-            "batch": batch, "time": time.time(), "algorithm": d.name, "tuples": len(side),
-            "left": int((side == 0).sum()), "right": int((side == 1).sum()), "late": len(late),
-            "late_rows": late["payload"].tolist() if len(late) else [],
-            "copies": copies, "installs": installs, "drops": len(reconf.moves.drops),
-            "created": len(reconf.created), "released": len(reconf.released),
-            "evict_before": reconf.evict_before, "stream_copy": copy_size,
-            **{k: getattr(d.stats, k) for k in ("promotions", "demotions", "doublings", "halvings", "tasks_created")},
-        }
-        if isinstance(d, StreamingHyperCube):
-            stats["grids"] = {repr(k): [g.p_r, g.p_s] for k, g in d.grids.items()}
-        stats["seconds"] = time.perf_counter() - start
-        return stats
-
-
-class _WorkerMap:
-    """The worker of a task: live tasks from the dispatcher, released ones from before the batch."""
-
-    def __init__(self, d: Dispatcher, old: dict[int, int]) -> None:
-        self.d, self.old, self.cache = d, old, {}
-
-    def __call__(self, task: int) -> int:
-        w = self.cache.get(task)
-        if w is None:
-            w = self.old.get(task)
-            if w is None:
-                w = self.d.worker_of(task)
-            self.cache[task] = w
-        return w
-
-
-@dataclass
-class _WorkerTasks:
-    """The tasks of one worker and its running totals (the cached value of its state)."""
-
-    window: float | None
-    tasks: dict[int, Task] = field(default_factory=dict)
-    totals: dict[str, int] = field(default_factory=lambda: {"received": 0, "installed": 0, "produced": 0, "peak_stored": 0})
-
-    def task_of(self, t: int) -> Task:
-        task = self.tasks.get(t)
-        if task is None:
-            task = self.tasks[t] = Task(t, self.window)
-        return task
-
-    def apply(self, change: dict[str, Any]) -> None:
-        """Redo one batch's changes (the log of :class:`~driftjoin.spark.state.LoggedState`) in
-        the order :meth:`WorkerProcessor.work` made them; probing is not redone."""
-        if change["evict"] is not None:
-            for task in self.tasks.values():
-                task.evict(change["evict"])
-        for t, rows in change["installs"]:
-            self.task_of(t).install(StreamTuple(SIDES[s], k, i, x, p) for s, k, i, x, p in rows)
-        for t, key, side, modulus, residue in change["drops"]:
-            task = self.tasks.get(t)
-            if task is not None:
-                task.drop(Drop(t, key, SIDES[side], None if modulus < 0 else Residue(modulus, residue)))
-        for t in change["releases"]:
-            self.tasks.pop(t, None)
-        for t, (s, k, i, x, p) in change["stores"]:
-            self.task_of(t).process(StreamTuple(SIDES[s], k, i, x, p), Role.STORE, None)
-        self.totals = dict(change["totals"])
-
-    def snapshot(self) -> dict[str, Any]:
-        return {"tasks": {t: [(int(u.side), u.key, u.tid, u.ts, u.payload) for u in task.stored_tuples()]
-                          for t, task in self.tasks.items()}, "totals": dict(self.totals)}
-
-    @staticmethod
-    def restore(window: float | None, snap: dict[str, Any]) -> "_WorkerTasks":
-        tasks = {t: Task.from_tuples(t, window, (StreamTuple(SIDES[s], k, i, x, p) for s, k, i, x, p in rows))
-                 for t, rows in snap["tasks"].items()}
-        return _WorkerTasks(window, tasks, dict(snap["totals"]))
-
-    def stored(self) -> int:
-        return sum(task.stored for task in self.tasks.values())
-
-
-class WorkerProcessor(StatefulProcessor):
-    """The tasks placed on one worker (key = its slot key): local symmetric hash joins.
-
-    Its state is a snapshot plus a log of each batch's changes in the shared state layer
-    (:class:`~driftjoin.spark.state.LoggedState`): a batch writes what it changed, not every
-    stored tuple, and a cached worker does not rebuild its tasks.
-    """
-
-    def __init__(self, plan: EquiPlan) -> None:
-        self.plan = plan
-
-    def init(self, handle: StatefulProcessorHandle) -> None:
-        self.state = LoggedState(handle, "worker_tasks")
-        self.legacy = _Blob(handle, "tasks")
-
-    def handleInputRows(self, key: Any, rows: Iterator[pd.DataFrame], timerValues: Any) -> Iterator[pd.DataFrame]:
-        frames = [f for f in rows if len(f)]
-        if not frames:
+        pdf = pd.concat(frames, ignore_index=True)
+        beats = pdf["kind"].to_numpy() == BEAT
+        batch = int(pdf["tb"].to_numpy()[beats][0]) if beats.any() else int(pdf["tb"].iloc[0])
+        binds = set(pdf["bind"].to_numpy()[beats].tolist())
+        if len(binds) > 1:
+            raise BindingMismatchError(f"the routers of batch {batch} used different bindings {sorted(binds)}")
+        bind = binds.pop() if binds else -1
+        if key[0] == PLAN_KEY:
+            if self.plan.controlled:
+                self.bind_next(batch, bind)
             return
-        window = self.plan.window
-        loaded = self.state.load(key[0], lambda: _WorkerTasks(window), lambda snap: _WorkerTasks.restore(window, snap),
-                                 lambda value, change: value.apply(change))
-        if loaded.source == "new" and self.legacy.load() is not None:
-            raise RuntimeError("this checkpoint holds equi_join state of another driftjoin version: "
-                               "restart the query with a new checkpoint location")
-        tasks = loaded.value.value
-        out, change = self.work(self.plan.slot_of(key[0]), pd.concat(frames, ignore_index=True), tasks, loaded.source)
-        self.state.save(key[0], loaded, change, tasks.snapshot, tasks.stored() * 100)
+        tops = pdf["ts"].to_numpy(dtype=np.float64)[beats]
+        tops = tops[np.isfinite(tops)]
+        top = float(tops.max()) if len(tops) else None
+        out = self.run_batch(self.plan.slot_of(key[0]), batch, bind, pdf[~beats].reset_index(drop=True), top)
         if len(out):
             yield out
 
     def close(self) -> None:
         pass
 
-    def work(self, worker: int, pdf: pd.DataFrame, state: _WorkerTasks, source: str = "new") -> tuple[pd.DataFrame, dict]:
-        """Apply one batch's control rows, then its routed copies in batch order; returns the
-        output and the batch's changes (what :meth:`_WorkerTasks.apply` redoes)."""
-        start = time.perf_counter()
+    # -- the plan key: the binding of the next batch
+
+    def bind_next(self, batch: int, used: int) -> Binding:
+        """Choose and write the binding of batch ``batch + 1`` (the newest published table)."""
         plan = self.plan
-        tasks = state.tasks
-        pdf = pdf.sort_values(["kind", "seq"], kind="stable", ignore_index=True)
-        batch = int(pdf["batch"].iloc[0])
-        kind = pdf["kind"].to_numpy()
-        task_ids = pdf["task"].to_numpy().tolist()
-        sides = pdf["side"].to_numpy().tolist()
-        keys = _keys_list(pdf["key"], plan.key_type)
-        tids = pdf["tid"].to_numpy().tolist()
-        tss = pdf["ts"].to_numpy().tolist()
-        payloads = pdf["payload"].tolist()
-        change: dict[str, Any] = {"evict": None, "installs": [], "drops": [], "releases": [], "stores": []}
-        evicted = 0
-        evict = pdf["evict"].to_numpy()[kind == TICK]
-        evict = evict[~np.isnan(evict)]
-        if len(evict):
-            change["evict"] = before = float(evict.max())
-            evicted = sum(task.evict(before) for task in tasks.values())
-        bounds = np.searchsorted(kind, np.arange(ROUTE + 2))
-        installs: dict[int, list[tuple]] = defaultdict(list)
-        for j in range(bounds[INSTALL], bounds[INSTALL + 1]):
-            installs[task_ids[j]].append((sides[j], keys[j], tids[j], tss[j], payloads[j]))
-        for t, rows in installs.items():
-            state.task_of(t).install(StreamTuple(SIDES[s], k, i, x, p) for s, k, i, x, p in rows)
-            change["installs"].append((t, rows))
-        modulus, residue = pdf["modulus"].to_numpy().tolist(), pdf["residue"].to_numpy().tolist()
-        for j in range(bounds[DROP], bounds[DROP + 1]):
-            task = tasks.get(task_ids[j])
-            if task is not None:
-                keep = None if modulus[j] < 0 else Residue(modulus[j], residue[j])
-                task.drop(Drop(task_ids[j], keys[j], SIDES[sides[j]], keep))
-                change["drops"].append((task_ids[j], keys[j], sides[j], modulus[j], residue[j]))
-        for j in range(bounds[RELEASE], bounds[RELEASE + 1]):
-            task = tasks.pop(task_ids[j], None)
-            if task is not None and task.stored:
-                raise RuntimeError(f"worker {worker}: released task {task_ids[j]} still holds {task.stored} tuples")
-            change["releases"].append(task_ids[j])
-        roles = pdf["role"].to_numpy().tolist()
-        sink: list | None = [] if plan.output == "rows" else None
+        saved = self.bound.load()
+        decode = key_codec(plan.key_type)[1]
+        if saved is not None and saved["start"] != used:
+            raise BindingMismatchError(
+                f"batch {batch} was routed by the binding of batch {used}, but the plan key wrote the binding of batch "
+                f"{saved['start']}: the control directory {plan.metrics_dir!r} lost or changed files")
+        prev = RoutingTable.from_doc(saved["cur"], decode) if saved is not None else RoutingTable(plan.parallelism)
+        query = _task_context()[2]
+        doc = newest(plan.metrics_dir, TABLES, newer_than=prev.version)
+        if doc is not None and doc.get("query") not in (None, query):
+            doc = None  # a table of another query that used this directory before (a new checkpoint)
+        cur = RoutingTable.from_doc(doc["table"], decode) if doc is not None else prev
+        binding = Binding(cur, prev, batch + 1)
+        write_binding(plan, binding, query)
+        self.bound.save({"start": batch + 1, "cur": cur.to_doc(key_codec(plan.key_type)[0])})
+        return binding
+
+    # -- a worker
+
+    def run_batch(self, worker: int, batch: int, bind: int, pdf: pd.DataFrame, top: float | None) -> pd.DataFrame:
+        """One micro-batch at one worker (module docstring); returns its output rows."""
+        clock = time.perf_counter
+        t0 = clock()
+        plan = self.plan
+        loaded = self.state.load(worker, lambda: WorkerState(worker, plan.window, plan.lateness),
+                                 lambda snap: WorkerState.restore(worker, plan.window, plan.lateness, snap),
+                                 lambda value, change: value.redo(change))
+        state: WorkerState = loaded.value.value
+        t1 = clock()
+        binding = (read_binding(plan, batch, _task_context()[2]) if plan.controlled else plan.static_binding())
+        if binding is not None and binding.start != bind:
+            raise BindingMismatchError(f"worker {worker}: the routers of batch {batch} used the binding of batch {bind}, "
+                                       f"this worker finds the binding of batch {binding.start}")
+        channel = FileChannel(plan.metrics_dir) if plan.controlled else None
+        log: dict[str, Any] = {}
+        moves = state.begin(batch, binding, channel, log)
+        t2 = clock()
+        pdf = pdf.iloc[batch_order(pdf["side"].to_numpy(dtype=np.int8), pdf["ts"].to_numpy(dtype=np.float64),
+                                   pdf["tl"].to_numpy(dtype=np.int64).astype(np.uint64))].reset_index(drop=True)
+        late = state.late(pdf["ts"].to_numpy(dtype=np.float64))
+        primary = pdf["primary"].to_numpy(dtype=bool)
+        late_rows = pdf["payload"][late & primary].tolist()
+        on_time = pdf[~late].reset_index(drop=True)
+        sides = on_time["side"].to_numpy(dtype=np.int8).tolist()
+        keys = keys_list(on_time["key"], plan.key_type)
+        tids = [(b << 64) | (low & _MASK64) for b, low in zip(on_time["tb"].tolist(), on_time["tl"].tolist())]
+        tss = on_time["ts"].to_numpy(dtype=np.float64).tolist()
+        payloads = on_time["payload"].tolist()
+        copies = ((t, StreamTuple(Side(s), k, i, x, p), Role(r)) for t, s, k, i, x, p, r in zip(
+            on_time["task"].tolist(), sides, keys, tids, tss, payloads, on_time["role"].tolist()))
         left_json: list[str] = []
         right_json: list[str] = []
-        produced = 0
-        for j in range(bounds[ROUTE], bounds[ROUTE + 1]):
-            tup = StreamTuple(SIDES[sides[j]], keys[j], tids[j], tss[j], payloads[j])
-            role = ROLES[roles[j]]
-            task = state.task_of(task_ids[j])
-            first = len(sink) if sink is not None else 0
-            produced += task.process(tup, role, sink)
-            if sink is not None and len(sink) > first:
-                # the pairs of this probe: its own payload and each stored partner's
-                other, left = SIDES[1 - sides[j]], sides[j] == 0
-                for r, s in sink[first:]:
-                    partner = task.lookup(other, keys[j], s if left else r).payload
-                    left_json.append(payloads[j] if left else partner)
-                    right_json.append(partner if left else payloads[j])
-            if role & Role.STORE:
-                change["stores"].append((task_ids[j], (sides[j], keys[j], tids[j], tss[j], payloads[j])))
-        received = int(bounds[ROUTE + 1] - bounds[ROUTE])
-        n_installed = int(bounds[INSTALL + 1] - bounds[INSTALL])
-        stored_now = state.stored()
-        totals = state.totals
-        totals["received"] += received
-        totals["installed"] += n_installed
-        totals["produced"] += produced
-        totals["peak_stored"] = max(totals["peak_stored"], stored_now)
-        change["totals"] = dict(totals)
+
+        def emit(task: Task, tup: StreamTuple, pairs: list) -> None:
+            other, left = tup.side.other, tup.side == Side.R
+            for r, s in pairs:
+                partner = task.lookup(other, tup.key, s if left else r).payload
+                left_json.append(tup.payload if left else partner)
+                right_json.append(partner if left else tup.payload)
+
+        produced = state.process(copies, emit if plan.output == "rows" else None, log)
+        t3 = clock()
+        mine = on_time["primary"].to_numpy(dtype=bool)
+        counted = on_time[mine]
+        summary = None
+        if plan.controlled:
+            summary = self._summary(counted)
+            write_counts(plan, batch, worker, summary, _task_context()[2])
+        state.end(top, int(len(late_rows)))
+        log["scalars"] = state.scalars()
+        self.state.save(worker, loaded, log, state.snapshot, state.stored() * 100)
+        t4 = clock()
         if plan.metrics_dir:
-            write_stats(plan.metrics_dir, "equi_worker", worker, batch, {
-                "worker": worker, "batch": batch, "time": time.time(), "received": received,
-                "installed": n_installed, "produced": produced, "stored": stored_now, "tasks": len(tasks),
-                "evicted": evicted, "totals": dict(totals), "seconds": time.perf_counter() - start,
-                "state_source": source,
+            write_stats(plan.metrics_dir, "equi_worker", worker, loaded.seq, {
+                "worker": worker, "seq": loaded.seq, "batch": batch, "time": time.time(), "binding": bind,
+                "version": state.version, "received": len(on_time), "tuples": int(mine.sum()),
+                "left": int((counted["side"] == 0).sum()), "right": int((counted["side"] == 1).sum()),
+                "installed": moves.installed, "exported": moves.exported, "dropped": moves.dropped,
+                "evicted": moves.evicted, "move_files": moves.files, "produced": produced,
+                "stored": state.stored(), "tasks": len(state.tasks), "late": len(late_rows),
+                "late_rows": late_rows[:LATE_ROWS_LISTED], "totals": dict(state.totals), "state_source": loaded.source,
+                "timings": {"state_read": t1 - t0, "moves": t2 - t1, "join": t3 - t2, "state_write": t4 - t3},
             })
         if plan.output == "count":
-            return pd.DataFrame({"batch": [batch], "worker": np.int32([worker]), "pairs": [produced]}), change
+            return pd.DataFrame({"batch": [batch], "worker": np.int32([worker]), "pairs": [produced]})
         return pd.DataFrame({"left_json": pd.Series(left_json, dtype=object),
-                             "right_json": pd.Series(right_json, dtype=object)}), change
+                             "right_json": pd.Series(right_json, dtype=object)})
+
+    def _summary(self, rows: pd.DataFrame) -> BatchSummary:
+        """This worker's share of the batch's key counts, reduced to the control plane's ``k``."""
+        k, pane_width = counting(self.plan)
+        ts = rows["ts"].to_numpy(dtype=np.float64)
+        counts = batch_counts(rows["side"].to_numpy(dtype=np.int8), keys_list(rows["key"], self.plan.key_type), ts,
+                              pane_width)
+        reduced, totals = reduce_counts(counts, k)
+        return BatchSummary(reduced, float(ts.min()) if len(ts) else None, float(ts.max()) if len(ts) else None, totals)
+
+
+def counting(plan: EquiPlan) -> tuple[int, float | None]:
+    """The control plane's counters per side and pane (``k``) and its pane width."""
+    opts = plan.shc_options()
+    tracker = HeavyHitterTracker(plan.parallelism, epsilon=opts.get("epsilon"), window=plan.window,
+                                 panes=opts.get("panes", 4))
+    return tracker.k, tracker.pane_width

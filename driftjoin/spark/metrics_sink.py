@@ -165,15 +165,33 @@ def publish(root: str, name: str, version: int, doc: dict[str, Any]) -> None:
     fs.move(tmp, final)
 
 
-def newest(root: str, name: str, newer_than: int = -1) -> dict[str, Any] | None:
-    """The newest published version of decision ``name`` if it is above ``newer_than``, else None."""
+def _versions(fs: pafs.FileSystem, folder: str) -> list[int]:
+    infos = fs.get_file_info(pafs.FileSelector(folder, allow_not_found=True))
+    return sorted(int(i.base_name[:-5]) for i in infos if i.base_name.endswith(".json") and not i.base_name.startswith("."))
+
+
+def newest(root: str, name: str, newer_than: int = -1, at_most: int | None = None) -> dict[str, Any] | None:
+    """The newest published version of decision ``name`` above ``newer_than`` (and, with
+    ``at_most``, not above it), else None."""
     fs, base = _fs(root)
-    selector = pafs.FileSelector(f"{base}/control/{name}", allow_not_found=True)
-    names = sorted(i.base_name for i in fs.get_file_info(selector) if i.base_name.endswith(".json") and not i.base_name.startswith("."))
-    if not names or int(names[-1][:-5]) <= newer_than:
+    folder = f"{base.rstrip('/')}/control/{name}"
+    versions = [v for v in _versions(fs, folder) if at_most is None or v <= at_most]
+    if not versions or versions[-1] <= newer_than:
         return None
-    with fs.open_input_stream(f"{base}/control/{name}/{names[-1]}") as f:
+    with fs.open_input_stream(f"{folder}/{versions[-1]:012d}.json") as f:
         return json.loads(f.read())
+
+
+def retire(root: str, name: str, below: int, keep: int = 0) -> int:
+    """Delete the published versions of ``name`` below ``below``, except the newest ``keep`` of
+    them; returns how many went."""
+    fs, base = _fs(root)
+    folder = f"{base.rstrip('/')}/control/{name}"
+    old = [v for v in _versions(fs, folder) if v < below]
+    gone = old[:len(old) - keep] if keep else old
+    for v in gone:
+        fs.delete_file(f"{folder}/{v:012d}.json")
+    return len(gone)
 
 
 def read_newest_stats(root: str, operator: str) -> dict[int, dict[str, Any]]:

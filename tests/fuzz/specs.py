@@ -260,7 +260,7 @@ class EquiSpec(OperatorSpec):
         return invalid_equi_records(left, right, on="k", time_col="t")
 
     def observe(self, output, dead, metrics_dir):
-        late = Counter(json.loads(p)["id"] for s in read_stats(metrics_dir, "equi_dispatcher") for p in s.get("late_rows", []))
+        late = Counter(json.loads(p)["id"] for s in read_stats(metrics_dir, "equi_worker") for p in s.get("late_rows", []))
         return Outcome(Counter((r.left_id, r.right_id) for r in output), Counter(json.loads(r.raw).get("id") for r in dead), late)
 
     def expect(self, case, streaming):
