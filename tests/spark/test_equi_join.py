@@ -250,9 +250,10 @@ def _write_files(base, stream: list[StreamTuple], per_file: int, extra: dict[int
     return files
 
 
-def _control_stats(metrics, batches: int, timeout: float = 30.0) -> list[dict]:
+def _control_stats(metrics, batches: int, timeout: float = 120.0) -> list[dict]:
     """The control plane's per-batch records, once it folded ``batches`` batches (it runs on the
-    listener bus, after the query's progress events: possibly after the query ended)."""
+    listener bus, after the query's progress events: possibly after the query ended, and in the
+    whole suite behind the listeners of earlier tests' queries: 30 s was once too short in CI)."""
     deadline = time.time() + timeout
     while True:
         control = sorted(read_stats(str(metrics), "equi_control"), key=lambda s: s["batch"])
