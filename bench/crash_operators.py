@@ -235,7 +235,8 @@ class Natural(Adapter):
 
         got = Counter((r.left_id, r.right_id, r.window)
                       for r in spark.read.parquet(str(work / "out")).select("left_id", "right_id", "window").collect())
-        late = sum(sum(s["late"].values()) for s in read_stats(str(work / "metrics"), "natural_assigner"))
+        late = sum(sum(s.get("late", {}).values()) for op in ("natural_joiner", "natural_assigner")  # by routing
+                   for s in read_stats(str(work / "metrics"), op))
         return Comparison(got, expected, lambda item: max(item[0], item[1]) // self.per_file, {"late": late})
 
 
@@ -274,7 +275,8 @@ class Equi(Adapter):
         expected = Counter(zip(both["id_l"].tolist(), both["id_r"].tolist()))
         got = Counter((r.left_id, r.right_id)
                       for r in spark.read.parquet(str(work / "out")).select("left_id", "right_id").collect())
-        late = sum(s.get("late", 0) for s in read_stats(str(work / "metrics"), "equi_dispatcher"))
+        late = sum(s.get("late", 0) for op in ("equi_worker", "equi_dispatcher")  # by routing
+                   for s in read_stats(str(work / "metrics"), op))
         return Comparison(got, expected, lambda item: max(item[0], item[1]) // self.per_file, {"late": late})
 
 
