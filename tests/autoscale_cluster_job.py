@@ -98,7 +98,6 @@ def main(master: str, work: Path) -> None:
     # which executor goes and whether it is running a task then is up to the timing of the live
     # run (one CI run removed it between two tasks): exactness below must hold either way
     assert removed, "the live actions removed no executor"
-    log.append(f"removed {removed} (running tasks at removal)")
     log.append(f"removed executor {', '.join(removed)} while it ran {sum(removed.values())} task(s)")
     q.stop()
     live_batches = batches_done(q)
