@@ -34,6 +34,7 @@ from driftjoin.grid.choice import read_choice
 from driftjoin.report import summary
 from driftjoin.selectivity import choose_threshold
 from driftjoin.spark.metrics_sink import read_stats
+from driftjoin.spark.progress import ProgressLog
 
 RESULTS = Path("bench/results")
 
@@ -60,11 +61,12 @@ def run(spark, setting: str, algorithm: str, seconds: float, rate: int, dim: int
              .trigger(processingTime="1 second").start())
     expected = total * (2 if two else 1)
     deadline = time.time() + seconds * 5 + 120
+    log = ProgressLog(query)
     seen = 0
     while seen < expected and time.time() < deadline and query.isActive:
         time.sleep(1.0)
-        seen = sum(p["numInputRows"] for p in query.recentProgress)
-    progress = [p for p in query.recentProgress if p["numInputRows"]]
+        seen = log.poll()
+    progress = log.with_input
     query.stop()
     totals, per_worker = summary(metrics)
     late = sum(st.get("late", 0) for op in ("formulation", "computation") for st in read_stats(metrics, op))

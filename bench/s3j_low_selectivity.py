@@ -90,6 +90,7 @@ def spark_run(rate: int, seconds: float, selectivity: float, parallelism: int, s
               output: str = "pairs") -> dict:
     from driftjoin.report import plot_latency, summary
     from driftjoin.spark.session import local_session
+    from driftjoin.spark.progress import ProgressLog
     from driftjoin.spark.similarity import similarity_join
 
     shutil.rmtree(out, ignore_errors=True)
@@ -106,13 +107,14 @@ def spark_run(rate: int, seconds: float, selectivity: float, parallelism: int, s
     writer = pairs.writeStream.option("checkpointLocation", str(out / "checkpoint")).trigger(processingTime="0 seconds")
     q = (writer.format("parquet").option("path", str(out / "pairs")) if sink == "parquet" else writer.format("noop")).start()
     t0 = time.time()
+    log = ProgressLog(q)
     seen = 0
     while seen < 2 * total and time.time() - t0 < seconds * 5 + 120:
         time.sleep(1.0)
-        seen = sum(p["numInputRows"] for p in q.recentProgress)
+        seen = log.poll()
     wall = time.time() - t0
-    durations = [p["durationMs"].get("triggerExecution", 0) for p in q.recentProgress if p["numInputRows"]]
-    parts = breakdown(metrics, q.recentProgress)
+    durations = [p["durationMs"].get("triggerExecution", 0) for p in log.with_input]
+    parts = breakdown(metrics, log.progress)
     q.stop()
     totals, per_worker = summary(metrics)
     plot_latency(metrics, Path("bench/results/s3j_low_selectivity.png"),

@@ -51,6 +51,7 @@ def main() -> None:
     args = ap.parse_args()
     from driftjoin import local_session, similarity_join
     from driftjoin.spark.metrics_sink import read_stats
+    from driftjoin.spark.progress import ProgressLog
 
     out = Path(args.out)
     shutil.rmtree(out, ignore_errors=True)
@@ -67,6 +68,7 @@ def main() -> None:
          .trigger(processingTime="1 second").start())
     start = time.time()
     samples = []
+    log = ProgressLog(q)
     while time.time() - start < args.minutes * 60:
         time.sleep(args.every)
         latest: dict[int, dict] = {}
@@ -81,7 +83,7 @@ def main() -> None:
             "state_rows": sum(o.get("numRowsTotal", 0) for o in ops),
             "state_memory_bytes": sum(o.get("memoryUsedBytes", 0) for o in ops),
             "process_tree_rss_bytes": tree_rss(os.getpid()),
-            "records_in": sum(p["numInputRows"] for p in q.recentProgress),
+            "records_in": log.poll(),
         }
         samples.append(sample)
         print(f"t={sample['t']:7.0f}s  member state {sample['member_state_bytes'] / 1e6:7.2f} MB  "

@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from rich.console import Console
 from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
+from driftjoin.spark.progress import ProgressLog
 
 
 @dataclass
@@ -35,10 +36,10 @@ def watch(queries: list, console: Console, *, total: int | None = None, limit: f
     read, ``limit`` seconds passed, Ctrl-C, or a query fails. Stops the queries that still run.
 
     Spark keeps the last 100 progress reports; the count of records read is the sum over them
-    plus what was counted before they rolled out.
+    plus what was counted before they rolled out (:class:`ProgressLog`).
     """
     main = queries[0]
-    seen_batches: dict[int, int] = {}
+    log = ProgressLog(main)
     start = time.time()
     reason, error = "drained", None
     columns = [TextColumn("{task.description}")]
@@ -51,9 +52,7 @@ def watch(queries: list, console: Console, *, total: int | None = None, limit: f
                 if failed is not None:
                     reason, error = "failed", failed.exception()
                     break
-                for p in main.recentProgress:
-                    seen_batches[p["batchId"]] = p["numInputRows"]
-                records = sum(seen_batches.values())
+                records = log.poll()
                 last = main.lastProgress
                 desc = f"batch {last['batchId']} ({last['durationMs'].get('triggerExecution', 0):,} ms)" if last else "starting"
                 progress.update(task, completed=min(records, total) if total else records, description=desc)
@@ -75,9 +74,7 @@ def watch(queries: list, console: Console, *, total: int | None = None, limit: f
         failed = next((q for q in queries if q.exception() is not None), None)
         if failed is not None:
             reason, error = "failed", failed.exception()
-    for p in main.recentProgress:
-        seen_batches[p["batchId"]] = p["numInputRows"]
-    return Outcome(reason, sum(seen_batches.values()), len(seen_batches), error)
+    return Outcome(reason, log.poll(), len(log.reports), error)
 
 
 def _fmt(v: object) -> str:
