@@ -35,6 +35,7 @@ from dataclasses import dataclass, field
 import numpy as np
 from pyarrow import fs as pafs
 
+from driftjoin.control.hub import register
 from driftjoin.s3j.balancer import BalancerStats, Move, Rebalance, greedy_rebalance, plan_splits, s3j_rebalance, should_rebalance
 from driftjoin.s3j.ids import WORKSET_BITS
 from driftjoin.s3j.routing import MAX_PARTS, base_gid, site_gid
@@ -302,23 +303,8 @@ class SharedBoundController:
         return self.version
 
 
-def attach(spark, controller: BalanceController | SharedBoundController) -> object:
-    """Run ``controller.step()`` on the driver after every micro-batch of any query."""
-    from pyspark.sql.streaming import StreamingQueryListener
-
-    class _Listener(StreamingQueryListener):
-        def onQueryStarted(self, event) -> None:  # noqa: N802 (Spark's names)
-            pass
-
-        def onQueryProgress(self, event) -> None:  # noqa: N802
-            controller.step()
-
-        def onQueryIdle(self, event) -> None:  # noqa: N802
-            pass
-
-        def onQueryTerminated(self, event) -> None:  # noqa: N802
-            pass
-
-    listener = _Listener()
-    spark.streams.addListener(listener)
-    return listener
+def attach(spark, controller: BalanceController | SharedBoundController) -> None:
+    """Run ``controller.step()`` on the driver after every micro-batch of any query of the
+    session (it reads its own directory's statistics); it replaces the controller of an earlier
+    join on the same directory."""
+    register(spark, f"{type(controller).__name__}:{controller.metrics_dir}", lambda _: controller.step())

@@ -36,6 +36,7 @@ from typing import Any
 
 from pyarrow import fs as pafs
 
+from driftjoin.control.hub import Progress, register
 from driftjoin.hypercube import BatchSummary
 from driftjoin.hypercube.planner import RoutingPlanner
 from driftjoin.hypercube.table import RoutingTable
@@ -43,10 +44,6 @@ from driftjoin.spark.equi_operators import BINDINGS, COUNTS, MOVES, TABLES, Equi
 from driftjoin.spark.metrics_sink import filesystem, newest, publish, retire, write_stats
 
 log = logging.getLogger("driftjoin")
-
-#: The controller of each running SHC stream, by its ``metrics_dir`` (a newer one replaces an older).
-CONTROLLERS: dict[str, "EquiRoutingController"] = {}
-
 
 @dataclass
 class EquiRoutingController:
@@ -195,37 +192,11 @@ class EquiRoutingController:
             pass
 
 
-def attach(spark: Any, controller: EquiRoutingController) -> object:
-    """Run the controller on the driver after every committed micro-batch of its query; the
-    listener leaves when its query terminates or a newer controller takes its directory."""
-    from pyspark.sql.streaming import StreamingQueryListener
+def attach(spark: Any, controller: EquiRoutingController) -> None:
+    """Run the controller on the driver after every micro-batch with input of its query (it
+    ignores other queries); it replaces the controller of an earlier join on its directory."""
+    def on_progress(p: Progress) -> None:
+        if p.rows:
+            controller.step(p.batch, p.query)
 
-    CONTROLLERS[controller.plan.metrics_dir] = controller
-
-    class _Listener(StreamingQueryListener):
-        def onQueryStarted(self, event) -> None:  # noqa: N802 (Spark's names)
-            pass
-
-        def onQueryProgress(self, event) -> None:  # noqa: N802
-            if CONTROLLERS.get(controller.plan.metrics_dir) is not controller:
-                return  # replaced by the controller of a newer equi_join on this directory
-            progress = event.progress
-            if progress.numInputRows:
-                try:
-                    controller.step(int(progress.batchId), str(progress.id))
-                except Exception:  # the query must not die of its control plane: it stays exact
-                    log.exception("equi_join control plane: a round failed; the routing table stays as it is")
-
-        def onQueryIdle(self, event) -> None:  # noqa: N802
-            pass
-
-        def onQueryTerminated(self, event) -> None:  # noqa: N802
-            mine = controller.query is not None and controller.query == str(event.id)
-            if mine or CONTROLLERS.get(controller.plan.metrics_dir) is not controller:
-                spark.streams.removeListener(listener)
-                if CONTROLLERS.get(controller.plan.metrics_dir) is controller:
-                    del CONTROLLERS[controller.plan.metrics_dir]
-
-    listener = _Listener()
-    spark.streams.addListener(listener)
-    return listener
+    register(spark, f"equi:{controller.plan.metrics_dir}", on_progress)

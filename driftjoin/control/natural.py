@@ -49,10 +49,11 @@ from typing import Any
 
 from pyarrow import fs as pafs
 
+from driftjoin.control.hub import register
 from driftjoin.schemafree.document import Document
 from driftjoin.schemafree.metrics import routing_quality
 from driftjoin.schemafree.partitioner import Partitioner
-from driftjoin.spark.metrics_sink import _fs, newest, publish
+from driftjoin.spark.metrics_sink import _fs, newest, publish, retire
 from driftjoin.spark.natural_plan import NaturalPlan
 from driftjoin.spark.natural_table import (
     BROADCAST,
@@ -64,7 +65,6 @@ from driftjoin.spark.natural_table import (
     fit_key,
     fit_path,
     fit_version,
-    prune,
     publish_blob,
     read_fit,
     read_record,
@@ -152,8 +152,6 @@ class NaturalPartitionController:
 
     def on_progress(self, query: str, batch: int) -> None:
         """A micro-batch of some query finished: if it is this join's, decide on what it wrote."""
-        if self.terminated:
-            return
         try:
             with self.lock:
                 if self.query is None:
@@ -161,12 +159,15 @@ class NaturalPartitionController:
                     self.query = ours[-1].get("query") if ours else None
                 if query != self.query:
                     return
+                self.terminated = False  # a run of this query (restarted in this driver) is going on
                 self.committed = max(self.committed, batch)
                 self.step()
         except Exception:  # the join stays exact without decisions; it only routes worse
             log.exception("natural_join control step failed")
 
     def on_terminated(self, query: str) -> None:
+        """A query terminated: if it is this join's, :meth:`settle` stops waiting for batches
+        (the events of a later run of the same query, restarted in this driver, come after)."""
         if query == self.query:
             self.terminated = True
 
@@ -289,7 +290,7 @@ class NaturalPartitionController:
         publish(self.root, decisions_name(self.lineage), decision.version, decision.to_json())
         self.version, self.last = decision.version, decision
         self._named.append(named)
-        prune(self.root, decisions_name(self.lineage), self.keep)
+        retire(self.root, decisions_name(self.lineage), keep=self.keep)
         self._prune_fits()
         return decision
 
@@ -334,23 +335,8 @@ def read_log(root: str) -> list[dict[str, Any]]:
     return out
 
 
-def attach_natural(spark: Any, controller: NaturalPartitionController) -> object:
-    """Run the controller on the driver after every micro-batch (it keeps to its own query)."""
-    from pyspark.sql.streaming import StreamingQueryListener
-
-    class _Listener(StreamingQueryListener):
-        def onQueryStarted(self, event) -> None:  # noqa: N802 (Spark's names)
-            pass
-
-        def onQueryProgress(self, event) -> None:  # noqa: N802
-            controller.on_progress(str(event.progress.id), int(event.progress.batchId))
-
-        def onQueryIdle(self, event) -> None:  # noqa: N802
-            pass
-
-        def onQueryTerminated(self, event) -> None:  # noqa: N802
-            controller.on_terminated(str(event.id))
-
-    listener = _Listener()
-    spark.streams.addListener(listener)
-    return listener
+def attach_natural(spark: Any, controller: NaturalPartitionController) -> None:
+    """Run the controller on the driver after every micro-batch (it keeps to its own query); it
+    replaces the controller of an earlier join on the same directory."""
+    register(spark, f"natural:{controller.root}", lambda p: controller.on_progress(p.query, p.batch),
+             controller.on_terminated)

@@ -170,24 +170,38 @@ def _versions(fs: pafs.FileSystem, folder: str) -> list[int]:
     return sorted(int(i.base_name[:-5]) for i in infos if i.base_name.endswith(".json") and not i.base_name.startswith("."))
 
 
+def versions(root: str, name: str) -> list[int]:
+    """The published versions of decision ``name``, ascending."""
+    fs, base = _fs(root)
+    return _versions(fs, f"{base}/control/{name}")
+
+
+def read_version(root: str, name: str, version: int) -> dict[str, Any] | None:
+    """Version ``version`` of decision ``name`` (None if it is not there, e.g. retired)."""
+    fs, base = _fs(root)
+    try:
+        with fs.open_input_stream(f"{base}/control/{name}/{version:012d}.json") as f:
+            return json.loads(f.read())
+    except FileNotFoundError:
+        return None
+
+
 def newest(root: str, name: str, newer_than: int = -1, at_most: int | None = None) -> dict[str, Any] | None:
     """The newest published version of decision ``name`` above ``newer_than`` (and, with
     ``at_most``, not above it), else None."""
     fs, base = _fs(root)
-    folder = f"{base.rstrip('/')}/control/{name}"
-    versions = [v for v in _versions(fs, folder) if at_most is None or v <= at_most]
-    if not versions or versions[-1] <= newer_than:
+    found = [v for v in _versions(fs, f"{base}/control/{name}") if at_most is None or v <= at_most]
+    if not found or found[-1] <= newer_than:
         return None
-    with fs.open_input_stream(f"{folder}/{versions[-1]:012d}.json") as f:
-        return json.loads(f.read())
+    return read_version(root, name, found[-1])
 
 
-def retire(root: str, name: str, below: int, keep: int = 0) -> int:
-    """Delete the published versions of ``name`` below ``below``, except the newest ``keep`` of
-    them; returns how many went."""
+def retire(root: str, name: str, below: int | None = None, keep: int = 0) -> int:
+    """Delete the published versions of ``name`` below ``below`` (None: all of them), except
+    the newest ``keep`` of them; returns how many went."""
     fs, base = _fs(root)
-    folder = f"{base.rstrip('/')}/control/{name}"
-    old = [v for v in _versions(fs, folder) if v < below]
+    folder = f"{base}/control/{name}"
+    old = [v for v in _versions(fs, folder) if below is None or v < below]
     gone = old[:len(old) - keep] if keep else old
     for v in gone:
         fs.delete_file(f"{folder}/{v:012d}.json")

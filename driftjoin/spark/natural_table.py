@@ -44,38 +44,11 @@ from pyarrow import fs as pafs
 
 from driftjoin.schemafree.document import Document
 from driftjoin.schemafree.partitioner import Partitioner
-from driftjoin.spark.metrics_sink import _fs, newest
+from driftjoin.spark.metrics_sink import _fs, newest, read_version
 
 # --------------------------------------------------------------------------------------------
 # Files under <control directory>/control: decisions (versions of one name) and blobs (fits)
 # --------------------------------------------------------------------------------------------
-
-
-def versions(root: str, name: str) -> list[int]:
-    """The published versions of decision ``name``, ascending."""
-    fs, base = _fs(root)
-    selector = pafs.FileSelector(f"{base.rstrip('/')}/control/{name}", allow_not_found=True)
-    return sorted(int(i.base_name[:-5]) for i in fs.get_file_info(selector)
-                  if i.base_name.endswith(".json") and not i.base_name.startswith("."))
-
-
-def read_version(root: str, name: str, version: int) -> dict[str, Any] | None:
-    """Version ``version`` of decision ``name`` (None if it is not there, e.g. pruned)."""
-    fs, base = _fs(root)
-    try:
-        with fs.open_input_stream(f"{base.rstrip('/')}/control/{name}/{version:012d}.json") as f:
-            return json.loads(f.read())
-    except FileNotFoundError:
-        return None
-
-
-def prune(root: str, name: str, keep: int) -> list[int]:
-    """Remove all but the newest ``keep`` versions of decision ``name``; the versions removed."""
-    fs, base = _fs(root)
-    old = versions(root, name)[:-keep] if keep > 0 else versions(root, name)
-    for v in old:
-        fs.delete_file(f"{base.rstrip('/')}/control/{name}/{v:012d}.json")
-    return old
 
 
 def publish_blob(root: str, path: str, data: bytes) -> None:

@@ -122,20 +122,27 @@ def _query_started(spark, query_id: str) -> None:
     STARTED[query_id] = checkpoint
 
 
+def session_key(spark) -> str:
+    """A key of ``spark``'s session, the same for every Python handle on it."""
+    jsession = getattr(spark, "_jsparkSession", None)
+    if jsession is None:  # Spark Connect
+        return f"connect:{getattr(spark, 'session_id', id(spark))}"
+    try:
+        return str(jsession.sessionUUID())
+    except Exception:  # py4j: an older Spark without the method
+        return str(jsession.hashCode())
+
+
 def track(spark) -> None:
     """Attach (once per session) the listener that tells each query's tasks its checkpoint.
 
     Needs a classic (non-Connect) session; elsewhere statistics are written without it and read
     back without the commit check.
     """
-    jsession = getattr(spark, "_jsparkSession", None)
-    if jsession is None:
+    if getattr(spark, "_jsparkSession", None) is None:
         log.warning("driftjoin: not a classic Spark session; operator statistics cannot be checked against commits")
         return
-    try:
-        key = str(jsession.sessionUUID())
-    except Exception:  # py4j: an older Spark without the method
-        key = str(jsession.hashCode())
+    key = session_key(spark)
     if key in _TRACKED:
         return
     from pyspark.sql.streaming import StreamingQueryListener

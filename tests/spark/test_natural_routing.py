@@ -30,7 +30,8 @@ from driftjoin.schemafree.document import flatten
 from driftjoin.schemafree.generator import nobench_documents
 from driftjoin.spark.natural_local import LocalRun
 from driftjoin.spark.natural_plan import NaturalPlan
-from driftjoin.spark.natural_table import decisions_name, newest, read_version, versions
+from driftjoin.spark.metrics_sink import newest, read_version, versions
+from driftjoin.spark.natural_table import decisions_name
 
 
 def make_plan(root: str, lineage: str, m: int, kind: str, partitioner: str = "ag", initial: bytes | None = None,
