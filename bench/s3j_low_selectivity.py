@@ -7,7 +7,7 @@ the paper's numbers beside them; writes JSON and a PNG (per-worker p99 latency o
 bench/results/. Also runs the same records through the in-process core (no Spark) in the same
 run, so the Spark overhead shows as a ratio.
 
-    .venv/bin/python bench/s3j_low_selectivity.py --seconds 120 --rate 4000 --sink noop [--output pairs-grouped]
+    .venv/bin/python bench/s3j_low_selectivity.py --seconds 120 --rate 4000 --sink noop [--output pairs,pairs-lean]
 
 Also prints where a micro-batch's time went, summed over the workers' statistics (state read,
 formulation, computation, building the output, Spark taking the output, state write) beside
@@ -117,8 +117,8 @@ def spark_run(rate: int, seconds: float, selectivity: float, parallelism: int, s
     parts = breakdown(metrics, log.progress)
     q.stop()
     totals, per_worker = summary(metrics)
-    plot_latency(metrics, Path("bench/results/s3j_low_selectivity.png"),
-                 f"S3J on Spark: {rate}/s per stream, 0.1%, {parallelism} workers")
+    plot_latency(metrics, Path(f"bench/results/s3j_low_selectivity_{output}.png"),
+                 f"S3J on Spark: {rate}/s per stream, 0.1%, {parallelism} workers, output={output}")
     spark.stop()
     return {"records": seen, "wall_s": wall, "sustained_records_per_s": seen / wall, **totals,
             "batch_ms_p50": float(np.median(durations)) if durations else None,
@@ -133,35 +133,48 @@ def main() -> None:
     ap.add_argument("--parallelism", type=int, default=5)
     ap.add_argument("--selectivity", type=float, default=0.001)
     ap.add_argument("--sink", choices=["noop", "parquet"], default="noop")
-    ap.add_argument("--output", choices=["pairs", "pairs-grouped", "grouped"], default="pairs",
-                    help="pairs: one row per pair from Python; pairs-grouped: grouped rows exploded in the JVM")
+    ap.add_argument("--output", default="pairs",
+                    help="similarity_join output, or several separated by commas, run one after the other in this "
+                         "run and printed side by side: pairs (one row per pair from Python), pairs-lean (without "
+                         "the provenance columns), pairs-grouped (grouped rows exploded in the JVM), grouped")
     args = ap.parse_args()
+    outputs = args.output.split(",")
     Path("bench/results").mkdir(parents=True, exist_ok=True)
     core = core_throughput(args.rate, min(args.seconds, 60.0), args.selectivity, args.parallelism)
-    spark = spark_run(args.rate, args.seconds, args.selectivity, args.parallelism, args.sink, Path("bench/out/s3j_low"),
-                      args.output)
+    runs = {o: spark_run(args.rate, args.seconds, args.selectivity, args.parallelism, args.sink,
+                         Path("bench/out/s3j_low"), o) for o in outputs}
     print(f"\nS3J low selectivity: 2 x {args.rate}/s, 2-D uniform, angular, {args.selectivity:.2%}, "
           f"{args.parallelism} workers, 1-min windows, sink={args.sink}")
-    print(f"{'metric':<28}{'driftjoin (Spark)':>20}{'core only':>14}{'paper (Flink)':>16}")
-    print(f"{'input rate (records/s)':<28}{2 * args.rate:>20,}{'':>14}{8000:>16,}")
-    print(f"{'sustained (records/s)':<28}{spark['sustained_records_per_s']:>20,.0f}{core['records_per_s']:>14,.0f}{'8,000':>16}")
-    print(f"{'duplication ratio':<28}{spark['duplication_ratio']:>20.2f}{core['duplication_ratio']:>14.2f}{PAPER['duplication_ratio']:>16}")
-    print(f"{'comparisons ratio':<28}{spark['comparisons_ratio']:>20.2f}{core['comparisons_ratio']:>14.2f}{PAPER['comparisons_ratio']:>16}")
-    print(f"{'micro-batch time p50 (ms)':<28}{spark['batch_ms_p50'] or 0:>20,.0f}")
-    for w in spark["per_worker"]:
-        print(f"  worker {w['worker']}: pairs {w['pairs']:,}  p50 {w['p50_latency_s']:.2f} s  p99 {w['p99_latency_s']:.2f} s"
-              f"   (paper p99 {PAPER['p99_latency_s']})")
-    print(f"core/Spark throughput ratio: {core['records_per_s'] / max(spark['sustained_records_per_s'], 1):.1f}x")
-    b = spark["breakdown"]
-    print("where the workers' time went (seconds, summed over workers and batches): "
-          + ", ".join(f"{k} {v:.1f}" for k, v in sorted(b["phases_s"].items(), key=lambda kv: -kv[1])))
-    print("Spark per batch (median ms): " + ", ".join(f"{k} {v:.0f}" for k, v in b["spark_median_ms"].items()))
-    w = b["bytes_written_per_batch"]
-    if w:
-        third = max(1, len(w) // 3)
-        print(f"state written per worker batch: first third {np.mean(w[:third]) / 1e6:.2f} MB, "
-              f"last third {np.mean(w[-third:]) / 1e6:.2f} MB; state found {b['state_sources']}")
-    Path("bench/results/s3j_low_selectivity.json").write_text(json.dumps({"args": vars(args), "spark": spark, "core": core, "paper": PAPER}, indent=2, default=str))
+    width = 20
+    print(f"{'metric':<28}" + "".join(f"{'Spark ' + o:>{width}}" for o in outputs) + f"{'core only':>14}{'paper (Flink)':>16}")
+    print(f"{'input rate (records/s)':<28}" + "".join(f"{2 * args.rate:>{width},}" for _ in outputs) + f"{'':>14}{8000:>16,}")
+    print(f"{'sustained (records/s)':<28}" + "".join(f"{r['sustained_records_per_s']:>{width},.0f}" for r in runs.values())
+          + f"{core['records_per_s']:>14,.0f}{'8,000':>16}")
+    print(f"{'duplication ratio':<28}" + "".join(f"{r['duplication_ratio']:>{width}.2f}" for r in runs.values())
+          + f"{core['duplication_ratio']:>14.2f}{PAPER['duplication_ratio']:>16}")
+    print(f"{'comparisons ratio':<28}" + "".join(f"{r['comparisons_ratio']:>{width}.2f}" for r in runs.values())
+          + f"{core['comparisons_ratio']:>14.2f}{PAPER['comparisons_ratio']:>16}")
+    print(f"{'micro-batch time p50 (ms)':<28}" + "".join(f"{r['batch_ms_p50'] or 0:>{width},.0f}" for r in runs.values()))
+    print(f"{'micro-batch time max (ms)':<28}" + "".join(f"{r['batch_ms_max'] or 0:>{width},.0f}" for r in runs.values()))
+    print(f"{'worst worker p50 latency (s)':<28}" + "".join(
+        f"{max(w['p50_latency_s'] for w in r['per_worker']):>{width}.2f}" for r in runs.values()))
+    print(f"{'worst worker p99 latency (s)':<28}" + "".join(
+        f"{max(w['p99_latency_s'] for w in r['per_worker']):>{width}.2f}" for r in runs.values())
+          + f"{'':>14}{PAPER['p99_latency_s']:>16}")
+    print(f"{'core/Spark throughput':<28}" + "".join(
+        f"{core['records_per_s'] / max(r['sustained_records_per_s'], 1):>{width - 1}.1f}x" for r in runs.values()))
+    for o, r in runs.items():
+        b = r["breakdown"]
+        print(f"\n[{o}] where the workers' time went (seconds, summed over workers and batches): "
+              + ", ".join(f"{k} {v:.1f}" for k, v in sorted(b["phases_s"].items(), key=lambda kv: -kv[1])))
+        print(f"[{o}] Spark per batch (median ms): " + ", ".join(f"{k} {v:.0f}" for k, v in b["spark_median_ms"].items()))
+        w = b["bytes_written_per_batch"]
+        if w:
+            third = max(1, len(w) // 3)
+            print(f"[{o}] state written per worker batch: first third {np.mean(w[:third]) / 1e6:.2f} MB, "
+                  f"last third {np.mean(w[-third:]) / 1e6:.2f} MB; state found {b['state_sources']}")
+    Path("bench/results/s3j_low_selectivity.json").write_text(json.dumps(
+        {"args": vars(args), "spark": runs, "core": core, "paper": PAPER}, indent=2, default=str))
 
 
 if __name__ == "__main__":

@@ -76,6 +76,8 @@ class GridPlan:
     lateness: float = 0.0
     #: Spark state partitions the workers are placed on (round-robin); None: one per worker
     partitions: int | None = None
+    #: pairs without the provenance columns (``output="pairs-lean"``; output only, not state)
+    lean: bool = False
 
     @property
     def keys(self) -> tuple[int, ...]:
@@ -199,7 +201,7 @@ class GridProcessor(StatefulProcessor):
         if plan.metrics_dir and (len(rec) or late_rows):
             stats = _stats(plan, worker, seq, emit, core, counters, rec, int(home.sum()), pairs)
             write_stats(plan.metrics_dir, "computation", worker, seq, {**stats, "late": len(late_rows), "late_rows": late_rows})
-        yield from pair_frames(pairs, worker, emit)
+        yield from pair_frames(pairs, worker, emit, lean=plan.lean)
 
     def close(self) -> None:
         pass
@@ -332,4 +334,4 @@ def grid_plan(left: Any, right: Any, plan: Any, *, algorithm: str, vector_col: s
     f32 = all(_is_float32(df, vector_col) for df in (left, right) if df is not None)
     return GridPlan(plan.metric, plan.threshold, plan.dim, plan.parallelism, plan.self_join, plan.window_seconds,
                     plan.metrics_dir, choose_layout(plan.parallelism, plan.self_join), f32, block_bytes, choice.as_dict(),
-                    plan.time_basis, plan.lateness, plan.partitions)
+                    plan.time_basis, plan.lateness, plan.partitions, plan.transport == "lean")

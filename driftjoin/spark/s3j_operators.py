@@ -60,7 +60,9 @@ GROUPED_CHUNK = 20_000
 #: records/s, 60 s, same machine load): Spark took 19.6 s (summed over workers) to take flat
 #: frames against 161 s for grouped object arrays and 191 s for grouped Arrow list columns:
 #: PySpark 4.3 converts list columns of a transformWithStateInPandas output element by element.
-TRANSPORTS = ("flat", "grouped")
+#: ``"lean"``: one row per pair without the provenance columns (``output="pairs-lean"``): half
+#: the columns for Spark to take, the cost that bounds the S3J paper's setting on 2 cores.
+TRANSPORTS = ("flat", "grouped", "lean")
 #: Workset memberships per output DataFrame of the formulation (with a 128-D vector each, ~100 MB).
 MEMBER_CHUNK = 100_000
 #: ``side`` of a heartbeat row (its ``ingest`` is the largest window time its sender saw).
@@ -496,11 +498,12 @@ class _Computation:
 
     def _emit_flat(self, pairs: Any, emit: float) -> Iterator[pd.DataFrame]:
         """One row per pair."""
-        return pair_frames(pairs, self.worker, emit)
+        return pair_frames(pairs, self.worker, emit, lean=self.plan.transport == "lean")
 
 
-def pair_frames(pairs: Any, worker: int, emit: float) -> Iterator[pd.DataFrame]:
-    """Joined pairs as output frames of plain numbers, one row per pair, in bounded chunks.
+def pair_frames(pairs: Any, worker: int, emit: float, lean: bool = False) -> Iterator[pd.DataFrame]:
+    """Joined pairs as output frames of plain numbers, one row per pair, in bounded chunks;
+    ``lean``: ids, distance and window only (``output="pairs-lean"``).
 
     The JVM builds the timestamps (see ``similarity_join``) far faster than pandas would, and
     the frames are built without copying (``copy=False``: pandas would otherwise consolidate the
@@ -508,20 +511,24 @@ def pair_frames(pairs: Any, worker: int, emit: float) -> Iterator[pd.DataFrame]:
     convert back to Arrow column by column).
     """
     emit_us = int(round(emit * 1e6))
-    ingest_us = np.round(pairs.ingest * 1e6).astype(np.int64)
+    ingest_us = None if lean else np.round(pairs.ingest * 1e6).astype(np.int64)
     for lo in range(0, len(pairs), OUTPUT_CHUNK):
         part = slice(lo, lo + OUTPUT_CHUNK)
-        n = len(pairs.left_id[part])
-        yield pd.DataFrame({
+        frame = {
             "left_id": pairs.left_id[part],
             "right_id": pairs.right_id[part],
             "distance": pairs.distance[part],
             "window": pairs.window[part],
-            "ingest_us": ingest_us[part],
-            "emit_us": np.full(n, emit_us, dtype=np.int64),
-            "worker": np.full(n, worker, dtype=np.int32),
-            "workset": pairs.workset[part],
-        }, copy=False)
+        }
+        if ingest_us is not None:
+            n = len(frame["left_id"])
+            frame.update({
+                "ingest_us": ingest_us[part],
+                "emit_us": np.full(n, emit_us, dtype=np.int64),
+                "worker": np.full(n, worker, dtype=np.int32),
+                "workset": pairs.workset[part],
+            })
+        yield pd.DataFrame(frame, copy=False)
 
 
 def _arrays(r: Records) -> tuple:

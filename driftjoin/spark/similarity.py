@@ -32,7 +32,8 @@ log = logging.getLogger(__name__)
 
 _ID_TYPES = (T.LongType, T.IntegerType, T.ShortType, T.StringType)
 #: Output shapes of :func:`similarity_join` (see its docstring).
-OUTPUTS = ("pairs", "grouped", "pairs-grouped")
+#: ``output=`` values and the transport each uses (:data:`~driftjoin.spark.s3j_operators.TRANSPORTS`).
+OUTPUTS = {"pairs": "flat", "pairs-lean": "lean", "grouped": "grouped", "pairs-grouped": "grouped"}
 
 
 def _vector_column(df: DataFrame, name: str, float32: bool = False) -> Column:
@@ -272,7 +273,10 @@ def similarity_join(
     ``worker``, ``workset``. ``output="grouped"``: one row per left record, worker and
     micro-batch: ``left_id, right_ids, distances, window_start, window_end, ingest_times,
     emit_time, worker`` (arrays in the same order), for users who need no row per pair.
-    ``output="pairs-grouped"`` gives the pairs through the grouped transport exploded in the
+    ``output="pairs-lean"``: one row per pair with ``left_id, right_id, distance, window_start,
+    window_end`` only, for users who need no provenance: half the columns for Spark to take from
+    the Python workers, which is what bounds the throughput at low selectivity (the statistics
+    in ``metrics_dir`` keep the latencies either way). ``output="pairs-grouped"`` gives the pairs through the grouped transport exploded in the
     JVM (measured slower than one row per pair on PySpark 4.3: kept to measure against).
     Rows that cannot be joined are skipped here and reported by :func:`invalid_records`.
     """
@@ -285,8 +289,9 @@ def similarity_join(
             if df is not None and name is not None:
                 check_time_column(df, name, what)
     if output not in OUTPUTS:
-        raise ValueError(f"output={output!r}: use 'pairs' (one row per pair), 'grouped' (one row per record with "
-                         "arrays of partners) or 'pairs-grouped'")
+        raise ValueError(f"output={output!r}: use 'pairs' (one row per pair), 'pairs-lean' (one row per pair without "
+                         "the provenance columns), 'grouped' (one row per record with arrays of partners) or "
+                         "'pairs-grouped'")
     time_basis, lateness = _lateness(left, right, time_col, ingest_col, watermark, window)
     if not left.isStreaming and time_col is None:
         window = None
@@ -300,12 +305,12 @@ def similarity_join(
                  algorithm="s3j" if algorithm in ("auto", "grid") else algorithm,
                  virtual_partitions=virtual_partitions, time_basis=time_basis, lateness=lateness,
                  partitions=partitions, balanced=balance != "none" and left.isStreaming,
-                 transport="flat" if output == "pairs" else "grouped")
+                 transport=OUTPUTS[output])
     grid = grid_plan(left, right, plan, algorithm=algorithm if flexible else "s3j", vector_col=vector_col,
                      sample=sample, seed=seed, block_bytes=block_bytes) if algorithm in ("auto", "grid") else None
-    if grid is not None and output != "pairs":
+    if grid is not None and OUTPUTS[output] == "grouped":
         raise ValueError(f"output={output!r} is not available when the grid algorithm joins (it emits one row per pair): "
-                         "use output='pairs', or algorithm='s3j'")
+                         "use output='pairs' or 'pairs-lean', or algorithm='s3j'")
     if balance != "none":
         from driftjoin.control import CONTROLLERS, BalanceController, attach
 
@@ -340,11 +345,13 @@ def similarity_join(
         T.StructField("worksets", T.ArrayType(T.LongType())),
     ]) if plan.transport == "grouped" else T.StructType([
         T.StructField("left_id", id_type), T.StructField("right_id", id_type), T.StructField("distance", T.DoubleType()),
-        T.StructField("window", T.LongType()), T.StructField("ingest_us", T.LongType()), T.StructField("emit_us", T.LongType()),
-        T.StructField("worker", T.IntegerType()), T.StructField("workset", T.LongType()),
+        T.StructField("window", T.LongType()),
+        *([] if plan.transport == "lean" else [
+            T.StructField("ingest_us", T.LongType()), T.StructField("emit_us", T.LongType()),
+            T.StructField("worker", T.IntegerType()), T.StructField("workset", T.LongType())]),
     ]))
-    if grid is not None:  # output="pairs" (checked above): one row per pair
-        return _pair_columns(grid_pairs(data, grid, id_type=id_type, pair_schema=pair_schema), plan, "pairs")
+    if grid is not None:  # one row per pair (checked above)
+        return _pair_columns(grid_pairs(data, grid, id_type=id_type, pair_schema=pair_schema), plan, output)
     if plan.algorithm == "s3j":
         routed_arrow = to_arrow_schema(routed_schema)
         routed = data.mapInArrow(lambda it: route_batches(plan, it, routed_arrow), routed_schema)
@@ -393,6 +400,8 @@ def _pair_columns(raw: DataFrame, plan: S3JPlan, output: str) -> DataFrame:
                          F.explode(F.arrays_zip("right_ids", "distances", "ingest_us", "worksets")).alias("p")).select(
             "left_id", F.col("p.right_ids").alias("right_id"), F.col("p.distances").alias("distance"), "window",
             F.col("p.ingest_us").alias("ingest_us"), "emit_us", "worker", F.col("p.worksets").alias("workset"))
+    if output == "pairs-lean":
+        return raw.select("left_id", "right_id", "distance", start.alias("window_start"), end.alias("window_end"))
     return raw.select(
         "left_id", "right_id", "distance", start.alias("window_start"), end.alias("window_end"),
         F.timestamp_micros("ingest_us").alias("ingest_time"), F.timestamp_micros("emit_us").alias("emit_time"),

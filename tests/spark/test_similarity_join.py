@@ -33,6 +33,7 @@ def _write_batches(base, X, side, ts, n_batches):
 
 @pytest.mark.slow
 def test_streaming_two_streams_several_batches_and_windows_equal_oracle(spark, tmp_path):
+    """Through the lean output (no provenance columns); the other streaming tests use the full one."""
     rng = np.random.default_rng(5)
     n, n_batches = 1500, 5
     X = rng.uniform(-1, 1, (n, 2))
@@ -46,7 +47,8 @@ def test_streaming_two_streams_several_batches_and_windows_equal_oracle(spark, t
                 .withColumn("ts", F.col("ts").cast("timestamp")))
 
     pairs = similarity_join(read("L"), read("R"), threshold=0.01, metric="angular", parallelism=3, dim=2,
-                            window="1 minute", ingest_col="ts", metrics_dir=str(tmp_path / "metrics"))
+                            window="1 minute", ingest_col="ts", metrics_dir=str(tmp_path / "metrics"), output="pairs-lean")
+    assert pairs.columns == ["left_id", "right_id", "distance", "window_start", "window_end"]
     q = (pairs.writeStream.format("parquet").option("path", str(tmp_path / "out"))
          .option("checkpointLocation", str(tmp_path / "ck")).trigger(availableNow=True).start())
     q.awaitTermination()
@@ -181,8 +183,9 @@ def test_baselines_on_spark_equal_oracle(spark, tmp_path, algorithm):
 
 
 def test_output_shapes_agree(spark):
-    """output='grouped' (one row per left record, arrays) and 'pairs-grouped' (grouped transport
-    exploded in the JVM) give the same pairs and distances as the default 'pairs'."""
+    """output='grouped' (one row per left record, arrays), 'pairs-grouped' (grouped transport
+    exploded in the JVM) and 'pairs-lean' (S3J and grid) give the same pairs and distances as the
+    default 'pairs'."""
     rng = np.random.default_rng(21)
     X = rng.uniform(-1, 1, (500, 3))
     df = spark.createDataFrame([(i, X[i].tolist()) for i in range(500)], "id long, vector array<double>")
@@ -191,7 +194,12 @@ def test_output_shapes_agree(spark):
     flat = sorted((r.left_id, r.right_id, round(r.distance, 12)) for r in similarity_join(df, output="pairs-grouped", **kw).collect())
     grouped = similarity_join(df, output="grouped", **kw).collect()
     exploded = sorted((r.left_id, b, round(d, 12)) for r in grouped for b, d in zip(r.right_ids, r.distances))
-    assert len(pairs) > 100 and pairs == flat == exploded
+    lean = {a: similarity_join(df, output="pairs-lean", algorithm=a, **kw) for a in ("s3j", "grid")}
+    assert all(j.columns == ["left_id", "right_id", "distance", "window_start", "window_end"] for j in lean.values())
+    lean_pairs = {a: sorted((r.left_id, r.right_id, round(r.distance, 12)) for r in j.collect()) for a, j in lean.items()}
+    assert len(pairs) > 100 and pairs == flat == exploded == lean_pairs["s3j"] == lean_pairs["grid"]
     assert all(len(r.right_ids) == len(r.distances) == len(r.ingest_times) for r in grouped)
+    with pytest.raises(ValueError, match="'pairs-lean'"):
+        similarity_join(df, output="grouped", algorithm="grid", **kw)
     with pytest.raises(ValueError, match="output="):
         similarity_join(df, output="rows", **kw)
