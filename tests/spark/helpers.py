@@ -8,6 +8,8 @@ import os
 import socket
 import subprocess
 import sys
+import tempfile
+from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 from typing import Any, Iterable
 from urllib.parse import urlparse
@@ -70,7 +72,35 @@ MASTER = os.environ.get("DRIFTJOIN_CLUSTER")
 needs_cluster = pytest.mark.skipif(not MASTER, reason="no standalone cluster: run scripts/cluster.sh start and set DRIFTJOIN_CLUSTER")
 
 
+#: The cluster jobs started in the background when the collected tests include them.
+_BACKGROUND: dict[str, Future] = {}
+
+
+def start_cluster_jobs(scripts: list[str]) -> None:
+    """Start ``scripts`` one after another in a background thread, each in a fresh work folder.
+
+    A cluster job is its own driver process on the standalone cluster; the suite's process only
+    waits for it (two minutes and more), so the jobs run while the local tests go on and their
+    tests collect the results. They run one at a time: the autoscaling job needs both workers."""
+    if not MASTER or not scripts:
+        return
+    pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="cluster-jobs")
+    for script in scripts:
+        work = Path(tempfile.mkdtemp(prefix=f"driftjoin-{Path(script).stem}-"))
+        _BACKGROUND[script] = pool.submit(_run_cluster_job, script, work, 900)
+    pool.shutdown(wait=False)
+
+
 def run_cluster_job(script: str, work: Path, timeout: float = 900) -> str:
+    """The line starting with ``OK`` that ``tests/<script> MASTER work`` printed: from its
+    background run if one was started (:func:`start_cluster_jobs`), else run now in ``work``."""
+    started = _BACKGROUND.get(script)
+    if started is not None:
+        return started.result(timeout=2 * timeout)
+    return _run_cluster_job(script, work, timeout)
+
+
+def _run_cluster_job(script: str, work: Path, timeout: float) -> str:
     """Run ``tests/<script> MASTER work`` as its own driver (a process has one SparkContext and
     the suite's is local); returns the line starting with ``OK`` it must print. A cluster that
     is named but not there fails the test (CI started it), rather than waiting for executors."""
