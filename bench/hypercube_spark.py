@@ -30,7 +30,12 @@ micro-batch time) at 1 and 2 workers with the parallel routers and with the sing
 (``--scale-size`` tuples in ``--batches`` micro-batches, uniform keys by default), and the work of
 each worker at 1 to 16 workers (``--scale-ps``) for SHC and PHJ from the workers' statistics, on
 a skewed stream of many micro-batches (``--work-size``, ``--work-batches``, ``--work-alpha``).
-Writes ``bench/results/hypercube_spark_scaling.json``.
+Writes ``bench/results/hypercube_spark_scaling.json``. With ``--master spark://...`` the
+throughput runs use a standalone cluster (``scripts/cluster.sh start``) instead of ``local[2]``:
+``p`` executors of one core for ``p`` workers, each ``p`` its own driver process (``spark.cores.max
+= p``, started only once all ``p`` executors have registered); the work table is left out (it
+comes from the statistics, the same wherever the tasks run). Writes
+``bench/results/hypercube_spark_scaling_cluster.json``.
 
 Run: ``.venv/bin/python bench/hypercube_spark.py`` (six streams x five systems: about 8 minutes
 on two idle cores, much longer on a loaded machine; ``--alphas``, ``--sizes``, ``--no-moving``
@@ -43,6 +48,7 @@ import argparse
 import json
 import os
 import shutil
+import subprocess
 import sys
 import tempfile
 import time
@@ -55,12 +61,16 @@ import pyarrow.parquet as pq
 from driftjoin.hypercube import Side, ZipfStreamSpec, zipf_stream
 from driftjoin.spark.equi import equi_join
 from driftjoin.spark.metrics_sink import read_stats
-from driftjoin.spark.session import local_session, prepare_for_stateful
+from driftjoin.spark.session import cluster_session, local_session, prepare_for_stateful
 
 RESULTS = Path(__file__).resolve().parent / "results"
 SCHEMA = "id long, k long, ts double, x long"
 DOMAIN = 10_000
 SYSTEMS = ("shc", "shc1", "phj", "jb", "spark")
+ROUTINGS = ("parallel", "dispatcher")
+#: a cluster run starts its first job only once all its executors have registered
+WAIT_FOR_EXECUTORS = {"spark.scheduler.minRegisteredResourcesRatio": "1.0",
+                      "spark.scheduler.maxRegisteredResourcesWaitingTime": "120s"}
 LABELS = {"shc": "SHC (parallel routers)", "shc1": "SHC (one dispatcher, the paper's)", "phj": "PHJ",
           "jb": "Join-Biclique", "spark": "Spark stream-stream join"}
 
@@ -213,36 +223,77 @@ def plot(fig4: list, fig5: list, path: Path) -> None:
     plt.close(fig)
 
 
+def throughput_local(spark, data: Path, scratch: Path) -> list[dict[str, Any]]:
+    """SHC at 1 and 2 workers, both routings, in this session (``local[2]``)."""
+    rows = []
+    for routing in ROUTINGS:
+        for p in (1, 2):
+            work = scratch / f"tp-{routing}-{p}"
+            rows.append({"routing": routing, "p": p, **run_equi(spark, data, work, "shc", p, None, routing)})
+            shutil.rmtree(work, ignore_errors=True)
+    return rows
+
+
+def throughput_child(cfg: dict[str, Any]) -> None:
+    """One driver with ``p`` executors of one core on the cluster ``cfg["master"]``: a warm-up
+    query, then SHC on the scaling stream for each routing; prints the rows as JSON."""
+    p, scratch = cfg["p"], Path(cfg["scratch"])
+    spark = cluster_session(cfg["master"], p, f"hypercube-scaling-{p}", max_executors=p, conf=WAIT_FOR_EXECUTORS)
+    executors = spark.sparkContext._jsc.sc().getExecutorMemoryStatus().size() - 1  # minus the driver's
+    run_equi(spark, scratch / "warm-up" / "data", scratch / f"warm-up-{p}", "shc", p, None)
+    rows = []
+    for routing in ROUTINGS:
+        work = scratch / f"tp-{routing}-{p}"
+        rows.append({"routing": routing, "p": p, "executors": executors,
+                     **run_equi(spark, scratch / "scaling", work, "shc", p, None, routing)})
+        shutil.rmtree(work, ignore_errors=True)
+    spark.stop()
+    print("RESULT " + json.dumps(rows), flush=True)
+
+
+def throughput_cluster(master: str, scratch: Path) -> list[dict[str, Any]]:
+    """SHC at 1 and 2 executors of one core on a standalone cluster, each count of executors its own driver process."""
+    rows = []
+    for p in (1, 2):
+        cfg = {"master": master, "p": p, "scratch": str(scratch)}
+        proc = subprocess.run([sys.executable, __file__, "--child", json.dumps(cfg)], capture_output=True, text=True)
+        lines = [ln for ln in proc.stdout.splitlines() if ln.startswith("RESULT ")]
+        if not lines:
+            raise RuntimeError(f"cluster run {cfg} failed:\n{proc.stderr[-3000:]}")
+        rows += json.loads(lines[-1][len("RESULT "):])
+    return rows
+
+
 def scaling(spark, scratch: Path, size: int, alpha: float, batches: int, ps: list[int], seed: int,
-            work_size: int, work_batches: int, work_alpha: float) -> dict[str, Any]:
+            work_size: int, work_batches: int, work_alpha: float, master: str | None = None) -> dict[str, Any]:
     """What parallel routing buys: throughput at 1 and 2 workers, parallel routers against the one
-    dispatcher (same stream, same session, one run), and each worker's work at ``ps`` workers
-    from the workers' statistics (the load a larger cluster would see), on a stream of
-    ``work_size`` tuples in ``work_batches`` micro-batches (many: the control plane decides one
-    or two batches behind, so a stream of few batches shows mostly the lag)."""
+    dispatcher (same stream, one run; in this session, or with ``master`` on 1 and 2 executors of
+    a standalone cluster), and each worker's work at ``ps`` workers from the workers' statistics
+    (the load a larger cluster would see), on a stream of ``work_size`` tuples in
+    ``work_batches`` micro-batches (many: the control plane decides one or two batches behind,
+    so a stream of few batches shows mostly the lag)."""
     spec = ZipfStreamSpec(size // 2, size // 2, domain=DOMAIN, alpha_r=alpha, alpha_s=alpha, seed=seed)
     data = scratch / "scaling"
     shutil.rmtree(data, ignore_errors=True)
     n = write_stream(data, spec, batches)
     runs: dict[str, Any] = {"input": n, "alpha": alpha, "batches": batches, "throughput": [], "work": [],
-                            "work_input": work_size, "work_batches": work_batches, "work_alpha": work_alpha}
-    print(f"\nThroughput: Zipf alpha = {alpha}, IN = {n:,} in {batches} micro-batches, SHC, output='count'")
+                            "work_input": work_size, "work_batches": work_batches, "work_alpha": work_alpha, "master": master}
+    where = f"p executors of 1 core on {master}" if master else "local[2]"
+    print(f"\nThroughput: Zipf alpha = {alpha}, IN = {n:,} in {batches} micro-batches, SHC, output='count', {where}")
     head = f"{'routing':>10} {'p':>3} {'batch_s':>8} {'plan_s':>7} {'tuples/s':>9} {'vs p=1':>7}"
     print(head)
     print("-" * len(head))
-    for routing in ("parallel", "dispatcher"):
-        base = None
-        for p in (1, 2):
-            work = scratch / f"tp-{routing}-{p}"
-            r = run_equi(spark, data, work, "shc", p, None, routing)
-            rate = n / r["batch_s"]
-            base = base or rate
-            runs["throughput"].append({"routing": routing, "p": p, "tuples_per_s": rate, **r})
-            print(f"{routing:>10} {p:>3} {r['batch_s']:>8.1f} {r['plan_s']:>7.1f} {rate:>9,.0f} {rate / base:>6.2f}x")
-            shutil.rmtree(work, ignore_errors=True)
+    rows = throughput_cluster(master, scratch) if master else throughput_local(spark, data, scratch)
+    for r in sorted(rows, key=lambda x: (ROUTINGS.index(x["routing"]), x["p"])):
+        rate = n / r["batch_s"]
+        base = next((x["tuples_per_s"] for x in runs["throughput"] if x["routing"] == r["routing"]), rate)
+        runs["throughput"].append({"tuples_per_s": rate, **r})
+        print(f"{r['routing']:>10} {r['p']:>3} {r['batch_s']:>8.1f} {r['plan_s']:>7.1f} {rate:>9,.0f} {rate / base:>6.2f}x")
     tp = {(x["routing"], x["p"]): x["tuples_per_s"] for x in runs["throughput"]}
     print(f"parallel / dispatcher throughput: p = 1 {tp[('parallel', 1)] / tp[('dispatcher', 1)]:.2f}x, "
           f"p = 2 {tp[('parallel', 2)] / tp[('dispatcher', 2)]:.2f}x")
+    if not ps:
+        return runs
     spec = ZipfStreamSpec(work_size // 2, work_size // 2, domain=DOMAIN, alpha_r=work_alpha, alpha_s=work_alpha, seed=seed)
     data = scratch / "scaling-work"
     shutil.rmtree(data, ignore_errors=True)
@@ -280,11 +331,19 @@ def main(argv: list[str]) -> None:
     parser.add_argument("--work-size", type=int, default=20_000, help="input tuples of the work-per-worker runs")
     parser.add_argument("--work-batches", type=int, default=16, help="micro-batches of the work-per-worker runs")
     parser.add_argument("--work-alpha", type=float, default=1.0, help="Zipf exponent of the work-per-worker runs")
+    parser.add_argument("--master", help="with --scaling: the throughput runs on this standalone cluster (spark://host:port, "
+                        "scripts/cluster.sh start), 1 and 2 executors of one core; no work table")
+    parser.add_argument("--child", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
+    if args.child:
+        throughput_child(json.loads(args.child))
+        return
+    if args.master and not args.scaling:
+        parser.error("--master applies to --scaling")
     alphas = [float(a) for a in args.alphas.split(",")]
     sizes = [int(s) for s in args.sizes.split(",")]
     start = time.perf_counter()
-    spark = local_session(args.p, "hypercube-spark-bench", cores=2)
+    spark = None if args.master else local_session(args.p, "hypercube-spark-bench", cores=2)
     scratch = Path(tempfile.mkdtemp(prefix="hypercube-spark-"))
     done: dict[ZipfStreamSpec, dict[str, Any]] = {}
 
@@ -300,15 +359,17 @@ def main(argv: list[str]) -> None:
         # the start of the Python workers
         warm = scratch / "warm-up"
         write_stream(warm / "data", ZipfStreamSpec(500, 500, domain=DOMAIN, seed=args.seed), 2)
-        run_equi(spark, warm / "data", warm, "shc", args.p, None)
+        if spark is not None:  # on a cluster each driver warms up its own executors
+            run_equi(spark, warm / "data", warm, "shc", args.p, None)
         if args.scaling:
-            runs = scaling(spark, scratch, args.scale_size, args.scale_alpha, args.batches,
-                           [int(p) for p in args.scale_ps.split(",")], args.seed, args.work_size, args.work_batches,
-                           args.work_alpha)
+            ps = [] if args.master else [int(p) for p in args.scale_ps.split(",")]
+            runs = scaling(spark, scratch, args.scale_size, args.scale_alpha, args.batches, ps, args.seed,
+                           args.work_size, args.work_batches, args.work_alpha, args.master)
             RESULTS.mkdir(parents=True, exist_ok=True)
             runs.update(load_average=os.getloadavg(), cores=os.cpu_count(), seconds=time.perf_counter() - start)
-            (RESULTS / "hypercube_spark_scaling.json").write_text(json.dumps(runs, indent=1))
-            print(f"\nwrote {RESULTS / 'hypercube_spark_scaling.json'} in {runs['seconds']:.0f} s "
+            out = RESULTS / ("hypercube_spark_scaling_cluster.json" if args.master else "hypercube_spark_scaling.json")
+            out.write_text(json.dumps(runs, indent=1))
+            print(f"\nwrote {out} in {runs['seconds']:.0f} s "
                   f"(load average at the end {runs['load_average'][0]:.1f} on {os.cpu_count()} cores)")
             return
         fig4 = [(a, point(args.fig4_size, a)) for a in alphas]

@@ -15,7 +15,11 @@
    and the busiest joiner spent per batch (from the statistics files).
 3. Scaling (``--scaling``, with 4): the AG join of the server log at 1 and 2 workers (a Spark of
    ``local[w]``, ``w`` input partitions and ``w`` joiners, each run in its own process), both
-   routings, in one run: documents per second and the ratio of 2 workers to 1.
+   routings, in one run: documents per second and the ratio of 2 workers to 1. With
+   ``--master spark://...`` the workers are executors of a standalone cluster
+   (``scripts/cluster.sh start``): each run is its own driver with ``w`` executors of one core
+   (``spark.cores.max = w``, started only once all ``w`` have registered); 4 is then left out
+   (it runs no Spark, so it does not depend on the master).
 4. Work per worker at 1 to 16 workers from the statistics (``--work``, or with ``--scaling``):
    the parallel routing played in one process without Spark (the same routers, joiners and
    controller) with m = 1, 2, 4, 8, 16 input tasks and joiners; per micro-batch the documents
@@ -23,7 +27,7 @@
    joiner receives, and the speed-up that work allows over one worker.
 
 Prints tables and writes bench/results/schemafree_spark.json and .png.
-Run: .venv/bin/python bench/schemafree_spark.py [--quick] [--nobench] [--scaling] [--work]
+Run: .venv/bin/python bench/schemafree_spark.py [--quick] [--nobench] [--scaling [--master URL]] [--work]
 """
 
 from __future__ import annotations
@@ -50,7 +54,7 @@ from driftjoin.schemafree.document import flatten  # noqa: E402
 from driftjoin.spark.docs_source import register  # noqa: E402
 from driftjoin.spark.metrics_sink import read_stats  # noqa: E402
 from driftjoin.spark.natural import ASSIGNER_OP, JOINER_OP, natural_join, natural_join_metrics  # noqa: E402
-from driftjoin.spark.session import local_session  # noqa: E402
+from driftjoin.spark.session import cluster_session, local_session  # noqa: E402
 
 RESULTS = Path(__file__).resolve().parent / "results"
 METHODS = ("ag", "sc", "ds")
@@ -131,13 +135,21 @@ def throughput(spark, work: Path, method: str, total: int, batch: int, window: i
 
 
 ROUTINGS = ("parallel", "assigner")
+#: a cluster run starts its first job only once all its executors have registered
+WAIT_FOR_EXECUTORS = {"spark.scheduler.minRegisteredResourcesRatio": "1.0",
+                      "spark.scheduler.maxRegisteredResourcesWaitingTime": "120s"}
 
 
 def scaling_child(cfg: dict[str, Any]) -> None:
-    """One throughput run in its own process (``local[w]``): prints its result as JSON."""
+    """One throughput run in its own process (``local[w]``, or ``w`` executors of one core on
+    ``cfg["master"]``): prints its result as JSON."""
     w = cfg["workers"]
-    spark = local_session(parallelism=w, cores=w, app_name=f"schemafree-scaling-{w}")
+    if cfg.get("master"):
+        spark = cluster_session(cfg["master"], w, f"schemafree-scaling-{w}", max_executors=w, conf=WAIT_FOR_EXECUTORS)
+    else:
+        spark = local_session(parallelism=w, cores=w, app_name=f"schemafree-scaling-{w}")
     register(spark)
+    executors = spark.sparkContext._jsc.sc().getExecutorMemoryStatus().size() - 1  # minus the driver's
     work = Path(tempfile.mkdtemp(prefix="schemafree_scaling_"))
     try:
         result = throughput(spark, work, "ag", total=cfg["total"], batch=cfg["batch"], window=cfg["window"], m=w,
@@ -145,22 +157,23 @@ def scaling_child(cfg: dict[str, Any]) -> None:
     finally:
         spark.stop()
         shutil.rmtree(work, ignore_errors=True)
-    print("RESULT " + json.dumps({**result, "workers": w}), flush=True)
+    print("RESULT " + json.dumps({**result, "workers": w, "executors": executors}), flush=True)
 
 
-def scaling(total: int, batch: int, window: int) -> list[dict[str, Any]]:
+def scaling(total: int, batch: int, window: int, master: str | None = None) -> list[dict[str, Any]]:
     """Throughput at 1 and 2 workers for both routings, alternating so drift in the machine's
     load hits both alike."""
     out = []
     for w in (1, 2):
         for routing in ROUTINGS:
-            cfg = {"workers": w, "routing": routing, "total": total, "batch": batch, "window": window}
+            cfg = {"workers": w, "routing": routing, "total": total, "batch": batch, "window": window, "master": master}
             proc = subprocess.run([sys.executable, __file__, "--child", json.dumps(cfg)], capture_output=True, text=True)
             lines = [ln for ln in proc.stdout.splitlines() if ln.startswith("RESULT ")]
             if not lines:
                 raise RuntimeError(f"scaling run {cfg} failed:\n{proc.stderr[-3000:]}")
             out.append(json.loads(lines[-1][len("RESULT "):]))
-            print(f"  {routing:>8} workers={w}: {out[-1]['docs_per_s']:.0f} docs/s", flush=True)
+            where = f" ({out[-1]['executors']} executors)" if master else ""
+            print(f"  {routing:>8} workers={w}{where}: {out[-1]['docs_per_s']:.0f} docs/s", flush=True)
     return out
 
 
@@ -251,6 +264,8 @@ def main() -> None:
     parser.add_argument("--nobench", action="store_true", help="also the NoBench-style stream (about twice the time)")
     parser.add_argument("--scaling", action="store_true", help="only sections 3 and 4: 1 vs 2 workers, work per worker")
     parser.add_argument("--work", action="store_true", help="only section 4 (no Spark: about a minute of CPU)")
+    parser.add_argument("--master", help="with --scaling: run section 3 on this standalone cluster (spark://host:port, "
+                        "scripts/cluster.sh start), 1 and 2 executors of one core each; section 4 is left out")
     parser.add_argument("--child", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.child:
@@ -259,7 +274,7 @@ def main() -> None:
     RESULTS.mkdir(parents=True, exist_ok=True)
     started = time.perf_counter()
     if args.scaling:
-        run_scaling(args.quick, started)
+        run_scaling(args.quick, started, args.master)
         return
     if args.work:
         per_worker = work_per_worker(8000, 1000, 2000, [1, 2, 4, 8, 16])
@@ -311,12 +326,14 @@ def print_work(per_worker: list[dict[str, Any]]) -> None:
               f"{r['speedup_bound']:8.2f}")
 
 
-def run_scaling(quick: bool, started: float) -> None:
+def run_scaling(quick: bool, started: float, master: str | None = None) -> None:
     total, batch, window = (6000, 1500, 3000) if quick else (40000, 10000, 10000)
-    print(f"Scaling: AG, server log, {total} documents, {batch} per micro-batch, count windows of {window}")
-    tp = scaling(total, batch, window)
-    per_worker = work_per_worker(8000, 1000, 2000, [1, 2, 4, 8, 16])
-    print("\nThroughput at 1 and 2 workers (local[w], w input partitions, w joiners; steady state)")
+    print(f"Scaling: AG, server log, {total} documents, {batch} per micro-batch, count windows of {window}"
+          + (f", standalone cluster {master}" if master else ""))
+    tp = scaling(total, batch, window, master)
+    per_worker = [] if master else work_per_worker(8000, 1000, 2000, [1, 2, 4, 8, 16])
+    where = f"w executors of 1 core on {master}" if master else "local[w]"
+    print(f"\nThroughput at 1 and 2 workers ({where}, w input partitions, w joiners; steady state)")
     print(f"{'routing':>8} {'1 worker':>9} {'2 workers':>9} {'2 / 1':>6} {'busiest joiner s (1/2)':>23} {'assigner s (1/2)':>17}")
     for routing in ROUTINGS:
         one, two = (next(t for t in tp if t["routing"] == routing and t["workers"] == w) for w in (1, 2))
@@ -324,13 +341,16 @@ def run_scaling(quick: bool, started: float) -> None:
               f"{one['busiest_joiner_s']:11.2f} / {two['busiest_joiner_s']:<9.2f} {one['assigner_s']:8.2f} / {two['assigner_s']:<6.2f}")
     par2, asg2 = (next(t for t in tp if t["routing"] == r and t["workers"] == 2) for r in ROUTINGS)
     print(f"parallel / assigner at 2 workers: {par2['docs_per_s'] / asg2['docs_per_s']:.2f}")
-    print_work(per_worker)
+    if per_worker:
+        print_work(per_worker)
     total = time.perf_counter() - started
     load = os.getloadavg()[0] if hasattr(os, "getloadavg") else None
     print(f"\ntotal {total:.0f} s, load average {load}")
-    result = {"throughput": tp, "work_per_worker": per_worker, "seconds": total, "cpus": os.cpu_count(), "load": load}
-    (RESULTS / "schemafree_scaling.json").write_text(json.dumps(result, indent=1))
-    print(f"wrote {RESULTS / 'schemafree_scaling.json'}")
+    result = {"throughput": tp, "work_per_worker": per_worker, "seconds": total, "cpus": os.cpu_count(), "load": load,
+              "master": master}
+    name = "schemafree_scaling_cluster.json" if master else "schemafree_scaling.json"
+    (RESULTS / name).write_text(json.dumps(result, indent=1))
+    print(f"wrote {RESULTS / name}")
 
 
 if __name__ == "__main__":
