@@ -302,7 +302,7 @@ def bench_batch(sizes: list[int], dims: list[int], neighbours: float = 5.0, time
             t = choose_threshold(x, selectivity=min(0.5, neighbours / max(tune_rows, 2)), metric="euclidean")
             df, vdf = frames(x, "mllib" in methods)
             for m in driftjoin_methods:
-                _timed(spark, "warm-up", limit[m], lambda: exact(df, t, m))
+                _attempt(lambda: _timed(spark, "warm-up", limit[m], lambda: exact(df, t, m)))
             best, tuned = None, None
             key = _tuning_key(dataset, dim, tune_rows, min_recall)
             if "mllib" in methods and lsh_setting == "reuse" and key in tunings:
@@ -356,6 +356,7 @@ def bench_batch(sizes: list[int], dims: list[int], neighbours: float = 5.0, time
                     row["mllib_tuning"] = tuned
                 truth = None
                 for m in methods:
+                    error = None
                     if m in ("faiss", "numpy"):
                         if slow_refs.get(f"{m}-{dim}", math.inf) <= n:
                             got, secs = None, None
@@ -366,10 +367,11 @@ def bench_batch(sizes: list[int], dims: list[int], neighbours: float = 5.0, time
                             if secs > limit[m]:
                                 slow_refs[f"{m}-{dim}"] = n * 1.5
                     elif m == "mllib":
-                        got, secs = _timed(spark, "lsh", limit[m], lambda: lsh(vdf, t, best["tables"], best["bucket"]))
+                        (got, secs), error = _attempt(lambda: _timed(spark, "lsh", limit[m],
+                                                                     lambda: lsh(vdf, t, best["tables"], best["bucket"])))
                     else:
                         mdir = str(tmp / f"{dataset}-{n}-{dim}-{m}")
-                        got, secs = _timed(spark, m, limit[m], lambda: exact(df, t, m, mdir))
+                        (got, secs), error = _attempt(lambda: _timed(spark, m, limit[m], lambda: exact(df, t, m, mdir)))
                         if m == "auto":
                             row["auto_choice"] = read_choice(mdir)
                         if got is not None:
@@ -377,9 +379,9 @@ def bench_batch(sizes: list[int], dims: list[int], neighbours: float = 5.0, time
                                 truth = got
                             row["exact_agree"] = row.get("exact_agree", True) and got == truth
                     row["results"][m] = {"seconds": secs, "pairs": None if got is None else len(got), "got": got,
-                                         "limit": limit[m]}
+                                         "limit": limit[m], "error": error}
                     print(f"  {dataset} n={n:,} dim={dim} {m}: " + (f"{secs:.1f} s" if secs is not None else
-                          f"not finished in {limit[m]:.0f} s"), flush=True)
+                          f"failed: {error}" if error else f"not finished in {limit[m]:.0f} s"), flush=True)
                     if m == "mllib" and best is not None:
                         row["results"][m].update(tables=best["tables"], bucket=best["bucket"])
                 for m, r in row["results"].items():
@@ -395,6 +397,20 @@ def bench_batch(sizes: list[int], dims: list[int], neighbours: float = 5.0, time
                 _save("batch_compare", rows, None)
     spark.stop()
     return rows
+
+
+def _attempt(run) -> tuple:
+    """``(run(), None)``, or ``((None, None), reason)`` when a method fails (e.g. a Python worker killed for
+    memory): the run goes on to the other methods and keeps the row."""
+    try:
+        return run(), None
+    except Exception as e:  # noqa: BLE001 - any failure of one method is reported in its cell
+        text = str(e)
+        if "Python worker exited unexpectedly" in text:
+            return (None, None), "Python worker crashed (killed for memory? see dmesg)"
+        lines = [ln.strip() for ln in text.splitlines() if ln.strip()]
+        cause = next((ln for ln in lines if "Exception:" in ln or "Error:" in ln), lines[0] if lines else type(e).__name__)
+        return (None, None), cause[:200]
 
 
 def _ratios(row: dict) -> None:
@@ -415,7 +431,9 @@ def _ratios(row: dict) -> None:
 def _print_batch_row(row: dict) -> None:
     cells = []
     for m, r in row["results"].items():
-        if r["seconds"] is None:
+        if r.get("error"):
+            cells.append(f"{m} failed")
+        elif r["seconds"] is None:
             cells.append(f"{m} >{r['limit']:.0f}s")
         else:
             rec = "" if r["recall"] is None or m in ("auto", "grid", "s3j") else f" r={r['recall']:.3f}"

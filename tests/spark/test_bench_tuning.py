@@ -1,11 +1,12 @@
-"""The MLlib tuning of ``bench batch`` skips dominated settings: the property it relies on, checked on MLlib itself."""
+"""``bench batch``: its MLlib tuning skips dominated settings (the property it relies on, checked on MLlib
+itself), and a method that fails is reported in its cell while the run goes on."""
 
 from __future__ import annotations
 
 import numpy as np
 import pytest
 
-from driftjoin.benchmarks import _dominated
+from driftjoin.benchmarks import _attempt, _dominated
 
 
 def test_dominated_needs_more_tables_and_a_power_of_two_bucket():
@@ -40,3 +41,13 @@ def test_mllib_hash_tables_are_nested_by_tables_and_bucket_length(spark, bucket)
     np.testing.assert_array_equal(hashes(8, bucket)[:, :2], two)
     np.testing.assert_array_equal(hashes(2, 2 * bucket), np.floor(two / 2))
     np.testing.assert_array_equal(hashes(2, 4 * bucket), np.floor(two / 4))
+
+
+def test_a_failing_method_is_reported_not_raised():
+    assert _attempt(lambda: (7, 1.5)) == ((7, 1.5), None)
+    assert _attempt(lambda: 1 / 0) == ((None, None), "division by zero")
+    crash = RuntimeError("An error occurred while calling o1.collectToPython.\n: org.apache.spark.SparkException: "
+                         "Job aborted: Python worker exited unexpectedly (crashed)")
+    assert "Python worker crashed" in _attempt(lambda: (_ for _ in ()).throw(crash))[1]
+    other = RuntimeError("An error occurred while calling o1.collectToPython.\n: java.lang.IllegalStateException: boom")
+    assert _attempt(lambda: (_ for _ in ()).throw(other))[1] == ": java.lang.IllegalStateException: boom"
