@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import json
 import math
+import os
 import time
 from pathlib import Path
 
@@ -133,6 +134,33 @@ LSH_TABLES = (1, 2, 4, 8)
 LSH_BUCKETS = (1.0, 2.0, 4.0)
 #: Rows of the sample MLlib is tuned on (and of the warm-up runs).
 TUNE_ROWS = 2_000
+#: Every MLlib tuning done by ``bench batch`` (its whole grid), for ``lsh_setting="reuse"``.
+LSH_TUNING = RESULTS / "lsh_tuning.json"
+
+
+def _load() -> list[float]:
+    """The machine's 1-, 5- and 15-minute load averages (``uptime``), rounded."""
+    return [round(v, 2) for v in os.getloadavg()]
+
+
+def _dominated(tables: int, bucket: float, met: list[dict]) -> bool:
+    """Whether an MLlib setting does at least the work of one that already reached the recall asked.
+
+    ``BucketedRandomProjectionLSH`` draws its hash vectors row by row from ``seed``, so the first
+    ``k`` tables of any model with the same seed are the same; and a bucket of length ``m * b``
+    (``m`` a power of two, so that even in floating point ``floor(x / mb) = floor(floor(x / b) / m)``)
+    is a union of buckets of length ``b``. A setting with at least the tables of ``c`` and such a
+    multiple of its bucket length thus finds a superset of ``c``'s candidate pairs: at least its
+    recall for at least its work. Tuning skips it; only timing noise could have made it the fastest
+    (``tests/spark/test_bench_tuning.py`` checks both properties on MLlib).
+    """
+    return any(tables >= c["tables"] and bucket >= c["bucket"] and math.log2(bucket / c["bucket"]).is_integer()
+               for c in met)
+
+
+def _tuning_key(dataset: str, dim: int, rows: int, min_recall: float) -> str:
+    """What a tuning depends on: the data set and dimension, the sample's rows, the recall asked, the grid tried."""
+    return f"{dataset}/{dim}/{rows}/{min_recall:g}/{','.join(map(str, LSH_TABLES))}x{','.join(f'{b:g}' for b in LSH_BUCKETS)}"
 
 
 def _timed(spark, label: str, seconds: float, fn):
@@ -189,9 +217,9 @@ def faiss_join(x: np.ndarray, t: float) -> set[tuple[int, int]]:
 
 
 def bench_batch(sizes: list[int], dims: list[int], neighbours: float = 5.0, timeout: float = 900.0,
-                min_recall: float = 0.9, lsh_setting: tuple[int, float] | None = None,
+                min_recall: float = 0.9, lsh_setting: tuple[int, float] | str | None = None,
                 datasets: tuple[str, ...] = ("gaussian",), methods: tuple[str, ...] = BATCH_METHODS,
-                parallelism: int = 2) -> list[dict]:
+                parallelism: int = 2, limits: dict[str, float] | None = None) -> list[dict]:
     """driftjoin's exact static joins vs MLlib's approximate LSH join, FAISS and numpy on the same data.
 
     Data (:mod:`driftjoin.embeddings`, float32 vectors): ``gaussian`` clusters, ``aniso``
@@ -206,12 +234,17 @@ def bench_batch(sizes: list[int], dims: list[int], neighbours: float = 5.0, time
     - ``mllib``: ``BucketedRandomProjectionLSH.approxSimilarityJoin``, tuned on a ``TUNE_ROWS``
       sample of the same data as a user would: every number of hash tables in ``LSH_TABLES`` and
       bucket length in ``LSH_BUCKETS`` x threshold, the fastest setting reaching ``min_recall``
-      there (the most accurate if none does); ``lsh_setting`` = (tables, bucket) skips tuning.
+      there (the most accurate if none does), skipping settings that do a superset of the work of
+      one already reaching it (:func:`_dominated`); ``lsh_setting`` = (tables, bucket) skips tuning;
+      ``lsh_setting="reuse"`` takes the setting an earlier run tuned by this same procedure on
+      the same data set, dimension, sample rows and recall (``LSH_TUNING``; tuned and recorded
+      there if none did). Every tuning's grid (seconds, recall) goes to the row and to ``LSH_TUNING``.
     - ``faiss``: ``IndexFlatL2.range_search`` in this process (exact search in float32).
     - ``numpy``: a blocked float32 matrix-product join in this process (:func:`numpy_join`).
 
-    Spark methods are warmed up first; a run longer than ``timeout`` seconds is cancelled (Spark)
-    or skipped for the larger sizes (in-process references) and reported as a timeout.
+    Spark methods are warmed up first; a run longer than ``timeout`` seconds (``limits[method]``
+    if given) is cancelled (Spark) or skipped for the larger sizes (in-process references) and
+    reported as a timeout. Each row records the machine's load averages before and after it.
     """
     import tempfile
 
@@ -224,9 +257,11 @@ def bench_batch(sizes: list[int], dims: list[int], neighbours: float = 5.0, time
     from driftjoin.spark.session import local_session
     from driftjoin.spark.similarity import similarity_join
 
-    unknown = set(methods) - set(BATCH_METHODS)
+    unknown = (set(methods) | set(limits or {})) - set(BATCH_METHODS)
     if unknown:
         raise ValueError(f"unknown methods {sorted(unknown)}; choose from {', '.join(BATCH_METHODS)}")
+    limit = {m: (limits or {}).get(m, timeout) for m in BATCH_METHODS}
+    tunings = json.loads(LSH_TUNING.read_text()) if LSH_TUNING.exists() else {}
     spark = local_session(parallelism, "driftjoin-bench-batch", driver_memory="12g")
     tmp = Path(tempfile.mkdtemp(prefix="driftjoin-bench-"))
 
@@ -267,21 +302,44 @@ def bench_batch(sizes: list[int], dims: list[int], neighbours: float = 5.0, time
             t = choose_threshold(x, selectivity=min(0.5, neighbours / max(tune_rows, 2)), metric="euclidean")
             df, vdf = frames(x, "mllib" in methods)
             for m in driftjoin_methods:
-                _timed(spark, "warm-up", timeout, lambda: exact(df, t, m))
-            best = None
-            if "mllib" in methods:
-                truth, _ = _timed(spark, "tune-exact", timeout, lambda: exact(df, t, "auto"))
+                _attempt(lambda: _timed(spark, "warm-up", limit[m], lambda: exact(df, t, m)))
+            best, tuned = None, None
+            key = _tuning_key(dataset, dim, tune_rows, min_recall)
+            if "mllib" in methods and lsh_setting == "reuse" and key in tunings:
+                tuned = {**tunings[key], "reused": True}
+                best = tuned["best"]
+                print(f"{dataset} dim {dim}: MLlib setting reused from the tuning of {tuned['when']} on {tune_rows:,} rows "
+                      f"-> {best['tables']} tables, bucket length {best['bucket']:g} x threshold", flush=True)
+            elif "mllib" in methods:
+                t0 = time.perf_counter()
+                truth, _ = _timed(spark, "tune-exact", limit["auto"], lambda: exact(df, t, "auto"))
                 tuning = []
-                grid = [lsh_setting] if lsh_setting else [(tb, bk) for tb in LSH_TABLES for bk in LSH_BUCKETS]
+                fixed = isinstance(lsh_setting, tuple)
+                grid = [lsh_setting] if fixed else [(tb, bk) for tb in LSH_TABLES for bk in LSH_BUCKETS]
+                dominated = []
                 for tables, bucket in grid:
-                    got, secs = _timed(spark, "tune-lsh", min(timeout, 120.0), lambda: lsh(vdf, t, tables, bucket))
+                    if _dominated(tables, bucket, [c for c in tuning if c["recall"] >= min_recall]):
+                        dominated.append({"tables": tables, "bucket": bucket})
+                        continue
+                    got, secs = _timed(spark, "tune-lsh", min(limit["mllib"], 120.0), lambda: lsh(vdf, t, tables, bucket))
                     if got is not None and truth is not None:
                         tuning.append({"tables": tables, "bucket": bucket, "seconds": secs,
                                        "recall": len(got & truth) / len(truth) if truth else 1.0})
+                        print(f"  MLlib {tables} tables, bucket {bucket:g} x t: {secs:.1f} s, recall "
+                              f"{tuning[-1]['recall']:.3f}", flush=True)
                 good = [c for c in tuning if c["recall"] >= min_recall]
                 best = min(good, key=lambda c: c["seconds"]) if good else max(tuning, key=lambda c: c["recall"])
-                print(f"{dataset} dim {dim}: MLlib tuned on {tune_rows:,} rows -> {best['tables']} tables, bucket length "
-                      f"{best['bucket']:g} x threshold (recall {best['recall']:.3f}, {len(tuning)} settings tried)", flush=True)
+                tuned = {"best": best, "grid": tuning, "dominated": dominated, "seconds": time.perf_counter() - t0,
+                         "rows": tune_rows, "when": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()), "load": _load(),
+                         "reused": False}
+                print(f"{dataset} dim {dim}: MLlib tuned on {tune_rows:,} rows in {tuned['seconds']:.0f} s -> "
+                      f"{best['tables']} tables, bucket length {best['bucket']:g} x threshold "
+                      f"(recall {best['recall']:.3f}, {len(tuning)} settings run, {len(dominated)} dominated)", flush=True)
+                if not fixed:
+                    tunings[key] = {k: v for k, v in tuned.items() if k != "reused"}
+                    RESULTS.mkdir(parents=True, exist_ok=True)
+                    LSH_TUNING.write_text(json.dumps(tunings, indent=1))
+            if vdf is not None:
                 vdf.unpersist()
             df.unpersist()
             for n in sizes:
@@ -293,9 +351,12 @@ def bench_batch(sizes: list[int], dims: list[int], neighbours: float = 5.0, time
                 t = choose_threshold(x, selectivity=min(0.5, neighbours / max(n, 2)), metric="euclidean")
                 df, vdf = frames(x, "mllib" in methods)
                 row: dict = {"dataset": dataset, "n": n, "dim": dim, "threshold": t, "parallelism": parallelism,
-                             "results": {}}
+                             "results": {}, "load_before": _load()}
+                if tuned is not None:
+                    row["mllib_tuning"] = tuned
                 truth = None
                 for m in methods:
+                    error = None
                     if m in ("faiss", "numpy"):
                         if slow_refs.get(f"{m}-{dim}", math.inf) <= n:
                             got, secs = None, None
@@ -303,34 +364,53 @@ def bench_batch(sizes: list[int], dims: list[int], neighbours: float = 5.0, time
                             t0 = time.perf_counter()
                             got = faiss_join(x, t) if m == "faiss" else numpy_join(x, t)
                             secs = time.perf_counter() - t0
-                            if secs > timeout:
+                            if secs > limit[m]:
                                 slow_refs[f"{m}-{dim}"] = n * 1.5
                     elif m == "mllib":
-                        got, secs = _timed(spark, "lsh", timeout, lambda: lsh(vdf, t, best["tables"], best["bucket"]))
+                        (got, secs), error = _attempt(lambda: _timed(spark, "lsh", limit[m],
+                                                                     lambda: lsh(vdf, t, best["tables"], best["bucket"])))
                     else:
                         mdir = str(tmp / f"{dataset}-{n}-{dim}-{m}")
-                        got, secs = _timed(spark, m, timeout, lambda: exact(df, t, m, mdir))
+                        (got, secs), error = _attempt(lambda: _timed(spark, m, limit[m], lambda: exact(df, t, m, mdir)))
                         if m == "auto":
                             row["auto_choice"] = read_choice(mdir)
                         if got is not None:
                             if truth is None:
                                 truth = got
                             row["exact_agree"] = row.get("exact_agree", True) and got == truth
-                    row["results"][m] = {"seconds": secs, "pairs": None if got is None else len(got), "got": got}
+                    row["results"][m] = {"seconds": secs, "pairs": None if got is None else len(got), "got": got,
+                                         "limit": limit[m], "error": error}
+                    print(f"  {dataset} n={n:,} dim={dim} {m}: " + (f"{secs:.1f} s" if secs is not None else
+                          f"failed: {error}" if error else f"not finished in {limit[m]:.0f} s"), flush=True)
                     if m == "mllib" and best is not None:
                         row["results"][m].update(tables=best["tables"], bucket=best["bucket"])
                 for m, r in row["results"].items():
                     got = r.pop("got")
                     r["recall"] = None if got is None or truth is None else (len(got & truth) / len(truth) if truth else 1.0)
+                row["load_after"] = _load()
                 _ratios(row)
                 rows.append(row)
-                _print_batch_row(row, timeout)
+                _print_batch_row(row)
                 df.unpersist()
                 if vdf is not None:
                     vdf.unpersist()
                 _save("batch_compare", rows, None)
     spark.stop()
     return rows
+
+
+def _attempt(run) -> tuple:
+    """``(run(), None)``, or ``((None, None), reason)`` when a method fails (e.g. a Python worker killed for
+    memory): the run goes on to the other methods and keeps the row."""
+    try:
+        return run(), None
+    except Exception as e:  # noqa: BLE001 - any failure of one method is reported in its cell
+        text = str(e)
+        if "Python worker exited unexpectedly" in text:
+            return (None, None), "Python worker crashed (killed for memory? see dmesg)"
+        lines = [ln.strip() for ln in text.splitlines() if ln.strip()]
+        cause = next((ln for ln in lines if "Exception:" in ln or "Error:" in ln), lines[0] if lines else type(e).__name__)
+        return (None, None), cause[:200]
 
 
 def _ratios(row: dict) -> None:
@@ -348,18 +428,21 @@ def _ratios(row: dict) -> None:
     row["ratios"] = out
 
 
-def _print_batch_row(row: dict, timeout: float) -> None:
+def _print_batch_row(row: dict) -> None:
     cells = []
     for m, r in row["results"].items():
-        if r["seconds"] is None:
-            cells.append(f"{m} >{timeout:.0f}s")
+        if r.get("error"):
+            cells.append(f"{m} failed")
+        elif r["seconds"] is None:
+            cells.append(f"{m} >{r['limit']:.0f}s")
         else:
             rec = "" if r["recall"] is None or m in ("auto", "grid", "s3j") else f" r={r['recall']:.3f}"
             cells.append(f"{m} {r['seconds']:.1f}s{rec}")
     choice = row.get("auto_choice") or {}
     print(f"{row['dataset']} n={row['n']:>9,} dim={row['dim']:>4} pairs={next((r['pairs'] for r in row['results'].values() if r['pairs'] is not None), 0):,}: "
           + " | ".join(cells) + (f" | auto={choice.get('algorithm')}" if choice else "")
-          + ("" if row.get("exact_agree", True) else " | EXACT METHODS DISAGREE"), flush=True)
+          + ("" if row.get("exact_agree", True) else " | EXACT METHODS DISAGREE")
+          + f" | load {row['load_before'][0]:g} -> {row['load_after'][0]:g}", flush=True)
 
 
 def _save(name: str, rows: list[dict], scale: float | None) -> None:

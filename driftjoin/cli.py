@@ -192,23 +192,32 @@ def bench_batch(sizes: str = typer.Option("10000,100000", help="Comma-separated 
                 methods: str = typer.Option("auto,grid,s3j,mllib,faiss,numpy", help="Comma-separated: auto, grid, s3j, mllib, faiss, numpy."),
                 parallelism: int = typer.Option(2, help="driftjoin workers."),
                 timeout: float = typer.Option(900.0, help="Seconds after which a join is cancelled and reported as a timeout."),
-                lsh: str = typer.Option("", help="Fixed MLlib setting 'tables,bucket' (bucket length in thresholds) instead of tuning.")) -> None:
+                limits: str = typer.Option("", help="Per-method timeouts overriding --timeout, e.g. 's3j=180,mllib=900'."),
+                lsh: str = typer.Option("", help="Fixed MLlib setting 'tables,bucket' (bucket length in thresholds) instead of "
+                                                 "tuning, or 'reuse': the setting an earlier run tuned on the same data set and "
+                                                 "dimension (bench/results/lsh_tuning.json; tuned there if none).")) -> None:
     """driftjoin's exact static joins vs MLlib's LSH join, FAISS and a numpy join, on the same data."""
     from driftjoin.benchmarks import bench_batch as run
 
-    setting = None
-    if lsh:
+    setting: tuple[int, float] | str | None = None
+    if lsh == "reuse":
+        setting = lsh
+    elif lsh:
         try:
             tables, bucket = lsh.split(",")
             setting = (int(tables), float(bucket))
         except ValueError:
-            raise ConfigError(f"--lsh {lsh!r}: write it as TABLES,BUCKET, e.g. 8,2.0") from None
+            raise ConfigError(f"--lsh {lsh!r}: write it as TABLES,BUCKET, e.g. 8,2.0, or 'reuse'") from None
+    try:
+        limit_map = {m.strip(): float(v) for m, v in (item.split("=") for item in limits.split(",") if item.strip())}
+    except ValueError:
+        raise ConfigError(f"--limits {limits!r}: write it as METHOD=SECONDS,..., e.g. s3j=180,mllib=900") from None
     try:
         size_list, dim_list = [int(x) for x in sizes.split(",")], [int(x) for x in dims.split(",")]
     except ValueError:
         raise ConfigError("--sizes and --dims are comma-separated integers, e.g. --sizes 10000,100000") from None
     run(size_list, dim_list, timeout=timeout, lsh_setting=setting, datasets=tuple(datasets.split(",")),
-        methods=tuple(methods.split(",")), parallelism=parallelism)
+        methods=tuple(methods.split(",")), parallelism=parallelism, limits=limit_map)
 
 
 if __name__ == "__main__":

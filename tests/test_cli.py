@@ -56,6 +56,9 @@ def test_demo_replaces_only_its_own_entries(tmp_path):
     (["threshold", "--selectivity", "2"], "selectivity must be in (0, 1]"),
     (["threshold", "--selectivity", "0.01", "--metric", "sqeuclidean"], "sqeuclidean"),
     (["bench", "batch", "--sizes", "ten"], "comma-separated integers"),
+    (["bench", "batch", "--limits", "s3j"], "METHOD=SECONDS"),
+    (["bench", "batch", "--limits", "s3j=60,lsh=5"], "unknown methods ['lsh']"),
+    (["bench", "batch", "--lsh", "again"], "or 'reuse'"),
 ])
 def test_cli_errors_are_one_line_and_exit_2(args, message):
     result = runner.invoke(app, args)
