@@ -96,3 +96,22 @@ def test_dry_run_reads_the_backlog_of_a_file_source(spark, tmp_path):
     lags = [r.metrics.lag for r in ctl.history if r.metrics.lag > 0]
     assert lags, "no window saw the files the source had not taken"
     assert all(lag % 50 == 0 and lag <= 11 * 50 for lag in lags), lags    # whole files of 50 records
+
+
+def test_a_new_collector_counts_no_stage_of_earlier_queries(spark, tmp_path):
+    """The status store keeps the stages of every earlier query of the session (a warm-up, the
+    previous run of a benchmark): a controller attached now must not read them as its first
+    window's work (DS2 once scaled up on a warm-up's slow first batches)."""
+    from driftjoin.control.autoscale.collector import QueryMetricsCollector
+
+    data = tmp_path / "in"
+    data.mkdir()
+    (data / "a.json").write_text("".join(f'{{"id": {i}}}\n' for i in range(100)))
+    stream = spark.readStream.schema("id long").json(str(data))
+    earlier = (stream.groupBy((stream.id % 3).alias("k")).count().writeStream.format("noop").outputMode("update")
+               .option("checkpointLocation", str(tmp_path / "ck")).trigger(availableNow=True).start())
+    earlier.awaitTermination(120)
+    fresh = QueryMetricsCollector(spark)
+    assert fresh.window().stages == ()
+    fresh._last_stage = -1                      # read from the store's beginning: the earlier query is there
+    assert fresh._stages(), "the earlier query left no stage to ignore"

@@ -211,7 +211,8 @@ class QueryMetricsCollector:
         self.sources: dict[str, SourceState] = {}
         self.batches: list[BatchRecord] = []
         self.operators: dict[str, dict[str, float]] = {}
-        self._last_stage = -1
+        # the store keeps the stages of the session's earlier queries: windows start from now
+        self._last_stage = self._newest_stage()
         self._t0 = time.time()
         self._lag0: float | None = None
         self._busy0: dict[str, float] = {}
@@ -274,6 +275,15 @@ class QueryMetricsCollector:
         if list(ex) == ["driver"]:
             return ex["driver"][0]
         return len(ex)
+
+    def _newest_stage(self) -> int:
+        """The highest stage id in the status store, whatever its state (-1 if none)."""
+        it = self._store.stageList(self._jvm.java.util.ArrayList(), False, False,
+                                   self._sc._gateway.new_array(self._jvm.double, 0), self._jvm.java.util.ArrayList()).iterator()
+        newest = -1
+        while it.hasNext():
+            newest = max(newest, int(it.next().stageId()))
+        return newest
 
     def _stages(self) -> tuple[StageMetrics, ...]:
         """Stages completed since the last window, aggregated by position in their batch."""
