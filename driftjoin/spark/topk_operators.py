@@ -240,11 +240,13 @@ class SwoopProcessor(_Processor):
 
     def _batch(self, key: Any, pdf: pd.DataFrame) -> Iterator[pd.DataFrame]:
         plan = self.plan
+        t0 = time.perf_counter()
         loaded = self.state.load(
             key[0], lambda: _Single(Swoop(plan.k, plan.similarity, plan.window_seconds, two_stream=plan.two_stream)),
             lambda snap: snap, lambda value, sets: value.insert_all(sets, plan.two_stream))
         self._refuse_legacy(loaded)
         single: _Single = loaded.value.value
+        t1 = time.perf_counter()
         pdf = insert_order(pdf)
         sets = [(sid, int(side), list(tokens), float(ts)) for sid, side, tokens, ts in
                 zip(pdf["id"], pdf["side"], pdf["tokens"], pdf["ts"])]
@@ -253,10 +255,13 @@ class SwoopProcessor(_Processor):
         refused = single.insert_all(sets, plan.two_stream, out)
         elapsed = time.perf_counter() - started
         snapshot = self.state.save(key[0], loaded, sets, lambda: single, single.join.window_size * 200)
+        t3 = time.perf_counter()
         if plan.metrics_dir:
             write_stats(plan.metrics_dir, "swoop", 0, loaded.seq, {
                 "seq": loaded.seq, "time": time.time(), "sets": len(pdf), **refused, "changes": len(out["kind"]),
-                "seconds": elapsed, "state_source": loaded.source, "snapshot": snapshot})
+                "seconds": elapsed, "state_source": loaded.source, "snapshot": snapshot,
+                "timings": {"state_read": t1 - t0, "order": started - t1, "join": elapsed,
+                            "state_write": t3 - started - elapsed}})
         yield from change_frames(out)
 
 
@@ -324,6 +329,7 @@ class WorkerProcessor(_Processor):
 
     def _batch(self, key: Any, pdf: pd.DataFrame) -> Iterator[pd.DataFrame]:
         plan = self.plan
+        t0 = time.perf_counter()
         w = slot_keys(plan.parallelism).index(int(key[0]))
         loaded = self.state.load(
             key[0], lambda: _Worker(OwnerWorker(plan.k, plan.similarity, plan.window_seconds, w, plan.parallelism,
@@ -337,6 +343,7 @@ class WorkerProcessor(_Processor):
             doc = newest(plan.metrics_dir, SHARED_BOUND, newer_than=state.bound_version)
             if doc is not None:
                 change.update(bound=(doc["ends"], doc["sims"]), bound_version=int(doc["version"]))
+        t1 = time.perf_counter()
         pdf = insert_order(pdf)
         change["sets"] = [(sid, int(side), list(tokens), float(ts), int(owner)) for sid, side, tokens, ts, owner in
                           zip(pdf["id"], pdf["side"], pdf["tokens"], pdf["ts"], pdf["owner"])]
@@ -346,9 +353,12 @@ class WorkerProcessor(_Processor):
         refused = state.apply(change, plan.two_stream, w, out)
         elapsed = time.perf_counter() - started
         self.state.save(key[0], loaded, change, lambda: state, worker.indexed_sets * 200)
+        t3 = time.perf_counter()
         if plan.metrics_dir:
             stats = {"seq": loaded.seq, "time": time.time(), "worker": w, "sets": len(pdf),
                      "owned": int((pdf["owner"] == w).sum()), **refused, "changes": len(out["op"]), "seconds": elapsed,
+                     "timings": {"state_read": t1 - t0, "order": started - t1, "join": elapsed,
+                                 "state_write": t3 - started - elapsed},
                      "pre_candidates": worker.generator.pre_candidates - pre,
                      "candidates": worker.generator.candidates - cand, "stock": len(worker.stock),
                      "indexed_sets": worker.indexed_sets, "bound_version": state.bound_version,
@@ -376,6 +386,7 @@ class MergeProcessor(_Processor):
 
     def _batch(self, key: Any, pdf: pd.DataFrame) -> Iterator[pd.DataFrame]:
         plan = self.plan
+        t0 = time.perf_counter()
         saved, seq = self.state.resume()
         if saved is not None and saved.get("format") != STATE_FORMAT:
             raise RuntimeError("this checkpoint holds topk_set_join state of another driftjoin version: "
@@ -403,9 +414,12 @@ class MergeProcessor(_Processor):
                 for col, v in zip(out, (c.kind, c.pair.first, c.pair.second, c.pair.sim, c.time, change_no)):
                     out[col].append(v)
                 change_no += 1
+        t2 = time.perf_counter()
         self.state.save({"format": STATE_FORMAT, "merger": merger, "changes": change_no, "seq": seq})
+        t3 = time.perf_counter()
         if plan.metrics_dir:
             write_stats(plan.metrics_dir, "swoop_merge", 0, seq, {
                 "seq": seq, "time": time.time(), "worker_changes": len(pdf), "changes": len(out["kind"]),
-                "union": len(merger), "seconds": time.perf_counter() - started})
+                "union": len(merger), "seconds": t2 - started,
+                "timings": {"state_read": started - t0, "join": t2 - started, "state_write": t3 - t2}})
         yield from change_frames(out)
