@@ -124,9 +124,10 @@ class RateSchedule:
             quad = np.where(np.abs(slope) > 1e-12,
                             (-r0 + np.sqrt(np.maximum(r0 * r0 + 2 * slope * need, 0.0))) / np.where(np.abs(slope) > 1e-12, slope, 1),
                             need / np.where(r0 > 0, r0, np.inf))
-        last = self._r[-1]
+            last = self._r[-1]
+            # past the schedule at its last rate; a rate near 0 puts the record at (or near) infinity
+            tail = self._t[-1] + (k - self._n[-1]) / (last if last > 0 else np.inf)
         beyond = k > self._n[-1]
-        tail = self._t[-1] + (k - self._n[-1]) / (last if last > 0 else np.inf)
         return np.where(beyond, tail, t0 + np.where(need > 0, quad, 0.0))
 
     # -- spec strings --------------------------------------------------------------------------
