@@ -82,6 +82,7 @@ def run(spark, setting: str, algorithm: str, seconds: float, rate: int, dim: int
     return {
         "setting": setting, "algorithm": algorithm, "chosen": (read_choice(metrics) or {}).get("algorithm"),
         "input_rate": rate * (2 if two else 1), "records": seen, "expected": expected, "pairs": totals["pairs_out"],
+        "late_records": late,
         "sustained_rate": seen / elapsed if elapsed else None, "started": started,
         "p99_latency_s": float(per_worker["p99_latency_s"].max()) if len(per_worker) else None,
         "p50_latency_s": float(per_worker["p50_latency_s"].max()) if len(per_worker) else None,
