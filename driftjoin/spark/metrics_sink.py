@@ -179,8 +179,12 @@ def versions(root: str, name: str) -> list[int]:
 def read_version(root: str, name: str, version: int) -> dict[str, Any] | None:
     """Version ``version`` of decision ``name`` (None if it is not there, e.g. retired)."""
     fs, base = _fs(root)
+    return _read_version(fs, f"{base}/control/{name}", version)
+
+
+def _read_version(fs: pafs.FileSystem, folder: str, version: int) -> dict[str, Any] | None:
     try:
-        with fs.open_input_stream(f"{base}/control/{name}/{version:012d}.json") as f:
+        with fs.open_input_stream(f"{folder}/{version:012d}.json") as f:
             return json.loads(f.read())
     except FileNotFoundError:
         return None
@@ -190,10 +194,11 @@ def newest(root: str, name: str, newer_than: int = -1, at_most: int | None = Non
     """The newest published version of decision ``name`` above ``newer_than`` (and, with
     ``at_most``, not above it), else None."""
     fs, base = _fs(root)
-    found = [v for v in _versions(fs, f"{base}/control/{name}") if at_most is None or v <= at_most]
+    folder = f"{base}/control/{name}"
+    found = [v for v in _versions(fs, folder) if at_most is None or v <= at_most]
     if not found or found[-1] <= newer_than:
         return None
-    return read_version(root, name, found[-1])
+    return _read_version(fs, folder, found[-1])
 
 
 def retire(root: str, name: str, below: int | None = None, keep: int = 0) -> int:
