@@ -32,14 +32,20 @@ from driftjoin.hypercube.simulator import ALGORITHMS, make_dispatcher
 from driftjoin.hypercube.table import RoutingTable
 from driftjoin.spark.equi_operators import (
     COUNT_SCHEMA,
-    PAIR_SCHEMA,
     EquiPlan,
     WorkerProcessor,
     route_rows,
     routed_schema,
 )
 from driftjoin.spark.columns import time_seconds
-from driftjoin.spark.equi_dispatch import DispatchedWorkerProcessor, DispatcherProcessor, dispatched_schema
+from driftjoin.spark.equi_dispatch import (
+    DispatchedWorkerProcessor,
+    DispatcherProcessor,
+    dispatched_schema,
+    encode_payloads,
+    encoded_schema,
+)
+from driftjoin.spark.equi_payload import JSON_OPTIONS, PayloadLayout
 from driftjoin.spark.plan_guard import PLAN_KEY
 from driftjoin.spark.session import prepare_for_stateful, prepare_session
 from driftjoin.spark.static import run_static
@@ -47,13 +53,6 @@ from driftjoin.spark.static import run_static
 #: ``routing=``: stateless parallel routers fed by the driver's control plane, or the paper's one dispatcher
 ROUTINGS = ("parallel", "dispatcher")
 
-#: How rows travel as JSON between the operators: lossless for every Spark type we tested
-#: (microsecond timestamps, NaN/inf/-0.0, binary as base64, nested types, nulls kept).
-JSON_OPTIONS = {
-    "timestampFormat": "yyyy-MM-dd'T'HH:mm:ss.SSSSSSXXX",
-    "timestampNTZFormat": "yyyy-MM-dd'T'HH:mm:ss.SSSSSS",
-    "ignoreNullFields": "false",
-}
 _INTEGRAL = (T.ByteType, T.ShortType, T.IntegerType, T.LongType)
 _TIME_TYPES = (T.TimestampType, T.TimestampNTZType, T.DateType, T.NumericType)
 
@@ -141,12 +140,13 @@ def _reason(df: DataFrame, on: Sequence[str], time_col: str | None) -> Column:
 
 
 def _normalise(df: DataFrame, side: int, spec: _Spec) -> DataFrame:
-    """``side, key, ts, payload`` of the valid rows (invalid rows: :func:`invalid_equi_records`)."""
+    """``side, key, ts, l, r`` of the valid rows, the row's columns in its side's struct
+    (:mod:`driftjoin.spark.equi_payload`; invalid rows: :func:`invalid_equi_records`)."""
     return df.where(_reason(df, spec.on, spec.time_cols[side]).isNull()).select(
         F.lit(side).cast("byte").alias("side"),
         _key_column(df, spec.on, spec.key_type).alias("key"),
         _time_column(df, spec.time_cols[side]).alias("ts"),
-        F.to_json(F.struct(*[F.col(c) for c in df.columns]), JSON_OPTIONS).alias("payload"),
+        *spec.plan.layout.struct(df, side),
     )
 
 
@@ -211,8 +211,10 @@ def _spec(left: DataFrame, right: DataFrame, *, on: Any, algorithm: str, paralle
     if (not isinstance(prefixes, (tuple, list)) or len(prefixes) != 2
             or not all(isinstance(p, str) for p in prefixes) or prefixes[0] == prefixes[1]):
         raise ValueError(f"prefixes={prefixes!r}: give two different strings for the left and right columns, e.g. ('l_', 'r_')")
+    prefixes = (prefixes[0], prefixes[1])
+    layout = PayloadLayout.of(left, right, _output_names(left, right, names, prefixes) if output == "rows" else ())
     plan = EquiPlan(algorithm, parallelism, key_type, window_s, lateness_s, tuple(sorted(opts.items())), metrics_dir, output,
-                    left.isStreaming, routing=routing)
+                    left.isStreaming, routing=routing, layout=layout)
     try:
         make_dispatcher(algorithm, parallelism, window=window_s, lateness=lateness_s, **opts)
     except (TypeError, ValueError) as e:
@@ -222,23 +224,21 @@ def _spec(left: DataFrame, right: DataFrame, *, on: Any, algorithm: str, paralle
                          "tables there between micro-batches and workers move state through it (a directory the driver "
                          "and the executors share, the same on every restart of the query); or use routing='dispatcher' "
                          "or algorithm='phj'")
-    spec = _Spec(names, key_type, times, (prefixes[0], prefixes[1]), plan)
-    if output == "rows":
-        _output_names(left, right, spec)
-    return spec
+    return _Spec(names, key_type, times, prefixes, plan)
 
 
-def _output_names(left: DataFrame, right: DataFrame, spec: _Spec) -> list[tuple[str, str, str]]:
+def _output_names(left: DataFrame, right: DataFrame, on: tuple[str, ...],
+                  prefixes: tuple[str, str]) -> list[tuple[str, str, str]]:
     """``(struct, field, output name)`` of every output column; fails on a name clash."""
-    cols = [("l", c, c) for c in spec.on]
-    cols += [("l", c, spec.prefixes[0] + c) for c in left.columns if c not in spec.on]
-    cols += [("r", c, spec.prefixes[1] + c) for c in right.columns if c not in spec.on]
+    cols = [("l", c, c) for c in on]
+    cols += [("l", c, prefixes[0] + c) for c in left.columns if c not in on]
+    cols += [("r", c, prefixes[1] + c) for c in right.columns if c not in on]
     seen: dict[str, int] = {}
     for _, _, n in cols:
         seen[n] = seen.get(n, 0) + 1
     clash = sorted(n for n, k in seen.items() if k > 1)
     if clash:
-        raise ValueError(f"output columns {clash} would appear twice; choose other prefixes= (now {spec.prefixes!r})")
+        raise ValueError(f"output columns {clash} would appear twice; choose other prefixes= (now {prefixes!r})")
     return cols
 
 
@@ -302,13 +302,13 @@ def equi_join(
     pairs = _dispatched(data, plan) if plan.routing == "dispatcher" else _routed(data, plan)
     if plan.output == "count":
         return pairs
-    return _unpack(pairs, left, right, spec)
+    return plan.layout.unpack(pairs)
 
 
 def _routed(data: DataFrame, plan: EquiPlan) -> DataFrame:
     """Stateless parallel routers, then the ``p`` workers (:mod:`driftjoin.spark.equi_operators`);
     SHC's control plane runs on the driver (streams) or decides once before the run (static)."""
-    out_schema = PAIR_SCHEMA if plan.output == "rows" else COUNT_SCHEMA
+    out_schema = plan.layout.output_schema() if plan.output == "rows" else COUNT_SCHEMA
     if plan.controlled:
         from driftjoin.control.equi import EquiRoutingController, attach
 
@@ -323,8 +323,8 @@ def _routed(data: DataFrame, plan: EquiPlan) -> DataFrame:
 
 def _dispatched(data: DataFrame, plan: EquiPlan) -> DataFrame:
     """The paper's single dispatcher task, then the ``p`` workers (:mod:`driftjoin.spark.equi_dispatch`)."""
-    out_schema = PAIR_SCHEMA if plan.output == "rows" else COUNT_SCHEMA
-    data = data.withColumn("dkey", F.lit(PLAN_KEY))
+    out_schema = plan.layout.output_schema() if plan.output == "rows" else COUNT_SCHEMA
+    data = data.mapInArrow(encode_payloads, encoded_schema(plan.key_type)).withColumn("dkey", F.lit(PLAN_KEY))
     schema = dispatched_schema(plan.key_type)
     if data.isStreaming:
         tasks = data.groupBy("dkey").transformWithStateInPandas(DispatcherProcessor(plan), schema, "Append", "None")
@@ -354,15 +354,6 @@ def _static_table(data: DataFrame, plan: EquiPlan) -> RoutingTable:
                 counts[(side, key, 0)] = int(m)
     planner.fold(0, BatchSummary(counts, None, None, {(Side(s), 0): m for s, m in totals.items()}))
     return planner.table
-
-
-def _unpack(pairs: DataFrame, left: DataFrame, right: DataFrame, spec: _Spec) -> DataFrame:
-    """Rebuild both sides' columns from the JSON payloads of each pair."""
-    unpacked = pairs.select(
-        F.from_json("left_json", left.schema, JSON_OPTIONS).alias("l"),
-        F.from_json("right_json", right.schema, JSON_OPTIONS).alias("r"),
-    )
-    return unpacked.select(*[F.col(s).getField(c).alias(n) for s, c, n in _output_names(left, right, spec)])
 
 
 def invalid_equi_records(

@@ -3,11 +3,12 @@
 Kept beside the parallel routers of :mod:`driftjoin.spark.equi_operators` so the two can be
 measured against each other (``bench/hypercube_spark.py``). Data path (one micro-batch)::
 
-    left, right rows --select--> (side, key, ts, payload = the row as JSON)      [stateless]
+    left, right rows --select--> (side, key, ts, l | r = the row's columns)     [stateless, JVM]
+      --mapInArrow(encode_payloads)--> (side, key, ts, payload = the row's values pickled)
       --groupBy(PLAN_KEY).transformWithStateInPandas(DispatcherProcessor)-->
       control rows + routed copies, each tagged with its worker's slot key     [dispatcher]
       --groupBy(worker key).transformWithStateInPandas(DispatchedWorkerProcessor)-->
-      (left_json, right_json) per joined pair                                  [task workers]
+      the joined rows' columns, typed (:mod:`driftjoin.spark.equi_payload`)   [task workers]
 
 The dispatcher is a :class:`~driftjoin.hypercube.Dispatcher` (SHC, PHJ or Join-Biclique). Per
 batch it sorts the new rows into a deterministic order, gives each a per-side tuple id, calls
@@ -42,6 +43,7 @@ from typing import Any, Iterator
 
 import numpy as np
 import pandas as pd
+import pyarrow as pa
 from pyspark.sql import types as T
 from pyspark.sql.streaming.stateful_processor import StatefulProcessor, StatefulProcessorHandle
 
@@ -58,6 +60,7 @@ from driftjoin.hypercube import (
     Task,
 )
 from driftjoin.spark.equi_operators import KEY_FILLER, KEY_TYPES, EquiPlan, keys_list
+from driftjoin.spark.equi_payload import PayloadLayout, decode, encode_rows, pairs_frame
 from driftjoin.spark.metrics_sink import write_stats
 from driftjoin.spark.plan_guard import PlanGuard
 from driftjoin.spark.state import BlobState, LoggedState
@@ -83,11 +86,25 @@ def dispatched_schema(key_type: str) -> T.StructType:
         T.StructField("key", KEY_TYPES[key_type], False),
         T.StructField("tid", T.LongType(), False),
         T.StructField("ts", T.DoubleType(), False),
-        T.StructField("payload", T.StringType(), True),
+        T.StructField("payload", T.BinaryType(), True),
         T.StructField("evict", T.DoubleType(), True),
         T.StructField("modulus", T.IntegerType(), False),
         T.StructField("residue", T.IntegerType(), False),
     ])
+
+
+def encoded_schema(key_type: str) -> T.StructType:
+    """The rows into the dispatcher: the row's columns pickled (:func:`encode_payloads`)."""
+    return T.StructType([T.StructField("side", T.ByteType(), False), T.StructField("key", KEY_TYPES[key_type], False),
+                         T.StructField("ts", T.DoubleType(), False), T.StructField("payload", T.BinaryType(), False)])
+
+
+def encode_payloads(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+    """``side, key, ts, l, r`` to ``side, key, ts, payload`` (a stateless ``mapInArrow``)."""
+    for batch in batches:
+        side = batch.column("side").to_numpy(zero_copy_only=False).astype(np.int8)
+        yield pa.RecordBatch.from_arrays([batch.column("side"), batch.column("key"), batch.column("ts"),
+                                          encode_rows(batch, side)], names=["side", "key", "ts", "payload"])
 
 
 class _Rows:
@@ -100,7 +117,7 @@ class _Rows:
         self.cols: dict[str, list] = {n: [] for n in self.NAMES}
 
     def add(self, wkey: int, kind: int, *, seq: int = 0, task: int = -1, role: int = 0, side: int = 0,
-            key: Any = None, tid: int = -1, ts: float = 0.0, payload: str | None = None,
+            key: Any = None, tid: int = -1, ts: float = 0.0, payload: bytes | None = None,
             evict: float | None = None, modulus: int = -1, residue: int = -1) -> None:
         c = self.cols
         c["wkey"].append(wkey)
@@ -233,7 +250,7 @@ class DispatcherProcessor(StatefulProcessor):
         self.state.save(saved)
         if plan.metrics_dir:
             write_stats(plan.metrics_dir, "equi_dispatcher", 0, batch,
-                        self._stats(d, batch, side, late, reconf, installs, len(at), copy_size, start))
+                        self._stats(d, plan.layout, batch, side, late, reconf, installs, len(at), copy_size, start))
         result = pd.concat([control, routes], ignore_index=True)
         result.insert(0, "batch", np.full(len(result), batch, dtype=np.int64))
         return result
@@ -298,12 +315,13 @@ class DispatcherProcessor(StatefulProcessor):
         return sum(c[2] for c in chunks)
 
     @staticmethod
-    def _stats(d: Dispatcher, batch: int, side: np.ndarray, late: pd.DataFrame, reconf: Any, installs: int,
+    def _stats(d: Dispatcher, layout: PayloadLayout, batch: int, side: np.ndarray, late: pd.DataFrame, reconf: Any, installs: int,
                copies: int, copy_size: int, start: float) -> dict:
         stats = {
             "batch": batch, "time": time.time(), "algorithm": d.name, "tuples": len(side),
             "left": int((side == 0).sum()), "right": int((side == 1).sum()), "late": len(late),
-            "late_rows": late["payload"].tolist() if len(late) else [],
+            "late_rows": [layout.render(s, v) for s, v in zip(late["side"].tolist(), decode(late["payload"].tolist()))]
+            if len(late) else [],
             "copies": copies, "installs": installs, "drops": len(reconf.moves.drops),
             "created": len(reconf.created), "released": len(reconf.released),
             "evict_before": reconf.evict_before, "stream_copy": copy_size,
@@ -421,7 +439,7 @@ class DispatchedWorkerProcessor(StatefulProcessor):
         keys = keys_list(pdf["key"], plan.key_type)
         tids = pdf["tid"].to_numpy().tolist()
         tss = pdf["ts"].to_numpy().tolist()
-        payloads = pdf["payload"].tolist()
+        payloads = decode(pdf["payload"].tolist())
         change: dict[str, Any] = {"evict": None, "installs": [], "drops": [], "releases": [], "stores": []}
         evicted = 0
         evict = pdf["evict"].to_numpy()[kind == TICK]
@@ -450,8 +468,8 @@ class DispatchedWorkerProcessor(StatefulProcessor):
             change["releases"].append(task_ids[j])
         roles = pdf["role"].to_numpy().tolist()
         sink: list | None = [] if plan.output == "rows" else None
-        left_json: list[str] = []
-        right_json: list[str] = []
+        lefts: list[tuple] = []
+        rights: list[tuple] = []
         produced = 0
         for j in range(bounds[ROUTE], bounds[ROUTE + 1]):
             tup = StreamTuple(SIDES[sides[j]], keys[j], tids[j], tss[j], payloads[j])
@@ -464,8 +482,8 @@ class DispatchedWorkerProcessor(StatefulProcessor):
                 other, left = SIDES[1 - sides[j]], sides[j] == 0
                 for r, s in sink[first:]:
                     partner = task.lookup(other, keys[j], s if left else r).payload
-                    left_json.append(payloads[j] if left else partner)
-                    right_json.append(partner if left else payloads[j])
+                    lefts.append(payloads[j] if left else partner)
+                    rights.append(partner if left else payloads[j])
             if role & Role.STORE:
                 change["stores"].append((task_ids[j], (sides[j], keys[j], tids[j], tss[j], payloads[j])))
         received = int(bounds[ROUTE + 1] - bounds[ROUTE])
@@ -486,5 +504,4 @@ class DispatchedWorkerProcessor(StatefulProcessor):
             })
         if plan.output == "count":
             return pd.DataFrame({"batch": [batch], "worker": np.int32([worker]), "pairs": [produced]}), change
-        return pd.DataFrame({"left_json": pd.Series(left_json, dtype=object),
-                             "right_json": pd.Series(right_json, dtype=object)}), change
+        return pairs_frame(plan.layout, lefts, rights), change

@@ -2,11 +2,12 @@
 
 Data path (one micro-batch)::
 
-    left, right rows --select--> (side, key, ts, payload = the row as JSON)          [stateless, JVM]
-      --mapInArrow(route_rows)--> copies tagged with their worker's slot key,
-                                  and one heartbeat per router task for every key       [routers, parallel]
+    left, right rows --select--> (side, key, ts, l | r = the row's columns)           [stateless, JVM]
+      --mapInArrow(route_rows)--> copies tagged with their worker's slot key, each row's
+                                  values pickled into its payload, and one heartbeat
+                                  per router task for every key                          [routers, parallel]
       --groupBy(wkey).transformWithStateInPandas(WorkerProcessor)-->
-      (left_json, right_json) per joined pair                                           [p workers + plan key]
+      the joined rows' columns, typed (:mod:`driftjoin.spark.equi_payload`)            [p workers + plan key]
 
 **Routers** are stateless ``mapInArrow`` tasks, as many as the input has partitions. SHC routes
 by the :class:`~driftjoin.hypercube.table.Binding` of the micro-batch, read from the control
@@ -69,6 +70,7 @@ from driftjoin.hypercube.table import (
     ShcRouting,
     batch_order,
 )
+from driftjoin.spark.equi_payload import PayloadLayout, decode, encode_rows, pairs_frame
 from driftjoin.spark.keys import slot_keys
 from driftjoin.spark.metrics_sink import filesystem, newest, publish, write_stats
 from driftjoin.spark.plan_guard import PLAN_KEY, PlanGuard
@@ -77,7 +79,8 @@ from driftjoin.spark.state import BlobState, LoggedState
 KEY_TYPES = {"long": T.LongType(), "string": T.StringType(), "binary": T.BinaryType()}
 KEY_FILLER = {"long": 0, "string": "", "binary": b""}
 #: Version of the operators' state; a checkpoint written with another is refused (plan guard).
-STATE_FORMAT = 3
+#: 4: a stored tuple's payload is the row's values (:mod:`driftjoin.spark.equi_payload`), not its JSON text.
+STATE_FORMAT = 4
 #: Row kinds: a heartbeat (one per router task and key) and a routed copy.
 BEAT, COPY = 0, 1
 #: Names of the control plane's files under ``<metrics_dir>/control/``.
@@ -105,7 +108,9 @@ class EquiPlan:
     ``min_heavy``, ``cap`` for SHC; ``output``: "rows" or "count"; ``streaming``: a stream (SHC
     then routes by the bindings in ``metrics_dir``) or a static run (SHC routes by
     ``static_table``, decided on the driver before the run); ``routing``: "parallel" (this
-    module) or "dispatcher" (the paper's single dispatcher, :mod:`driftjoin.spark.equi_dispatch`).
+    module) or "dispatcher" (the paper's single dispatcher, :mod:`driftjoin.spark.equi_dispatch`);
+    ``layout``: the columns of both sides and of the output (always given; None only for tests that
+    build other parts of a plan).
     """
 
     algorithm: str
@@ -119,6 +124,7 @@ class EquiPlan:
     streaming: bool = True
     static_table: RoutingTable | None = None
     routing: str = "parallel"
+    layout: PayloadLayout | None = None
 
     @property
     def keys(self) -> tuple[int, ...]:
@@ -138,7 +144,8 @@ class EquiPlan:
         return {"operator": "equi_join", "state_format": STATE_FORMAT, "algorithm": self.algorithm,
                 "parallelism": self.parallelism, "key_type": self.key_type, "window": self.window,
                 "lateness": self.lateness, "options": [list(o) for o in self.options], "output": self.output,
-                "metrics_dir": self.metrics_dir, "routing": self.routing}
+                "metrics_dir": self.metrics_dir, "routing": self.routing,
+                "columns": self.layout.settings() if self.layout is not None else None}
 
     def adoptable(self) -> frozenset[str]:
         """Settings a restart may change: ``metrics_dir`` unless it holds SHC's tables and moves."""
@@ -186,12 +193,11 @@ def routed_schema(key_type: str) -> T.StructType:
         T.StructField("tb", T.LongType(), False),
         T.StructField("tl", T.LongType(), False),
         T.StructField("ts", T.DoubleType(), False),
-        T.StructField("payload", T.StringType(), True),
+        T.StructField("payload", T.BinaryType(), True),
         T.StructField("bind", T.LongType(), False),
     ])
 
 
-PAIR_SCHEMA = T.StructType([T.StructField("left_json", T.StringType()), T.StructField("right_json", T.StringType())])
 COUNT_SCHEMA = T.StructType([
     T.StructField("batch", T.LongType()), T.StructField("worker", T.IntegerType()), T.StructField("pairs", T.LongType()),
 ])
@@ -306,6 +312,9 @@ def route_rows(plan: EquiPlan, batches: Iterator[pa.RecordBatch], batch_id: int 
                partition: int | None = None) -> Iterator[pa.RecordBatch]:
     """A router task (``mapInArrow``): every valid row's copies, then one heartbeat per key.
 
+    ``batches`` hold ``side, key, ts`` and the row's columns in ``l`` or ``r``
+    (:meth:`~driftjoin.spark.equi_payload.PayloadLayout.struct`); copies carry them pickled.
+
     ``batch_id`` and ``partition`` default to the running Spark task's (tests pass them).
     """
     ctx_batch, ctx_part, query = _task_context()
@@ -337,7 +346,7 @@ def route_rows(plan: EquiPlan, batches: Iterator[pa.RecordBatch], batch_id: int 
             pa.array(wkeys[r.worker], pa.int32()), pa.array(np.full(m, COPY, np.int8)), pa.array(r.task, pa.int64()),
             pa.array(r.role, pa.int8()), pa.array(r.primary, pa.bool_()), pa.array(side[r.row], pa.int8()),
             keys.take(take).cast(arrow_schema.field("key").type), pa.array(np.full(m, b, np.int64)),
-            pa.array(tl[r.row], pa.int64()), pa.array(ts[r.row], pa.float64()), batch.column("payload").take(take),
+            pa.array(tl[r.row], pa.int64()), pa.array(ts[r.row], pa.float64()), encode_rows(batch, side).take(take),
             pa.array(np.full(m, bind, np.int64)),
         ], schema=arrow_schema)
     yield _heartbeats(plan, b, top, bind, arrow_schema)
@@ -365,7 +374,7 @@ def _heartbeats(plan: EquiPlan, batch: int, top: float, bind: int, schema: pa.Sc
         pa.array(keys, pa.int32()), pa.array(np.full(n, BEAT, np.int8)), pa.array(zeros), pa.array(zeros.astype(np.int8)),
         pa.array(np.zeros(n, dtype=bool)), pa.array(zeros.astype(np.int8)),
         pa.array([KEY_FILLER[plan.key_type]] * n, schema.field("key").type), pa.array(np.full(n, batch, np.int64)),
-        pa.array(zeros), pa.array(np.full(n, top)), pa.array([None] * n, pa.string()), pa.array(np.full(n, bind, np.int64)),
+        pa.array(zeros), pa.array(np.full(n, top)), pa.array([None] * n, pa.binary()), pa.array(np.full(n, bind, np.int64)),
     ], schema=schema)
 
 
@@ -463,24 +472,25 @@ class WorkerProcessor(StatefulProcessor):
                                    pdf["tl"].to_numpy(dtype=np.int64).astype(np.uint64))].reset_index(drop=True)
         late = state.late(pdf["ts"].to_numpy(dtype=np.float64))
         primary = pdf["primary"].to_numpy(dtype=bool)
-        late_rows = pdf["payload"][late & primary].tolist()
+        late_rows = [plan.layout.render(s, v) for s, v in zip(pdf["side"][late & primary].tolist(),
+                                                        decode(pdf["payload"][late & primary].tolist()))]
         on_time = pdf[~late].reset_index(drop=True)
         sides = on_time["side"].to_numpy(dtype=np.int8).tolist()
         keys = keys_list(on_time["key"], plan.key_type)
         tids = [(b << 64) | (low & _MASK64) for b, low in zip(on_time["tb"].tolist(), on_time["tl"].tolist())]
         tss = on_time["ts"].to_numpy(dtype=np.float64).tolist()
-        payloads = on_time["payload"].tolist()
+        payloads = decode(on_time["payload"].tolist())
         copies = ((t, StreamTuple(Side(s), k, i, x, p), Role(r)) for t, s, k, i, x, p, r in zip(
             on_time["task"].tolist(), sides, keys, tids, tss, payloads, on_time["role"].tolist()))
-        left_json: list[str] = []
-        right_json: list[str] = []
+        lefts: list[tuple] = []
+        rights: list[tuple] = []
 
         def emit(task: Task, tup: StreamTuple, pairs: list) -> None:
             other, left = tup.side.other, tup.side == Side.R
             for r, s in pairs:
                 partner = task.lookup(other, tup.key, s if left else r).payload
-                left_json.append(tup.payload if left else partner)
-                right_json.append(partner if left else tup.payload)
+                lefts.append(tup.payload if left else partner)
+                rights.append(partner if left else tup.payload)
 
         produced = state.process(copies, emit if plan.output == "rows" else None, log)
         t3 = clock()
@@ -507,8 +517,7 @@ class WorkerProcessor(StatefulProcessor):
             })
         if plan.output == "count":
             return pd.DataFrame({"batch": [batch], "worker": np.int32([worker]), "pairs": [produced]})
-        return pd.DataFrame({"left_json": pd.Series(left_json, dtype=object),
-                             "right_json": pd.Series(right_json, dtype=object)})
+        return pairs_frame(plan.layout, lefts, rights)
 
     def _summary(self, rows: pd.DataFrame) -> BatchSummary:
         """This worker's share of the batch's key counts, reduced to the control plane's ``k``."""

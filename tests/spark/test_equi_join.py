@@ -24,12 +24,14 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from pyspark.sql import functions as F
+from pyspark.sql import types as T
 
 from driftjoin.hypercube import Side, StreamTuple, ZipfStreamSpec, oracle_pairs, zipf_stream
 from driftjoin.spark.equi import equi_join, invalid_equi_records
 from driftjoin.control.equi import EquiRoutingController
-from driftjoin.spark.equi_dispatch import DispatchedWorkerProcessor, DispatcherProcessor
+from driftjoin.spark.equi_dispatch import DispatchedWorkerProcessor, DispatcherProcessor, encode_payloads
 from driftjoin.spark.equi_operators import EquiPlan, WorkerProcessor, route_rows
+from driftjoin.spark.equi_payload import Field, PayloadLayout
 from driftjoin.spark.static import MemoryHandle
 from driftjoin.spark.metrics_sink import read_stats
 
@@ -43,17 +45,27 @@ BATCH = 234
 WINDOW = 250.0
 
 
-def _payload(t: StreamTuple) -> str:
-    return json.dumps({"id": t.tid, "k": t.key, "t": t.ts})
+# Both sides' rows are (id, k, t); the in-memory queries output the left and right ids.
+_FIELDS = (Field("id", T.LongType().json(), True), Field("k", T.LongType().json(), True),
+           Field("t", T.DoubleType().json(), True))
+LAYOUT = PayloadLayout((_FIELDS, _FIELDS), ((0, 0, "left_id"), (1, 0, "right_id")))
+
+
+def _batch(tuples: list[StreamTuple]) -> pa.RecordBatch:
+    """The rows as the routers get them: ``side, key, ts`` and the row in its side's struct."""
+    text = bool(tuples) and not isinstance(tuples[0].key, int)
+    key_type = pa.string() if text else pa.int64()
+    row = pa.struct([("id", pa.int64()), ("k", key_type), ("t", pa.float64())])
+    return pa.RecordBatch.from_arrays([
+        pa.array([int(t.side) for t in tuples], pa.int8()), pa.array([t.key for t in tuples], key_type),
+        pa.array([t.ts for t in tuples], pa.float64()),
+        *(pa.array([{"id": t.tid, "k": t.key, "t": t.ts} if t.side == s else None for t in tuples], row) for s in Side),
+    ], names=["side", "key", "ts", "l", "r"])
 
 
 def _frame(tuples: list[StreamTuple]) -> pd.DataFrame:
-    return pd.DataFrame({
-        "side": np.array([int(t.side) for t in tuples], dtype=np.int8),
-        "key": pd.Series([t.key for t in tuples], dtype=object if tuples and not isinstance(tuples[0].key, int) else "int64"),
-        "ts": np.array([t.ts for t in tuples], dtype=np.float64),
-        "payload": [_payload(t) for t in tuples],
-    })
+    """The rows as the dispatcher gets them (payloads pickled by the stage before it)."""
+    return pa.Table.from_batches(list(encode_payloads(iter([_batch(tuples)])))).to_pandas()
 
 
 class LocalQuery:
@@ -108,12 +120,12 @@ class ParallelQuery:
         return pairs
 
     def _run(self, tuples: list[StreamTuple]) -> list[tuple[int, int]]:
-        frame = _frame(tuples)
-        n = len(frame)
+        batch = _batch(tuples)
+        n = batch.num_rows
         cuts = sorted(self.rnd.sample(range(1, n), min(self.routers, n) - 1)) if n > 1 else []
         parts = []
         for part, (lo, hi) in enumerate(zip([0, *cuts], [*cuts, n])):
-            chunk = pa.RecordBatch.from_pandas(frame.iloc[lo:hi].reset_index(drop=True), preserve_index=False)
+            chunk = batch.slice(lo, hi - lo)
             parts += [b.to_pandas() for b in route_rows(self.plan, iter([chunk]), self.batch, part)]
         routed = pd.concat(parts, ignore_index=True)
         pairs = []
@@ -129,11 +141,11 @@ class ParallelQuery:
 
 def _output(processor, wkey: int, rows: pd.DataFrame) -> pd.DataFrame:
     frames = list(processor.handleInputRows((wkey,), iter([rows]), None))
-    return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame({"left_json": [], "right_json": []})
+    return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame({"c0": [], "c1": []})
 
 
 def _ids(out: pd.DataFrame) -> list[tuple[int, int]]:
-    return [(json.loads(a)["id"], json.loads(b)["id"]) for a, b in zip(out["left_json"], out["right_json"])]
+    return list(zip(out["c0"].tolist(), out["c1"].tolist()))
 
 
 @st.composite
@@ -170,7 +182,7 @@ def test_operators_in_memory_equal_oracle(tmp_path_factory, stream, cuts, algori
         stream = [t._replace(key=f"k{t.key}") for t in stream]
     options = (("min_heavy", 2),) if algorithm == "shc" else (("groups", p // 2),) if algorithm == "biclique" else ()
     plan = EquiPlan(algorithm, p, "string" if as_text else "long", window, 0.0, options,
-                    str(tmp_path_factory.mktemp("metrics")), routing=routing)
+                    str(tmp_path_factory.mktemp("metrics")), routing=routing, layout=LAYOUT)
     query = LocalQuery(plan) if routing == "dispatcher" else ParallelQuery(plan, routers, behind, len(stream))
     pairs = [pair for batch in _batches(stream, cuts) for pair in query.step(batch)]
     assert len(pairs) == len(set(pairs))
@@ -185,7 +197,7 @@ def test_parallel_routing_in_memory_exact_at_each_parallelism(tmp_path, p, windo
     control plane promotes and demotes values and the workers move state (at p = 4 it also
     halves grids, and doubles one in the window join)."""
     stream = zipf_stream(SPEC)
-    plan = EquiPlan("shc", p, "long", window, 0.0, (("min_heavy", 2),), str(tmp_path))
+    plan = EquiPlan("shc", p, "long", window, 0.0, (("min_heavy", 2),), str(tmp_path), layout=LAYOUT)
     query = ParallelQuery(plan, routers=3, behind=1)
     pairs = [pair for b in range(0, len(stream), BATCH) for pair in query.step(stream[b:b + BATCH], replay=b == 3 * BATCH)]
     assert len(pairs) == len(set(pairs))
@@ -202,7 +214,7 @@ def test_dispatcher_replays_a_batch_identically_whatever_the_arrival_order() -> 
     """Spark replays a failed batch from the last committed state; the dispatcher sorts the rows
     first, so the replay routes identically even if the rows arrive in another order."""
     stream = zipf_stream(SPEC)
-    plan = EquiPlan("shc", 4, "long", WINDOW, routing="dispatcher")
+    plan = EquiPlan("shc", 4, "long", WINDOW, routing="dispatcher", layout=LAYOUT)
     query = LocalQuery(plan)
     for b in range(3):
         query.step(stream[b * BATCH:(b + 1) * BATCH])
@@ -219,7 +231,7 @@ def test_dispatcher_replays_a_batch_identically_whatever_the_arrival_order() -> 
 
 @pytest.mark.parametrize("routing", ["parallel", "dispatcher"])
 def test_late_rows_are_dropped_and_reported(tmp_path, routing) -> None:
-    plan = EquiPlan("phj", 2, "long", 10.0, 5.0, metrics_dir=str(tmp_path), routing=routing)
+    plan = EquiPlan("phj", 2, "long", 10.0, 5.0, metrics_dir=str(tmp_path), routing=routing, layout=LAYOUT)
     query = LocalQuery(plan) if routing == "dispatcher" else ParallelQuery(plan)
     r = [StreamTuple(Side.R, 1, i, float(t)) for i, t in enumerate((100, 104))]
     s = [StreamTuple(Side.S, 1, i, float(t)) for i, t in enumerate((101, 94, 96))]
