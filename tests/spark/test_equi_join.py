@@ -509,3 +509,31 @@ def test_streaming_and_static_inputs_cannot_mix(spark, tmp_path) -> None:
     right = spark.createDataFrame([(1,)], "k long")
     with pytest.raises(ValueError, match="both be streaming or both static"):
         equi_join(left, right, on="k")
+
+
+def test_static_join_carries_every_value_exactly(spark) -> None:
+    """The rows' values come out as they went in, whatever pandas would do to them: nulls in
+    integer columns, longs beyond 2^53, NaN beside null, -0.0, infinities, the ends of the
+    date and timestamp ranges, wide decimals, and nested values (maps, structs, arrays with
+    NaN, which travel as JSON text)."""
+    big = 2**62 + 1
+    t_min, t_max = dt.datetime(1, 1, 2, 0, 0, 0, 1), dt.datetime(9999, 12, 30, 23, 59, 59, 999999)
+    right = [
+        (1, None, big, float("nan"), float("-inf"), "ü\u0000x", b"\x00\xff", True, dt.date(1, 1, 1), t_min, t_max,
+         Decimal("12345678901234567890.123456789012345678"), {"a": 1, "b": None}, (None, "s"), [float("nan"), -0.0]),
+        (2, -2147483648, -big, -0.0, None, None, None, None, dt.date(9999, 12, 31), t_max, None, None, None, None, None),
+        (3, 0, -1, float("inf"), float("nan"), "", b"", False, None, None, t_min, Decimal("-0.000000000000000001"),
+         {}, (7, None), []),
+    ]
+    schema = ("k long, i int, l long, d double, f float, s string, b binary, z boolean, day date, at timestamp, "
+              "ntz timestamp_ntz, dec decimal(38,18), m map<string,int>, st struct<x:int,y:string>, arr array<double>")
+    rdf = spark.createDataFrame(right, schema)
+    ldf = spark.createDataFrame([(k, f"left{k}", None) for k in (1, 2, 3, 3)], "k long, name string, nothing double")
+    for routing in ("parallel", "dispatcher"):
+        out = equi_join(ldf, rdf, on="k", algorithm="shc", parallelism=2, routing=routing)
+        ref = ldf.alias("l").join(rdf.alias("r"), "k").select(
+            "k", *[F.col(f"l.{c}").alias(f"left_{c}") for c in ("name", "nothing")],
+            *[F.col(f"r.{c}").alias(f"right_{c}") for c in rdf.columns if c != "k"])
+        assert out.schema == ref.schema
+        got, want = sorted(repr(tuple(r)) for r in out.collect()), sorted(repr(tuple(r)) for r in ref.collect())
+        assert len(want) == 4 and got == want, routing
