@@ -34,6 +34,7 @@ from driftjoin.spark.equi_operators import EquiPlan, WorkerProcessor, route_rows
 from driftjoin.spark.equi_payload import Field, PayloadLayout
 from driftjoin.spark.static import MemoryHandle
 from driftjoin.spark.metrics_sink import read_stats
+from driftjoin.spark.plan_guard import PlanChangedError
 
 from .helpers import assert_stamped
 
@@ -537,3 +538,17 @@ def test_static_join_carries_every_value_exactly(spark) -> None:
         assert out.schema == ref.schema
         got, want = sorted(repr(tuple(r)) for r in out.collect()), sorted(repr(tuple(r)) for r in ref.collect())
         assert len(want) == 4 and got == want, routing
+
+
+def test_a_checkpoint_of_json_payloads_is_refused_with_advice() -> None:
+    """State format 3 kept each row as its JSON text; this version keeps its values, so a
+    checkpoint of format 3 is refused before any state is read, saying what to do."""
+    plan = EquiPlan("phj", 2, "long", layout=LAYOUT)
+    old = {k: v for k, v in plan.settings().items() if k != "columns"} | {"state_format": 3}
+    routed = pd.concat([b.to_pandas() for b in route_rows(plan, iter([_batch(zipf_stream(SPEC)[:50])]), 0, 0)])
+    for wkey, rows in routed.groupby("wkey"):
+        processor = WorkerProcessor(plan)
+        processor.init(MemoryHandle())
+        processor.guard.value.update((json.dumps(old).encode(),))
+        with pytest.raises(PlanChangedError, match="state_format: checkpoint has 3, this query has 4.*new checkpoint location"):
+            list(processor.handleInputRows((wkey,), iter([rows.reset_index(drop=True)]), None))
