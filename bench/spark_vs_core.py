@@ -27,7 +27,8 @@ pairs or the change rows the operator emitted, from its statistics, against the 
 The breakdown of the Spark time, summed over the batches: Spark's per-batch phases
 (``durationMs``: query planning, offsets, ``addBatch`` which runs the job, WAL and commit log
 writes) and, inside ``addBatch``, the task seconds the operators record in their statistics
-(``metrics_dir``: state read, the join itself, state write, and for ``equi`` the state moves)
+(``metrics_dir``: state read, the join itself, state write, and for ``equi`` the state moves and
+the build of the joined rows' columns, ``output``)
 plus the state store commit (``stateOperators[].commitTimeMs``). Task seconds are summed over
 the tasks, which share 2 cores; what the records do not cover (Python worker round trips,
 Arrow/pandas conversion, routing, shuffles, JSON rows, task scheduling) is the rest.
@@ -70,7 +71,7 @@ SET_SCHEMA = "id long, tokens array<string>, ts double"
 #: Spark's per-batch phases (``durationMs``), in the order a batch runs them.
 PHASES = ("latestOffset", "getBatch", "queryPlanning", "walCommit", "addBatch", "commitOffsets")
 TASK_COLOURS = {"state_read": "#8172b3", "moves": "#937860", "order": "#da8bc3", "join": "#55a868",
-                "state_write": "#dd8452", "merge state_read": "#c6bde3", "merge join": "#a8d5b5",
+                "state_write": "#dd8452", "output": "#c44e52", "merge state_read": "#c6bde3", "merge join": "#a8d5b5",
                 "merge state_write": "#f0c3a6"}
 
 

@@ -504,6 +504,11 @@ class WorkerProcessor(StatefulProcessor):
         log["scalars"] = state.scalars()
         self.state.save(worker, loaded, log, state.snapshot, state.stored() * 100)
         t4 = clock()
+        if plan.output == "count":
+            out = pd.DataFrame({"batch": [batch], "worker": np.int32([worker]), "pairs": [produced]})
+        else:
+            out = pairs_frame(plan.layout, lefts, rights)
+        t5 = clock()
         if plan.metrics_dir:
             write_stats(plan.metrics_dir, "equi_worker", worker, loaded.seq, {
                 "worker": worker, "seq": loaded.seq, "batch": batch, "time": time.time(), "binding": bind,
@@ -513,11 +518,10 @@ class WorkerProcessor(StatefulProcessor):
                 "evicted": moves.evicted, "move_files": moves.files, "produced": produced,
                 "stored": state.stored(), "tasks": len(state.tasks), "late": len(late_rows),
                 "late_rows": late_rows[:LATE_ROWS_LISTED], "totals": dict(state.totals), "state_source": loaded.source,
-                "timings": {"state_read": t1 - t0, "moves": t2 - t1, "join": t3 - t2, "state_write": t4 - t3},
+                "timings": {"state_read": t1 - t0, "moves": t2 - t1, "join": t3 - t2, "state_write": t4 - t3,
+                            "output": t5 - t4},
             })
-        if plan.output == "count":
-            return pd.DataFrame({"batch": [batch], "worker": np.int32([worker]), "pairs": [produced]})
-        return pairs_frame(plan.layout, lefts, rights)
+        return out
 
     def _summary(self, rows: pd.DataFrame) -> BatchSummary:
         """This worker's share of the batch's key counts, reduced to the control plane's ``k``."""
