@@ -25,6 +25,7 @@ import pickle
 from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import cached_property
+from operator import itemgetter
 from typing import Any
 
 import numpy as np
@@ -151,11 +152,10 @@ def decode(payloads: Sequence[bytes | None]) -> list[tuple | None]:
 
 
 def pairs_frame(layout: PayloadLayout, left: list[tuple], right: list[tuple]) -> pd.DataFrame:
-    """The joined rows of the pairs ``(left[i], right[i])``, as Arrow-backed pandas columns."""
-    n = len(left)
-    sides = [list(zip(*left)) if n else [()] * len(layout.sides[0]),
-             list(zip(*right)) if n else [()] * len(layout.sides[1])]
+    """The joined rows of the pairs ``(left[i], right[i])``, as Arrow-backed pandas columns
+    (one ``itemgetter`` pass per output column: several times faster than transposing the rows)."""
+    rows = (left, right)
     return pd.DataFrame({
-        f"c{i}": pd.Series(pd.arrays.ArrowExtensionArray(pa.array(sides[s][j], type=t)), copy=False)
+        f"c{i}": pd.Series(pd.arrays.ArrowExtensionArray(pa.array(list(map(itemgetter(j), rows[s])), type=t)), copy=False)
         for i, ((s, j, _), t) in enumerate(zip(layout.outputs, layout.arrow_types))
     })
