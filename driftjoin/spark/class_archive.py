@@ -72,7 +72,9 @@ def jvm_options(enabled: bool = True) -> str:
 def _maps(java: str, archive: Path) -> bool:
     """Whether a JVM maps ``archive`` and exits cleanly (a truncated one crashes it)."""
     try:
-        run = subprocess.run([java, f"-XX:SharedArchiveFile={archive}", "-Xshare:auto", *_QUIET.split(), "-version"],
+        # a crash report would land in the working directory
+        run = subprocess.run([java, f"-XX:SharedArchiveFile={archive}", "-Xshare:auto", *_QUIET.split(),
+                              "-XX:ErrorFile=/dev/null", "-XX:-CreateCoredumpOnCrash", "-version"],
                              capture_output=True, timeout=120)
     except (OSError, subprocess.TimeoutExpired):
         return False
