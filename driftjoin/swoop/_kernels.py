@@ -928,7 +928,15 @@ def join_insert(
         meta[M_NADD] = m
     if not indexed:
         return changed
-    # index and window append
+    _window_append(tokens, own, end, side, itok, pool_own, wi, wf, wtok, meta)
+    return changed
+
+
+@njit(cache=True)
+def _window_append(tokens, own, end, side, itok, pool_own, wi, wf, wtok, meta):
+    """Append a new set to the window and to the lists of its ``own`` tokens (room checked)."""
+    lr = len(tokens)
+    base = meta[M_BASE]
     p = meta[M_NPOS]
     for x in range(len(own)):
         _index_append(itok, side, pool_own, meta, own[x], base + p)
@@ -941,4 +949,23 @@ def join_insert(
         wtok[toff + x] = np.int32(tokens[x])
     meta[M_TOKTAIL] = toff + lr
     meta[M_NPOS] = p + 1
-    return changed
+
+
+@njit(cache=True)
+def append_set(tokens, end, side, itok, pool_own, wi, wf, wtok, meta):
+    """Index a set without joining it: the window and index append of :func:`join_insert`
+    alone, for a join rebuilt from its logged changes (:mod:`~driftjoin.swoop.delta`). Returns
+    0, or a ``NEED_*`` code without having changed the join (as :func:`join_insert`)."""
+    lr = len(tokens)
+    own = tokens[meta[M_NLOW] : lr - meta[M_NHIGH]]
+    if meta[M_NPOS] >= wi.shape[0] or meta[M_TOKTAIL] + lr > len(wtok):
+        return NEED_WINDOW
+    for x in range(lr):
+        if tokens[x] >= itok.shape[1]:
+            return NEED_TOKENS
+    ok, need = _index_room(itok, side, pool_own, meta[M_TOP0 + side], own)
+    if not ok:
+        meta[M_NEED] = need
+        return NEED_INDEX
+    _window_append(tokens, own, end, side, itok, pool_own, wi, wf, wtok, meta)
+    return 0
