@@ -47,17 +47,26 @@ if TYPE_CHECKING:
 
 @dataclass
 class JoinDelta:
-    """The changes of a run of operations on a :class:`~driftjoin.swoop.Swoop` (module docstring)."""
+    """The changes of a run of operations on a :class:`~driftjoin.swoop.Swoop` (module docstring).
+
+    The operations are columns (a few arrays pickle much faster than a tuple per set)."""
 
     #: tokens numbered by the run, in the order of their numbers
     tokens: list[str | int]
-    #: per accepted operation: ``(set_id, side, ts, role, token numbers (OWN) or size)``
-    operations: list[tuple[Any, str | None, float, int, Any]]
+    #: per accepted operation, in order: set id, side, time, role (``OWN``, ``PROBE``, ``TICK``
+    #: or ``ADVANCE``, :mod:`~driftjoin.swoop.framework`) and size (0 for ``TICK``, ``ADVANCE``)
+    ids: list[Any]
+    sides: list[str | None]
+    times: list[float]
+    roles: list[int]
+    sizes: list[int]
+    #: the token numbers of the ``OWN`` sets, concatenated in order
+    numbers: np.ndarray
     #: the stock after the run, in stock order: ``float64[2, n]`` (similarity, end time) and
     #: ``int64[2, n]`` (``i``, ``j``)
     stock_f: np.ndarray
     stock_i: np.ndarray
-    #: the join's counters after the run (:meth:`~driftjoin.swoop.Swoop._counters`)
+    #: the join's counters after the run (pre-candidates, candidates; the compiled engine's stamp)
     counters: tuple[int, ...]
 
 
@@ -69,13 +78,19 @@ def start(join: Swoop) -> None:
 
 def take(join: Swoop) -> JoinDelta:
     """The changes since :func:`start`, and stop recording."""
-    if join._log is None:
+    log = join._log
+    if log is None:
         raise RuntimeError("no delta is being recorded: call start_delta() first")
     ids = join.tokens._ids
     fresh = len(ids) - join._logged_tokens
     tokens = list(islice(reversed(ids), fresh))[::-1] if fresh else []
+    own = [np.fromiter(numbers, np.int64) if isinstance(numbers, frozenset) else numbers
+           for _, _, _, role, numbers in log if role == OWN]
+    sizes = [len(numbers) if role == OWN else numbers for _, _, _, role, numbers in log]
     stock_f, stock_i = join.stock.export()
-    delta = JoinDelta(tokens, join._log, stock_f, stock_i, join._counters())
+    columns = [list(c) for c in zip(*log)] if log else [[]] * 4
+    delta = JoinDelta(tokens, *columns[:4], sizes,
+                      np.concatenate(own) if own else np.zeros(0, np.int64), stock_f, stock_i, join._counters())
     join._log = None
     return delta
 
@@ -89,7 +104,9 @@ def apply(join: Swoop, delta: JoinDelta) -> None:
         ids[token] = len(ids)
     W, records, live, visitors = join._W, join._records, join._live_ids, join._visitors
     window = join.window
-    for set_id, side, ts, role, numbers in delta.operations:
+    compiled = join._core is not None
+    numbers, at = delta.numbers, 0
+    for set_id, side, ts, role, size in zip(delta.ids, delta.sides, delta.times, delta.roles, delta.sizes):
         oldest = W.oldest_end()
         if oldest is not None and oldest <= ts:
             expired = W.expire(ts)
@@ -105,11 +122,13 @@ def apply(join: Swoop, delta: JoinDelta) -> None:
         seq = join._next_seq
         join._next_seq += 1
         if role == OWN:
-            record = SetRecord(seq, set_id, side, ts, ts + window, numbers, len(numbers))
+            own = numbers[at:at + size] if compiled else frozenset(numbers[at:at + size].tolist())
+            at += size
+            record = SetRecord(seq, set_id, side, ts, ts + window, own, size)
             join._index_only(record)
             W.append(record)
-        else:
-            record = SetRecord(seq, set_id, side, ts, ts + window, (), numbers)  # a visitor (PROBE, TICK)
+        else:  # a visitor (PROBE, TICK): its id and end only
+            record = SetRecord(seq, set_id, side, ts, ts + window, (), size)
             visitors.append(record)
         records[seq] = record
         live[(side, set_id)] = seq
