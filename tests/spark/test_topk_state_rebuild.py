@@ -18,6 +18,7 @@ from hypothesis import strategies as st
 
 from driftjoin.spark import state as state_layer
 from driftjoin.spark.keys import slot_keys
+from driftjoin.spark.plan_guard import PlanChangedError
 from driftjoin.spark.state import StateCache
 from driftjoin.spark.topk_operators import (
     MERGE_KEY,
@@ -114,3 +115,21 @@ def test_rebuilt_joins_give_the_oracle_change_stream(monkeypatch, n, cuts, k, wi
     expected = _oracle(batches, k, window)
     assert _run(plan, batches, fail, caches) == expected
     assert _run(plan, batches, fail, [StateCache(0)]) == expected  # every batch rebuilds from snapshot and log
+
+
+def test_a_checkpoint_of_the_input_log_format_is_refused_on_restart():
+    """State format 3 logged each batch's input; its checkpoints are refused with a clear message."""
+    plan = TopKPlan(5, "jaccard", 20.0, False, None)
+    handle = TransactionalHandle()
+    handle.begin()
+    proc = SwoopProcessor(TopKPlan(5, "jaccard", 20.0, False, None))
+    proc.init(handle)
+    proc.guard.settings = {**plan.settings(), "state_format": 3}  # as written by the previous version
+    proc.guard.check()
+    handle.commit()
+    handle.begin()
+    proc = SwoopProcessor(plan)
+    proc.init(handle)
+    rows = pd.DataFrame([{"id": 1, "side": 0, "tokens": ["a", "b"], "ts": 1.0}])
+    with pytest.raises(PlanChangedError, match="state_format: checkpoint has 3, this query has 4.*new checkpoint location"):
+        list(proc.handleInputRows((0,), iter([rows]), None))
