@@ -106,11 +106,20 @@ def apply(join: Swoop, delta: JoinDelta) -> None:
     window = join.window
     compiled = join._core is not None
     numbers, at = delta.numbers, 0
+    # the compiled engine's index and window work, done in one call at the end: per indexed set,
+    # the sets that expire before it, its end time and side (and the expiries after the last one)
+    expire: list[int] = []
+    ends: list[float] = []
+    sides: list[int] = []
+    pending = 0
     for set_id, side, ts, role, size in zip(delta.ids, delta.sides, delta.times, delta.roles, delta.sizes):
         oldest = W.oldest_end()
         if oldest is not None and oldest <= ts:
             expired = W.expire(ts)
-            join._unindex(expired)
+            if compiled:
+                pending += len(expired)
+            else:
+                join._unindex(expired)
             for record in expired:
                 del records[record.seq]
                 del live[(record.side, record.set_id)]
@@ -125,12 +134,24 @@ def apply(join: Swoop, delta: JoinDelta) -> None:
             own = numbers[at:at + size] if compiled else frozenset(numbers[at:at + size].tolist())
             at += size
             record = SetRecord(seq, set_id, side, ts, ts + window, own, size)
-            join._index_only(record)
+            if compiled:
+                expire.append(pending)
+                ends.append(record.end)
+                sides.append(1 if side == "S" else 0)
+                pending = 0
+            else:
+                join._index_only(record)
             W.append(record)
         else:  # a visitor (PROBE, TICK): its id and end only
             record = SetRecord(seq, set_id, side, ts, ts + window, (), size)
             visitors.append(record)
         records[seq] = record
         live[(side, set_id)] = seq
+    if compiled and (expire or pending):
+        offsets = np.zeros(len(expire) + 2, np.int64)
+        np.cumsum([size for size, role in zip(delta.sizes, delta.roles) if role == OWN], out=offsets[1:len(expire) + 1])
+        offsets[-1] = offsets[-2]  # a last step of expiries only
+        join._core.apply_sets(np.array([*expire, pending], np.int64), numbers, offsets,
+                              np.array([*ends, 0.0], np.float64), np.array([*sides, 0], np.int64))
     join._load_stock(delta.stock_f, delta.stock_i)
     join._set_counters(delta.counters)

@@ -417,11 +417,17 @@ class FastCore:
             self.stock.grow(int(meta[K.M_NEED]))
         self._arguments()
 
-    def append(self, tokens: np.ndarray, end: float, side: int) -> None:
-        """Index a new set without joining it (a logged change, :mod:`~driftjoin.swoop.delta`)."""
-        while (code := K.append_set(tokens, end, side, self.itok, self.pools[side], self.wi, self.wf,
-                                    self.wtok, self.meta)) < 0:
-            self._grow(code, tokens, side)
+    def apply_sets(self, expire: np.ndarray, numbers: np.ndarray, offsets: np.ndarray, ends: np.ndarray,
+                   sides: np.ndarray) -> None:
+        """Expiries and new sets indexed without joining them, in one kernel call
+        (``_kernels.apply_sets``; a logged change, :mod:`~driftjoin.swoop.delta`)."""
+        x = 0
+        while True:
+            code, x = K.apply_sets(x, expire, numbers, offsets, ends, sides, self.itok, self.pools[0],
+                                   self.pools[1], self.wi, self.wf, self.wtok, self.meta)
+            if code == 0:
+                return
+            self._grow(code, numbers[offsets[x] : offsets[x + 1]], int(sides[x]))
 
     def counters(self) -> tuple[int, int, int]:
         """Pre-candidates and candidates so far, and the stamp of the last candidate search."""

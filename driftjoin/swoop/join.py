@@ -30,7 +30,6 @@ from driftjoin.swoop.stock import Stock
 from driftjoin.swoop.window import Window
 
 ENGINES = ("auto", "compiled", "python")
-_INF = float("inf")
 
 
 class Swoop(TopKJoin):
@@ -108,19 +107,14 @@ class Swoop(TopKJoin):
         delta.apply(self, change)
 
     def _unindex(self, expired: list[SetRecord]) -> None:
-        """Expired sets leave the inverted lists (the stock is left as it is)."""
-        if self._core is not None:
-            self._core.expire(len(expired), -_INF)  # no pair ends by -inf
-            return
+        """Expired sets leave the inverted lists (Python engine; the stock is left as it is)."""
         for record in expired:
             self._indexes[record.side].remove(record.tokens)
 
     def _index_only(self, record: SetRecord) -> None:
-        """Append a new set to the inverted lists (not yet to the window), without probing."""
-        if self._core is not None:
-            self._core.append(record.tokens, float(record.end), 1 if record.side == "S" else 0)
-        else:
-            self._indexes[record.side].add(record.tokens, self._W.next_number())
+        """Append a new set to the inverted lists (Python engine; not yet to the window), without
+        probing. (The compiled engine does both in one call per delta, ``FastCore.apply_sets``.)"""
+        self._indexes[record.side].add(record.tokens, self._W.next_number())
 
     def _load_stock(self, sf: np.ndarray, si: np.ndarray) -> None:
         if self._core is not None:
