@@ -60,7 +60,7 @@ class JoinDelta:
     times: list[float]
     roles: list[int]
     sizes: list[int]
-    #: the token numbers of the ``OWN`` sets, concatenated in order
+    #: the token numbers of the ``OWN`` sets, concatenated in order (int32 when they fit)
     numbers: np.ndarray
     #: the stock after the run, in stock order: ``float64[2, n]`` (similarity, end time) and
     #: ``int64[2, n]`` (``i``, ``j``)
@@ -89,8 +89,10 @@ def take(join: Swoop) -> JoinDelta:
     sizes = [len(numbers) if role == OWN else numbers for _, _, _, role, numbers in log]
     stock_f, stock_i = join.stock.export()
     columns = [list(c) for c in zip(*log)] if log else [[]] * 4
-    delta = JoinDelta(tokens, *columns[:4], sizes,
-                      np.concatenate(own) if own else np.zeros(0, np.int64), stock_f, stock_i, join._counters())
+    numbers = np.concatenate(own) if own else np.zeros(0, np.int64)
+    if len(numbers) and numbers.max() < 2**31:  # always in the compiled engine: half the bytes
+        numbers = numbers.astype(np.int32)
+    delta = JoinDelta(tokens, *columns[:4], sizes, numbers, stock_f, stock_i, join._counters())
     join._log = None
     return delta
 
