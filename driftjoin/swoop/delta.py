@@ -28,6 +28,12 @@ a snapshot) and leaves the join equal to the one that ran the inserts: the same 
 lists, stock, top-k, visitors, token numbers, index time and counters, hence the same outputs
 for any following insert (the test compares all of them). Physical layouts may differ (where a
 list sits in the compiled index's pool, when the window's storage is compacted), never contents.
+
+The compiled engine applies a delta's expiries and appends in one kernel call
+(``_kernels.apply_sets``); the Python engine set by set. Workers of the ``"token"`` design
+(:class:`~driftjoin.swoop.partitioned.TokenPartWorker`) do not record deltas: each of their sets
+is indexed under a per-set share of its tokens that a delta does not log (the Spark operator
+runs the ``"owner"`` design).
 """
 
 from __future__ import annotations
@@ -94,6 +100,7 @@ def take(join: Swoop) -> JoinDelta:
         numbers = numbers.astype(np.int32)
     delta = JoinDelta(tokens, *columns[:4], sizes, numbers, stock_f, stock_i, join._counters())
     join._log = None
+    del join._logged_tokens
     return delta
 
 
