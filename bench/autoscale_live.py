@@ -77,6 +77,19 @@ def per_query(args, name: str, kind: str) -> float:
     return given.get(kind, DEFAULTS[name][kind])
 
 
+def workload_peak(peak: str, capacity: float, probe: dict | None) -> float:
+    """The workloads' peak, records/s: ``peak`` times ``capacity``, or with ``"between"`` midway
+    between the probe's capacities at 1 and at 2 executors; when 2 gave no more than 1 (a
+    shared machine), 1.2 times the one executor's, which then no executor count carries."""
+    if peak != "between":
+        return float(peak) * capacity
+    c1, c2 = (float(probe[k]["records_per_s"]) for k in ("1", "2"))
+    if c2 <= c1:
+        print(f"2 executors took no more than 1 ({c2:,.0f} against {c1:,.0f} records/s): peak 1.2 x the one executor's", flush=True)
+        return PEAK * c1
+    return 0.5 * (c1 + c2)
+
+
 def query_options(args, kind: str) -> dict:
     """The settings of ``kind``'s :class:`Query` that the command line gives."""
     return {"max_batch": int(per_query(args, "max_batch", kind)), "centroids": args.centroids if kind == "agg" else 0}
@@ -642,7 +655,8 @@ def child(args) -> None:
     for item in plan:
         if item.get("probe"):
             found = probes[item["query"]] = probe(spark, item["query"], args)
-            found["actuation"] = actuation(spark, item["query"], args, 0.5 * max(found[1]["records_per_s"], found[2]["records_per_s"]))
+            if args.actuation_repeats > 0:
+                    found["actuation"] = actuation(spark, item["query"], args, 0.5 * max(found[1]["records_per_s"], found[2]["records_per_s"]))
             continue
         sched = RateSchedule.parse(item["spec"])
         r = run_one(spark, item["query"], item["workload"], sched, item["policy"], args, mode=item.get("mode", "live"),
@@ -665,7 +679,7 @@ def spawn(args, plan: list[dict], dynamic: bool, name: str) -> dict:
            "--minutes", str(args.minutes), "--trigger", str(args.trigger), "--window", str(args.window),
            "--cooldown", str(args.cooldown), "--probe-seconds", str(args.probe_seconds), "--work", args.work,
            "--probe-rate", str(args.probe_rate), "--max-batch", str(args.max_batch), "--centroids", str(args.centroids),
-           "--actuation-repeats", str(args.actuation_repeats)]
+           "--actuation-repeats", str(args.actuation_repeats), "--peak", args.peak]
     if dynamic:
         cmd.append("--dynamic")
     env = dict(os.environ, PYTHONPATH=str(Path(__file__).resolve().parents[1]))
@@ -697,7 +711,10 @@ def main() -> None:
                     "(k-means' assignment step, centroids x 16 squared differences per record) instead of id %% 64: "
                     "a costlier record at the same rate")
     ap.add_argument("--actuation-repeats", type=int, default=1, help="cycles of the probe's actuation step "
-                    "(live 1->2, 2->1, restart 1->2, 2->1)")
+                    "(live 1->2, 2->1, restart 1->2, 2->1); 0: the probe only")
+    ap.add_argument("--peak", default=str(PEAK), help="the workloads' peak: a factor over the capacity (default 1.2), or "
+                    "'between': midway between the probe's capacities at 1 and at 2 executors (a peak one executor "
+                    "cannot carry and two can)")
     ap.add_argument("--out", default=str(OUT / "autoscale_live.json"))
     ap.add_argument("--merge", default="", help="combine earlier outputs (comma-separated JSON files) into --out "
                     "with one calibration and the figures, running nothing")
@@ -720,6 +737,8 @@ def main() -> None:
     capacity = {k: float(v) for k, v in (x.split("=") for x in args.capacity.split(",") if x)}
     probes = {}
     todo = [q for q in queries if q not in capacity]
+    if args.peak == "between" and not todo:
+        raise SystemExit("--peak between needs the probe: leave out --capacity")
     if todo:
         probes = spawn(args, [{"probe": True, "query": q} for q in todo], False, "probe")["probes"]
         for q in todo:                          # what the best executor count sustains
@@ -727,7 +746,7 @@ def main() -> None:
     print(HEADER, flush=True)
     plan, dynamic_plan = [], []
     for kind in queries:
-        peak = PEAK * capacity[kind]
+        peak = workload_peak(args.peak, capacity[kind], probes.get(kind))
         scheds = schedules(per_query(args, "minutes", kind) * 60, peak)
         for workload in args.workloads.split(","):
             for policy in policies:
