@@ -407,7 +407,7 @@ def probe(spark, kind: str, args) -> dict:
 def actuation(spark, kind: str, args, rate: float) -> dict:
     """Both actuation paths, each way, under the query at a constant ``rate``: live 1 -> 2 and
     2 -> 1 (``requestTotalExecutors`` / ``killExecutor``), then stop-and-restart 1 -> 2 and
-    2 -> 1, ``--actuation-repeats`` times, with 4 batches between; per action its actuation
+    2 -> 1, ``--actuation-repeats`` times, each after 4 batches and once the query caught up; per action its actuation
     time, the gap without batches, how much longer the first batch after it ran, the time to
     the first committed batch and the records it delayed (:func:`disruption`)."""
     from driftjoin.control.autoscale.actuator import ExecutorActuator, RestartActuator
@@ -422,10 +422,22 @@ def actuation(spark, kind: str, args, rate: float) -> dict:
     restart = RestartActuator(executors, query.start)
     restart.query = query.start()
 
+    sched = RateSchedule.parse(spec)
+
+    def caught_up() -> bool:
+        """The last 2 batches each read records that had waited at most 2 trigger intervals:
+        the query is back to its normal latency, so the next action is measured from there."""
+        batches, source_start = batches_of(list(rec.progress), zero)
+        if len(batches) < 2 or source_start is None:
+            return False
+        return all(b["start"] - (source_start - zero + float(sched.time_of(np.array([b["end"] - 1]))[0])) <= 2 * args.trigger
+                   for b in batches[-2:])
+
     def after_batches(n: int, timeout: float = 300.0) -> None:
+        """``n`` batches with input more, and the query caught up (or ``timeout`` s)."""
         done = lambda: sum(p["numInputRows"] > 0 for p in rec.progress)  # noqa: E731
         target, deadline = done() + n, time.time() + timeout
-        while done() < target and time.time() < deadline:
+        while (done() < target or not caught_up()) and time.time() < deadline:
             time.sleep(1)
 
     actions = []
@@ -442,7 +454,7 @@ def actuation(spark, kind: str, args, rate: float) -> dict:
         rec.close()
     batches, source_start = batches_of(rec.progress, zero)
     pauses(batches, actions, "live")
-    disruption(batches, actions, RateSchedule.parse(spec), (source_start - zero) if source_start else 0.0, args.trigger)
+    disruption(batches, actions, sched, (source_start - zero) if source_start else 0.0, args.trigger)
     shutil.rmtree(work, ignore_errors=True)
     for a in actions:
         print(f"actuation {kind}: {a['path']:7s} {a['before']}->{a['after']} in {a['actuation_s']:.1f} s, no batch for "
