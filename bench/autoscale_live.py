@@ -462,6 +462,15 @@ def actuation(spark, kind: str, args, rate: float) -> dict:
               f"after {_f(a['first_commit_s'], '.1f')} s (on the new count {_f(a['effective_s'], '.1f')} s), "
               f"{_f(a['records_delayed'], ',.0f')} records delayed by {_f(a['extra_delay_s'], '.1f')} s on average "
               f"(load {os.getloadavg()[0]:.1f})", flush=True)
+    for path in ("live", "restart"):
+        for way, up in (("1->2", True), ("2->1", False)):
+            some = [a for a in actions if a["path"] == path and (a["after"] > a["before"]) == up]
+            med = {k: float(np.nanmedian([a[k] for a in some])) if some else math.nan
+                   for k in ("actuation_s", "pause_s", "first_commit_s", "effective_s", "records_delayed", "extra_delay_s")}
+            print(f"actuation {kind}: {path:7s} {way} median of {len(some)}: in {_f(med['actuation_s'], '.1f')} s, no batch for "
+                  f"{_f(med['pause_s'], '.1f')} s, first commit after {_f(med['first_commit_s'], '.1f')} s (on the new count "
+                  f"{_f(med['effective_s'], '.1f')} s), {_f(med['records_delayed'], ',.0f')} records delayed by "
+                  f"{_f(med['extra_delay_s'], '.1f')} s", flush=True)
     return {"rate": rate, "actions": actions, "batches": batches, "workers": rec.workers, "load": os.getloadavg()[0]}
 
 
@@ -544,9 +553,9 @@ def calibrate(kind: str, runs: list[dict], args, probe: dict | None = None) -> d
                        "batches": len(xs), "rmse_s": float(np.sqrt(np.mean(resid ** 2))), "mean_batch_s": float(np.mean(ys))}
     c1 = fits.get(1, {}).get("records_per_s", math.nan)
     c2 = fits.get(2, {}).get("records_per_s", math.nan)
-    if not math.isfinite(c1) and probe:                       # too few batches at 1 executor: the probe's saturated rate
+    if not math.isfinite(c1) and probe and "1" in probe:      # too few batches at 1 executor: the probe's saturated rate
         c1 = float(probe["1"]["records_per_s"])
-    if not math.isfinite(c2) and probe:
+    if not math.isfinite(c2) and probe and "2" in probe:
         c2 = float(probe["2"]["records_per_s"])
     task_overhead = 0.1
     if 1 in fits and 2 in fits and fits[1]["intercept_s"] > fits[2]["intercept_s"]:
@@ -668,7 +677,11 @@ def child(args) -> None:
         if item.get("probe"):
             found = probes[item["query"]] = probe(spark, item["query"], args)
             if args.actuation_repeats > 0:
-                    found["actuation"] = actuation(spark, item["query"], args, 0.5 * max(found[1]["records_per_s"], found[2]["records_per_s"]))
+                found["actuation"] = actuation(spark, item["query"], args, 0.5 * max(found[1]["records_per_s"], found[2]["records_per_s"]))
+            continue
+        if item.get("actuation"):                # the actuation step alone, at a given rate
+            probes.setdefault(item["query"], {})["actuation"] = actuation(spark, item["query"], args, item["rate"])
+            Path(args.out).write_text(json.dumps({"runs": runs, "probes": probes}, default=str))
             continue
         sched = RateSchedule.parse(item["spec"])
         r = run_one(spark, item["query"], item["workload"], sched, item["policy"], args, mode=item.get("mode", "live"),
@@ -724,6 +737,8 @@ def main() -> None:
                     "a costlier record at the same rate")
     ap.add_argument("--actuation-repeats", type=int, default=1, help="cycles of the probe's actuation step "
                     "(live 1->2, 2->1, restart 1->2, 2->1); 0: the probe only")
+    ap.add_argument("--actuation-rate", default="", help="the actuation step alone (no probe) at this constant "
+                    "rate, records/s, e.g. agg=15000; with --capacity, before the runs")
     ap.add_argument("--peak", default=str(PEAK), help="the workloads' peak: a factor over the capacity (default 1.2), or "
                     "'between': midway between the probe's capacities at 1 and at 2 executors (a peak one executor "
                     "cannot carry and two can)")
@@ -776,7 +791,14 @@ def main() -> None:
                  base | {"policy": "fixed", "balance": "s3j", "initial": 2, "min_workers": 2, "max_workers": 2, "plane": "balance only, 2"},
                  base | {"policy": args.joint_policy, "plane": "autoscale only"},
                  base | {"policy": args.joint_policy, "balance": "s3j", "joint": True, "plane": "joint"}]
-    results = spawn(args, plan, False, "controller")["runs"] if plan else []
+    for kind, rate in ((k, float(v)) for k, v in (x.split("=") for x in args.actuation_rate.split(",") if x)):
+        plan.insert(0, {"actuation": True, "query": kind, "rate": rate})
+    results = []
+    if plan:
+        out = spawn(args, plan, False, "controller")
+        results = out["runs"]
+        for kind, found in out["probes"].items():
+            probes.setdefault(kind, {}).update(found)
     if dynamic_plan:
         results += spawn(args, dynamic_plan, True, "dynamic")["runs"]
     report(args, probes, capacity, results)
@@ -788,7 +810,8 @@ def merged(files: list[str]) -> tuple[dict, dict, list[dict]]:
     probes, capacity, runs = {}, {}, []
     for name in files:
         data = json.loads(Path(name).read_text())
-        probes.update(data.get("capacity_probe") or {})
+        for kind, found in (data.get("capacity_probe") or {}).items():
+            probes.setdefault(kind, {}).update(found)
         capacity.update(data.get("capacity_used") or {})
         runs += data["runs"]
     return probes, capacity, runs
