@@ -3,13 +3,16 @@
     DRIFTJOIN_CLUSTER_PORT=7277 nice -n 10 bash scripts/cluster.sh start --workers 2
     nice -n 10 .venv/bin/python bench/autoscale_live.py --master spark://127.0.0.1:7277 \\
         [--queries agg,join] [--workloads steps,cosine,...] [--policies ds2,...] [--minutes 3] \\
-        [--restart steps] [--joint] [--capacity agg=N,join=M] [--out FILE]
+        [--restart steps] [--joint] [--capacity agg=N,join=M] [--out FILE] \\
+        [--centroids 64] [--peak between] [--actuation-rate agg=R] [--actuation-repeats 3]
     nice -n 10 .venv/bin/python bench/autoscale_live.py --merge A.json,B.json   # pieces -> one matrix
 
 Two queries read the generator source driven by the thesis's workload shapes (section 4.5.3,
 option ``schedule``): ``agg``, a plain Spark aggregation of each micro-batch (``foreachBatch``:
 no state store, nothing to reload when executors change) and ``join``, driftjoin's similarity
 self-join (two stateful operators, state reloaded by the executors that take its partitions).
+``--centroids N`` makes the aggregation's records costlier (grouped by the nearest of N
+fixed centroids) so that one executor cannot carry a peak that two can.
 Each (query, workload, policy) runs once for ``--minutes`` on a fresh checkpoint, starting at 1
 executor (2 on ``decreasing``); Spark's dynamic allocation runs in a second driver process (its
 session must be created with it). ``--restart`` repeats the given workloads with the
