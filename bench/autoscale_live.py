@@ -410,9 +410,10 @@ def probe(spark, kind: str, args) -> dict:
 def actuation(spark, kind: str, args, rate: float) -> dict:
     """Both actuation paths, each way, under the query at a constant ``rate``: live 1 -> 2 and
     2 -> 1 (``requestTotalExecutors`` / ``killExecutor``), then stop-and-restart 1 -> 2 and
-    2 -> 1, ``--actuation-repeats`` times, each after 4 batches and once the query caught up; per action its actuation
-    time, the gap without batches, how much longer the first batch after it ran, the time to
-    the first committed batch and the records it delayed (:func:`disruption`)."""
+    2 -> 1, ``--actuation-repeats`` times, each after 4 batches and once the query caught up
+    (at most 2 minutes); per action its actuation time, the gap without batches, how much
+    longer the first batch after it ran, the time to the first committed batch, the records it
+    delayed and the backlog it started from (:func:`disruption`)."""
     from driftjoin.control.autoscale.actuator import ExecutorActuator, RestartActuator
 
     executors = ExecutorActuator(spark, executor_timeout=300)
@@ -427,25 +428,25 @@ def actuation(spark, kind: str, args, rate: float) -> dict:
 
     sched = RateSchedule.parse(spec)
 
-    def caught_up() -> bool:
-        """The last 2 batches each read records that had waited at most 2 trigger intervals:
-        the query is back to its normal latency, so the next action is measured from there."""
-        batches, source_start = batches_of(list(rec.progress), zero)
-        if len(batches) < 2 or source_start is None:
-            return False
-        return all(b["start"] - (source_start - zero + float(sched.time_of(np.array([b["end"] - 1]))[0])) <= 2 * args.trigger
-                   for b in batches[-2:])
+    normal = math.inf                           # the oldest record's wait before the first action
 
-    def after_batches(n: int, timeout: float = 300.0) -> None:
-        """``n`` batches with input more, and the query caught up (or ``timeout`` s)."""
+    def waits() -> list[float]:
+        batches, source_start = batches_of(list(rec.progress), zero)
+        return oldest_waits(batches, sched, (source_start - zero) if source_start else 0.0)
+
+    def after_batches(n: int, timeout: float = 120.0) -> None:
+        """``n`` batches with input more, and the query caught up: the oldest record of each of
+        the last 2 batches waited at most a trigger interval longer than before the first
+        action (or ``timeout`` s; each action records the wait it started from)."""
         done = lambda: sum(p["numInputRows"] > 0 for p in rec.progress)  # noqa: E731
         target, deadline = done() + n, time.time() + timeout
-        while (done() < target or not caught_up()) and time.time() < deadline:
+        while (done() < target or max(waits()[-2:], default=math.inf) > normal + args.trigger) and time.time() < deadline:
             time.sleep(1)
 
     actions = []
     try:
         after_batches(4)
+        normal = max(waits()[1:4], default=math.inf)
         for _ in range(args.actuation_repeats):
             for path, n in (("live", 2), ("live", 1), ("restart", 2), ("restart", 1)):
                 before, t = executors.count(), time.time() - zero
@@ -463,8 +464,8 @@ def actuation(spark, kind: str, args, rate: float) -> dict:
         print(f"actuation {kind}: {a['path']:7s} {a['before']}->{a['after']} in {a['actuation_s']:.1f} s, no batch for "
               f"{_f(a['pause_s'], '.1f')} s, next batch {_f(a['extra_batch_s'], '+.1f')} s against the median, first commit "
               f"after {_f(a['first_commit_s'], '.1f')} s (on the new count {_f(a['effective_s'], '.1f')} s), "
-              f"{_f(a['records_delayed'], ',.0f')} records delayed by {_f(a['extra_delay_s'], '.1f')} s on average "
-              f"(load {os.getloadavg()[0]:.1f})", flush=True)
+              f"{_f(a['records_delayed'], ',.0f')} records delayed by {_f(a['extra_delay_s'], '.1f')} s on average, "
+              f"from a wait of {_f(a['wait_before_s'], '.1f')} s (load {os.getloadavg()[0]:.1f})", flush=True)
     for path in ("live", "restart"):
         for way, up in (("1->2", True), ("2->1", False)):
             some = [a for a in actions if a["path"] == path and (a["after"] > a["before"]) == up]
@@ -477,6 +478,12 @@ def actuation(spark, kind: str, args, rate: float) -> dict:
     return {"rate": rate, "actions": actions, "batches": batches, "workers": rec.workers, "load": os.getloadavg()[0]}
 
 
+def oldest_waits(batches: list[dict], sched: RateSchedule, offset: float) -> list[float]:
+    """Per batch, how long its oldest record had waited when it started (s): about the previous
+    batch's duration when the query keeps up, more while it works off a backlog."""
+    return [b["start"] - (offset + float(sched.time_of(np.array([b["first"]]))[0])) for b in batches]
+
+
 def disruption(batches: list[dict], actions: list[dict], sched: RateSchedule, offset: float, trigger: float) -> None:
     """What each action cost the records, at a constant offered rate. ``first_commit_s``: from
     the action's start to the end of the first batch that started after it (the restart path
@@ -484,13 +491,15 @@ def disruption(batches: list[dict], actions: list[dict], sched: RateSchedule, of
     that started once the new executor count was in place. ``records_delayed``: records read
     between this action and the next whose queue latency exceeded the normal one (the weighted
     median of the 5 batches before the action) by more than a trigger interval;
-    ``extra_delay_s``: their mean latency above the normal one."""
+    ``extra_delay_s``: their mean latency above the normal one. ``wait_before_s``: the oldest
+    record's wait in the last batch before the action (the backlog it started from)."""
     for i, a in enumerate(actions):
         done = a["time"] + (a["actuation_s"] if math.isfinite(a["actuation_s"]) else 0.0)
         until = actions[i + 1]["time"] if i + 1 < len(actions) else math.inf
         before = [b for b in batches if b["start"] + b["duration"] <= a["time"]][-5:]
         first = next((b for b in batches if b["start"] >= a["time"]), None)
         effective = next((b for b in batches if b["start"] >= done), None)
+        a["wait_before_s"] = oldest_waits(before[-1:], sched, offset)[0] if before else math.nan
         a["first_commit_s"] = first["start"] + first["duration"] - a["time"] if first else math.nan
         a["effective_s"] = effective["start"] + effective["duration"] - a["time"] if effective else math.nan
         q0, _, w0 = latencies(before, sched, offset)
