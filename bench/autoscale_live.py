@@ -3,13 +3,16 @@
     DRIFTJOIN_CLUSTER_PORT=7277 nice -n 10 bash scripts/cluster.sh start --workers 2
     nice -n 10 .venv/bin/python bench/autoscale_live.py --master spark://127.0.0.1:7277 \\
         [--queries agg,join] [--workloads steps,cosine,...] [--policies ds2,...] [--minutes 3] \\
-        [--restart steps] [--joint] [--capacity agg=N,join=M] [--out FILE]
+        [--restart steps] [--joint] [--capacity agg=N,join=M] [--out FILE] \\
+        [--centroids 64] [--peak between] [--actuation-rate agg=R] [--actuation-repeats 3]
     nice -n 10 .venv/bin/python bench/autoscale_live.py --merge A.json,B.json   # pieces -> one matrix
 
 Two queries read the generator source driven by the thesis's workload shapes (section 4.5.3,
 option ``schedule``): ``agg``, a plain Spark aggregation of each micro-batch (``foreachBatch``:
 no state store, nothing to reload when executors change) and ``join``, driftjoin's similarity
 self-join (two stateful operators, state reloaded by the executors that take its partitions).
+``--centroids N`` makes the aggregation's records costlier (grouped by the nearest of N
+fixed centroids) so that one executor cannot carry a peak that two can.
 Each (query, workload, policy) runs once for ``--minutes`` on a fresh checkpoint, starting at 1
 executor (2 on ``decreasing``); Spark's dynamic allocation runs in a second driver process (its
 session must be created with it). ``--restart`` repeats the given workloads with the
@@ -56,14 +59,13 @@ PARTITIONS = 2          # state partitions = the most executors that can work (2
 _SAMPLES = 256          # records sampled per batch for the latency quantiles
 LEAD = 10.0             # seconds between starting a query and the start of its schedule
 #: per query: workload length, monitoring window and cooldown (a join batch takes ~15 s here)
-DEFAULTS = {"minutes": {"agg": 2.0, "join": 3.0}, "window": {"agg": 10.0, "join": 30.0}, "cooldown": {"agg": 30.0, "join": 60.0}}
+#: and (``probe_rate``) the probe's final offered rate, records/s, and (``max_batch``) the most
+#: records per micro-batch (maxOffsetsPerTrigger's role: a query that fell behind reads its
+#: backlog in bounded batches instead of one that outgrows an executor's memory)
+DEFAULTS = {"minutes": {"agg": 2.0, "join": 3.0}, "window": {"agg": 10.0, "join": 30.0}, "cooldown": {"agg": 30.0, "join": 60.0},
+            "probe_rate": {"agg": 1_000_000, "join": 6_000}, "max_batch": {"agg": 2_000_000, "join": 20_000}}
 #: vector dimension: 16 makes the aggregation's records cost enough that one executor can fall behind
 DIM = {"agg": 16, "join": 2}
-#: the probe's final offered rate, records/s
-PROBE = {"agg": 1_000_000, "join": 6_000}
-#: records per micro-batch at most (maxOffsetsPerTrigger's role): a query that fell behind
-#: reads its backlog in bounded batches instead of one that outgrows an executor's memory
-MAX_BATCH = {"agg": 2_000_000, "join": 20_000}
 #: the workloads' peak over the probe's capacity: at the peak the query is near or over what
 #: this machine gives it (which moves with the other jobs' load)
 PEAK = 1.2
@@ -76,6 +78,24 @@ def per_query(args, name: str, kind: str) -> float:
         return float(raw)
     given = {k: float(v) for k, v in (x.split("=") for x in raw.split(",") if x)}
     return given.get(kind, DEFAULTS[name][kind])
+
+
+def workload_peak(peak: str, capacity: float, probe: dict | None) -> float:
+    """The workloads' peak, records/s: ``peak`` times ``capacity``, or with ``"between"`` midway
+    between the probe's capacities at 1 and at 2 executors; when 2 gave no more than 1 (a
+    shared machine), 1.2 times the one executor's, which then no executor count carries."""
+    if peak != "between":
+        return float(peak) * capacity
+    c1, c2 = (float(probe[k]["records_per_s"]) for k in ("1", "2"))
+    if c2 <= c1:
+        print(f"2 executors took no more than 1 ({c2:,.0f} against {c1:,.0f} records/s): peak 1.2 x the one executor's", flush=True)
+        return PEAK * c1
+    return 0.5 * (c1 + c2)
+
+
+def query_options(args, kind: str) -> dict:
+    """The settings of ``kind``'s :class:`Query` that the command line gives."""
+    return {"max_batch": int(per_query(args, "max_batch", kind)), "centroids": args.centroids if kind == "agg" else 0}
 
 
 def schedules(seconds: float, peak: float) -> dict[str, RateSchedule]:
@@ -91,11 +111,23 @@ def schedules(seconds: float, peak: float) -> dict[str, RateSchedule]:
 
 # -- one query ---------------------------------------------------------------------------------
 
+def nearest_centroid(F, dim: int, k: int):
+    """The index (1-based) of the nearest of ``k`` fixed centroids of ``dim`` dimensions to each
+    record's vector: k-means' assignment step in Spark SQL (no UDF), ``k * dim`` squared
+    differences per record. ``--centroids`` groups the aggregation by it, which raises the cost
+    of a record (not the rate) until one executor cannot carry the workload's peak."""
+    rng = np.random.default_rng(3)
+    centres = F.array(*[F.array(*[F.lit(float(x)) for x in c]) for c in rng.uniform(-1.0, 1.0, (k, dim))])
+    dist = F.transform(centres, lambda c: F.aggregate(F.zip_with("vector", c, lambda a, b: (a - b) * (a - b)),
+                                                      F.lit(0.0), lambda s, x: s + x))
+    return F.array_position(dist, F.array_min(dist))
+
+
 class Query:
     """One benchmark query on the generator source: how to start it, and its own statistics."""
 
     def __init__(self, spark, kind: str, spec: str, work: Path, *, trigger: float, start: float, dist: str = "uniform",
-                 balance: str = "none", parallelism: int = PARTITIONS) -> None:
+                 balance: str = "none", parallelism: int = PARTITIONS, max_batch: int, centroids: int = 0) -> None:
         from pyspark.sql import functions as F
 
         from driftjoin import similarity_join
@@ -104,13 +136,15 @@ class Query:
         self.metrics = str(work / "metrics")
         reader = (spark.readStream.format("driftjoin").option("schedule", spec).option("dim", DIM[kind]).option("dist", dist)
                   .option("seed", 1).option("partitions", PARTITIONS).option("drift_period", 60).option("start", start)
-                  .option("max_records_per_batch", MAX_BATCH[kind]))
+                  .option("max_records_per_batch", max_batch))
         stream = reader.load()
         if kind == "agg":
             spark.conf.set("spark.sql.shuffle.partitions", str(PARTITIONS))
 
+            key = nearest_centroid(F, DIM[kind], centroids) if centroids else F.col("id") % 64
+
             def per_batch(df, _batch_id: int) -> None:
-                (df.groupBy((F.col("id") % 64).alias("k"))
+                (df.groupBy(key.alias("k"))
                  .agg(F.count("*").alias("n"), F.avg(F.aggregate("vector", F.lit(0.0), lambda a, x: a + x * x)).alias("sq"))
                  .write.format("noop").mode("overwrite").save())
             self._writer = lambda: stream.writeStream.foreachBatch(per_batch)
@@ -254,7 +288,7 @@ def pauses(batches: list[dict], actions: list[dict], mode: str) -> None:
             a["pause_s"] = a["extra_batch_s"] = math.nan
             continue
         last_end = max(b["start"] + b["duration"] for b in before)
-        a["pause_s"] = after[0]["start"] - last_end if path == "restart" else 0.0
+        a["pause_s"] = after[0]["start"] - last_end if path == "restart" else 0.0   # live: batches run on meanwhile
         recent = [b["duration"] for b in before[-5:]]
         a["extra_batch_s"] = after[0]["duration"] - float(np.median(recent))
 
@@ -294,7 +328,7 @@ def run_one(spark, kind: str, workload: str, sched: RateSchedule, policy: str, a
         ExecutorActuator(spark, executor_timeout=300).scale_to(start_with)
     zero = time.time() + LEAD
     query = Query(spark, kind, sched.spec(), work, trigger=args.trigger, start=zero, dist=dist, balance=balance,
-                  parallelism=parallelism)
+                  parallelism=parallelism, **query_options(args, kind))
     load0 = os.getloadavg()
     rec = Recorder(spark, zero)
     ctl = None
@@ -324,6 +358,7 @@ def run_one(spark, kind: str, workload: str, sched: RateSchedule, policy: str, a
     run = {"query": kind, "workload": workload, "policy": policy, "mode": mode, "balance": balance, "joint": joint,
            "spec": sched.spec(), "seconds": seconds, "load_start": load0[0], "load_end": os.getloadavg()[0],
            "trigger": args.trigger, "window": per_query(args, "window", kind), "cooldown": per_query(args, "cooldown", kind),
+           "centroids": query_options(args, kind)["centroids"],
            "source_start": (source_start - rec.t0) if source_start else 0.0, "batches": batches,
            "workers": rec.workers, "actions": actions,
            "windows": [{k: v for k, v in r.row().items() if k != "per_executor"} | {"time": r.metrics.time - rec.t0}
@@ -348,8 +383,8 @@ def probe(spark, kind: str, args) -> dict:
         ExecutorActuator(spark, executor_timeout=300).scale_to(k)
         work = Path(tempfile.mkdtemp(prefix=f"probe-{kind}-", dir=args.work))
         zero = time.time() + LEAD
-        spec = RateSchedule("increasing", low=0.0, high=PROBE[kind], duration=args.probe_seconds).spec()
-        query = Query(spark, kind, spec, work, trigger=args.trigger, start=zero)
+        spec = RateSchedule("increasing", low=0.0, high=per_query(args, "probe_rate", kind), duration=args.probe_seconds).spec()
+        query = Query(spark, kind, spec, work, trigger=args.trigger, start=zero, **query_options(args, kind))
         rec = Recorder(spark, zero)
         q = query.start()
         try:
@@ -375,44 +410,107 @@ def probe(spark, kind: str, args) -> dict:
 def actuation(spark, kind: str, args, rate: float) -> dict:
     """Both actuation paths, each way, under the query at a constant ``rate``: live 1 -> 2 and
     2 -> 1 (``requestTotalExecutors`` / ``killExecutor``), then stop-and-restart 1 -> 2 and
-    2 -> 1, with 3 batches between; per action its actuation time, the gap without batches it
-    caused and how much longer the first batch after it ran."""
+    2 -> 1, ``--actuation-repeats`` times, each after 4 batches and once the query caught up
+    (at most 2 minutes); per action its actuation time, the gap without batches, how much
+    longer the first batch after it ran, the time to the first committed batch, the records it
+    delayed and the backlog it started from (:func:`disruption`)."""
     from driftjoin.control.autoscale.actuator import ExecutorActuator, RestartActuator
 
     executors = ExecutorActuator(spark, executor_timeout=300)
     executors.scale_to(1)
     work = Path(tempfile.mkdtemp(prefix=f"actuation-{kind}-", dir=args.work))
     zero = time.time() + LEAD
-    query = Query(spark, kind, f"constant:high={rate:.0f}", work, trigger=args.trigger, start=zero)
+    spec = f"constant:high={rate:.0f}"
+    query = Query(spark, kind, spec, work, trigger=args.trigger, start=zero, **query_options(args, kind))
     rec = Recorder(spark, zero)
     restart = RestartActuator(executors, query.start)
     restart.query = query.start()
 
-    def after_batches(n: int, timeout: float = 300.0) -> None:
+    sched = RateSchedule.parse(spec)
+
+    normal = math.inf                           # the oldest record's wait before the first action
+
+    def waits() -> list[float]:
+        batches, source_start = batches_of(list(rec.progress), zero)
+        return oldest_waits(batches, sched, (source_start - zero) if source_start else 0.0)
+
+    def after_batches(n: int, timeout: float = 120.0) -> None:
+        """``n`` batches with input more, and the query caught up: the oldest record of each of
+        the last 2 batches waited at most a trigger interval longer than before the first
+        action (or ``timeout`` s; each action records the wait it started from)."""
         done = lambda: sum(p["numInputRows"] > 0 for p in rec.progress)  # noqa: E731
         target, deadline = done() + n, time.time() + timeout
-        while done() < target and time.time() < deadline:
+        while (done() < target or max(waits()[-2:], default=math.inf) > normal + args.trigger) and time.time() < deadline:
             time.sleep(1)
 
     actions = []
     try:
-        after_batches(3)
-        for path, n in (("live", 2), ("live", 1), ("restart", 2), ("restart", 1)):
-            before, t = executors.count(), time.time() - zero
-            seconds = executors.scale_to(n) if path == "live" else restart.scale_to(n)
-            actions.append({"time": t, "before": before, "after": n, "actuation_s": seconds, "error": "", "path": path})
-            after_batches(3)
+        after_batches(4)
+        normal = max(waits()[1:4], default=math.inf)
+        for _ in range(args.actuation_repeats):
+            for path, n in (("live", 2), ("live", 1), ("restart", 2), ("restart", 1)):
+                before, t = executors.count(), time.time() - zero
+                seconds = executors.scale_to(n) if path == "live" else restart.scale_to(n)
+                actions.append({"time": t, "before": before, "after": n, "actuation_s": seconds, "error": "", "path": path})
+                after_batches(4)
     finally:
         restart.query.stop()
         rec.close()
-    batches, _ = batches_of(rec.progress, zero)
+    batches, source_start = batches_of(rec.progress, zero)
     pauses(batches, actions, "live")
+    disruption(batches, actions, sched, (source_start - zero) if source_start else 0.0, args.trigger)
     shutil.rmtree(work, ignore_errors=True)
     for a in actions:
         print(f"actuation {kind}: {a['path']:7s} {a['before']}->{a['after']} in {a['actuation_s']:.1f} s, no batch for "
-              f"{_f(a['pause_s'], '.1f')} s, next batch {_f(a['extra_batch_s'], '+.1f')} s against the median (load {os.getloadavg()[0]:.1f})",
-              flush=True)
+              f"{_f(a['pause_s'], '.1f')} s, next batch {_f(a['extra_batch_s'], '+.1f')} s against the median, first commit "
+              f"after {_f(a['first_commit_s'], '.1f')} s (on the new count {_f(a['effective_s'], '.1f')} s), "
+              f"{_f(a['records_delayed'], ',.0f')} records delayed by {_f(a['extra_delay_s'], '.1f')} s on average, "
+              f"from a wait of {_f(a['wait_before_s'], '.1f')} s (load {os.getloadavg()[0]:.1f})", flush=True)
+    for path in ("live", "restart"):
+        for way, up in (("1->2", True), ("2->1", False)):
+            some = [a for a in actions if a["path"] == path and (a["after"] > a["before"]) == up]
+            med = {k: float(np.nanmedian([a[k] for a in some])) if some else math.nan
+                   for k in ("actuation_s", "pause_s", "first_commit_s", "effective_s", "records_delayed", "extra_delay_s")}
+            print(f"actuation {kind}: {path:7s} {way} median of {len(some)}: in {_f(med['actuation_s'], '.1f')} s, no batch for "
+                  f"{_f(med['pause_s'], '.1f')} s, first commit after {_f(med['first_commit_s'], '.1f')} s (on the new count "
+                  f"{_f(med['effective_s'], '.1f')} s), {_f(med['records_delayed'], ',.0f')} records delayed by "
+                  f"{_f(med['extra_delay_s'], '.1f')} s", flush=True)
     return {"rate": rate, "actions": actions, "batches": batches, "workers": rec.workers, "load": os.getloadavg()[0]}
+
+
+def oldest_waits(batches: list[dict], sched: RateSchedule, offset: float) -> list[float]:
+    """Per batch, how long its oldest record had waited when it started (s): about the previous
+    batch's duration when the query keeps up, more while it works off a backlog."""
+    return [b["start"] - (offset + float(sched.time_of(np.array([b["first"]]))[0])) for b in batches]
+
+
+def disruption(batches: list[dict], actions: list[dict], sched: RateSchedule, offset: float, trigger: float) -> None:
+    """What each action cost the records, at a constant offered rate. ``first_commit_s``: from
+    the action's start to the end of the first batch that started after it (the restart path
+    commits nothing until the query is back); ``effective_s``: to the end of the first batch
+    that started once the new executor count was in place. ``records_delayed``: records read
+    between this action and the next whose queue latency exceeded the normal one (the weighted
+    median of the 5 batches before the action) by more than a trigger interval;
+    ``extra_delay_s``: their mean latency above the normal one. ``wait_before_s``: the oldest
+    record's wait in the last batch before the action (the backlog it started from)."""
+    for i, a in enumerate(actions):
+        done = a["time"] + (a["actuation_s"] if math.isfinite(a["actuation_s"]) else 0.0)
+        until = actions[i + 1]["time"] if i + 1 < len(actions) else math.inf
+        before = [b for b in batches if b["start"] + b["duration"] <= a["time"]][-5:]
+        first = next((b for b in batches if b["start"] >= a["time"]), None)
+        effective = next((b for b in batches if b["start"] >= done), None)
+        a["wait_before_s"] = oldest_waits(before[-1:], sched, offset)[0] if before else math.nan
+        a["first_commit_s"] = first["start"] + first["duration"] - a["time"] if first else math.nan
+        a["effective_s"] = effective["start"] + effective["duration"] - a["time"] if effective else math.nan
+        q0, _, w0 = latencies(before, sched, offset)
+        q, _, w = latencies([b for b in batches if a["time"] <= b["start"] < until], sched, offset)
+        if not len(q0) or not len(q):
+            a["records_delayed"] = a["extra_delay_s"] = math.nan
+            continue
+        normal = quantile(q0, w0, 0.5)
+        late = q > normal + trigger
+        a["records_delayed"] = float(w[late].sum())
+        a["extra_delay_s"] = float(np.average(q[late] - normal, weights=w[late])) if late.any() else 0.0
 
 
 def warm_up(spark, kind: str, args, batches: int = 2, timeout: float = 400.0) -> None:
@@ -424,7 +522,7 @@ def warm_up(spark, kind: str, args, batches: int = 2, timeout: float = 400.0) ->
         ExecutorActuator(spark, executor_timeout=300).scale_to(PARTITIONS)
     work = Path(tempfile.mkdtemp(prefix=f"warm-{kind}-", dir=args.work))
     rec = Recorder(spark, time.time())
-    q = Query(spark, kind, "constant:high=200", work, trigger=1.0, start=time.time()).start()
+    q = Query(spark, kind, "constant:high=200", work, trigger=1.0, start=time.time(), **query_options(args, kind)).start()
     deadline = time.time() + timeout
     while time.time() < deadline and sum(p["numInputRows"] > 0 for p in rec.progress) < batches:
         time.sleep(2)
@@ -467,9 +565,9 @@ def calibrate(kind: str, runs: list[dict], args, probe: dict | None = None) -> d
                        "batches": len(xs), "rmse_s": float(np.sqrt(np.mean(resid ** 2))), "mean_batch_s": float(np.mean(ys))}
     c1 = fits.get(1, {}).get("records_per_s", math.nan)
     c2 = fits.get(2, {}).get("records_per_s", math.nan)
-    if not math.isfinite(c1) and probe:                       # too few batches at 1 executor: the probe's saturated rate
+    if not math.isfinite(c1) and probe and "1" in probe:      # too few batches at 1 executor: the probe's saturated rate
         c1 = float(probe["1"]["records_per_s"])
-    if not math.isfinite(c2) and probe:
+    if not math.isfinite(c2) and probe and "2" in probe:
         c2 = float(probe["2"]["records_per_s"])
     task_overhead = 0.1
     if 1 in fits and 2 in fits and fits[1]["intercept_s"] > fits[2]["intercept_s"]:
@@ -506,7 +604,8 @@ def calibrate(kind: str, runs: list[dict], args, probe: dict | None = None) -> d
             # the runs' settings (all alike: one matrix), else this invocation's
             "trigger_interval": setting("trigger", args.trigger),
             "monitoring_window": setting("window", per_query(args, "window", kind)),
-            "cooldown": setting("cooldown", per_query(args, "cooldown", kind))}
+            "cooldown": setting("cooldown", per_query(args, "cooldown", kind)),
+            "centroids": setting("centroids", query_options(args, kind)["centroids"])}
 
 
 # -- reporting ------------------------------------------------------------------------------------
@@ -589,7 +688,12 @@ def child(args) -> None:
     for item in plan:
         if item.get("probe"):
             found = probes[item["query"]] = probe(spark, item["query"], args)
-            found["actuation"] = actuation(spark, item["query"], args, 0.5 * max(found[1]["records_per_s"], found[2]["records_per_s"]))
+            if args.actuation_repeats > 0:
+                found["actuation"] = actuation(spark, item["query"], args, 0.5 * max(found[1]["records_per_s"], found[2]["records_per_s"]))
+            continue
+        if item.get("actuation"):                # the actuation step alone, at a given rate
+            probes.setdefault(item["query"], {})["actuation"] = actuation(spark, item["query"], args, item["rate"])
+            Path(args.out).write_text(json.dumps({"runs": runs, "probes": probes}, default=str))
             continue
         sched = RateSchedule.parse(item["spec"])
         r = run_one(spark, item["query"], item["workload"], sched, item["policy"], args, mode=item.get("mode", "live"),
@@ -610,7 +714,9 @@ def spawn(args, plan: list[dict], dynamic: bool, name: str) -> dict:
     plan_file.write_text(json.dumps(plan))
     cmd = [sys.executable, __file__, "--child", "--plan", str(plan_file), "--out", str(out), "--master", args.master,
            "--minutes", str(args.minutes), "--trigger", str(args.trigger), "--window", str(args.window),
-           "--cooldown", str(args.cooldown), "--probe-seconds", str(args.probe_seconds), "--work", args.work]
+           "--cooldown", str(args.cooldown), "--probe-seconds", str(args.probe_seconds), "--work", args.work,
+           "--probe-rate", str(args.probe_rate), "--max-batch", str(args.max_batch), "--centroids", str(args.centroids),
+           "--actuation-repeats", str(args.actuation_repeats), "--peak", args.peak]
     if dynamic:
         cmd.append("--dynamic")
     env = dict(os.environ, PYTHONPATH=str(Path(__file__).resolve().parents[1]))
@@ -636,6 +742,18 @@ def main() -> None:
     ap.add_argument("--joint-policy", default="ds2")
     ap.add_argument("--capacity", default="", help="skip the probe: records/s the query sustains, e.g. agg=8000,join=900")
     ap.add_argument("--probe-seconds", type=float, default=150.0)
+    ap.add_argument("--probe-rate", default="", help="the probe's final offered rate, records/s (default agg=1000000,join=6000)")
+    ap.add_argument("--max-batch", default="", help="records per micro-batch at most (default agg=2000000,join=20000)")
+    ap.add_argument("--centroids", type=int, default=0, help="agg: group by the nearest of this many fixed centroids "
+                    "(k-means' assignment step, centroids x 16 squared differences per record) instead of id %% 64: "
+                    "a costlier record at the same rate")
+    ap.add_argument("--actuation-repeats", type=int, default=1, help="cycles of the probe's actuation step "
+                    "(live 1->2, 2->1, restart 1->2, 2->1); 0: the probe only")
+    ap.add_argument("--actuation-rate", default="", help="the actuation step alone (no probe) at this constant "
+                    "rate, records/s, e.g. agg=15000; with --capacity, before the runs")
+    ap.add_argument("--peak", default=str(PEAK), help="the workloads' peak: a factor over the capacity (default 1.2), or "
+                    "'between': midway between the probe's capacities at 1 and at 2 executors (a peak one executor "
+                    "cannot carry and two can)")
     ap.add_argument("--out", default=str(OUT / "autoscale_live.json"))
     ap.add_argument("--merge", default="", help="combine earlier outputs (comma-separated JSON files) into --out "
                     "with one calibration and the figures, running nothing")
@@ -658,6 +776,8 @@ def main() -> None:
     capacity = {k: float(v) for k, v in (x.split("=") for x in args.capacity.split(",") if x)}
     probes = {}
     todo = [q for q in queries if q not in capacity]
+    if args.peak == "between" and not todo:
+        raise SystemExit("--peak between needs the probe: leave out --capacity")
     if todo:
         probes = spawn(args, [{"probe": True, "query": q} for q in todo], False, "probe")["probes"]
         for q in todo:                          # what the best executor count sustains
@@ -665,7 +785,7 @@ def main() -> None:
     print(HEADER, flush=True)
     plan, dynamic_plan = [], []
     for kind in queries:
-        peak = PEAK * capacity[kind]
+        peak = workload_peak(args.peak, capacity[kind], probes.get(kind))
         scheds = schedules(per_query(args, "minutes", kind) * 60, peak)
         for workload in args.workloads.split(","):
             for policy in policies:
@@ -683,7 +803,14 @@ def main() -> None:
                  base | {"policy": "fixed", "balance": "s3j", "initial": 2, "min_workers": 2, "max_workers": 2, "plane": "balance only, 2"},
                  base | {"policy": args.joint_policy, "plane": "autoscale only"},
                  base | {"policy": args.joint_policy, "balance": "s3j", "joint": True, "plane": "joint"}]
-    results = spawn(args, plan, False, "controller")["runs"] if plan else []
+    for kind, rate in ((k, float(v)) for k, v in (x.split("=") for x in args.actuation_rate.split(",") if x)):
+        plan.insert(0, {"actuation": True, "query": kind, "rate": rate})
+    results = []
+    if plan:
+        out = spawn(args, plan, False, "controller")
+        results = out["runs"]
+        for kind, found in out["probes"].items():
+            probes.setdefault(kind, {}).update(found)
     if dynamic_plan:
         results += spawn(args, dynamic_plan, True, "dynamic")["runs"]
     report(args, probes, capacity, results)
@@ -695,7 +822,8 @@ def merged(files: list[str]) -> tuple[dict, dict, list[dict]]:
     probes, capacity, runs = {}, {}, []
     for name in files:
         data = json.loads(Path(name).read_text())
-        probes.update(data.get("capacity_probe") or {})
+        for kind, found in (data.get("capacity_probe") or {}).items():
+            probes.setdefault(kind, {}).update(found)
         capacity.update(data.get("capacity_used") or {})
         runs += data["runs"]
     return probes, capacity, runs

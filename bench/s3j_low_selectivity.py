@@ -7,7 +7,7 @@ the paper's numbers beside them; writes JSON and a PNG (per-worker p99 latency o
 bench/results/. Also runs the same records through the in-process core (no Spark) in the same
 run, so the Spark overhead shows as a ratio.
 
-    .venv/bin/python bench/s3j_low_selectivity.py --seconds 120 --rate 4000 --sink noop [--output pairs,pairs-lean]
+    .venv/bin/python bench/s3j_low_selectivity.py --seconds 120 --rate 4000 --sink noop [--output pairs,pairs-lean] [--partitions 5,2]
 
 Also prints where a micro-batch's time went, summed over the workers' statistics (state read,
 formulation, computation, building the output, Spark taking the output, state write) beside
@@ -87,7 +87,7 @@ def breakdown(metrics: str, progress: list[dict]) -> dict:
 
 
 def spark_run(rate: int, seconds: float, selectivity: float, parallelism: int, sink: str, out: Path,
-              output: str = "pairs") -> dict:
+              output: str = "pairs", partitions: int | None = None) -> dict:
     from driftjoin.report import plot_latency, summary
     from driftjoin.spark.session import local_session
     from driftjoin.spark.progress import ProgressLog
@@ -103,7 +103,8 @@ def spark_run(rate: int, seconds: float, selectivity: float, parallelism: int, s
 
     metrics = str(out / "metrics")
     pairs = similarity_join(stream(0), stream(1), threshold=selectivity, metric="angular", window="1 minute",
-                            parallelism=parallelism, dim=2, ingest_col="ts", metrics_dir=metrics, output=output)
+                            parallelism=parallelism, partitions=partitions, dim=2, ingest_col="ts",
+                            metrics_dir=metrics, output=output)
     writer = pairs.writeStream.option("checkpointLocation", str(out / "checkpoint")).trigger(processingTime="0 seconds")
     q = (writer.format("parquet").option("path", str(out / "pairs")) if sink == "parquet" else writer.format("noop")).start()
     t0 = time.time()
@@ -117,8 +118,9 @@ def spark_run(rate: int, seconds: float, selectivity: float, parallelism: int, s
     parts = breakdown(metrics, log.progress)
     q.stop()
     totals, per_worker = summary(metrics)
-    plot_latency(metrics, Path(f"bench/results/s3j_low_selectivity_{output}.png"),
-                 f"S3J on Spark: {rate}/s per stream, 0.1%, {parallelism} workers, output={output}")
+    tasks = partitions or parallelism
+    plot_latency(metrics, Path(f"bench/results/s3j_low_selectivity_{output}_{tasks}.png"),
+                 f"S3J on Spark: {rate}/s per stream, 0.1%, {parallelism} workers in {tasks} tasks, output={output}")
     spark.stop()
     return {"records": seen, "wall_s": wall, "sustained_records_per_s": seen / wall, **totals,
             "batch_ms_p50": float(np.median(durations)) if durations else None,
@@ -137,15 +139,21 @@ def main() -> None:
                     help="similarity_join output, or several separated by commas, run one after the other in this "
                          "run and printed side by side: pairs (one row per pair from Python), pairs-lean (without "
                          "the provenance columns), pairs-grouped (grouped rows exploded in the JVM), grouped")
+    ap.add_argument("--partitions", default="",
+                    help="Spark tasks the workers share, or several separated by commas, each run with every "
+                         "output (default: one task per worker)")
     args = ap.parse_args()
-    outputs = args.output.split(",")
+    tasks = [int(p) for p in args.partitions.split(",") if p] or [args.parallelism]
+    variants = {(o if len(tasks) == 1 else f"{o} in {p}"): (o, p) for o in args.output.split(",") for p in tasks}
+    outputs = list(variants)
     Path("bench/results").mkdir(parents=True, exist_ok=True)
     core = core_throughput(args.rate, min(args.seconds, 60.0), args.selectivity, args.parallelism)
-    runs = {o: spark_run(args.rate, args.seconds, args.selectivity, args.parallelism, args.sink,
-                         Path("bench/out/s3j_low"), o) for o in outputs}
+    runs = {label: spark_run(args.rate, args.seconds, args.selectivity, args.parallelism, args.sink,
+                             Path("bench/out/s3j_low"), o, None if p == args.parallelism else p)
+            for label, (o, p) in variants.items()}
     print(f"\nS3J low selectivity: 2 x {args.rate}/s, 2-D uniform, angular, {args.selectivity:.2%}, "
-          f"{args.parallelism} workers, 1-min windows, sink={args.sink}")
-    width = 20
+          f"{args.parallelism} workers in {'/'.join(map(str, tasks))} tasks, 1-min windows, sink={args.sink}")
+    width = max(20, max(len(o) for o in outputs) + 8)
     print(f"{'metric':<28}" + "".join(f"{'Spark ' + o:>{width}}" for o in outputs) + f"{'core only':>14}{'paper (Flink)':>16}")
     print(f"{'input rate (records/s)':<28}" + "".join(f"{2 * args.rate:>{width},}" for _ in outputs) + f"{'':>14}{8000:>16,}")
     print(f"{'sustained (records/s)':<28}" + "".join(f"{r['sustained_records_per_s']:>{width},.0f}" for r in runs.values())

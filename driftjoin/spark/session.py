@@ -31,6 +31,7 @@ from pyspark import SparkConf, SparkContext
 from pyspark.sql import SparkSession
 
 from driftjoin.spark import docs_source, queries, source
+from driftjoin.spark.class_archive import jvm_options as class_archive_options
 
 log = logging.getLogger(__name__)
 
@@ -103,7 +104,7 @@ def _session(master: str, app_name: str, parallelism: int, conf: dict[str, str],
 
 def local_session(parallelism: int = 2, app_name: str = "driftjoin", *, cores: int | None = None,
                   driver_memory: str = "4g", verbose: bool | None = None, log_level: str = "WARN",
-                  log_file: str | None = None, preload_workers: bool = True) -> SparkSession:
+                  log_file: str | None = None, preload_workers: bool = True, class_archive: bool = True) -> SparkSession:
     """An embedded local Spark with settings for small, fast stateful streaming.
 
     UI off, adaptive execution off (it would coalesce the partitions that pin workers),
@@ -111,6 +112,9 @@ def local_session(parallelism: int = 2, app_name: str = "driftjoin", *, cores: i
     with this interpreter so the venv's packages are found. ``preload_workers`` starts them from
     :mod:`driftjoin.spark.worker_daemon`, which imports pandas, pyarrow and the operators once per
     executor instead of once per Python worker (a first micro-batch or a restart pays it per task).
+    ``class_archive``: the driver JVM maps the archive of Spark's classes that
+    :mod:`driftjoin.spark.class_archive` builds (``scripts/setup.sh`` does), if there is one,
+    instead of loading them from the jars (a faster start; no effect without an archive).
 
     Quiet by default: Spark's console output (its log at ``log_level``, the Python workers'
     output) goes to ``log_file`` (default ``<tmp>/driftjoin-spark-<pid>.log``; the path is in
@@ -119,7 +123,8 @@ def local_session(parallelism: int = 2, app_name: str = "driftjoin", *, cores: i
     started here: in a process that already runs a JVM only the log level is applied.
     """
     master = f"local[{cores or min(os.cpu_count() or 2, max(2, parallelism))}]"
-    conf = {"spark.driver.memory": driver_memory, "spark.driver.extraJavaOptions": "-XX:+UseSerialGC -XX:TieredStopAtLevel=1"}
+    java_options = f"-XX:+UseSerialGC -XX:TieredStopAtLevel=1 {class_archive_options(class_archive)}".strip()
+    conf = {"spark.driver.memory": driver_memory, "spark.driver.extraJavaOptions": java_options}
     return _session(master, app_name, parallelism, conf, verbose=verbose, log_level=log_level, log_file=log_file,
                     preload_workers=preload_workers)
 

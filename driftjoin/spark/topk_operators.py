@@ -3,8 +3,7 @@
 ``parallelism=1``: SWOOP is sequential, every insert reads and updates one index and one stock,
 so the whole join runs as one ``transformWithStateInPandas`` key (:class:`SwoopProcessor`), in
 a total order of the sets within each micro-batch; the rows before it (validation) run in
-parallel. The whole join state (index, stock, window) is one pickled value, read and written
-once per micro-batch.
+parallel. Its state is a snapshot and a log of changes (State, below).
 
 ``parallelism=p > 1``: the ``"owner"`` design of :mod:`driftjoin.swoop.partitioned`, in the
 shape every driftjoin operator has (stateless parallel routing, stateful workers)::
@@ -36,11 +35,19 @@ decision, and each worker adopts the newest version at the start of its next bat
 with the larger of its own bound and the shared one (exact: :mod:`driftjoin.swoop.bound`).
 
 State, in the shared state layer (:mod:`driftjoin.spark.state`): the single join and each
-worker keep a snapshot plus a log of the sets each batch inserted (SWOOP is deterministic, so
-replaying the log rebuilds the join; a worker's log also records the shared bound it adopted),
-so a batch writes its sets, not the whole index and window; the merge key holds the union of
-the top-k's (at most ``p k`` pairs) and the change count as one value. All commit with the
-batch (exactly-once). Key 0 is a
+worker keep a snapshot plus a log with one entry per batch, so a batch writes what it changed,
+not the whole index and window; the merge key holds the union of the top-k's (at most ``p k``
+pairs) and the change count as one value. All commit with the batch (exactly-once). A log
+entry is the batch's :class:`~driftjoin.swoop.delta.JoinDelta` (the sets the join indexed, with
+their token numbers, the sets it only saw, the tokens it numbered, its stock and counters after
+the batch) plus the change or operation count and, for a worker, the shared bound it adopted.
+The per-process cache serves the decoded join when the key's previous batch ran in the same
+Python worker; it mostly does not (measured in issue 13: 8 of 10 batches found it stale), and a
+stale or missing join is rebuilt by applying the entries written since: window and index
+appends and expiries without probing, the stock replaced, no candidate search. Until state
+format 3 the log held the batch's input and a rebuild inserted it again, re-doing the batch's
+whole join; checkpoints of that format are refused on restart (the plan's ``state_format``).
+Key 0 is a
 worker key for every p (:func:`driftjoin.spark.keys.slot_keys` picks the smallest int per
 partition) and the single operator's key, so the plan stored there
 (:mod:`driftjoin.spark.plan_guard`), which names the parallelism when it is above 1, refuses a
@@ -71,7 +78,7 @@ from driftjoin.swoop.pairs import SimilarPair
 from driftjoin.swoop.partitioned import KeyedChange, OwnerWorker, TopKMerger, owner_of, owners_of_ints
 
 #: Version of the operator's state; a checkpoint written with another is refused.
-STATE_FORMAT = 3
+STATE_FORMAT = 4
 
 #: Settings a restart may change: where statistics go, and whether the bound is shared (exact
 #: either way).
@@ -208,9 +215,10 @@ class _Single:
     join: Swoop
     changes: int = 0
 
-    def insert_all(self, sets: list[tuple], two_stream: bool, out: dict[str, list] | None = None) -> dict[str, int]:
-        """Insert sets ``(id, side, tokens, ts)`` in order; change rows go to ``out`` (None: a
-        replay of the log, which only rebuilds the state). Returns the refused sets by kind."""
+    def insert_all(self, sets: list[tuple], two_stream: bool, out: dict[str, list]) -> tuple[dict[str, int], dict]:
+        """Insert sets ``(id, side, tokens, ts)`` in order; change rows go to ``out``. Returns
+        the refused sets by kind and the batch's log entry (what it changed, :meth:`apply`)."""
+        self.join.start_delta()
         refused = {"late": 0, "duplicate": 0, "invalid": 0}
         for sid, side, tokens, ts in sets:
             try:
@@ -218,17 +226,20 @@ class _Single:
             except InvalidSetError as e:
                 kind = refusal_kind(e)
                 refused[kind] += 1
-                if out is not None:
-                    for col, v in zip(out, (kind, sid, None, math.nan, ts, self.changes)):
-                        out[col].append(v)
+                for col, v in zip(out, (kind, sid, None, math.nan, ts, self.changes)):
+                    out[col].append(v)
                 self.changes += 1
                 continue
-            if out is not None:
-                for n, c in enumerate(changes):
-                    for col, v in zip(out, (c.kind, c.pair.first, c.pair.second, c.pair.sim, c.time, self.changes + n)):
-                        out[col].append(v)
+            for n, c in enumerate(changes):
+                for col, v in zip(out, (c.kind, c.pair.first, c.pair.second, c.pair.sim, c.time, self.changes + n)):
+                    out[col].append(v)
             self.changes += len(changes)
-        return refused
+        return refused, {"delta": self.join.take_delta(), "changes": self.changes}
+
+    def apply(self, logged: dict) -> None:
+        """Apply a batch's log entry: the join's changes without probing (:mod:`driftjoin.swoop.delta`)."""
+        self.join.apply_delta(logged["delta"])
+        self.changes = logged["changes"]
 
 
 class SwoopProcessor(_Processor):
@@ -243,7 +254,7 @@ class SwoopProcessor(_Processor):
         t0 = time.perf_counter()
         loaded = self.state.load(
             key[0], lambda: _Single(Swoop(plan.k, plan.similarity, plan.window_seconds, two_stream=plan.two_stream)),
-            lambda snap: snap, lambda value, sets: value.insert_all(sets, plan.two_stream))
+            lambda snap: snap, lambda value, logged: value.apply(logged))
         self._refuse_legacy(loaded)
         single: _Single = loaded.value.value
         t1 = time.perf_counter()
@@ -252,9 +263,9 @@ class SwoopProcessor(_Processor):
                 zip(pdf["id"], pdf["side"], pdf["tokens"], pdf["ts"])]
         out: dict[str, list] = {name: [] for name in CHANGE_COLUMNS}
         started = time.perf_counter()
-        refused = single.insert_all(sets, plan.two_stream, out)
+        refused, logged = single.insert_all(sets, plan.two_stream, out)
         elapsed = time.perf_counter() - started
-        snapshot = self.state.save(key[0], loaded, sets, lambda: single, single.join.window_size * 200)
+        snapshot = self.state.save(key[0], loaded, logged, lambda: single, single.join.window_size * 200)
         t3 = time.perf_counter()
         if plan.metrics_dir:
             write_stats(plan.metrics_dir, "swoop", 0, loaded.seq, {
@@ -293,31 +304,42 @@ class _Worker:
     ops: int = 0
     bound_version: int = 0
 
-    def apply(self, change: dict[str, Any], two_stream: bool, w: int,
-              out: dict[str, list] | None = None) -> dict[str, int]:
-        """Adopt the change's shared bound, then insert its sets (``out``: the worker's rows;
-        None when replaying the log). Returns the sets it refused (and owns) by kind."""
-        if change["bound"] is not None:
-            ends, sims = change["bound"]
-            self.worker.set_bound(Staircase(np.array(ends), np.array(sims)))
-            self.bound_version = change["bound_version"]
+    def run(self, change: dict[str, Any], sets: list[tuple], two_stream: bool, w: int,
+            out: dict[str, list]) -> dict[str, int]:
+        """Adopt the change's shared bound, then insert the batch's sets (``out``: the worker's
+        rows); the change gets the batch's log entry (what it changed, :meth:`apply`). Returns
+        the sets it refused (and owns) by kind."""
+        self._adopt(change)
+        self.worker.start_delta()
         refused = {"late": 0, "duplicate": 0, "invalid": 0}
-        for sid, side, tokens, ts, owner in change["sets"]:
+        for sid, side, tokens, ts, owner in sets:
             try:
                 changes, mark = self.worker.insert_routed(sid, tokens, ts, ("R" if side == 0 else "S") if two_stream else None, owner)
             except InvalidSetError as e:
                 if owner == w:
                     kind = refusal_kind(e)
                     refused[kind] += 1
-                    if out is not None:
-                        _append(out, self.ops, ts, 1, kind, (math.nan, math.nan, -1, -1), sid, None)
+                    _append(out, self.ops, ts, 1, kind, (math.nan, math.nan, -1, -1), sid, None)
                 self.ops += 1
                 continue
-            if out is not None:
-                for x, c in enumerate(changes):
-                    _append(out, self.ops, c.time, int(x >= mark), c.kind, c.key, c.pair.first, c.pair.second)
+            for x, c in enumerate(changes):
+                _append(out, self.ops, c.time, int(x >= mark), c.kind, c.key, c.pair.first, c.pair.second)
             self.ops += 1
+        change.update(delta=self.worker.take_delta(), ops=self.ops)
         return refused
+
+    def apply(self, change: dict[str, Any]) -> None:
+        """Apply a batch's log entry: the bound it adopted and the worker's changes, without
+        probing (:mod:`driftjoin.swoop.delta`)."""
+        self._adopt(change)
+        self.worker.apply_delta(change["delta"])
+        self.ops = change["ops"]
+
+    def _adopt(self, change: dict[str, Any]) -> None:
+        if change["bound"] is not None:
+            ends, sims = change["bound"]
+            self.worker.set_bound(Staircase(np.array(ends), np.array(sims)))
+            self.bound_version = change["bound_version"]
 
 
 class WorkerProcessor(_Processor):
@@ -334,7 +356,7 @@ class WorkerProcessor(_Processor):
         loaded = self.state.load(
             key[0], lambda: _Worker(OwnerWorker(plan.k, plan.similarity, plan.window_seconds, w, plan.parallelism,
                                                 two_stream=plan.two_stream)),
-            lambda snap: snap, lambda value, change: value.apply(change, plan.two_stream, w))
+            lambda snap: snap, lambda value, change: value.apply(change))
         self._refuse_legacy(loaded)
         state: _Worker = loaded.value.value
         worker = state.worker
@@ -345,12 +367,12 @@ class WorkerProcessor(_Processor):
                 change.update(bound=(doc["ends"], doc["sims"]), bound_version=int(doc["version"]))
         t1 = time.perf_counter()
         pdf = insert_order(pdf)
-        change["sets"] = [(sid, int(side), list(tokens), float(ts), int(owner)) for sid, side, tokens, ts, owner in
-                          zip(pdf["id"], pdf["side"], pdf["tokens"], pdf["ts"], pdf["owner"])]
+        sets = [(sid, int(side), list(tokens), float(ts), int(owner)) for sid, side, tokens, ts, owner in
+                zip(pdf["id"], pdf["side"], pdf["tokens"], pdf["ts"], pdf["owner"])]
         pre, cand = worker.generator.pre_candidates, worker.generator.candidates
         out: dict[str, list] = {name: [] for name in WORKER_COLUMNS}
         started = time.perf_counter()
-        refused = state.apply(change, plan.two_stream, w, out)
+        refused = state.run(change, sets, plan.two_stream, w, out)
         elapsed = time.perf_counter() - started
         self.state.save(key[0], loaded, change, lambda: state, worker.indexed_sets * 200)
         t3 = time.perf_counter()

@@ -605,6 +605,13 @@ def index_repack(itok, side, pool, meta, extra):
 def expire_sets(count, t, itok, pool0, pool1, wi, wf, wtok, meta, sf, si, so, of, oi):
     """The ``count`` oldest valid sets leave (their index entries are at the list heads), then
     the stock pairs ending by ``t`` (:func:`stock_set_index_time`). Returns their number."""
+    _expire_window(count, itok, wi, wtok, meta)
+    return stock_set_index_time(sf, si, so, meta, t, of, oi)
+
+
+@njit(cache=True)
+def _expire_window(count, itok, wi, wtok, meta):
+    """The ``count`` oldest valid sets leave the window and the heads of their lists."""
     head = meta[M_HEAD]
     for p in range(head, head + count):
         side = wi[p, W_SIZE2] & 1
@@ -635,7 +642,6 @@ def expire_sets(count, t, itok, pool0, pool1, wi, wf, wtok, meta, sf, si, so, of
         meta[M_BASE] += head
         meta[M_HEAD] = 0
         meta[M_NPOS] = live
-    return stock_set_index_time(sf, si, so, meta, t, of, oi)
 
 
 # -- candidate generation (Algorithm 4) and the whole insert --------------------------------
@@ -928,7 +934,15 @@ def join_insert(
         meta[M_NADD] = m
     if not indexed:
         return changed
-    # index and window append
+    _window_append(tokens, own, end, side, itok, pool_own, wi, wf, wtok, meta)
+    return changed
+
+
+@njit(cache=True)
+def _window_append(tokens, own, end, side, itok, pool_own, wi, wf, wtok, meta):
+    """Append a new set to the window and to the lists of its ``own`` tokens (room checked)."""
+    lr = len(tokens)
+    base = meta[M_BASE]
     p = meta[M_NPOS]
     for x in range(len(own)):
         _index_append(itok, side, pool_own, meta, own[x], base + p)
@@ -941,4 +955,37 @@ def join_insert(
         wtok[toff + x] = np.int32(tokens[x])
     meta[M_TOKTAIL] = toff + lr
     meta[M_NPOS] = p + 1
-    return changed
+
+
+@njit(cache=True)
+def apply_sets(start, expire, numbers, offsets, ends, sides, itok, pool0, pool1, wi, wf, wtok, meta):
+    """Index sets without joining them, for a join rebuilt from its logged changes
+    (:mod:`~driftjoin.swoop.delta`): from step ``start`` on, step ``x`` expires the
+    ``expire[x]`` oldest sets (:func:`_expire_window`), then appends set ``x`` (tokens
+    ``numbers[offsets[x]:offsets[x + 1]]``, none: expiry only) to the window and the tails of
+    its lists, as :func:`join_insert` does, without probing. Returns ``(0, steps)`` when done,
+    or ``(NEED_*, x)`` having done the steps before ``x`` only (the caller grows the arrays the
+    code names, for set ``x``, and calls again from ``x``)."""
+    n = len(expire)
+    for x in range(start, n):
+        tokens = numbers[offsets[x] : offsets[x + 1]]
+        lr = len(tokens)
+        side = sides[x]
+        pool = pool1 if side else pool0
+        if lr:  # room first: a step is done whole or not at all
+            if meta[M_NPOS] >= wi.shape[0] or meta[M_TOKTAIL] + lr > len(wtok):
+                return NEED_WINDOW, x
+            for y in range(lr):
+                if tokens[y] >= itok.shape[1]:
+                    return NEED_TOKENS, x
+            own = tokens[meta[M_NLOW] : lr - meta[M_NHIGH]]
+            ok, need = _index_room(itok, side, pool, meta[M_TOP0 + side], own)
+            if not ok:
+                meta[M_NEED] = need
+                return NEED_INDEX, x
+        if expire[x]:
+            _expire_window(expire[x], itok, wi, wtok, meta)
+        if lr:
+            _window_append(tokens, tokens[meta[M_NLOW] : lr - meta[M_NHIGH]], ends[x], side, itok, pool,
+                           wi, wf, wtok, meta)
+    return 0, n

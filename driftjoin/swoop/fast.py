@@ -188,6 +188,32 @@ class FastStock:
         d = K.stock_lb_steps(self.sf, self.so, self.meta, self.k, ends, sims)
         return ends[:d].tolist(), sims[:d].tolist()
 
+    def export(self) -> tuple[np.ndarray, np.ndarray]:
+        """The pairs in stock order as ``float64[2, n]`` (similarity, end) and ``int64[2, n]``
+        (``i``, ``j``): the stock's whole content (:meth:`load` restores it)."""
+        slots = self.so[0, : len(self)]
+        return self.sf[:, slots], self.si[:, slots]
+
+    def load(self, sf: np.ndarray, si: np.ndarray) -> None:
+        """Replace the content by :meth:`export`'s arrays (pairs in stock order)."""
+        n = sf.shape[1]
+        size = max(self.sf.shape[1], n, 64)
+        self.sf = np.zeros((2, size), np.float64)
+        self.si = np.zeros((2, size), np.int64)
+        self.sf[:, :n] = sf
+        self.si[:, :n] = si
+        self.so = np.zeros((3, size), np.int64)
+        self.so[0, :n] = np.arange(n)
+        # E: end time ascending, then similarity ascending, then i and j descending
+        self.so[1, :n] = np.lexsort((-si[1], -si[0], sf[0], sf[1]))
+        self.so[2, : size - n] = np.arange(n, size)
+        self.meta[K.M_N] = n
+        self.meta[K.M_NFREE] = size - n
+        if self.of.shape[1] != size:
+            self.of = np.zeros((4, size), np.float64)
+            self.oi = np.zeros((4, size), np.int64)
+        self.changed()
+
     def set_index_time(self, t: float) -> list[PairKey]:
         """Remove and return (in ``E`` order) the pairs with end time ``<= t``."""
         m = K.stock_set_index_time(self.sf, self.si, self.so, self.meta, float(t), self.of, self.oi)
@@ -358,21 +384,7 @@ class FastCore:
     ) -> tuple[PairKey | None, list[PairKey], list[PairKey]]:
         code = K.join_insert(tokens, seq, end, *self._args[side])
         while code < 0:
-            meta = self.meta
-            if code == K.NEED_WINDOW:
-                tail = int(meta[K.M_TOKTAIL]) + len(tokens)
-                if tail > len(self.wtok):
-                    self.wtok = _grown(self.wtok, max(2 * tail, 8 * self.wcap))
-                self._grow_window(max(int(meta[K.M_NPOS]) + 1, len(tokens)))
-            elif code == K.NEED_TOKENS:
-                self._grow_tokens(int(tokens.max()) + 1)
-            elif code == K.NEED_INDEX:
-                pools = self.pools
-                need = int(meta[K.M_NEED])
-                pools[side] = K.index_repack(self.itok, side, pools[side], meta, need)
-            else:
-                self.stock.grow(int(meta[K.M_NEED]))
-            self._arguments()
+            self._grow(code, tokens, side)
             code = K.join_insert(tokens, seq, end, *self._args[side])
         if not code:
             return None, [], []
@@ -387,6 +399,52 @@ class FastCore:
             _keys(of, oi, 0, int(meta[K.M_NADD])),
             _keys(of, oi, 2, int(meta[K.M_NREM])),
         )
+
+    def _grow(self, code: int, tokens: np.ndarray, side: int) -> None:
+        """Grow what a kernel's ``NEED_*`` return code asks for (then call it again)."""
+        meta = self.meta
+        if code == K.NEED_WINDOW:
+            tail = int(meta[K.M_TOKTAIL]) + len(tokens)
+            if tail > len(self.wtok):
+                self.wtok = _grown(self.wtok, max(2 * tail, 8 * self.wcap))
+            self._grow_window(max(int(meta[K.M_NPOS]) + 1, len(tokens)))
+        elif code == K.NEED_TOKENS:
+            self._grow_tokens(int(tokens.max()) + 1)
+        elif code == K.NEED_INDEX:
+            pools = self.pools
+            pools[side] = K.index_repack(self.itok, side, pools[side], meta, int(meta[K.M_NEED]))
+        else:
+            self.stock.grow(int(meta[K.M_NEED]))
+        self._arguments()
+
+    def apply_sets(self, expire: np.ndarray, numbers: np.ndarray, offsets: np.ndarray, ends: np.ndarray,
+                   sides: np.ndarray) -> None:
+        """Expiries and new sets indexed without joining them, in one kernel call
+        (``_kernels.apply_sets``; a logged change, :mod:`~driftjoin.swoop.delta`)."""
+        x = 0
+        while True:
+            code, x = K.apply_sets(x, expire, numbers, offsets, ends, sides, self.itok, self.pools[0],
+                                   self.pools[1], self.wi, self.wf, self.wtok, self.meta)
+            if code == 0:
+                return
+            self._grow(code, numbers[offsets[x] : offsets[x + 1]], int(sides[x]))
+
+    def counters(self) -> tuple[int, int, int]:
+        """Pre-candidates and candidates so far, and the stamp of the last candidate search."""
+        meta = self.meta
+        return int(meta[K.M_PRE]), int(meta[K.M_CAND]), int(meta[K.M_STAMP])
+
+    def set_counters(self, counters: tuple[int, ...]) -> None:
+        """Restore :meth:`counters` (the stamp never goes back: the marks in the window rows and
+        the token map must stay below the next stamp)."""
+        meta = self.meta
+        meta[K.M_PRE], meta[K.M_CAND] = counters[0], counters[1]
+        meta[K.M_STAMP] = max(int(meta[K.M_STAMP]), counters[2])
+
+    def load_stock(self, sf: np.ndarray, si: np.ndarray) -> None:
+        """Replace the stock's content (:meth:`FastStock.load`)."""
+        self.stock.load(sf, si)
+        self._arguments()
 
     def expire(self, count: int, t: float) -> list[PairKey]:
         """The ``count`` oldest sets leave the window, then the pairs ending by ``t``."""

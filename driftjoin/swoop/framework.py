@@ -40,10 +40,15 @@ _INF = float("inf")
 # single join always uses OWN): OWN joins it with the indexed sets and indexes it, PROBE only
 # joins it (another worker indexes it), TICK only moves the index time and numbers it.
 OWN, PROBE, TICK = 0, 1, 2
+ADVANCE = 3  # a logged advance() (driftjoin.swoop.delta), not a role
 
 
 class TopKJoin(ABC):
     """Continuous top-k set similarity join over a sliding window (Definition 1)."""
+
+    #: The operations since :meth:`Swoop.start_delta` (None: not recording), for
+    #: :mod:`~driftjoin.swoop.delta`: ``(set_id, side, ts, role, token numbers or size)``.
+    _log: list | None = None
 
     def __init__(
         self,
@@ -169,13 +174,18 @@ class TopKJoin(ABC):
                 self._visitors.append(record)
         self._records[seq] = record
         self._live_ids[(side, set_id)] = seq
+        if self._log is not None:
+            self._log.append((set_id, side, ts, role, record.tokens if role == OWN else record.size))
         if added or removed:
             self._changes(ts, before, added, removed, events)
         return events, mark
 
     def advance(self, ts: float) -> list[TopKChange]:
         """``set_index_time(t)``: move the index time to ``ts``, expiring sets and pairs."""
-        return self._set_index_time(validate_time(ts, self._t_J, "advance"))
+        ts = validate_time(ts, self._t_J, "advance")
+        if self._log is not None:
+            self._log.append((None, None, ts, ADVANCE, 0))
+        return self._set_index_time(ts)
 
     def topk(self) -> list[SimilarPair]:
         """``topk()``: the join result at the index time, in stock order."""

@@ -19,6 +19,7 @@ from collections.abc import Iterable
 
 import numpy as np
 
+from driftjoin.swoop import delta
 from driftjoin.swoop.candidates import CandidateGenerator
 from driftjoin.swoop.framework import TopKJoin
 from driftjoin.swoop.index import InvertedIndex
@@ -89,6 +90,49 @@ class Swoop(TopKJoin):
         state.setdefault("engine", "python")
         state.setdefault("_core", None)
         self.__dict__.update(state)
+
+    # -- logged changes (driftjoin.swoop.delta) ------------------------------------------------
+
+    def start_delta(self) -> None:
+        """Record what the following operations change (:mod:`~driftjoin.swoop.delta`)."""
+        delta.start(self)
+
+    def take_delta(self) -> delta.JoinDelta:
+        """What the operations since :meth:`start_delta` changed; the recording ends."""
+        return delta.take(self)
+
+    def apply_delta(self, change: delta.JoinDelta) -> None:
+        """Apply a :meth:`take_delta` of the join this one equals: without probing, this join
+        becomes equal to the one that ran the operations."""
+        delta.apply(self, change)
+
+    def _unindex(self, expired: list[SetRecord]) -> None:
+        """Expired sets leave the inverted lists (Python engine; the stock is left as it is)."""
+        for record in expired:
+            self._indexes[record.side].remove(record.tokens)
+
+    def _index_only(self, record: SetRecord) -> None:
+        """Append a new set to the inverted lists (Python engine; not yet to the window), without
+        probing. (The compiled engine does both in one call per delta, ``FastCore.apply_sets``.)"""
+        self._indexes[record.side].add(record.tokens, self._W.next_number())
+
+    def _load_stock(self, sf: np.ndarray, si: np.ndarray) -> None:
+        if self._core is not None:
+            self._core.load_stock(sf, si)
+        else:
+            self.stock.load(sf, si)
+
+    def _counters(self) -> tuple[int, ...]:
+        """Pre-candidates and candidates so far (and the compiled engine's stamp)."""
+        if self._core is not None:
+            return self._core.counters()
+        return self.generator.pre_candidates, self.generator.candidates
+
+    def _set_counters(self, counters: tuple[int, ...]) -> None:
+        if self._core is not None:
+            self._core.set_counters(counters)
+        else:
+            self.generator.pre_candidates, self.generator.candidates = counters
 
     def _stock_topk(self) -> list[PairKey]:
         return self.stock.topk()

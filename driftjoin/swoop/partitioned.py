@@ -215,6 +215,11 @@ class TokenPartWorker(PartWorker):
         self._lower: frozenset[int] = frozenset()  # the new set's tokens (Python engine)
         self._own_new: frozenset[int] = frozenset()
 
+    def start_delta(self) -> None:
+        """Not for token-space parts: their token numbers come in a per-set split (lower parts',
+        own, higher parts') that a delta does not record (the Spark operator runs the owner design)."""
+        raise NotImplementedError("logged changes (driftjoin.swoop.delta) support the 'owner' design only")
+
     def insert_routed(
         self, set_id: Hashable, tokens: Iterable[str | int] | None, ts: float, side: str | None
     ) -> tuple[list[KeyedChange], int]:

@@ -93,6 +93,21 @@ class Stock:
             np.fromiter((-key[1] for key in S), np.float64, len(S)),
         )
 
+    def export(self) -> tuple[np.ndarray, np.ndarray]:
+        """The pairs in stock order as ``float64[2, n]`` (similarity, end) and ``int64[2, n]``
+        (``i``, ``j``), as :meth:`~driftjoin.swoop.fast.FastStock.export`."""
+        S = self._S
+        sf = np.array([[-key[0] for key in S], [-key[1] for key in S]], np.float64).reshape(2, len(S))
+        si = np.array([[key[2] for key in S], [key[3] for key in S]], np.int64).reshape(2, len(S))
+        return sf, si
+
+    def load(self, sf: np.ndarray, si: np.ndarray) -> None:
+        """Replace the content by :meth:`export`'s arrays (pairs in stock order)."""
+        self._S = list(zip((-sf[0]).tolist(), (-sf[1]).tolist(), si[0].tolist(), si[1].tolist()))
+        self._E = sorted(map(end_key, self._S))
+        self._version += 1
+        self._steps = None
+
     def lb(self, t: float) -> float:
         """Skyband lower bound ``lb(t, k)``: similarity of the k-th pair valid at time ``t``.
 

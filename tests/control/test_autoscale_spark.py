@@ -115,3 +115,33 @@ def test_a_new_collector_counts_no_stage_of_earlier_queries(spark, tmp_path):
     assert fresh.window().stages == ()
     fresh._last_stage = -1                      # read from the store's beginning: the earlier query is there
     assert fresh._stages(), "the earlier query left no stage to ignore"
+
+
+def test_no_decision_before_the_query_has_read_records(spark):
+    """Live, Dhalion and HPA-Varga scaled up in the first window of every run: the source's lag
+    grew while the query had not read anything yet. No decision until it has; a window with
+    nothing read after that (a long batch) still counts."""
+    from driftjoin.control.autoscale.controller import AutoscaleController
+    from driftjoin.control.autoscale.metrics import WindowMetrics
+    from driftjoin.control.autoscale.policies import Dhalion, Scaler
+
+    def window(t: float, processed: float, lag: float, growth: float) -> WindowMetrics:
+        return WindowMetrics(time=t, duration=10.0, workers=1, input_rate=1000.0, processed_rate=processed, lag=lag,
+                             lag_change_rate=growth, batches=1, batch_duration=1.0, trigger_interval=2.0)
+
+    class Collector:
+        def __init__(self, windows: list[WindowMetrics]) -> None:
+            self.windows = windows
+
+        def window(self) -> WindowMetrics:
+            return self.windows.pop(0)
+
+        def workers(self) -> int:
+            return 1
+
+    ctl = AutoscaleController(spark, Scaler(Dhalion(), 1, 4, cooldown=0.0), monitoring_window=10.0, mode="live",
+                              start=None, trigger_interval=2.0, dry_run=True, executor_timeout=1.0)
+    ctl.collector = Collector([window(0.0, 0.0, 3000.0, 300.0),       # started, nothing read: lag grows
+                               window(10.0, 1000.0, 3000.0, 0.0),     # keeps up
+                               window(20.0, 0.0, 13000.0, 1000.0)])   # a batch longer than the window
+    assert [ctl.step().target for _ in range(3)] == [None, None, 4]

@@ -67,6 +67,8 @@ class AutoscaleController:
         self._thread: threading.Thread | None = None
         self._listener = None
         self._virtual: int | None = None
+        #: whether the query has read any records yet (see :meth:`step`)
+        self._has_read = False
         #: hooks of the joint control plane (:func:`driftjoin.control.joint.attach_joint`):
         #: ``before_scale(metrics, current, target)`` may veto an action (False); ``after_scale(target)``
         self.before_scale: Callable[[WindowMetrics, int, int], bool] | None = None
@@ -127,7 +129,13 @@ class AutoscaleController:
         m = self.collector.window()
         current = self.workers()
         record = WindowRecord(m, current, None)
-        target = self.scaler.decide(m, current)
+        # Until the query has read its first records, a window says nothing about its rate: the
+        # source's lag is all it offered since it started (measured live: Dhalion and HPA-Varga
+        # both scaled up in the first window of every run, on lag growth of a query not yet
+        # running its first batch). A query that read before and reads nothing now is stuck in a
+        # long batch: that window counts.
+        self._has_read = self._has_read or m.processed_rate > 0
+        target = self.scaler.decide(m, current) if self._has_read else None
         if target is not None and self.before_scale is not None and not self.before_scale(m, current, target):
             self.scaler.actions.pop()
             self.scaler._last_action = -math.inf
