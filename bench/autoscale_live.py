@@ -363,7 +363,10 @@ def run_one(spark, kind: str, workload: str, sched: RateSchedule, policy: str, a
            "workers": rec.workers, "actions": actions,
            "windows": [{k: v for k, v in r.row().items() if k != "per_executor"} | {"time": r.metrics.time - rec.t0}
                        for r in (ctl.history if ctl is not None else [])],
-           "balancings": len(query.balancer.decisions) if query.balancer is not None else 0}
+           "balancings": len(query.balancer.decisions) if query.balancer is not None else 0,
+           "balancer_decisions": [{"time": d.time - rec.t0, "bins": d.bins, "forced": d.forced, "moves": d.moves,
+                                   "di_before": d.di_before, "di_after": d.di_after}
+                                  for d in (query.balancer.decisions if query.balancer is not None else [])]}
     pauses(batches, actions, mode)
     run.update(summarise(run, sched, seconds))
     run["pair_p50"], run["pair_p95"] = query.pair_latency()

@@ -72,6 +72,10 @@ class Decision:
     moves: int
     bytes_moved: float
     splits: dict[int, int]
+    #: executors balanced over (``parallelism`` when the balancer spreads over all partitions)
+    bins: int = 0
+    #: asked for by the joint plane (a scaling action, or a scale-up it vetoed), not by the DI
+    forced: bool = False
 
 
 @dataclass
@@ -227,7 +231,7 @@ class BalanceController:
         self.version += 1
         write_assignment(self.metrics_dir, self.version, self.assignment, self.splits)
         decision = Decision(now, self.version, self.policy, result.di_before, result.di_after, list(result.loads_before),
-                            list(result.loads_after), len(moves), float(result.migrated_bytes), new_splits)
+                            list(result.loads_after), len(moves), float(result.migrated_bytes), new_splits, bins, forced)
         self.decisions.append(decision)
         self._log(decision)
         return decision

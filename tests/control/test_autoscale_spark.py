@@ -145,3 +145,30 @@ def test_no_decision_before_the_query_has_read_records(spark):
                                window(10.0, 1000.0, 3000.0, 0.0),     # keeps up
                                window(20.0, 0.0, 13000.0, 1000.0)])   # a batch longer than the window
     assert [ctl.step().target for _ in range(3)] == [None, None, 4]
+
+
+def test_a_vetoed_scale_up_is_in_the_history(spark):
+    """The joint plane's rule 1 (balance before scaling up) vetoes a policy's scale-up: the
+    window's record keeps the target it vetoed, so a run's decision log shows the rule firing."""
+    from driftjoin.control.autoscale.controller import AutoscaleController
+    from driftjoin.control.autoscale.metrics import WindowMetrics
+    from driftjoin.control.autoscale.policies import Dhalion, Scaler
+
+    class Collector:
+        def window(self) -> WindowMetrics:
+            return WindowMetrics(time=10.0, duration=10.0, workers=1, input_rate=1000.0, processed_rate=500.0,
+                                 lag=13000.0, lag_change_rate=1000.0, batches=1, batch_duration=12.0, trigger_interval=2.0)
+
+        def workers(self) -> int:
+            return 1
+
+    ctl = AutoscaleController(spark, Scaler(Dhalion(), 1, 4, cooldown=0.0), monitoring_window=10.0, mode="live",
+                              start=None, trigger_interval=2.0, dry_run=True, executor_timeout=1.0)
+    ctl.collector = Collector()
+    ctl.before_scale = lambda m, current, target: False
+    record = ctl.step()
+    wanted = record.vetoed
+    assert record.target is None and wanted is not None and wanted > 1 and record.row()["vetoed"] == wanted
+    ctl.before_scale = None
+    record = ctl.step()
+    assert (record.target, record.vetoed) == (wanted, None)

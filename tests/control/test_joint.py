@@ -85,3 +85,18 @@ def test_joint_plane_beats_the_autoscaler_alone_on_a_moving_hot_spot():
     assert out["none"][2] == 0 and out["joint"][2] > 0
     assert out["joint"][0] < out["none"][0], out
     assert out["joint"][1] <= out["none"][1] * 1.1, out
+
+
+def test_a_balancing_round_records_its_bins_and_whether_the_joint_plane_forced_it(tmp_path):
+    """Rule 2 (rebalance after a scaling action) is visible in the balancer's decisions: the
+    round after ``after_scale`` is forced and balances over the executors that are there."""
+    balancer = BalanceController(str(tmp_path), parallelism=4, dim=2)
+    autoscaler = SimpleNamespace(before_scale=None, after_scale=None)
+    attach_joint(autoscaler, balancer)
+    stats = {g: [1.0, 10.0] for g in range(8)}          # worksets 0..7 on partitions g % 4: balanced over 4
+    assert balancer.decide(stats, [2.0, 2.0, 2.0, 2.0], [], None, 100.0) is None
+    autoscaler.after_scale(2)
+    d = balancer.decide(stats, [2.0, 2.0, 2.0, 2.0], [], None, 110.0)
+    assert d is not None and d.forced and d.bins == 2
+    assert {balancer.owner(g) for g in stats} == {0, 1}                # each executor's bin on partition 0 or 1
+    assert not balancer.force_next

@@ -39,11 +39,14 @@ class WindowRecord:
     target: int | None
     actuation_seconds: float = math.nan
     error: str = ""
+    #: the policy's target that ``before_scale`` vetoed (the joint plane balanced instead)
+    vetoed: int | None = None
 
     def row(self) -> dict:
         m = asdict(self.metrics)
         m.pop("stages")
         m.update(workers=self.workers, target=self.target, actuation_seconds=self.actuation_seconds, error=self.error,
+                 vetoed=self.vetoed,
                  stages=[asdict(s) for s in self.metrics.stages])
         return m
 
@@ -139,7 +142,7 @@ class AutoscaleController:
         if target is not None and self.before_scale is not None and not self.before_scale(m, current, target):
             self.scaler.actions.pop()
             self.scaler._last_action = -math.inf
-            target = None
+            record.vetoed, target = target, None
         if target is not None:
             record.target = target
             if self.dry_run:
