@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import logging
 import os
+import re
 import subprocess
 import sys
 import tempfile
@@ -146,6 +147,19 @@ def cluster_session(master: str, parallelism: int = 2, app_name: str = "driftjoi
         settings["spark.cores.max"] = str(max_executors)
     return _session(master, app_name, parallelism, {**settings, **(conf or {})}, verbose=verbose, log_level=log_level,
                     log_file=log_file, preload_workers=preload_workers)
+
+
+def task_slots(spark: SparkSession) -> int:
+    """Tasks ``spark`` runs at once: N of a ``local[N]`` master (this machine's cores for
+    ``local[*]``), else Spark's default parallelism (a cluster's executor cores unless set).
+
+    Not ``defaultParallelism`` in local mode: driftjoin's sessions set it to the number of
+    workers, which may exceed the cores the tasks share."""
+    master = spark.sparkContext.master
+    local = re.fullmatch(r"local\[(\d+|\*)(?:,\s*\d+)?\]", master)
+    if local:
+        return (os.cpu_count() or 1) if local.group(1) == "*" else int(local.group(1))
+    return 1 if master == "local" else spark.sparkContext.defaultParallelism
 
 
 def _imports_driftjoin(python: str) -> bool:

@@ -25,7 +25,7 @@ from driftjoin.spark.s3j_operators import (
 from driftjoin.s3j.baselines import ALGORITHMS
 from driftjoin.spark.grid_operators import grid_pairs, grid_plan
 from driftjoin.spark.columns import check_time_column, time_seconds
-from driftjoin.spark.session import prepare_for_stateful, prepare_session
+from driftjoin.spark.session import prepare_for_stateful, prepare_session, task_slots
 from driftjoin.spark.static import static_arrow_udf
 
 log = logging.getLogger(__name__)
@@ -126,7 +126,7 @@ def _plan(left: DataFrame, right: DataFrame | None, *, threshold: float, metric:
     if isinstance(parallelism, bool) or not isinstance(parallelism, int) or parallelism < 1:
         raise ValueError(f"parallelism must be an integer >= 1 (the number of workers), got {parallelism!r}")
     if partitions is None:
-        partitions = min(parallelism, left.sparkSession.sparkContext.defaultParallelism)
+        partitions = min(parallelism, task_slots(left.sparkSession))
     if isinstance(partitions, bool) or not isinstance(partitions, int) or not 1 <= partitions <= parallelism:
         raise ValueError(f"partitions must be an integer in [1, parallelism] (Spark state partitions the "
                          f"{parallelism} workers share), got {partitions!r}")
