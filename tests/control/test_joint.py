@@ -100,3 +100,19 @@ def test_a_balancing_round_records_its_bins_and_whether_the_joint_plane_forced_i
     assert d is not None and d.forced and d.bins == 2
     assert {balancer.owner(g) for g in stats} == {0, 1}                # each executor's bin on partition 0 or 1
     assert not balancer.force_next
+
+
+def test_the_joint_plane_balances_over_the_executors_there_from_the_start(tmp_path):
+    """One executor runs every state partition: a round over the partitions would only move
+    worksets, so the joint plane starts with one bin and moves nothing until a scaling action."""
+    balancer = BalanceController(str(tmp_path), parallelism=4, dim=2)
+    autoscaler = SimpleNamespace(before_scale=None, after_scale=None, workers=lambda: 1)
+    attach_joint(autoscaler, balancer)
+    assert balancer.bins == 1
+    skewed = {g: [10.0 if g % 4 == 0 else 1.0, 10.0] for g in range(8)}    # partition 0 carries most
+    assert balancer.decide(skewed, [20.0, 2.0, 2.0, 2.0], [], None, 100.0) is None
+    alone = BalanceController(str(tmp_path / "alone"), parallelism=4, dim=2)  # the balancer without the plane
+    assert alone.decide(skewed, [20.0, 2.0, 2.0, 2.0], [], None, 100.0) is not None
+    autoscaler.after_scale(2)
+    d = balancer.decide(skewed, [20.0, 2.0, 2.0, 2.0], [], None, 110.0)
+    assert d is not None and d.bins == 2 and {balancer.owner(g) for g in skewed} == {0, 1}
