@@ -743,6 +743,9 @@ def main() -> None:
     ap.add_argument("--restart-policies", default="ds2")
     ap.add_argument("--joint", action="store_true", help="the joint plane on a skewed, drifting workload")
     ap.add_argument("--joint-policy", default="ds2")
+    ap.add_argument("--joint-planes", default="",
+                    help="with --joint: only these planes, separated by ';' (balance only, 1; balance only, 2; "
+                         "autoscale only; joint), e.g. to rerun one after a change (--merge combines the files)")
     ap.add_argument("--capacity", default="", help="skip the probe: records/s the query sustains, e.g. agg=8000,join=900")
     ap.add_argument("--probe-seconds", type=float, default=150.0)
     ap.add_argument("--probe-rate", default="", help="the probe's final offered rate, records/s (default agg=1000000,join=6000)")
@@ -802,10 +805,12 @@ def main() -> None:
         spec = RateSchedule("cosine", low=0.2 * peak, high=peak, duration=per_query(args, "minutes", "join") * 60).spec()
         # 4 state partitions over 1-2 executors: with 2 the joint plane could only balance as the balancer does
         base = {"query": "join", "workload": "joint-cosine", "spec": spec, "dist": "drift", "parallelism": 4}
-        plan += [base | {"policy": "fixed", "balance": "s3j", "initial": 1, "min_workers": 1, "max_workers": 1, "plane": "balance only, 1"},
-                 base | {"policy": "fixed", "balance": "s3j", "initial": 2, "min_workers": 2, "max_workers": 2, "plane": "balance only, 2"},
-                 base | {"policy": args.joint_policy, "plane": "autoscale only"},
-                 base | {"policy": args.joint_policy, "balance": "s3j", "joint": True, "plane": "joint"}]
+        planes = [base | {"policy": "fixed", "balance": "s3j", "initial": 1, "min_workers": 1, "max_workers": 1, "plane": "balance only, 1"},
+                  base | {"policy": "fixed", "balance": "s3j", "initial": 2, "min_workers": 2, "max_workers": 2, "plane": "balance only, 2"},
+                  base | {"policy": args.joint_policy, "plane": "autoscale only"},
+                  base | {"policy": args.joint_policy, "balance": "s3j", "joint": True, "plane": "joint"}]
+        wanted = {p.strip() for p in args.joint_planes.split(";") if p.strip()}
+        plan += [p for p in planes if not wanted or p["plane"] in wanted]
     for kind, rate in ((k, float(v)) for k, v in (x.split("=") for x in args.actuation_rate.split(",") if x)):
         plan.insert(0, {"actuation": True, "query": kind, "rate": rate})
     results = []
