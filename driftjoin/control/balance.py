@@ -193,6 +193,10 @@ class BalanceController:
         self.last_loads = list(loads)
         forced, self.force_next = self.force_next, False
         bins = self.bins if self.bins and self.bins < self.parallelism else self.parallelism
+        if bins == 1:
+            # one executor runs every partition: any placement costs the same, a move only costs
+            self._last = now
+            return None
         if self.at == "window" and not forced:
             if newest == self._last_window:
                 return None

@@ -79,9 +79,11 @@ class WorksetBalancerModel:
         return out / max(out.sum(), 1e-12)
 
     def rebalance(self, t: float, k: int) -> None:
+        bins = self.partitions if self.mode == "balance" else max(1, min(k, self.partitions))
+        if bins == 1:  # one executor runs every partition: a placement changes nothing
+            return
         w = self.workset_loads(t)
         place = self._placement(len(w))
-        bins = self.partitions if self.mode == "balance" else max(1, min(k, self.partitions))
         stats = BalancerStats.of(bins, [(j, float(w[j]), 0.0, int(place[j] % bins)) for j in range(len(w))])
         result = s3j_rebalance(stats, 0.0) if self.algorithm == "s3j" else greedy_rebalance(stats)
         new = np.array([result.assignment[j] for j in range(len(w))])
