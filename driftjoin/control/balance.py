@@ -193,8 +193,9 @@ class BalanceController:
         self.last_loads = list(loads)
         forced, self.force_next = self.force_next, False
         bins = self.bins if self.bins and self.bins < self.parallelism else self.parallelism
-        if bins == 1:
-            # one executor runs every partition: any placement costs the same, a move only costs
+        if self.bins == 1:
+            # the joint plane's one executor runs every partition: any placement costs the same, a
+            # move only costs (a one-worker join without the plane keeps its rounds as before)
             self._last = now
             return None
         if self.at == "window" and not forced:
