@@ -37,3 +37,22 @@ def test_pending_files_skip_hidden_and_taken(tmp_path):
     _log(log, 0, ["a.json", "b.json"])
     assert pending_files(f"file:{data}", str(log)) == (2, 2)
     assert pending_files(str(data), str(tmp_path / "nothing")) == (4, 0)
+
+
+def test_only_batches_whose_progress_was_seen_count(tmp_path):
+    """A batch's files enter the log when it is planned; while it runs, its records are not read
+    yet, so its files must not count as taken (records per file would come out low)."""
+    log = tmp_path / "sources" / "0"
+    _log(log, 0, ["a.json"])
+    _log(log, 1, ["b.json"])
+    _log(log, 2, ["c.json"])                          # planned, running
+    assert taken_files(str(log), upto=1) == {"a.json", "b.json"}
+    assert taken_files(str(log)) == {"a.json", "b.json", "c.json"}
+    data = tmp_path / "in"
+    data.mkdir()
+    for name in ("a.json", "b.json", "c.json", "d.json"):
+        (data / name).write_text("{}\n")
+    assert pending_files(str(data), str(log), upto=1) == (2, 2)
+    compacted = tmp_path / "compacted"
+    _log(compacted, 9, ["a.json", "b.json"], compact=True)  # older files deleted by the compaction
+    assert taken_files(str(compacted), upto=8) == {"a.json", "b.json"}

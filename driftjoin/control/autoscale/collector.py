@@ -92,6 +92,8 @@ class SourceState:
     index: int = 0
     taken0: int | None = None
     read0: float = 0.0
+    #: the newest batch whose progress counted in ``end``
+    batch: int | None = None
 
     def update_file_backlog(self, spark) -> None:
         """``latest`` of a file source from its directory and its log (once per window)."""
@@ -101,7 +103,7 @@ class SourceState:
                 return
             root = str(q._jsq.streamingQuery().resolvedCheckpointRoot())
             self.log_dir = f"{root.rstrip('/')}/sources/{self.index}"
-        pending, taken = pending_files(self.directory, self.log_dir)
+        pending, taken = pending_files(self.directory, self.log_dir, self.batch)
         read = self.end or 0.0
         if self.taken0 is None:                 # records per file: counted from here on
             self.taken0, self.read0 = taken, read
@@ -235,7 +237,7 @@ class QueryMetricsCollector:
             first, end = offset_records(s.startOffset), offset_records(s.endOffset)
             if state.directory is not None:
                 first, end = state.end or 0.0, (state.end or 0.0) + s.numInputRows
-            state.end = end
+            state.end, state.batch = end, int(p.batchId)
             if state.directory is None:
                 state.latest = offset_records(s.latestOffset)
             info = parse_offset(s.latestOffset)

@@ -48,14 +48,20 @@ def _files(uri: str) -> list[pafs.FileInfo]:
     return [i for i in fs.get_file_info(pafs.FileSelector(base, allow_not_found=True)) if i.type == pafs.FileType.File]
 
 
-def taken_files(log_dir: str) -> set[str]:
-    """Names of the files the file source's log says it has taken."""
+def taken_files(log_dir: str, upto: int | None = None) -> set[str]:
+    """Names of the files the file source's log says it has taken, in batches up to ``upto``.
+
+    The log gets a batch's files when the batch is planned, before it runs: counting only the
+    batches whose progress has been seen keeps the files taken in step with the records read
+    (else records per file came out low while a batch ran: a lag of 466.7 for files of 50)."""
     fs, _ = _filesystem(log_dir)
     entries = {}
     for info in _files(log_dir):
         stem, _, ext = info.base_name.partition(".")
         if stem.isdigit() and ext in ("", "compact"):
             entries[int(stem)] = (ext == "compact", info.path)
+    done = {b: e for b, e in entries.items() if upto is None or b <= upto}
+    entries = done or entries       # the log compacted past ``upto`` and deleted the older files
     compacts = [b for b, (compact, _) in entries.items() if compact]
     first = max(compacts) if compacts else -1
     taken = set()
@@ -67,8 +73,9 @@ def taken_files(log_dir: str) -> set[str]:
     return taken
 
 
-def pending_files(directory: str, log_dir: str) -> tuple[int, int]:
-    """``(files offered and not taken, files taken)`` of a file source."""
+def pending_files(directory: str, log_dir: str, upto: int | None = None) -> tuple[int, int]:
+    """``(files offered and not taken, files taken)`` of a file source (taken: in batches up to
+    ``upto``, see :func:`taken_files`)."""
     offered = {i.base_name for i in _files(directory) if not i.base_name.startswith((".", "_"))}
-    taken = taken_files(log_dir)
+    taken = taken_files(log_dir, upto)
     return len(offered - taken), len(taken)
