@@ -146,12 +146,15 @@ def attach_joint(autoscaler, balancer) -> None:
     over that many bins at its next round) and vetoes a scale-up while its workers are imbalanced
     (rule 1: it balances first).
     """
+    def balance_over(executors: int) -> None:
+        balancer.bins = min(max(1, int(executors)), balancer.parallelism)
+
     workers = getattr(autoscaler, "workers", None)
     if workers is not None:
-        balancer.bins = min(max(1, int(workers())), balancer.parallelism)
+        balance_over(workers())
 
     def before_scale(m: WindowMetrics, current: int, target: int) -> bool:
-        balancer.bins = min(current, balancer.parallelism)
+        balance_over(current)
         if target > current and balancer.imbalanced():
             log.info("joint: load imbalanced over %d executors: balancing before scaling up", current)
             balancer.force_next = True
@@ -159,7 +162,7 @@ def attach_joint(autoscaler, balancer) -> None:
         return True
 
     def after_scale(target: int) -> None:
-        balancer.bins = min(target, balancer.parallelism)
+        balance_over(target)
         balancer.force_next = True
 
     autoscaler.before_scale = before_scale
