@@ -12,7 +12,10 @@ run, so the Spark overhead shows as a ratio.
 Also prints where a micro-batch's time went, summed over the workers' statistics (state read,
 formulation, computation, building the output, Spark taking the output, state write) beside
 Spark's own per-batch durations (query planning, the whole batch, state commit), and the state
-bytes written per batch against how full the window was (flat when writes follow the batch).
+bytes written per batch against how full the window was (flat when writes follow the batch),
+and the CPU seconds per record of the whole query (JVM, Python workers, driver; after the first
+batch) against the core's: a Spark/core ratio that, unlike the throughput ratio, does not stop
+at the offered rate and moves less with the machine's load.
 """
 
 from __future__ import annotations
@@ -45,7 +48,7 @@ def core_throughput(rate: int, seconds: float, selectivity: float, parallelism: 
     ids = np.arange(2 * n)
     eng = S3JEngine(random_centroids(parallelism, 2, 0), m, selectivity, self_join=False, dim=2)
     step = 2 * rate  # one-second micro-batches
-    t0 = time.perf_counter()
+    t0, cpu0 = time.perf_counter(), time.process_time()
     pairs = cmp_ = mem = 0
     for a in range(0, 2 * n, step):
         sl = slice(a, a + step)
@@ -55,8 +58,9 @@ def core_throughput(rate: int, seconds: float, selectivity: float, parallelism: 
         pairs += len(p)
         cmp_ += st.comparisons
         mem += st.memberships
-    dt = time.perf_counter() - t0
+    dt, cpu = time.perf_counter() - t0, time.process_time() - cpu0
     return {"records": 2 * n, "seconds": dt, "records_per_s": 2 * n / dt, "pairs": pairs,
+            "cpu_s_per_1000": 1000 * cpu / (2 * n),
             "duplication_ratio": mem / (2 * n), "comparisons_ratio": cmp_ / max(pairs, 1)}
 
 
@@ -88,6 +92,7 @@ def breakdown(metrics: str, progress: list[dict]) -> dict:
 
 def spark_run(rate: int, seconds: float, selectivity: float, parallelism: int, sink: str, out: Path,
               output: str = "pairs", partitions: int | None = None) -> dict:
+    from driftjoin.control.autoscale.collector import ProcessCpu
     from driftjoin.report import plot_latency, summary
     from driftjoin.spark.session import local_session
     from driftjoin.spark.progress import ProgressLog
@@ -109,10 +114,20 @@ def spark_run(rate: int, seconds: float, selectivity: float, parallelism: int, s
     q = (writer.format("parquet").option("path", str(out / "pairs")) if sink == "parquet" else writer.format("noop")).start()
     t0 = time.time()
     log = ProgressLog(q)
-    seen = 0
+    # CPU of the whole query (the JVM, its Python workers, this driver process) from the end of
+    # the first batch on: a ratio to the core's CPU that the machine's load does not move much.
+    tree = ProcessCpu(spark.sparkContext.applicationId, int(spark._jvm.java.lang.ProcessHandle.current().pid()))
+
+    def cpu_now() -> float:
+        return tree.sample()["driver"] + time.process_time()
+
+    seen, first = 0, None
     while seen < 2 * total and time.time() - t0 < seconds * 5 + 120:
         time.sleep(1.0)
         seen = log.poll()
+        if first is None and seen:
+            first = (seen, cpu_now())
+    cpu_s = cpu_now() - first[1] if first else float("nan")
     wall = time.time() - t0
     durations = [p["durationMs"].get("triggerExecution", 0) for p in log.with_input]
     parts = breakdown(metrics, log.progress)
@@ -125,6 +140,7 @@ def spark_run(rate: int, seconds: float, selectivity: float, parallelism: int, s
     return {"records": seen, "wall_s": wall, "sustained_records_per_s": seen / wall, **totals,
             "batch_ms_p50": float(np.median(durations)) if durations else None,
             "batch_ms_max": float(max(durations)) if durations else None,
+            "cpu_s_per_1000": 1000 * cpu_s / max(seen - first[0], 1) if first else None,
             "per_worker": per_worker.to_dict("records"), "breakdown": parts}
 
 
@@ -171,6 +187,10 @@ def main() -> None:
           + f"{'':>14}{PAPER['p99_latency_s']:>16}")
     print(f"{'core/Spark throughput':<28}" + "".join(
         f"{core['records_per_s'] / max(r['sustained_records_per_s'], 1):>{width - 1}.1f}x" for r in runs.values()))
+    print(f"{'CPU s per 1,000 records':<28}" + "".join(f"{r['cpu_s_per_1000'] or 0:>{width}.3f}" for r in runs.values())
+          + f"{core['cpu_s_per_1000']:>14.3f}")
+    print(f"{'Spark/core CPU per record':<28}" + "".join(
+        f"{(r['cpu_s_per_1000'] or 0) / core['cpu_s_per_1000']:>{width - 1}.1f}x" for r in runs.values()))
     for o, r in runs.items():
         b = r["breakdown"]
         print(f"\n[{o}] where the workers' time went (seconds, summed over workers and batches): "
