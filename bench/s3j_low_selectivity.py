@@ -91,18 +91,26 @@ def breakdown(metrics: str, progress: list[dict]) -> dict:
 
 
 def spark_run(rate: int, seconds: float, selectivity: float, parallelism: int, sink: str, out: Path,
-              output: str = "pairs", partitions: int | None = None) -> dict:
+              output: str = "pairs", partitions: int | None = None, source: str = "generator") -> dict:
     from driftjoin.control.autoscale.collector import ProcessCpu
     from driftjoin.report import plot_latency, summary
     from driftjoin.spark.session import local_session
     from driftjoin.spark.progress import ProgressLog
     from driftjoin.spark.similarity import similarity_join
+    from pyspark.sql import functions as F
 
     shutil.rmtree(out, ignore_errors=True)
     spark = local_session(parallelism, "driftjoin-bench")
     total = int(rate * seconds)
 
     def stream(i: int):
+        if source == "rate":
+            # A JVM source, as Kafka or files would be: the same distribution (uniform in [-1, 1]^2)
+            # from a hash of the row number, deterministic per row (rand() would repeat per batch).
+            coordinate = [F.hash("value", F.lit(31 * i + d)) / F.lit(2.0 ** 31) for d in range(2)]
+            return (spark.readStream.format("rate").option("rowsPerSecond", rate).option("numPartitions", 1).load()
+                    .select((F.col("value") * 2 + i).alias("id"), F.array(*coordinate).alias("vector"),
+                            F.col("timestamp").alias("ts")))
         return (spark.readStream.format("driftjoin").option("stream", i).option("rate", rate).option("dim", 2)
                 .option("seed", 7).option("total", total).option("max_records_per_batch", 2 * rate).load())
 
@@ -134,8 +142,9 @@ def spark_run(rate: int, seconds: float, selectivity: float, parallelism: int, s
     q.stop()
     totals, per_worker = summary(metrics)
     tasks = partitions or parallelism
-    plot_latency(metrics, Path(f"bench/results/s3j_low_selectivity_{output}_{tasks}.png"),
-                 f"S3J on Spark: {rate}/s per stream, 0.1%, {parallelism} workers in {tasks} tasks, output={output}")
+    plot_latency(metrics, Path(f"bench/results/s3j_low_selectivity_{output}_{tasks}_{source}.png"),
+                 f"S3J on Spark: {rate}/s per stream ({source}), 0.1%, {parallelism} workers in {tasks} tasks, "
+                 f"output={output}")
     spark.stop()
     return {"records": seen, "wall_s": wall, "sustained_records_per_s": seen / wall, **totals,
             "batch_ms_p50": float(np.median(durations)) if durations else None,
@@ -158,15 +167,21 @@ def main() -> None:
     ap.add_argument("--partitions", default="",
                     help="Spark tasks the workers share, or several separated by commas, each run with every "
                          "output (default: one task per worker)")
+    ap.add_argument("--source", default="generator",
+                    help="generator (driftjoin's Python data source, the same records as the core run) or rate "
+                         "(Spark's JVM rate source with the same distribution, as Kafka or files would be); "
+                         "several separated by commas run side by side")
     args = ap.parse_args()
     tasks = [int(p) for p in args.partitions.split(",") if p] or [args.parallelism]
-    variants = {(o if len(tasks) == 1 else f"{o} in {p}"): (o, p) for o in args.output.split(",") for p in tasks}
+    sources = args.source.split(",")
+    variants = {" ".join([o] + ([f"in {p}"] if len(tasks) > 1 else []) + ([f"from {src}"] if len(sources) > 1 else [])):
+                (o, p, src) for src in sources for o in args.output.split(",") for p in tasks}
     outputs = list(variants)
     Path("bench/results").mkdir(parents=True, exist_ok=True)
     core = core_throughput(args.rate, min(args.seconds, 60.0), args.selectivity, args.parallelism)
     runs = {label: spark_run(args.rate, args.seconds, args.selectivity, args.parallelism, args.sink,
-                             Path("bench/out/s3j_low"), o, None if p == args.parallelism else p)
-            for label, (o, p) in variants.items()}
+                             Path("bench/out/s3j_low"), o, None if p == args.parallelism else p, src)
+            for label, (o, p, src) in variants.items()}
     print(f"\nS3J low selectivity: 2 x {args.rate}/s, 2-D uniform, angular, {args.selectivity:.2%}, "
           f"{args.parallelism} workers in {'/'.join(map(str, tasks))} tasks, 1-min windows, sink={args.sink}")
     width = max(20, max(len(o) for o in outputs) + 8)
