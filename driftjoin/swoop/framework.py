@@ -38,9 +38,11 @@ _INF = float("inf")
 
 # What an insert does with the new set (partitioned joins, driftjoin.swoop.partitioned; a
 # single join always uses OWN): OWN joins it with the indexed sets and indexes it, PROBE only
-# joins it (another worker indexes it), TICK only moves the index time and numbers it.
+# joins it (another worker indexes it), TICK only moves the index time and numbers it, INDEX
+# only indexes it (another worker joins it; logged as OWN, which a delta applies alike).
 OWN, PROBE, TICK = 0, 1, 2
 ADVANCE = 3  # a logged advance() (driftjoin.swoop.delta), not a role
+INDEX = 4
 
 
 class TopKJoin(ABC):
@@ -166,8 +168,12 @@ class TopKJoin(ABC):
         else:
             numbers = self._number(distinct)
             record = SetRecord(seq, set_id, side, ts, ts + self.window, numbers, len(numbers))
-            before, added, removed = self._join_step(record, role == OWN)
-            if role == OWN:
+            if role == INDEX:
+                self._index_new(record)
+                before, added, removed = None, (), ()
+            else:
+                before, added, removed = self._join_step(record, role == OWN)
+            if role != PROBE:
                 self._W.append(record)
             else:  # a visitor keeps its id and end only (its tokens served the join)
                 record = SetRecord(seq, set_id, side, ts, record.end, (), record.size)
@@ -175,6 +181,8 @@ class TopKJoin(ABC):
         self._records[seq] = record
         self._live_ids[(side, set_id)] = seq
         if self._log is not None:
+            if role == INDEX:
+                role = OWN
             self._log.append((set_id, side, ts, role, record.tokens if role == OWN else record.size))
         if added or removed:
             self._changes(ts, before, added, removed, events)
@@ -199,6 +207,11 @@ class TopKJoin(ABC):
         """The k-th pair before the join (needed only if a list is not empty), and ``_join``."""
         before = self._stock_kth()
         return (before, *self._join(record, indexed))
+
+    def _index_new(self, record: SetRecord) -> None:
+        """Append a new set to the index without joining it (role ``INDEX``; before it joins
+        the window). Only the partitioned SWOOP workers of the ``"probe"`` design use it."""
+        raise NotImplementedError(f"{type(self).__name__} does not index without joining")
 
     def _number(self, distinct: list[str | int]) -> frozenset[int]:
         """The token numbers of a new set, in the form the algorithm's ``_join`` uses."""

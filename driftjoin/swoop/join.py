@@ -168,6 +168,12 @@ class Swoop(TopKJoin):
             )
         return super()._join_step(record, indexed)
 
+    def _index_new(self, record: SetRecord) -> None:
+        if self._core is not None:
+            self._core.index(record.tokens, record.seq, float(record.end), 1 if record.side == "S" else 0)
+        else:
+            self._index_only(record)
+
     def _join(self, record: SetRecord, indexed: bool) -> tuple[list[PairKey], list[PairKey]]:
         side = record.side
         probe = self._indexes[("S" if side == "R" else "R") if self.two_stream else None]
