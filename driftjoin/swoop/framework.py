@@ -19,11 +19,14 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from collections import deque
-from collections.abc import Hashable, Iterable
+from collections.abc import Hashable, Iterable, Sequence
+
+import numpy as np
 
 from driftjoin.swoop.pairs import PairKey, SimilarPair, TopKChange, topk_delta
 from driftjoin.swoop.records import (
     DuplicateSetError,
+    InvalidSetError,
     SetRecord,
     TokenOrder,
     validate_set_id,
@@ -130,17 +133,50 @@ class TopKJoin(ABC):
         """
         return self._insert(set_id, tokens, ts, side, OWN)[0]
 
+    def insert_many(
+        self, sets: Sequence[tuple[Hashable, Iterable[str | int], float, str | None]]
+    ) -> list[list[TopKChange] | InvalidSetError]:
+        """:meth:`insert` of ``(set_id, tokens, ts, side)`` in order: per set its changes, or the
+        error that refused it (the join goes on with the next set). The same results as one
+        :meth:`insert` per set; the tokens of the whole batch are validated and numbered at
+        once (:meth:`~driftjoin.swoop.records.TokenOrder.number_known`)."""
+        results = self._insert_many(sets, [OWN] * len(sets))
+        return [result if isinstance(result, InvalidSetError) else result[0] for result in results]
+
+    def _insert_many(
+        self, sets: Sequence[tuple[Hashable, Iterable[str | int] | None, float, str | None]],
+        roles: Sequence[int],
+    ) -> list[tuple[list, int] | InvalidSetError]:
+        """:meth:`_insert` of each set in its role, in order; an error stands for a refused set."""
+        numbered = self._number_batch([tokens for _, tokens, _, _ in sets])
+        insert = self._insert
+        results: list[tuple[list, int] | InvalidSetError] = []
+        for (set_id, tokens, ts, side), role, numbers in zip(sets, roles, numbered):
+            try:
+                results.append(insert(set_id, tokens, ts, side, role, numbers))
+            except InvalidSetError as exc:
+                results.append(exc)
+        return results
+
+    def _number_batch(self, token_lists: list) -> list:
+        """Per set its distinct token numbers in the form :meth:`_join` takes, or ``None``: the
+        set's tokens are validated and numbered when it is inserted (``TokenOrder.number_known``)."""
+        return [None if numbers is None else frozenset(numbers.tolist())
+                for numbers in self.tokens.number_known(token_lists)]
+
     def _insert(
         self, set_id: Hashable, tokens: Iterable[str | int] | None, ts: float, side: str | None,
-        role: int,
+        role: int, numbers: frozenset[int] | np.ndarray | None = None,
     ) -> tuple[list, int]:
-        """:meth:`insert` in a ``role`` (module constants); ``tokens`` is not read for TICK.
+        """:meth:`insert` in a ``role`` (module constants); ``tokens`` is not read for TICK, nor
+        when the caller has validated and numbered them (``numbers``, :meth:`_number_batch`).
 
         Returns the changes and how many of them the expiries before the join made (the
         join's own step comes last).
         """
         set_id = validate_set_id(set_id)
-        distinct = validate_tokens(set_id, tokens) if role != TICK else []
+        if numbers is None:
+            distinct = validate_tokens(set_id, tokens) if role != TICK else []
         t_J = self._t_J
         if not ((type(ts) is float or type(ts) is int) and t_J is not None and t_J <= ts < _INF):
             ts = validate_time(ts, t_J, f"set {set_id!r}")  # else: finite and in order
@@ -166,7 +202,8 @@ class TopKJoin(ABC):
             before = None
             added = removed = ()
         else:
-            numbers = self._number(distinct)
+            if numbers is None:
+                numbers = self._number(distinct)
             record = SetRecord(seq, set_id, side, ts, ts + self.window, numbers, len(numbers))
             if role == INDEX:
                 self._index_new(record)

@@ -146,6 +146,11 @@ class Swoop(TopKJoin):
     def _next_change_end(self) -> float | None:
         return self.stock.first_end()
 
+    def _number_batch(self, token_lists: list) -> list:
+        if self._core is not None:
+            return self.tokens.number_known(token_lists)
+        return super()._number_batch(token_lists)
+
     def _number(self, distinct: list[str | int]) -> frozenset[int] | np.ndarray:
         if self._core is not None:
             return self.tokens.number_array(distinct)

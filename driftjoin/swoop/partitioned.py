@@ -205,28 +205,42 @@ class PartWorker(Swoop):
                 events.append(KeyedChange(time, kind, global_key, self._pair(key)))
 
 
-class OwnerWorker(PartWorker):
-    """Worker ``worker`` of ``parallelism`` in the ``"owner"`` design."""
+class RoutedWorker(PartWorker):
+    """A worker of a design that routes each set by its owner (:func:`owner_of`): the owner's
+    role is ``OWN``, the others' :attr:`OTHERS`."""
+
+    OTHERS: int
 
     def insert_routed(
         self, set_id: Hashable, tokens: Iterable[str | int], ts: float, side: str | None,
         owner: int,
     ) -> tuple[list[KeyedChange], int]:
-        """Insert a set that ``owner`` indexes; returns the changes and how many of them the
+        """Insert a set that ``owner`` owns; returns the changes and how many of them the
         expiries made (the insert's own step comes last). Raises ``InvalidSetError``."""
-        return self._insert(set_id, tokens, ts, side, OWN if owner == self.worker else PROBE)
+        return self._insert(set_id, tokens, ts, side, OWN if owner == self.worker else self.OTHERS)
+
+    def insert_routed_many(
+        self, sets: Sequence[tuple[Hashable, Iterable[str | int], float, str | None, int]]
+    ) -> list[tuple[list[KeyedChange], int] | InvalidSetError]:
+        """:meth:`insert_routed` of ``(set_id, tokens, ts, side, owner)`` in order, the batch's
+        tokens numbered at once (:meth:`~driftjoin.swoop.Swoop.insert_many`); an error stands
+        for a refused set."""
+        me, others = self.worker, self.OTHERS
+        return self._insert_many([s[:4] for s in sets], [OWN if s[4] == me else others for s in sets])
 
 
-class ProbeWorker(PartWorker):
+class OwnerWorker(RoutedWorker):
+    """Worker ``worker`` of ``parallelism`` in the ``"owner"`` design: indexes the sets it owns,
+    joins every set."""
+
+    OTHERS = PROBE
+
+
+class ProbeWorker(RoutedWorker):
     """Worker ``worker`` of ``parallelism`` in the ``"probe"`` design: indexes every set, joins
     the sets it owns."""
 
-    def insert_routed(
-        self, set_id: Hashable, tokens: Iterable[str | int], ts: float, side: str | None,
-        owner: int,
-    ) -> tuple[list[KeyedChange], int]:
-        """Insert a set that ``owner`` probes; as :meth:`OwnerWorker.insert_routed`."""
-        return self._insert(set_id, tokens, ts, side, OWN if owner == self.worker else INDEX)
+    OTHERS = INDEX
 
 
 class TokenPartWorker(PartWorker):
@@ -252,6 +266,10 @@ class TokenPartWorker(PartWorker):
         if tokens is None:
             return self._insert(set_id, None, ts, side, TICK)
         return self._insert(set_id, tokens, ts, side, OWN)
+
+    def _number_batch(self, token_lists: list) -> list:
+        """None: a part numbers each set's tokens in its own split order (:meth:`_number`)."""
+        return [None] * len(token_lists)
 
     def _number(self, distinct: list[str | int]) -> frozenset[int] | np.ndarray:
         """The token numbers ordered lower parts', own, higher parts' (``_kernels``)."""
@@ -442,15 +460,17 @@ class PartitionedTopK:
         for w, worker in enumerate(self.workers):
             started = time.process_time()
             out: list = []
-            insert = worker.insert_routed
-            for set_id, tokens, ts, side, (_, target) in routed:
-                try:
-                    if owner:
-                        out.append(insert(set_id, tokens, ts, side, target))
-                    else:
+            if owner:
+                out = worker.insert_routed_many(
+                    [(set_id, tokens, ts, side, target) for set_id, tokens, ts, side, (_, target) in routed]
+                )
+            else:
+                insert = worker.insert_routed
+                for set_id, tokens, ts, side, (_, target) in routed:
+                    try:
                         out.append(insert(set_id, tokens if w in target else None, ts, side))
-                except InvalidSetError as exc:
-                    out.append(exc)
+                    except InvalidSetError as exc:
+                        out.append(exc)
             results.append(out)
             self.worker_cpu[w] += time.process_time() - started
         started = time.process_time()
