@@ -135,9 +135,22 @@ def refusal_kind(error: InvalidSetError) -> str:
 
 def insert_order(pdf: pd.DataFrame) -> pd.DataFrame:
     """A batch's sets in a total order (time, side, id, tokens): the same at every worker and in
-    every replay of the batch, whatever order the rows arrive in."""
+    every replay of the batch, whatever order the rows arrive in. The tokens are joined into a
+    sort key only when (time, side, id) leave a tie (a repeated id at one time): building that
+    key costs more than the rest of the sort."""
+    ordered = pdf.sort_values(["ts", "side", "id"], kind="stable")
+    if not ordered.duplicated(["ts", "side", "id"]).any():
+        return ordered
     return (pdf.assign(_tokens=pdf["tokens"].map("\x1f".join))
             .sort_values(["ts", "side", "id", "_tokens"], kind="stable").drop(columns="_tokens"))
+
+
+def batch_sets(pdf: pd.DataFrame, *extra: str) -> list[tuple]:
+    """The ordered batch's sets as ``(id, side, tokens, ts, *extra columns)``: plain Python
+    values, the tokens as they come (an array per set, validated and numbered by the join's
+    batch insert)."""
+    return list(zip(pdf["id"].tolist(), pdf["side"].tolist(), pdf["tokens"], pdf["ts"].tolist(),
+                    *(pdf[name].tolist() for name in extra)))
 
 
 def change_frames(out: dict[str, list]) -> Iterator[pd.DataFrame]:
@@ -268,8 +281,7 @@ class SwoopProcessor(_Processor):
         single: _Single = loaded.value.value
         t1 = time.perf_counter()
         pdf = insert_order(pdf)
-        sets = [(sid, int(side), list(tokens), float(ts)) for sid, side, tokens, ts in
-                zip(pdf["id"], pdf["side"], pdf["tokens"], pdf["ts"])]
+        sets = batch_sets(pdf)
         out: dict[str, list] = {name: [] for name in CHANGE_COLUMNS}
         started = time.perf_counter()
         refused, logged = single.insert_all(sets, plan.two_stream, out)
@@ -379,8 +391,7 @@ class WorkerProcessor(_Processor):
                 change.update(bound=(doc["ends"], doc["sims"]), bound_version=int(doc["version"]))
         t1 = time.perf_counter()
         pdf = insert_order(pdf)
-        sets = [(sid, int(side), list(tokens), float(ts), int(owner)) for sid, side, tokens, ts, owner in
-                zip(pdf["id"], pdf["side"], pdf["tokens"], pdf["ts"], pdf["owner"])]
+        sets = batch_sets(pdf, "owner")
         pre, cand = worker.generator.pre_candidates, worker.generator.candidates
         out: dict[str, list] = {name: [] for name in WORKER_COLUMNS}
         started = time.perf_counter()
