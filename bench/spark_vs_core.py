@@ -12,11 +12,12 @@ Parquet files, one file per side and micro-batch, ``maxFilesPerTrigger=1``,
   user gets them); the core is :class:`driftjoin.hypercube.distributed.DistributedJoin`, the
   in-process reference the Spark operators follow (the same routing tables, planner and
   :class:`~driftjoin.hypercube.migration.WorkerState`), which keeps the pairs as id tuples;
-* ``topk-p1``, ``topk-p2``: a Zipf set stream (``bench/swoop_core.py``'s ``zipf`` workload,
-  string tokens) through ``topk_set_join`` at parallelism 1 and 2; the core is the compiled
+* ``topk-p1``, ``topk-p2-owner``, ...: a Zipf set stream (``bench/swoop_core.py``'s ``zipf``
+  workload, string tokens) through ``topk_set_join`` at parallelism 1 and 2 (``--topk-ps
+  1,2,2:probe``: the partitioned design of each p > 1); the core is the compiled
   :class:`~driftjoin.swoop.Swoop` engine inserting the same sets in the same order (and for
-  p = 2 also :class:`~driftjoin.swoop.partitioned.PartitionedTopK` with the same p in one
-  process, its workers one after the other).
+  p > 1 also :class:`~driftjoin.swoop.partitioned.PartitionedTopK` with the same p and design in
+  one process, its workers one after the other).
 
 Columns: ``spark_s`` the micro-batches' time (the sum of each batch's ``triggerExecution`` from
 the query's progress, read with :class:`~driftjoin.spark.progress.ProgressLog`), ``whole_s``
@@ -191,8 +192,8 @@ def core_single(sets: list, batches: int, k: int, window_s: float) -> tuple[floa
     return seconds, rows
 
 
-def core_partitioned(sets: list, batches: int, k: int, window_s: float, p: int) -> tuple[float, int]:
-    join = PartitionedTopK(k, "jaccard", window_s, parallelism=p, design="owner")
+def core_partitioned(sets: list, batches: int, k: int, window_s: float, p: int, design: str) -> tuple[float, int]:
+    join = PartitionedTopK(k, "jaccard", window_s, parallelism=p, design=design)
     per = -(-len(sets) // batches)
     rows, seconds = 0, 0.0
     for b in range(batches):
@@ -204,20 +205,25 @@ def core_partitioned(sets: list, batches: int, k: int, window_s: float, p: int) 
     return seconds, rows
 
 
-def topk_runs(spark, scratch: Path, n: int, window: int, k: int, batches: int, ps: list[int], seed: int) -> list[dict]:
+def topk_runs(spark, scratch: Path, n: int, window: int, k: int, batches: int, ps: list[tuple[int, str]],
+              seed: int) -> list[dict]:
+    """``ps``: (parallelism, design) per run (the design matters for p > 1 only)."""
     sets = list(set_stream(n, rate=RATE, seed=seed, string_tokens=True, **WORKLOADS["zipf"]))
     data = scratch / "topk-data"
     write_sets(data, sets, batches)
     window_s = window / RATE
     single_s, single_rows = core_single(sets, batches, k, window_s)
     rows = []
-    for p in ps:
-        work = scratch / f"topk-p{p}"
+    for p, design in ps:
+        name = f"topk-p{p}" + (f"-{design}" if p > 1 else "")
+        work = scratch / name
         metrics = work / "metrics"
         stream = spark.readStream.schema(SET_SCHEMA).option("maxFilesPerTrigger", 1).parquet(str(data))
-        joined = topk_set_join(stream, k=k, window=window_s, metrics_dir=str(metrics), parallelism=p)
-        row = {"run": f"topk-p{p}", "operator": f"topk_set_join, p = {p}", "input": n, "window_sets": window, "k": k,
-               "micro_batches": batches, "p": p, **run_query(joined, work)}
+        joined = topk_set_join(stream, k=k, window=window_s, metrics_dir=str(metrics), parallelism=p,
+                               design=design)
+        row = {"run": name, "operator": f"topk_set_join, p = {p}" + (f", {design}" if p > 1 else ""), "input": n,
+               "window_sets": window, "k": k, "micro_batches": batches, "p": p, "design": design,
+               **run_query(joined, work)}
         workers = list(read_stats(str(metrics), "swoop" if p == 1 else "swoop_worker"))
         merge = list(read_stats(str(metrics), "swoop_merge"))
         row["spark_rows"] = sum(s["changes"] for s in (workers if p == 1 else merge))
@@ -227,7 +233,8 @@ def topk_runs(spark, scratch: Path, n: int, window: int, k: int, batches: int, p
                                 for src in {s.get("state_source") for s in workers}}
         row.update(core_s=single_s, core_rows=single_rows, core_name="Swoop (compiled engine, one process)")
         if p > 1:
-            row["partitioned_core_s"], row["partitioned_core_rows"] = core_partitioned(sets, batches, k, window_s, p)
+            row["partitioned_core_s"], row["partitioned_core_rows"] = core_partitioned(sets, batches, k, window_s, p,
+                                                                                       design)
         rows.append(row)
         shutil.rmtree(work, ignore_errors=True)
     return rows
@@ -236,15 +243,16 @@ def topk_runs(spark, scratch: Path, n: int, window: int, k: int, batches: int, p
 # ---- report --------------------------------------------------------------------------------
 
 def table(rows: list[dict]) -> None:
-    head = (f"{'run':>8} {'input':>8} {'batches':>7} {'spark_s':>8} {'whole_s':>8} {'core_s':>7} "
+    head = (f"{'run':>13} {'input':>8} {'batches':>7} {'spark_s':>8} {'input/s':>8} {'whole_s':>8} {'core_s':>7} "
             f"{'spark/core':>10} {'whole/core':>10} {'spark rows':>11} {'core rows':>11} {'agree':>5}")
     print(f"\n{head}\n{'-' * len(head)}")
     for r in rows:
-        print(f"{r['run']:>8} {r['input']:>8,} {r['batches']:>7} {r['spark_s']:>8.1f} {r['whole_s']:>8.1f} "
+        print(f"{r['run']:>13} {r['input']:>8,} {r['batches']:>7} {r['spark_s']:>8.1f} {r['input'] / r['spark_s']:>8,.0f} "
+              f"{r['whole_s']:>8.1f} "
               f"{r['core_s']:>7.2f} {r['spark_s'] / r['core_s']:>9.1f}x {r['whole_s'] / r['core_s']:>9.1f}x "
               f"{r['spark_rows']:>11,} {r['core_rows']:>11,} {'yes' if r['agree'] else 'NO':>5}")
         if "partitioned_core_s" in r:
-            print(f"{'':>8} partitioned core (p = {r['p']}, one process): {r['partitioned_core_s']:.2f} s, "
+            print(f"{'':>13} partitioned core (p = {r['p']}, one process): {r['partitioned_core_s']:.2f} s, "
                   f"{r['partitioned_core_rows']:,} rows; spark / it {r['spark_s'] / r['partitioned_core_s']:.1f}x")
     print("\nWhere the Spark time goes (seconds summed over the micro-batches; task seconds are summed over "
           "tasks sharing 2 cores)")
@@ -314,7 +322,8 @@ def main(argv: list[str]) -> None:
     parser.add_argument("--topk-window", type=int, default=10_000, help="window in sets (|W|)")
     parser.add_argument("--topk-k", type=int, default=10)
     parser.add_argument("--topk-batches", type=int, default=10, help="micro-batches of the top-k join")
-    parser.add_argument("--topk-ps", type=str, default="1,2", help="topk_set_join parallelisms")
+    parser.add_argument("--topk-ps", type=str, default="1,2",
+                        help="topk_set_join parallelisms, each p > 1 optionally with its design: 1,2,2:probe")
     parser.add_argument("--seed", type=int, default=1)
     args = parser.parse_args(argv)
     started = time.perf_counter()
@@ -335,9 +344,10 @@ def main(argv: list[str]) -> None:
                                      args.equi_p, args.seed, output))
             print(f"equi done at {time.perf_counter() - started:.0f} s", flush=True)
         if args.only != "equi":
-            topk_runs(spark, scratch / "warm-topk", 1_000, 100, args.topk_k, 2, [1], args.seed)
-            rows += topk_runs(spark, scratch, args.topk_sets, args.topk_window, args.topk_k, args.topk_batches,
-                              [int(p) for p in args.topk_ps.split(",")], args.seed)
+            topk_runs(spark, scratch / "warm-topk", 1_000, 100, args.topk_k, 2, [(1, "owner")], args.seed)
+            runs = [(int(p), design or "owner") for p, _, design in (x.partition(":") for x in args.topk_ps.split(","))]
+            rows += topk_runs(spark, scratch, args.topk_sets, args.topk_window, args.topk_k, args.topk_batches, runs,
+                              args.seed)
     finally:
         shutil.rmtree(scratch, ignore_errors=True)
     for r in rows:

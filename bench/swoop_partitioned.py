@@ -2,7 +2,8 @@
 
 For every workload (as ``bench/swoop_core.py``: ``zipf`` and ``neardup``), window size |W| and
 k, the single compiled join (``Swoop``) and ``PartitionedTopK`` for each design (``owner``:
-indexed by one worker, probed by all; ``token``: token-space parts), parallelism p and
+indexed by one worker, probed by all; ``probe``: indexed by all, probed by one; ``token``:
+token-space parts), parallelism p and
 shared-bound setting are filled to a steady state (``WARMUP x |W|`` sets) in micro-batches of
 ``--batch`` sets, then ``--measure`` further sets are timed:
 
@@ -227,7 +228,7 @@ def plot(rows: list[Row], path: Path) -> None:
                            and r["window"] == window and r["k"] == k]
             if single_rate:
                 ax.axhline(single_rate[0], color="grey", ls=":", label="single join")
-            for design, style in (("owner", "-o"), ("token", "--s")):
+            for design, style in (("owner", "-o"), ("probe", "-^"), ("token", "--s")):
                 for bound in (False, True):
                     pts = sorted((r["p"], r["sets_per_s"]) for r in rows
                                  if r["workload"] == workload and r["design"] == design and r["bound"] == bound
@@ -250,7 +251,8 @@ def main() -> None:
     parser.add_argument("--windows", type=int, nargs="+", default=[10_000, 100_000])
     parser.add_argument("--ks", type=int, nargs="+", default=[10, 100])
     parser.add_argument("--ps", type=int, nargs="+", default=[1, 2, 4])
-    parser.add_argument("--designs", nargs="+", default=["owner", "token"], choices=["owner", "token"])
+    parser.add_argument("--designs", nargs="+", default=["owner", "probe", "token"],
+                        choices=["owner", "probe", "token"])
     parser.add_argument("--workloads", nargs="+", default=list(WORKLOADS), choices=list(WORKLOADS))
     parser.add_argument("--bound", action=argparse.BooleanOptionalAction, default=True,
                         help="also run every p > 1 with the shared bound")

@@ -30,6 +30,7 @@ from driftjoin.spark.columns import time_seconds
 from driftjoin.spark.session import prepare_for_stateful, prepare_session
 from driftjoin.spark.static import run_static
 from driftjoin.spark.topk_operators import (
+    ROUTED_DESIGNS,
     MergeProcessor,
     SwoopProcessor,
     TopKPlan,
@@ -75,6 +76,7 @@ def topk_set_join(
     metrics_dir: str | None = None,
     parallelism: int = 1,
     share_bound: bool = False,
+    design: str = "owner",
 ) -> DataFrame:
     """The continuous top-k most similar pairs of sets in a sliding window (SWOOP).
 
@@ -83,8 +85,11 @@ def topk_set_join(
     ``window``). Tokens are compared as strings; duplicate tokens in a set are dropped.
     Returns the change stream: ``kind, left_id, right_id, similarity, change_time, seq``
     (``left_id`` is the later set of a self-join pair, or the R set). ``parallelism``: the
-    number of workers (Spark tasks) that find the pairs; each indexes about ``1 / p`` of the
-    window and every set is joined by all of them, and one more task merges their top-k's.
+    number of workers (Spark tasks) that find the pairs, and one more task merges their
+    top-k's. ``design`` (``parallelism > 1``): ``"owner"``, each worker indexes about ``1 / p``
+    of the window and joins every set with it; ``"probe"``, every worker indexes the whole
+    window and joins ``1 / p`` of the sets with it (less work per worker, ``p`` times the
+    memory; :mod:`driftjoin.swoop.partitioned`). The result is the same.
     ``share_bound=True`` (a stream with ``parallelism > 1`` and ``metrics_dir``): the driver
     combines the workers' stocks after every micro-batch into a bound that every worker prunes
     with (:class:`driftjoin.control.SharedBoundController`); the result is the same.
@@ -97,6 +102,8 @@ def topk_set_join(
         raise ValueError(f"similarity={similarity!r}: choose one of {', '.join(sorted(SIMILARITIES))}")
     if right is not None and right.isStreaming != left.isStreaming:
         raise ValueError("left and right must both be streaming or both static")
+    if design not in ROUTED_DESIGNS:
+        raise ValueError(f"design={design!r}: choose one of {', '.join(ROUTED_DESIGNS)}")
     prepare_session(left.sparkSession, metrics_dir)
     if share_bound:
         if parallelism == 1:
@@ -108,7 +115,7 @@ def topk_set_join(
             raise ValueError("share_bound=True applies to streams (the bound is published between micro-batches); "
                              "a static join runs in one batch")
     plan = TopKPlan(k, similarity, parse_duration(window, "window"), right is not None, metrics_dir, parallelism,
-                    share_bound)
+                    share_bound, design if parallelism > 1 else "owner")
     if share_bound:
         from driftjoin.control import SharedBoundController, attach
 

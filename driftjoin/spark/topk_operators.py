@@ -11,14 +11,16 @@ shape every driftjoin operator has (stateless parallel routing, stateful workers
     valid sets --mapInArrow(route_sets)--> p copies of each set, key = worker w's slot key,
                                             owner = owner_of(id, side, p)        [stateless]
       --groupBy(key).transformWithStateInPandas(WorkerProcessor)-->             [p workers]
-          worker w: OwnerWorker (indexes the sets it owns, joins every set with its index,
-          SWOOP's stock and top-k over its own pairs); emits its top-k changes with the pair
-          keys (similarity, end, arrival numbers) and the operation number
+          worker w, design "owner": OwnerWorker (indexes the sets it owns, joins every set
+          with its index); design "probe": ProbeWorker (indexes every set, joins the sets it
+          owns); either way SWOOP's stock and top-k over its own pairs; emits its top-k
+          changes with the pair keys (similarity, end, arrival numbers) and the operation
+          number
       --groupBy(mkey).transformWithStateInPandas(MergeProcessor)-->             [one key]
           TopKMerger: the union of the workers' top-k's -> the global change stream, numbered
 
 Why it is exact: every pair of sets is found by exactly one worker, the owner of its earlier
-set, and the global top-k is the top k of the union of the workers' top-k's (the module
+set ("owner") or of its later set ("probe"), and the global top-k is the top k of the union of the workers' top-k's (the module
 docstring of :mod:`driftjoin.swoop.partitioned`). Every worker receives every set of a batch
 and inserts them in the same total order (:func:`insert_order`), so all workers number the
 sets, move the index time and refuse late or duplicate sets alike; the operation number (sets
@@ -56,8 +58,10 @@ restart with another parallelism.
 
 from __future__ import annotations
 
+import gc
 import math
 import time
+from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any, Iterator
 
@@ -75,7 +79,7 @@ from driftjoin.spark.state import BlobState, LoggedState
 from driftjoin.swoop import DuplicateSetError, InvalidSetError, LateSetError, Swoop
 from driftjoin.swoop.bound import Staircase
 from driftjoin.swoop.pairs import SimilarPair
-from driftjoin.swoop.partitioned import KeyedChange, OwnerWorker, TopKMerger, owner_of, owners_of_ints
+from driftjoin.swoop.partitioned import WORKERS, KeyedChange, RoutedWorker, TopKMerger, owner_of, owners_of_ints
 
 #: Version of the operator's state; a checkpoint written with another is refused.
 STATE_FORMAT = 4
@@ -83,6 +87,10 @@ STATE_FORMAT = 4
 #: Settings a restart may change: where statistics go, and whether the bound is shared (exact
 #: either way).
 ADOPTABLE = frozenset({"metrics_dir", "share_bound"})
+
+#: The partitioned designs the operator runs (:mod:`driftjoin.swoop.partitioned`; both route a
+#: set by its owner).
+ROUTED_DESIGNS = ("owner", "probe")
 
 #: The merge stage's one key (also worker 0's slot key; the stages have separate state).
 MERGE_KEY = 0
@@ -102,6 +110,7 @@ class TopKPlan:
     metrics_dir: str | None
     parallelism: int = 1
     share_bound: bool = False
+    design: str = "owner"
 
     def settings(self) -> dict[str, Any]:
         """The plan as stored with the checkpoint (:mod:`driftjoin.spark.plan_guard`); the
@@ -114,6 +123,8 @@ class TopKPlan:
             settings["parallelism"] = self.parallelism
         if self.share_bound:
             settings["share_bound"] = True
+        if self.design != "owner":  # (so a checkpoint of the owner design keeps its plan)
+            settings["design"] = self.design
         return settings
 
 
@@ -126,9 +137,43 @@ def refusal_kind(error: InvalidSetError) -> str:
 
 def insert_order(pdf: pd.DataFrame) -> pd.DataFrame:
     """A batch's sets in a total order (time, side, id, tokens): the same at every worker and in
-    every replay of the batch, whatever order the rows arrive in."""
+    every replay of the batch, whatever order the rows arrive in. The tokens are joined into a
+    sort key only when (time, side, id) leave a tie (a repeated id at one time): building that
+    key costs more than the rest of the sort."""
+    ordered = pdf.sort_values(["ts", "side", "id"], kind="stable")
+    if not ordered.duplicated(["ts", "side", "id"]).any():
+        return ordered
     return (pdf.assign(_tokens=pdf["tokens"].map("\x1f".join))
             .sort_values(["ts", "side", "id", "_tokens"], kind="stable").drop(columns="_tokens"))
+
+
+def batch_sets(pdf: pd.DataFrame, *extra: str) -> list[tuple]:
+    """The ordered batch's sets as ``(id, side, tokens, ts, *extra columns)``: plain Python
+    values, the tokens as they come (an array per set, validated and numbered by the join's
+    batch insert)."""
+    return list(zip(pdf["id"].tolist(), pdf["side"].tolist(), pdf["tokens"], pdf["ts"].tolist(),
+                    *(pdf[name].tolist() for name in extra)))
+
+
+@contextmanager
+def collector_paused() -> Iterator[None]:
+    """Python's cyclic garbage collector off while a batch's sets are inserted (as it was after).
+
+    A join holds every valid set as objects (window records, id maps), and the collector's full
+    passes walk all of them: about a fifth of the single join's time at |W| = 10^5 (one process,
+    200,000 sets in batches of 50,000: 11.95 s with it, 9.24 s without; an owner worker of 2:
+    7.99 s and 6.12 s). Every worker of a partitioned join holds a record of every valid set, so
+    that cost divides poorly by p. Records, pair keys
+    and change rows are freed by reference counting as before; the few reference cycles a batch
+    makes (a refused set's error and its traceback) wait for the collector's next pass after
+    the batch."""
+    was_enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if was_enabled:
+            gc.enable()
 
 
 def change_frames(out: dict[str, list]) -> Iterator[pd.DataFrame]:
@@ -220,11 +265,11 @@ class _Single:
         the refused sets by kind and the batch's log entry (what it changed, :meth:`apply`)."""
         self.join.start_delta()
         refused = {"late": 0, "duplicate": 0, "invalid": 0}
-        for sid, side, tokens, ts in sets:
-            try:
-                changes = self.join.insert(sid, tokens, ts, ("R" if side == 0 else "S") if two_stream else None)
-            except InvalidSetError as e:
-                kind = refusal_kind(e)
+        results = self.join.insert_many(
+            [(sid, tokens, ts, ("R" if side == 0 else "S") if two_stream else None) for sid, side, tokens, ts in sets])
+        for (sid, _, _, ts), changes in zip(sets, results):
+            if isinstance(changes, InvalidSetError):
+                kind = refusal_kind(changes)
                 refused[kind] += 1
                 for col, v in zip(out, (kind, sid, None, math.nan, ts, self.changes)):
                     out[col].append(v)
@@ -259,11 +304,11 @@ class SwoopProcessor(_Processor):
         single: _Single = loaded.value.value
         t1 = time.perf_counter()
         pdf = insert_order(pdf)
-        sets = [(sid, int(side), list(tokens), float(ts)) for sid, side, tokens, ts in
-                zip(pdf["id"], pdf["side"], pdf["tokens"], pdf["ts"])]
+        sets = batch_sets(pdf)
         out: dict[str, list] = {name: [] for name in CHANGE_COLUMNS}
         started = time.perf_counter()
-        refused, logged = single.insert_all(sets, plan.two_stream, out)
+        with collector_paused():
+            refused, logged = single.insert_all(sets, plan.two_stream, out)
         elapsed = time.perf_counter() - started
         snapshot = self.state.save(key[0], loaded, logged, lambda: single, single.join.window_size * 200)
         t3 = time.perf_counter()
@@ -298,9 +343,10 @@ def route_sets(plan: TopKPlan, batches: Iterator[pa.RecordBatch]) -> Iterator[pa
 
 @dataclass
 class _Worker:
-    """One worker of the partitioned join: its :class:`OwnerWorker`, operation count, bound version."""
+    """One worker of the partitioned join: its worker (:class:`~driftjoin.swoop.partitioned.OwnerWorker`
+    or ``ProbeWorker``), operation count, bound version."""
 
-    worker: OwnerWorker
+    worker: RoutedWorker
     ops: int = 0
     bound_version: int = 0
 
@@ -312,16 +358,18 @@ class _Worker:
         self._adopt(change)
         self.worker.start_delta()
         refused = {"late": 0, "duplicate": 0, "invalid": 0}
-        for sid, side, tokens, ts, owner in sets:
-            try:
-                changes, mark = self.worker.insert_routed(sid, tokens, ts, ("R" if side == 0 else "S") if two_stream else None, owner)
-            except InvalidSetError as e:
+        results = self.worker.insert_routed_many(
+            [(sid, tokens, ts, ("R" if side == 0 else "S") if two_stream else None, owner)
+             for sid, side, tokens, ts, owner in sets])
+        for (sid, _, _, ts, owner), result in zip(sets, results):
+            if isinstance(result, InvalidSetError):
                 if owner == w:
-                    kind = refusal_kind(e)
+                    kind = refusal_kind(result)
                     refused[kind] += 1
                     _append(out, self.ops, ts, 1, kind, (math.nan, math.nan, -1, -1), sid, None)
                 self.ops += 1
                 continue
+            changes, mark = result
             for x, c in enumerate(changes):
                 _append(out, self.ops, c.time, int(x >= mark), c.kind, c.key, c.pair.first, c.pair.second)
             self.ops += 1
@@ -354,8 +402,8 @@ class WorkerProcessor(_Processor):
         t0 = time.perf_counter()
         w = slot_keys(plan.parallelism).index(int(key[0]))
         loaded = self.state.load(
-            key[0], lambda: _Worker(OwnerWorker(plan.k, plan.similarity, plan.window_seconds, w, plan.parallelism,
-                                                two_stream=plan.two_stream)),
+            key[0], lambda: _Worker(WORKERS[plan.design](plan.k, plan.similarity, plan.window_seconds, w,
+                                                         plan.parallelism, two_stream=plan.two_stream)),
             lambda snap: snap, lambda value, change: value.apply(change))
         self._refuse_legacy(loaded)
         state: _Worker = loaded.value.value
@@ -367,12 +415,12 @@ class WorkerProcessor(_Processor):
                 change.update(bound=(doc["ends"], doc["sims"]), bound_version=int(doc["version"]))
         t1 = time.perf_counter()
         pdf = insert_order(pdf)
-        sets = [(sid, int(side), list(tokens), float(ts), int(owner)) for sid, side, tokens, ts, owner in
-                zip(pdf["id"], pdf["side"], pdf["tokens"], pdf["ts"], pdf["owner"])]
+        sets = batch_sets(pdf, "owner")
         pre, cand = worker.generator.pre_candidates, worker.generator.candidates
         out: dict[str, list] = {name: [] for name in WORKER_COLUMNS}
         started = time.perf_counter()
-        refused = state.run(change, sets, plan.two_stream, w, out)
+        with collector_paused():
+            refused = state.run(change, sets, plan.two_stream, w, out)
         elapsed = time.perf_counter() - started
         self.state.save(key[0], loaded, change, lambda: state, worker.indexed_sets * 200)
         t3 = time.perf_counter()

@@ -28,7 +28,10 @@ Partitioned joins (:mod:`~driftjoin.swoop.partitioned`): a worker's window holds
 it indexes, so its window numbers (``meta[M_BASE]`` + position, stored in the lists and as the
 earlier set ``j`` of a pair) are its own, while the later set ``i`` of a pair is the global
 arrival number the caller passes; both keep the arrival order, so the stock order is the same.
-``meta[M_PROBE]``, ``meta[M_NLOW]``, ``meta[M_NHIGH]`` and a shared lower bound ``bound``
+In the ``"probe"`` design every worker's window holds every set and ``meta[M_NOPROBE]`` makes
+:func:`join_insert` index a set that another worker probes without searching its candidates.
+``meta[M_PROBE]``, ``meta[M_NOPROBE]``, ``meta[M_NLOW]``, ``meta[M_NHIGH]`` and a shared lower
+bound ``bound``
 (``float64[4, n]``: ``bound[0:2, :meta[M_NB]]`` step end times ascending and similarities
 descending, a staircase like :func:`stock_lb_steps`'s; ``bound[2:4]`` work space for at least
 ``meta[M_NB]`` + the stock's capacity steps) select the variants; at their zero defaults the
@@ -72,6 +75,7 @@ M_PROBE = 15  # 1: join the new set without indexing it (another worker indexes 
 M_NLOW = 16  # the first M_NLOW tokens belong to lower token-space parts: not probed, not indexed,
 M_NHIGH = 17  # and a pair sharing one is another part's; the last M_NHIGH are not probed either
 M_NB = 18  # steps of the shared lower bound in ``bound`` (0: none)
+M_NOPROBE = 19  # 1: index the new set without probing (another worker finds its pairs)
 META_SIZE = 24
 
 F_OFF, F_CAP, F_HEAD, F_TAIL = 0, 1, 2, 3
@@ -864,11 +868,14 @@ def join_insert(
     changed = 0
     pre, cj, added, tmp = scratch[0], scratch[1], scratch[2], scratch[3]
     lens, order = scratch[4], scratch[5]  # (pre: the candidates' stock slots)
-    nc, npre = get_candidates(
-        tokens, pside, itok, pool_probe, wi, wf, wtok, tmark, meta, sf, so, k, code,
-        shortest_first, cj, cs, lens, order, of[2], of[3],  # (of: free until the stock insert)
-        bound,
-    )
+    if meta[M_NOPROBE]:
+        nc, npre = 0, 0
+    else:
+        nc, npre = get_candidates(
+            tokens, pside, itok, pool_probe, wi, wf, wtok, tmark, meta, sf, so, k, code,
+            shortest_first, cj, cs, lens, order, of[2], of[3],  # (of: free until the stock insert)
+            bound,
+        )
     if nc > meta[M_NFREE]:
         meta[M_NEED] = nc
         return NEED_STOCK

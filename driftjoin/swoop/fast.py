@@ -361,6 +361,15 @@ class FastCore:
                 self.meta[K.M_PROBE] = 0
         return self._join(tokens, seq, end, side)
 
+    def index(self, tokens: np.ndarray, seq: int, end: float, side: int) -> None:
+        """Append a new set to the window and the index without probing (another worker of a
+        ``"probe"`` partitioned join searches its pairs)."""
+        self.meta[K.M_NOPROBE] = 1
+        try:
+            self._join(tokens, seq, end, side)
+        finally:
+            self.meta[K.M_NOPROBE] = 0
+
     def set_part(self, nlow: int, nhigh: int) -> None:
         """The next joins are a token-space part's: ``tokens`` = lower parts' tokens (``nlow``),
         the part's own, then higher parts' (``nhigh``) (``_kernels``' module docstring)."""

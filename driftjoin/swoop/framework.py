@@ -19,11 +19,14 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from collections import deque
-from collections.abc import Hashable, Iterable
+from collections.abc import Hashable, Iterable, Sequence
+
+import numpy as np
 
 from driftjoin.swoop.pairs import PairKey, SimilarPair, TopKChange, topk_delta
 from driftjoin.swoop.records import (
     DuplicateSetError,
+    InvalidSetError,
     SetRecord,
     TokenOrder,
     validate_set_id,
@@ -38,9 +41,11 @@ _INF = float("inf")
 
 # What an insert does with the new set (partitioned joins, driftjoin.swoop.partitioned; a
 # single join always uses OWN): OWN joins it with the indexed sets and indexes it, PROBE only
-# joins it (another worker indexes it), TICK only moves the index time and numbers it.
+# joins it (another worker indexes it), TICK only moves the index time and numbers it, INDEX
+# only indexes it (another worker joins it; logged as OWN, which a delta applies alike).
 OWN, PROBE, TICK = 0, 1, 2
 ADVANCE = 3  # a logged advance() (driftjoin.swoop.delta), not a role
+INDEX = 4
 
 
 class TopKJoin(ABC):
@@ -128,17 +133,50 @@ class TopKJoin(ABC):
         """
         return self._insert(set_id, tokens, ts, side, OWN)[0]
 
+    def insert_many(
+        self, sets: Sequence[tuple[Hashable, Iterable[str | int], float, str | None]]
+    ) -> list[list[TopKChange] | InvalidSetError]:
+        """:meth:`insert` of ``(set_id, tokens, ts, side)`` in order: per set its changes, or the
+        error that refused it (the join goes on with the next set). The same results as one
+        :meth:`insert` per set; the tokens of the whole batch are validated and numbered at
+        once (:meth:`~driftjoin.swoop.records.TokenOrder.number_known`)."""
+        results = self._insert_many(sets, [OWN] * len(sets))
+        return [result if isinstance(result, InvalidSetError) else result[0] for result in results]
+
+    def _insert_many(
+        self, sets: Sequence[tuple[Hashable, Iterable[str | int] | None, float, str | None]],
+        roles: Sequence[int],
+    ) -> list[tuple[list, int] | InvalidSetError]:
+        """:meth:`_insert` of each set in its role, in order; an error stands for a refused set."""
+        numbered = self._number_batch([tokens for _, tokens, _, _ in sets])
+        insert = self._insert
+        results: list[tuple[list, int] | InvalidSetError] = []
+        for (set_id, tokens, ts, side), role, numbers in zip(sets, roles, numbered):
+            try:
+                results.append(insert(set_id, tokens, ts, side, role, numbers))
+            except InvalidSetError as exc:
+                results.append(exc)
+        return results
+
+    def _number_batch(self, token_lists: list) -> list:
+        """Per set its distinct token numbers in the form :meth:`_join` takes, or ``None``: the
+        set's tokens are validated and numbered when it is inserted (``TokenOrder.number_known``)."""
+        return [None if numbers is None else frozenset(numbers.tolist())
+                for numbers in self.tokens.number_known(token_lists)]
+
     def _insert(
         self, set_id: Hashable, tokens: Iterable[str | int] | None, ts: float, side: str | None,
-        role: int,
+        role: int, numbers: frozenset[int] | np.ndarray | None = None,
     ) -> tuple[list, int]:
-        """:meth:`insert` in a ``role`` (module constants); ``tokens`` is not read for TICK.
+        """:meth:`insert` in a ``role`` (module constants); ``tokens`` is not read for TICK, nor
+        when the caller has validated and numbered them (``numbers``, :meth:`_number_batch`).
 
         Returns the changes and how many of them the expiries before the join made (the
         join's own step comes last).
         """
         set_id = validate_set_id(set_id)
-        distinct = validate_tokens(set_id, tokens) if role != TICK else []
+        if numbers is None:
+            distinct = validate_tokens(set_id, tokens) if role != TICK else []
         t_J = self._t_J
         if not ((type(ts) is float or type(ts) is int) and t_J is not None and t_J <= ts < _INF):
             ts = validate_time(ts, t_J, f"set {set_id!r}")  # else: finite and in order
@@ -164,10 +202,15 @@ class TopKJoin(ABC):
             before = None
             added = removed = ()
         else:
-            numbers = self._number(distinct)
+            if numbers is None:
+                numbers = self._number(distinct)
             record = SetRecord(seq, set_id, side, ts, ts + self.window, numbers, len(numbers))
-            before, added, removed = self._join_step(record, role == OWN)
-            if role == OWN:
+            if role == INDEX:
+                self._index_new(record)
+                before, added, removed = None, (), ()
+            else:
+                before, added, removed = self._join_step(record, role == OWN)
+            if role != PROBE:
                 self._W.append(record)
             else:  # a visitor keeps its id and end only (its tokens served the join)
                 record = SetRecord(seq, set_id, side, ts, record.end, (), record.size)
@@ -175,6 +218,8 @@ class TopKJoin(ABC):
         self._records[seq] = record
         self._live_ids[(side, set_id)] = seq
         if self._log is not None:
+            if role == INDEX:
+                role = OWN
             self._log.append((set_id, side, ts, role, record.tokens if role == OWN else record.size))
         if added or removed:
             self._changes(ts, before, added, removed, events)
@@ -199,6 +244,11 @@ class TopKJoin(ABC):
         """The k-th pair before the join (needed only if a list is not empty), and ``_join``."""
         before = self._stock_kth()
         return (before, *self._join(record, indexed))
+
+    def _index_new(self, record: SetRecord) -> None:
+        """Append a new set to the index without joining it (role ``INDEX``; before it joins
+        the window). Only the partitioned SWOOP workers of the ``"probe"`` design use it."""
+        raise NotImplementedError(f"{type(self).__name__} does not index without joining")
 
     def _number(self, distinct: list[str | int]) -> frozenset[int]:
         """The token numbers of a new set, in the form the algorithm's ``_join`` uses."""

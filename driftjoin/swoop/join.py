@@ -146,6 +146,11 @@ class Swoop(TopKJoin):
     def _next_change_end(self) -> float | None:
         return self.stock.first_end()
 
+    def _number_batch(self, token_lists: list) -> list:
+        if self._core is not None:
+            return self.tokens.number_known(token_lists)
+        return super()._number_batch(token_lists)
+
     def _number(self, distinct: list[str | int]) -> frozenset[int] | np.ndarray:
         if self._core is not None:
             return self.tokens.number_array(distinct)
@@ -167,6 +172,12 @@ class Swoop(TopKJoin):
                 indexed,
             )
         return super()._join_step(record, indexed)
+
+    def _index_new(self, record: SetRecord) -> None:
+        if self._core is not None:
+            self._core.index(record.tokens, record.seq, float(record.end), 1 if record.side == "S" else 0)
+        else:
+            self._index_only(record)
 
     def _join(self, record: SetRecord, indexed: bool) -> tuple[list[PairKey], list[PairKey]]:
         side = record.side

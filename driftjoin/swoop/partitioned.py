@@ -12,6 +12,17 @@ pairs, and a merger turns the workers' top-k change streams into the global one.
   (``PROBE``). Each worker's index and window hold about ``|W| / p`` sets, so its lists are
   ``p`` times shorter; its own top-k ranks ``1 / p`` of the pairs, so its skyband lower bound
   is lower than a single join's and prunes less.
+* ``"probe"``: the roles swapped. Every worker indexes every set, and each set is *probed* by
+  exactly one worker, its owner (:func:`owner_of`). A pair is found when its later set probes,
+  so exactly once, by the later set's owner, against an index that holds every earlier set.
+  The owner joins and indexes a set (``OWN``), the others only index it (``INDEX``: no
+  candidate search). Each worker searches the candidates of ``1 / p`` of the sets over whole
+  lists, the same search a single join makes for them, so the candidate search divides by
+  ``p``, where the ``"owner"`` design's searches every set over lists ``p`` times shorter
+  (and a search stops at a position bound that does not shrink with the lists). Indexing and
+  expiring a set are cheap and every worker does them; the price is memory: every worker
+  holds the whole window and index. Its own top-k ranks ``1 / p`` of the pairs, as in the
+  ``"owner"`` design.
 * ``"token"`` (docs/architecture.md): the token space is split, :func:`token_part` maps each
   token to one of ``p`` parts, and a pair belongs to the lowest part among the parts of the
   tokens its two sets share. A set goes to every part that one of its tokens maps to; there
@@ -58,13 +69,13 @@ from typing import NamedTuple
 import numpy as np
 
 from driftjoin.swoop.bound import Staircase
-from driftjoin.swoop.framework import OWN, PROBE, TICK
+from driftjoin.swoop.framework import INDEX, OWN, PROBE, TICK
 from driftjoin.swoop.join import Swoop
 from driftjoin.swoop.pairs import PairKey, SimilarPair, TopKChange, topk_delta
 from driftjoin.swoop.records import InvalidSetError, validate_set_id, validate_tokens
 from driftjoin.swoop.similarity import WellBehavedSimilarity
 
-DESIGNS = ("owner", "token")
+DESIGNS = ("owner", "probe", "token")
 _M64 = (1 << 64) - 1
 
 
@@ -101,7 +112,8 @@ def stable_hash(value: Hashable) -> int:
 
 
 def owner_of(set_id: Hashable, side: str | None, parallelism: int) -> int:
-    """The worker that indexes a set in the ``"owner"`` design: a hash of its id and side."""
+    """The worker that indexes a set in the ``"owner"`` design (that probes it in the
+    ``"probe"`` design): a hash of its id and side."""
     return _mix64((stable_hash(set_id) + (side == "S")) & _M64) % parallelism
 
 
@@ -193,16 +205,42 @@ class PartWorker(Swoop):
                 events.append(KeyedChange(time, kind, global_key, self._pair(key)))
 
 
-class OwnerWorker(PartWorker):
-    """Worker ``worker`` of ``parallelism`` in the ``"owner"`` design."""
+class RoutedWorker(PartWorker):
+    """A worker of a design that routes each set by its owner (:func:`owner_of`): the owner's
+    role is ``OWN``, the others' :attr:`OTHERS`."""
+
+    OTHERS: int
 
     def insert_routed(
         self, set_id: Hashable, tokens: Iterable[str | int], ts: float, side: str | None,
         owner: int,
     ) -> tuple[list[KeyedChange], int]:
-        """Insert a set that ``owner`` indexes; returns the changes and how many of them the
+        """Insert a set that ``owner`` owns; returns the changes and how many of them the
         expiries made (the insert's own step comes last). Raises ``InvalidSetError``."""
-        return self._insert(set_id, tokens, ts, side, OWN if owner == self.worker else PROBE)
+        return self._insert(set_id, tokens, ts, side, OWN if owner == self.worker else self.OTHERS)
+
+    def insert_routed_many(
+        self, sets: Sequence[tuple[Hashable, Iterable[str | int], float, str | None, int]]
+    ) -> list[tuple[list[KeyedChange], int] | InvalidSetError]:
+        """:meth:`insert_routed` of ``(set_id, tokens, ts, side, owner)`` in order, the batch's
+        tokens numbered at once (:meth:`~driftjoin.swoop.Swoop.insert_many`); an error stands
+        for a refused set."""
+        me, others = self.worker, self.OTHERS
+        return self._insert_many([s[:4] for s in sets], [OWN if s[4] == me else others for s in sets])
+
+
+class OwnerWorker(RoutedWorker):
+    """Worker ``worker`` of ``parallelism`` in the ``"owner"`` design: indexes the sets it owns,
+    joins every set."""
+
+    OTHERS = PROBE
+
+
+class ProbeWorker(RoutedWorker):
+    """Worker ``worker`` of ``parallelism`` in the ``"probe"`` design: indexes every set, joins
+    the sets it owns."""
+
+    OTHERS = INDEX
 
 
 class TokenPartWorker(PartWorker):
@@ -218,7 +256,7 @@ class TokenPartWorker(PartWorker):
     def start_delta(self) -> None:
         """Not for token-space parts: their token numbers come in a per-set split (lower parts',
         own, higher parts') that a delta does not record (the Spark operator runs the owner design)."""
-        raise NotImplementedError("logged changes (driftjoin.swoop.delta) support the 'owner' design only")
+        raise NotImplementedError("logged changes (driftjoin.swoop.delta) support the 'owner' and 'probe' designs only")
 
     def insert_routed(
         self, set_id: Hashable, tokens: Iterable[str | int] | None, ts: float, side: str | None
@@ -228,6 +266,10 @@ class TokenPartWorker(PartWorker):
         if tokens is None:
             return self._insert(set_id, None, ts, side, TICK)
         return self._insert(set_id, tokens, ts, side, OWN)
+
+    def _number_batch(self, token_lists: list) -> list:
+        """None: a part numbers each set's tokens in its own split order (:meth:`_number`)."""
+        return [None] * len(token_lists)
 
     def _number(self, distinct: list[str | int]) -> frozenset[int] | np.ndarray:
         """The token numbers ordered lower parts', own, higher parts' (``_kernels``)."""
@@ -258,6 +300,10 @@ class TokenPartWorker(PartWorker):
         candidates = self.generator.get_candidates(record, probe, self._own_new, self._lower)
         self._indexes[side].add(self._own_new, self._W.next_number())
         return self.stock.insert(candidates) if candidates else ([], [])
+
+
+#: The worker class of each design.
+WORKERS: dict[str, type[PartWorker]] = {"owner": OwnerWorker, "probe": ProbeWorker, "token": TokenPartWorker}
 
 
 # -- merging -------------------------------------------------------------------------------------
@@ -354,7 +400,7 @@ class PartitionedTopK:
             raise ValueError(f"parallelism must be a positive int, got {parallelism!r}")
         if design not in DESIGNS:
             raise ValueError(f"design must be one of {DESIGNS}, got {design!r}")
-        worker_class = OwnerWorker if design == "owner" else TokenPartWorker
+        worker_class = WORKERS[design]
         self.workers: list[PartWorker] = [
             worker_class(
                 k, similarity, window, w, parallelism, two_stream=two_stream,
@@ -410,19 +456,21 @@ class PartitionedTopK:
         """
         routed, rejected = self._route(rows)
         results: list[list] = []
-        owner = self.design == "owner"
+        owner = self.design != "token"
         for w, worker in enumerate(self.workers):
             started = time.process_time()
             out: list = []
-            insert = worker.insert_routed
-            for set_id, tokens, ts, side, (_, target) in routed:
-                try:
-                    if owner:
-                        out.append(insert(set_id, tokens, ts, side, target))
-                    else:
+            if owner:
+                out = worker.insert_routed_many(
+                    [(set_id, tokens, ts, side, target) for set_id, tokens, ts, side, (_, target) in routed]
+                )
+            else:
+                insert = worker.insert_routed
+                for set_id, tokens, ts, side, (_, target) in routed:
+                    try:
                         out.append(insert(set_id, tokens if w in target else None, ts, side))
-                except InvalidSetError as exc:
-                    out.append(exc)
+                    except InvalidSetError as exc:
+                        out.append(exc)
             results.append(out)
             self.worker_cpu[w] += time.process_time() - started
         started = time.process_time()
@@ -453,7 +501,7 @@ class PartitionedTopK:
         for n, (set_id, tokens, ts, side) in enumerate(rows):
             try:
                 set_id = validate_set_id(set_id)
-                if self.design == "owner":
+                if self.design != "token":
                     target = (n, owner_of(set_id, side, p))
                 else:
                     distinct = validate_tokens(set_id, tokens)

@@ -34,7 +34,8 @@ randomisation).
 from __future__ import annotations
 
 import math
-from collections.abc import Hashable
+from collections.abc import Hashable, Sequence
+from itertools import chain, repeat
 from dataclasses import dataclass
 from numbers import Integral, Real
 
@@ -42,6 +43,7 @@ import numpy as np
 
 SIDES = ("R", "S")
 _TOKEN_TYPES = {str, int}
+_CONTAINERS = (list, tuple, np.ndarray)
 
 
 class InvalidSetError(ValueError):
@@ -99,6 +101,45 @@ class TokenOrder:
         except KeyError:
             self._register(tokens)
             return np.fromiter(map(ids.__getitem__, tokens), np.int64, len(tokens))
+
+    def number_known(self, token_lists: Sequence[object]) -> list[np.ndarray | None]:
+        """The distinct token numbers of a batch of sets at once, for the sets whose tokens are
+        all numbered already; ``None`` for every other set (one with a new token, or whose
+        ``tokens`` is not a non-empty ``list``/``tuple``/array of ``str`` and ``int``): those
+        take :func:`validate_tokens` and :meth:`number_array` one by one, when the join reaches
+        them, so a refused set still registers no token and new tokens are numbered in arrival
+        order as ever. An array holds the set's numbers ascending (the compiled engine does not
+        depend on their order: it orders the lists itself).
+
+        One dictionary pass over the batch's tokens and a few numpy operations, instead of a
+        validation and a numbering per set (which every worker of a partitioned join pays for
+        every set)."""
+        n = len(token_lists)
+        out: list[np.ndarray | None] = [None] * n
+        rows = [x for x in range(n) if type(token_lists[x]) in _CONTAINERS and len(token_lists[x])]
+        flat = list(chain.from_iterable(token_lists[x] for x in rows))
+        if not set(map(type, flat)) <= _TOKEN_TYPES:  # a bool, float, numpy int, ...: set by set
+            rows = [x for x in rows if set(map(type, token_lists[x])) <= _TOKEN_TYPES]
+            flat = list(chain.from_iterable(token_lists[x] for x in rows))
+        if not rows:
+            return out
+        lengths = np.fromiter((len(token_lists[x]) for x in rows), np.int64, len(rows))
+        numbers = np.array(list(map(self._ids.get, flat, repeat(-1))), np.int64)
+        owner = np.repeat(np.arange(len(rows), dtype=np.int64), lengths)
+        unknown = np.bincount(owner[numbers < 0], minlength=len(rows))
+        # distinct numbers per set: sort by (set, number), drop repeats
+        order = np.lexsort((numbers, owner))
+        numbers, owner = numbers[order], owner[order]
+        keep = np.ones(len(numbers), bool)
+        keep[1:] = (numbers[1:] != numbers[:-1]) | (owner[1:] != owner[:-1])
+        numbers, owner = numbers[keep], owner[keep]
+        ends = np.cumsum(np.bincount(owner, minlength=len(rows))).tolist()
+        start = 0
+        for x, end, new in zip(rows, ends, unknown.tolist()):
+            if not new:
+                out[x] = numbers[start:end]
+            start = end
+        return out
 
     def _register(self, tokens: list[str | int]) -> None:
         ids = self._ids

@@ -1,6 +1,6 @@
 """SWOOP on Spark at parallelism 1, 2 and 4: the change stream is Base's, change by change (so it
 replays into the same top-k), streaming and static, self-join and two-stream; a restart with
-another parallelism is refused."""
+another parallelism or partitioned design is refused; the "owner" and "probe" designs alike."""
 
 from __future__ import annotations
 
@@ -50,15 +50,16 @@ def _spark_changes(df):
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("parallelism", [1, 2, 4])
-def test_streaming_self_join_changes_equal_base(spark, tmp_path, parallelism):
+@pytest.mark.parametrize(("parallelism", "design"), [(1, "owner"), (2, "owner"), (4, "owner"), (2, "probe")])
+def test_streaming_self_join_changes_equal_base(spark, tmp_path, parallelism, design):
     rows = _stream_rows()
     late = {"id": 9999, "tokens": ["t1"], "ts": 1.0}
     dup = {"id": 290, "tokens": ["t3", "t4"], "ts": 149.5}  # id 290 (ts 145) is still in the window
     write_batches(tmp_path / "in", [rows[:100], rows[100:200], rows[200:], [late, {"id": 9998, "tokens": [], "ts": 200.0}, dup]])
     stream = (spark.readStream.schema("id long, tokens array<string>, ts double").option("maxFilesPerTrigger", 1)
               .json(str(tmp_path / "in")).withColumn("ts", F.col("ts").cast("timestamp")))
-    changes = topk_set_join(stream, k=5, similarity="jaccard", window="20 seconds", parallelism=parallelism)
+    changes = topk_set_join(stream, k=5, similarity="jaccard", window="20 seconds", parallelism=parallelism,
+                            design=design)
     q = run_available_now(changes, tmp_path / "out", tmp_path / "ck")
     assert q.exception() is None
     out = spark.read.parquet(str(tmp_path / "out"))
@@ -73,31 +74,33 @@ def test_streaming_self_join_changes_equal_base(spark, tmp_path, parallelism):
     assert [r.reason for r in dead.collect()] == ["empty set"]
 
 
-@pytest.mark.parametrize("parallelism", [1, 2, 4])
-def test_static_two_stream_changes_equal_base(spark, parallelism):
+@pytest.mark.parametrize(("parallelism", "design"), [(1, "owner"), (2, "owner"), (4, "owner"), (2, "probe"),
+                                                   (4, "probe")])
+def test_static_two_stream_changes_equal_base(spark, parallelism, design):
     rows = _stream_rows(120, seed=5)
     for r in rows:
         r["side"] = "R" if r["id"] % 2 == 0 else "S"
     df = spark.createDataFrame([(r["id"], r["tokens"], r["ts"]) for r in rows], "id long, tokens array<string>, ts double")
     df = df.withColumn("ts", F.col("ts").cast("timestamp"))
     left, right = df.where("id % 2 = 0"), df.where("id % 2 = 1")
-    changes = topk_set_join(left, right, k=4, similarity="cosine", window="15 seconds", parallelism=parallelism)
+    changes = topk_set_join(left, right, k=4, similarity="cosine", window="15 seconds", parallelism=parallelism,
+                            design=design)
     expected, _ = _base_changes([rows], 4, "cosine", 15.0, two_stream=True)
     assert _spark_changes(changes) == expected
 
 
-@pytest.mark.parametrize("parallelism", [2, 4])
-def test_static_string_ids_and_tied_times_equal_base(spark, parallelism):
+@pytest.mark.parametrize(("parallelism", "design"), [(2, "owner"), (4, "owner"), (2, "probe")])
+def test_static_string_ids_and_tied_times_equal_base(spark, parallelism, design):
     """String ids (routed one by one), many sets per timestamp (the insert order decides ties)."""
     rows = [{**r, "id": f"s{r['id']:03d}", "ts": float(int(r["ts"]) // 3)} for r in _stream_rows(150, seed=8)]
     df = spark.createDataFrame([(r["id"], r["tokens"], r["ts"]) for r in rows], "id string, tokens array<string>, ts double")
-    changes = topk_set_join(df, k=6, similarity="dice", window="10 seconds", parallelism=parallelism)
+    changes = topk_set_join(df, k=6, similarity="dice", window="10 seconds", parallelism=parallelism, design=design)
     expected, _ = _base_changes([rows], 6, "dice", 10.0)
     assert _spark_changes(changes) == expected
 
 
 @pytest.mark.slow
-def test_restart_with_another_parallelism_is_refused(spark, tmp_path):
+def test_restart_with_another_parallelism_or_design_is_refused(spark, tmp_path):
     rows = _stream_rows(60)
     write_batches(tmp_path / "in", [rows[:30], rows[30:]])
     stream = (spark.readStream.schema("id long, tokens array<string>, ts double").option("maxFilesPerTrigger", 1)
@@ -107,11 +110,12 @@ def test_restart_with_another_parallelism_is_refused(spark, tmp_path):
     write_batches(tmp_path / "in", [[{"id": 1000, "tokens": ["t1"], "ts": 100.0}]], start=2)
     # the plan stored in worker key 0 refuses another parallelism; Spark itself refuses the
     # single operator on a checkpoint of the two-stage pipeline (another operator count)
-    for other, message in ((4, r"parallelism: checkpoint has 2, this query has 4"),
-                           (1, r"STREAMING_STATEFUL_OPERATOR_NOT_MATCH_IN_STATE_METADATA")):
+    for other, design, message in ((4, "owner", r"parallelism: checkpoint has 2, this query has 4"),
+                                   (2, "probe", r"design: checkpoint has None, this query has 'probe'"),
+                                   (1, "owner", r"STREAMING_STATEFUL_OPERATOR_NOT_MATCH_IN_STATE_METADATA")):
         with pytest.raises(Exception, match=message):
-            run_available_now(topk_set_join(stream, k=3, window="20 seconds", parallelism=other), tmp_path / "out",
-                              tmp_path / "ck")
+            run_available_now(topk_set_join(stream, k=3, window="20 seconds", parallelism=other, design=design),
+                              tmp_path / "out", tmp_path / "ck")
 
 
 @pytest.mark.slow
@@ -156,6 +160,8 @@ def test_bad_settings_fail_fast(spark):
         topk_set_join(df.withColumn("tokens", F.lit("x")), k=3)
     with pytest.raises(ValueError, match="parallelism must be"):
         topk_set_join(df, k=3, parallelism=0)
+    with pytest.raises(ValueError, match="design='token': choose one of owner, probe"):
+        topk_set_join(df, k=3, parallelism=2, design="token")
     with pytest.raises(ValueError, match="needs parallelism > 1"):
         topk_set_join(df, k=3, share_bound=True, metrics_dir="/tmp/m")
     with pytest.raises(ValueError, match="needs metrics_dir"):

@@ -17,7 +17,7 @@ from hypothesis import strategies as st
 from driftjoin.swoop import InvalidSetError, Swoop
 from driftjoin.swoop import _kernels as K
 from driftjoin.swoop.bound import Staircase
-from driftjoin.swoop.partitioned import OwnerWorker, TokenPartWorker, owner_of
+from driftjoin.swoop.partitioned import WORKERS, OwnerWorker, TokenPartWorker, owner_of
 from driftjoin.swoop.similarity import SIMILARITIES
 
 
@@ -61,7 +61,8 @@ def scenarios(draw):
     similarity = draw(st.sampled_from(sorted(SIMILARITIES)))
     window = draw(st.sampled_from([1, 2, 3, 5, 8]))
     two_stream = draw(st.booleans())
-    p = draw(st.sampled_from([1, 1, 2, 3]))  # 1: a single join, else an owner worker of p
+    p = draw(st.sampled_from([1, 1, 2, 3]))  # 1: a single join, else a worker of p
+    design = draw(st.sampled_from(["owner", "probe"]))
     vocab = draw(st.integers(3, 12))
     ops, ts = [], 0
     for _ in range(draw(st.integers(1, 60))):
@@ -79,7 +80,7 @@ def scenarios(draw):
     follow = draw(st.integers(0, len(ops)))  # the ops from here run on both joins, without deltas
     snapshot = draw(st.integers(-1, 6))  # the batch after which the rebuilt join restarts from a copy
     bound = draw(st.booleans())
-    return k, similarity, window, two_stream, p, ops, cuts, follow, snapshot, bound
+    return k, similarity, window, two_stream, (p, design), ops, cuts, follow, snapshot, bound
 
 
 def _run(join: Swoop, op: tuple, p: int, w: int) -> object:
@@ -98,13 +99,13 @@ def _run(join: Swoop, op: tuple, p: int, w: int) -> object:
 @settings(max_examples=150, deadline=None)
 @given(scenario=scenarios())
 def test_applied_deltas_rebuild_the_join(engine, scenario):
-    k, similarity, window, two_stream, p, ops, cuts, follow, snapshot, bound = scenario
+    k, similarity, window, two_stream, (p, design), ops, cuts, follow, snapshot, bound = scenario
     if p == 1:
         ran = Swoop(k, similarity, window, two_stream=two_stream, engine=engine)
         w = 0
     else:
         w = len(ops) % p
-        ran = OwnerWorker(k, similarity, window, w, p, two_stream=two_stream, engine=engine)
+        ran = WORKERS[design](k, similarity, window, w, p, two_stream=two_stream, engine=engine)
     rebuilt = pickle.loads(pickle.dumps(ran))
     logged, following = ops[:follow], ops[follow:]
     bounds = [0, *[c for c in cuts if c < len(logged)], len(logged)]

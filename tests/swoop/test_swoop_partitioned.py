@@ -31,7 +31,7 @@ from driftjoin.swoop.similarity import SIMILARITIES
 from .helpers import kth_at, skyband
 
 ENGINES = ["compiled", "python"]
-DESIGNS = ["owner", "token"]
+DESIGNS = ["owner", "probe", "token"]
 
 
 @st.composite
@@ -102,9 +102,10 @@ def test_partitioned_equals_base_large_k(design, engine, scenario):
 
 def _pair_owner(design, p, tokens_of, sides, i, j):
     """The worker a Base pair (arrival numbers i > j) belongs to, from the definitions."""
-    if design == "owner":
-        set_id, side = j, sides[j]
-        return owner_of(set_id, side, p)
+    if design == "owner":  # the earlier set's owner indexes it
+        return owner_of(j, sides[j], p)
+    if design == "probe":  # the later set's owner probes it
+        return owner_of(i, sides[i], p)
     shared = set(tokens_of[i]) & set(tokens_of[j])
     return min(token_part(tok, p) for tok in shared)
 
