@@ -382,6 +382,9 @@ def main(argv: list[str]) -> None:
                         help="equi_join Spark partitions to run, e.g. 4,2 (default: equi_join's own default)")
     parser.add_argument("--stages", action="store_true",
                         help="record Spark's event log and break each batch down by stage (stateless, stateful)")
+    parser.add_argument("--java-options", type=str, default=None,
+                        help="the driver JVM's options instead of local_session's fast-start ones "
+                             "(-XX:+UseSerialGC -XX:TieredStopAtLevel=1), e.g. '-XX:+UseParallelGC'")
     parser.add_argument("--topk-sets", type=int, default=100_000, help="sets in the top-k stream")
     parser.add_argument("--topk-window", type=int, default=10_000, help="window in sets (|W|)")
     parser.add_argument("--topk-k", type=int, default=10)
@@ -396,10 +399,10 @@ def main(argv: list[str]) -> None:
     fast.warm_up()  # the compiled kernels, before any timing (the Spark workers load them in their daemon)
     scratch = Path(tempfile.mkdtemp(prefix="spark-vs-core-"))
     events = scratch / "events" if args.stages else None
-    conf = {}
+    conf = {} if args.java_options is None else {"spark.driver.extraJavaOptions": args.java_options}
     if events is not None:
         events.mkdir()
-        conf = {"spark.eventLog.enabled": "true", "spark.eventLog.dir": events.as_uri(), "spark.eventLog.compress": "false"}
+        conf |= {"spark.eventLog.enabled": "true", "spark.eventLog.dir": events.as_uri(), "spark.eventLog.compress": "false"}
     spark = local_session(max(args.equi_p, 2), "spark-vs-core-bench", cores=2, conf=conf)
     partitions = [int(x) for x in args.equi_partitions.split(",")] if args.equi_partitions else [None]
     rows: list[dict] = []
