@@ -410,12 +410,12 @@ def main(argv: list[str]) -> None:
         # warm-up queries (not recorded): the session's first query of each kind pays for JVM code
         # generation and the start of the Python workers
         if args.only != "topk":
-            for parts in partitions:
+            for parts in dict.fromkeys(partitions):
                 equi_run(spark, scratch / f"warm-equi-{parts}", 2_000, args.equi_alpha, 2, args.equi_p, args.seed,
                          partitions=parts)
             for output in args.equi_outputs.split(","):
-                for parts in partitions:
-                    rows.append(equi_run(spark, scratch / f"{output}-{parts}", args.equi_size, args.equi_alpha,
+                for i, parts in enumerate(partitions):  # a value may repeat (runs interleaved against drift)
+                    rows.append(equi_run(spark, scratch / f"{output}-{i}-{parts}", args.equi_size, args.equi_alpha,
                                          args.equi_batches, args.equi_p, args.seed, output, parts, events))
             print(f"equi done at {time.perf_counter() - started:.0f} s", flush=True)
         if args.only != "equi":
