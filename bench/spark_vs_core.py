@@ -33,6 +33,12 @@ plus the state store commit (``stateOperators[].commitTimeMs``). Task seconds ar
 the tasks, which share 2 cores; what the records do not cover (Python worker round trips,
 Arrow/pandas conversion, routing, shuffles, JSON rows, task scheduling) is the rest.
 
+With ``--stages`` Spark's event log splits each batch's job into its stateless stage (scan,
+routers, shuffle write) and its stateful stage (workers, state commit, sink): wall time, task
+run time and the stages' own time metrics (:func:`stage_times`). ``--equi-partitions 4,2`` runs
+``equi_join`` with each number of Spark partitions for its workers in one session (a value may
+repeat, to interleave runs against the machine's drifting load).
+
 Run: ``nice -n 10 .venv/bin/python bench/spark_vs_core.py`` (sizes: ``--equi-size``,
 ``--topk-sets``, ...; ``--only equi`` or ``--only topk``). Writes
 ``bench/results/spark_vs_core.json`` and ``.png``.
