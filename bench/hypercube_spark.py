@@ -223,10 +223,10 @@ def plot(fig4: list, fig5: list, path: Path) -> None:
     plt.close(fig)
 
 
-def throughput_local(spark, data: Path, scratch: Path) -> list[dict[str, Any]]:
-    """SHC at 1 and 2 workers, both routings, in this session (``local[2]``)."""
+def throughput_local(spark, data: Path, scratch: Path, routings: tuple[str, ...] = ROUTINGS) -> list[dict[str, Any]]:
+    """SHC at 1 and 2 workers, for each of ``routings``, in this session (``local[2]``)."""
     rows = []
-    for routing in ROUTINGS:
+    for routing in routings:
         for p in (1, 2):
             work = scratch / f"tp-{routing}-{p}"
             rows.append({"routing": routing, "p": p, **run_equi(spark, data, work, "shc", p, None, routing)})
@@ -265,7 +265,8 @@ def throughput_cluster(master: str, scratch: Path) -> list[dict[str, Any]]:
 
 
 def scaling(spark, scratch: Path, size: int, alpha: float, batches: int, ps: list[int], seed: int,
-            work_size: int, work_batches: int, work_alpha: float, master: str | None = None) -> dict[str, Any]:
+            work_size: int, work_batches: int, work_alpha: float, master: str | None = None,
+            routings: tuple[str, ...] = ROUTINGS) -> dict[str, Any]:
     """What parallel routing buys: throughput at 1 and 2 workers, parallel routers against the one
     dispatcher (same stream, one run; in this session, or with ``master`` on 1 and 2 executors of
     a standalone cluster), and each worker's work at ``ps`` workers from the workers' statistics
@@ -283,15 +284,16 @@ def scaling(spark, scratch: Path, size: int, alpha: float, batches: int, ps: lis
     head = f"{'routing':>10} {'p':>3} {'batch_s':>8} {'plan_s':>7} {'tuples/s':>9} {'vs p=1':>7}"
     print(head)
     print("-" * len(head))
-    rows = throughput_cluster(master, scratch) if master else throughput_local(spark, data, scratch)
+    rows = throughput_cluster(master, scratch) if master else throughput_local(spark, data, scratch, routings)
     for r in sorted(rows, key=lambda x: (ROUTINGS.index(x["routing"]), x["p"])):
         rate = n / r["batch_s"]
         base = next((x["tuples_per_s"] for x in runs["throughput"] if x["routing"] == r["routing"]), rate)
         runs["throughput"].append({"tuples_per_s": rate, **r})
         print(f"{r['routing']:>10} {r['p']:>3} {r['batch_s']:>8.1f} {r['plan_s']:>7.1f} {rate:>9,.0f} {rate / base:>6.2f}x")
     tp = {(x["routing"], x["p"]): x["tuples_per_s"] for x in runs["throughput"]}
-    print(f"parallel / dispatcher throughput: p = 1 {tp[('parallel', 1)] / tp[('dispatcher', 1)]:.2f}x, "
-          f"p = 2 {tp[('parallel', 2)] / tp[('dispatcher', 2)]:.2f}x")
+    if {(r, p) for r in ROUTINGS for p in (1, 2)} <= tp.keys():
+        print(f"parallel / dispatcher throughput: p = 1 {tp[('parallel', 1)] / tp[('dispatcher', 1)]:.2f}x, "
+              f"p = 2 {tp[('parallel', 2)] / tp[('dispatcher', 2)]:.2f}x")
     if not ps:
         return runs
     spec = ZipfStreamSpec(work_size // 2, work_size // 2, domain=DOMAIN, alpha_r=work_alpha, alpha_s=work_alpha, seed=seed)
@@ -328,6 +330,8 @@ def main(argv: list[str]) -> None:
     parser.add_argument("--scale-size", type=int, default=800_000, help="input tuples of the throughput runs")
     parser.add_argument("--scale-alpha", type=float, default=0.0, help="Zipf exponent of the throughput runs")
     parser.add_argument("--scale-ps", type=str, default="1,2,4,8,16", help="workers for the work-per-worker table")
+    parser.add_argument("--scale-routings", type=str, default="parallel,dispatcher",
+                        help="routings of the local throughput runs (parallel, dispatcher)")
     parser.add_argument("--work-size", type=int, default=20_000, help="input tuples of the work-per-worker runs")
     parser.add_argument("--work-batches", type=int, default=16, help="micro-batches of the work-per-worker runs")
     parser.add_argument("--work-alpha", type=float, default=1.0, help="Zipf exponent of the work-per-worker runs")
@@ -362,9 +366,10 @@ def main(argv: list[str]) -> None:
         if spark is not None:  # on a cluster each driver warms up its own executors
             run_equi(spark, warm / "data", warm, "shc", args.p, None)
         if args.scaling:
-            ps = [] if args.master else [int(p) for p in args.scale_ps.split(",")]
+            ps = [] if args.master or not args.scale_ps else [int(p) for p in args.scale_ps.split(",")]
             runs = scaling(spark, scratch, args.scale_size, args.scale_alpha, args.batches, ps, args.seed,
-                           args.work_size, args.work_batches, args.work_alpha, args.master)
+                           args.work_size, args.work_batches, args.work_alpha, args.master,
+                           tuple(args.scale_routings.split(",")))
             RESULTS.mkdir(parents=True, exist_ok=True)
             runs.update(load_average=os.getloadavg(), cores=os.cpu_count(), seconds=time.perf_counter() - start)
             out = RESULTS / ("hypercube_spark_scaling_cluster.json" if args.master else "hypercube_spark_scaling.json")

@@ -34,6 +34,12 @@ plus the state store commit (``stateOperators[].commitTimeMs``). Task seconds ar
 the tasks, which share 2 cores; what the records do not cover (Python worker round trips,
 Arrow/pandas conversion, routing, shuffles, JSON rows, task scheduling) is the rest.
 
+With ``--stages`` Spark's event log splits each batch's job into its stateless stage (scan,
+routers, shuffle write) and its stateful stage (workers, state commit, sink): wall time, task
+run time and the stages' own time metrics (:func:`stage_times`). ``--equi-partitions 4,2`` runs
+``equi_join`` with each number of Spark partitions for its workers in one session (a value may
+repeat, to interleave runs against the machine's drifting load).
+
 Run: ``nice -n 10 .venv/bin/python bench/spark_vs_core.py`` (sizes: ``--equi-size``,
 ``--topk-sets``, ...; ``--only equi`` or ``--only topk``). Writes
 ``bench/results/spark_vs_core.json`` and ``.png``.
@@ -78,8 +84,9 @@ TASK_COLOURS = {"state_read": "#8172b3", "moves": "#937860", "order": "#da8bc3",
 
 # ---- Spark: one streaming query, its progress and its operators' records ----------------------
 
-def run_query(df, work: Path) -> dict[str, Any]:
-    """Run ``df`` to the noop sink until its input is consumed; Spark's times and phases."""
+def run_query(df, work: Path, events: Path | None = None) -> dict[str, Any]:
+    """Run ``df`` to the noop sink until its input is consumed; Spark's times and phases (and
+    with ``events``, Spark's event log folder, the stages' times: :func:`stage_times`)."""
     started = time.perf_counter()
     q = (df.writeStream.format("noop").option("checkpointLocation", str(work / "ck"))
          .trigger(availableNow=True).start())
@@ -99,6 +106,7 @@ def run_query(df, work: Path) -> dict[str, Any]:
     sink_rows = [p.get("sink", {}).get("numOutputRows", -1) for p in batches]
     return {
         "batches": len(batches), "spark_s": total, "whole_s": whole,
+        "stages": stage_times(events, str(q.id), {p["batchId"] for p in batches}) if events is not None else {},
         "first_batch_s": batches[0]["durationMs"]["triggerExecution"] / 1000 if batches else 0.0,
         "phases": phases,
         "state_commit_s": sum(op.get("commitTimeMs", 0) for op in ops) / 1000,
@@ -110,6 +118,66 @@ def run_query(df, work: Path) -> dict[str, Any]:
                        "commitTimeMs": sum(op.get("commitTimeMs", 0) for op in p.get("stateOperators", []))}
                       for p in batches],
     }
+
+
+#: SQL metrics of a stage that :func:`stage_times` reports, and their units per second ("time to
+#: initialize Python workers" is left out: summed over a stage it came out at 10 to 20 times the
+#: stage's wall time, so it does not measure time spent in the stage).
+STAGE_METRICS = {"time to run Python workers": 1e3,
+                 "time to execute Python code": 1e3, "shuffle write time": 1e9, "time to update": 1e3,
+                 "time to commit changes": 1e3, "RocksDB: load - time taken to load the store": 1e3,
+                 "RocksDB: commit - file sync to external storage time": 1e3}
+
+
+def stage_times(events: Path, query: str, batch_ids: set[int]) -> dict[str, dict[str, float]]:
+    """Per stage of a micro-batch's job, summed over the batches ``batch_ids`` of query ``query``,
+    from Spark's event log: the stage's wall time (submission to completion), its tasks, their
+    run time summed (``Executor Run Time``, task seconds on 2 cores) and the SQL metrics of its
+    operators that are times (e.g. the Python workers' time). A batch's job has the stateless
+    stage (scan, routers, shuffle write) first and the stateful one last."""
+    jobs: dict[int, int] = {}  # stage id -> batch id
+    order: dict[int, tuple[int, int]] = {}  # stage id -> (batch, position in its job)
+    stages: dict[int, dict[str, Any]] = {}
+    tasks: dict[int, float] = {}
+    for path in sorted(events.rglob("*")):  # Spark 4 rolls its log: eventlog_v2_<app>/events_<n>_<app>
+        if not path.is_file() or path.name.startswith("appstatus"):
+            continue
+        with open(path) as f:
+            for line in f:
+                try:
+                    e = json.loads(line)
+                except json.JSONDecodeError:
+                    continue  # the line Spark is writing
+                kind = e.get("Event")
+                if kind == "SparkListenerJobStart":
+                    props = e.get("Properties") or {}
+                    batch = props.get("streaming.sql.batchId")
+                    if props.get("sql.streaming.queryId") == query and batch is not None and int(batch) in batch_ids:
+                        for i, sid in enumerate(sorted(e["Stage IDs"])):
+                            jobs[sid] = int(batch)
+                            order[sid] = (int(batch), i)
+                elif kind == "SparkListenerTaskEnd":
+                    run = (e.get("Task Metrics") or {}).get("Executor Run Time", 0)
+                    tasks[e["Stage ID"]] = tasks.get(e["Stage ID"], 0.0) + run / 1000
+                elif kind == "SparkListenerStageCompleted":
+                    stages[e["Stage Info"]["Stage ID"]] = e["Stage Info"]
+    out: dict[str, dict[str, float]] = {}
+    last = {b: max(i for bb, i in order.values() if bb == b) for b in set(jobs.values())}
+    for sid, (batch, i) in order.items():
+        info = stages.get(sid)
+        if info is None or "Completion Time" not in info:
+            continue  # skipped (a shuffle already written) or not finished
+        role = "stateful" if i == last[batch] else "stateless"
+        row = out.setdefault(role, {"stages": 0, "wall_s": 0.0, "tasks": 0, "task_run_s": 0.0})
+        row["stages"] += 1
+        row["wall_s"] += (info["Completion Time"] - info["Submission Time"]) / 1000
+        row["tasks"] += info["Number of Tasks"]
+        row["task_run_s"] += tasks.get(sid, 0.0)
+        for acc in info.get("Accumulables", []):
+            name = acc.get("Name", "")
+            if name in STAGE_METRICS and str(acc.get("Value", "")).isdigit():
+                row[name] = row.get(name, 0.0) + int(acc["Value"]) / STAGE_METRICS[name]
+    return out
 
 
 def task_seconds(records: list[dict[str, Any]], prefix: str = "") -> dict[str, float]:
@@ -133,15 +201,17 @@ def critical_path(records: list[dict[str, Any]]) -> float:
 # ---- equi_join -----------------------------------------------------------------------------
 
 def equi_run(spark, scratch: Path, size: int, alpha: float, batches: int, p: int, seed: int,
-             output: str = "rows") -> dict[str, Any]:
+             output: str = "rows", partitions: int | None = None, events: Path | None = None) -> dict[str, Any]:
     spec = ZipfStreamSpec(size // 2, size // 2, domain=DOMAIN, alpha_r=alpha, alpha_s=alpha, seed=seed)
     data, work = scratch / "equi-data", scratch / "equi"
     n = write_stream(data, spec, batches)
     metrics = work / "metrics"
     joined = equi_join(_read(spark, data, "L"), _read(spark, data, "R"), on="k", algorithm="shc", parallelism=p,
-                       metrics_dir=str(metrics), output=output)
-    row = {"run": f"equi-{output}", "operator": f"equi_join shc, p = {p}, output={output!r}", "input": n, "alpha": alpha,
-           "micro_batches": batches, "p": p, **run_query(joined, work)}
+                       metrics_dir=str(metrics), output=output, partitions=partitions)
+    parts = joined.sparkSession.conf.get("spark.sql.shuffle.partitions")
+    row = {"run": f"equi-{output}-P{parts}", "operator": f"equi_join shc, p = {p}, partitions = {parts}, output={output!r}",
+           "input": n, "alpha": alpha, "micro_batches": batches, "p": p, "partitions": int(parts),
+           **run_query(joined, work, events)}
     workers = list(read_stats(str(metrics), "equi_worker"))
     row["spark_rows"] = sum(s["produced"] for s in workers)
     row["task_s"] = task_seconds(workers)
@@ -243,16 +313,16 @@ def topk_runs(spark, scratch: Path, n: int, window: int, k: int, batches: int, p
 # ---- report --------------------------------------------------------------------------------
 
 def table(rows: list[dict]) -> None:
-    head = (f"{'run':>13} {'input':>8} {'batches':>7} {'spark_s':>8} {'input/s':>8} {'whole_s':>8} {'core_s':>7} "
+    head = (f"{'run':>14} {'input':>8} {'batches':>7} {'spark_s':>8} {'input/s':>8} {'whole_s':>8} {'core_s':>7} "
             f"{'spark/core':>10} {'whole/core':>10} {'spark rows':>11} {'core rows':>11} {'agree':>5}")
     print(f"\n{head}\n{'-' * len(head)}")
     for r in rows:
-        print(f"{r['run']:>13} {r['input']:>8,} {r['batches']:>7} {r['spark_s']:>8.1f} {r['input'] / r['spark_s']:>8,.0f} "
+        print(f"{r['run']:>14} {r['input']:>8,} {r['batches']:>7} {r['spark_s']:>8.1f} {r['input'] / r['spark_s']:>8,.0f} "
               f"{r['whole_s']:>8.1f} "
               f"{r['core_s']:>7.2f} {r['spark_s'] / r['core_s']:>9.1f}x {r['whole_s'] / r['core_s']:>9.1f}x "
               f"{r['spark_rows']:>11,} {r['core_rows']:>11,} {'yes' if r['agree'] else 'NO':>5}")
         if "partitioned_core_s" in r:
-            print(f"{'':>13} partitioned core (p = {r['p']}, one process): {r['partitioned_core_s']:.2f} s, "
+            print(f"{'':>14} partitioned core (p = {r['p']}, one process): {r['partitioned_core_s']:.2f} s, "
                   f"{r['partitioned_core_rows']:,} rows; spark / it {r['spark_s'] / r['partitioned_core_s']:.1f}x")
     print("\nWhere the Spark time goes (seconds summed over the micro-batches; task seconds are summed over "
           "tasks sharing 2 cores)")
@@ -264,6 +334,10 @@ def table(rows: list[dict]) -> None:
         print(f"  {'':{len(r['run'])}}  in addBatch (task s): {tasks}, state commit {r['state_commit_s']:.1f}; "
               f"longest task per batch {r['critical_path_s']:.1f} s; addBatch not covered by it and the commit "
               f"{r['rest_s']:.1f} s")
+        for role, st in r.get("stages", {}).items():
+            extra = ", ".join(f"{k} {v:.1f}" for k, v in st.items() if k not in ("stages", "wall_s", "tasks", "task_run_s"))
+            print(f"  {'':{len(r['run'])}}  {role} stages: {st['stages']} stages, wall {st['wall_s']:.1f} s, "
+                  f"{st['tasks']} tasks, task run {st['task_run_s']:.1f} s; {extra}")
 
 
 def plot(rows: list[dict], path: Path) -> None:
@@ -318,6 +392,13 @@ def main(argv: list[str]) -> None:
     parser.add_argument("--equi-p", type=int, default=4, help="equi_join workers")
     parser.add_argument("--equi-outputs", type=str, default="rows",
                         help="equi_join output modes to run: rows (the joined rows), count (pairs counted per worker)")
+    parser.add_argument("--equi-partitions", type=str, default="",
+                        help="equi_join Spark partitions to run, e.g. 4,2 (default: equi_join's own default)")
+    parser.add_argument("--stages", action="store_true",
+                        help="record Spark's event log and break each batch down by stage (stateless, stateful)")
+    parser.add_argument("--java-options", type=str, default=None,
+                        help="the driver JVM's options instead of local_session's fast-start ones "
+                             "(-XX:+UseSerialGC -XX:TieredStopAtLevel=1), e.g. '-XX:+UseParallelGC'")
     parser.add_argument("--topk-sets", type=int, default=100_000, help="sets in the top-k stream")
     parser.add_argument("--topk-window", type=int, default=10_000, help="window in sets (|W|)")
     parser.add_argument("--topk-k", type=int, default=10)
@@ -331,17 +412,26 @@ def main(argv: list[str]) -> None:
     from driftjoin.swoop import fast
 
     fast.warm_up()  # the compiled kernels, before any timing (the Spark workers load them in their daemon)
-    spark = local_session(max(args.equi_p, 2), "spark-vs-core-bench", cores=2)
     scratch = Path(tempfile.mkdtemp(prefix="spark-vs-core-"))
+    events = scratch / "events" if args.stages else None
+    conf = {} if args.java_options is None else {"spark.driver.extraJavaOptions": args.java_options}
+    if events is not None:
+        events.mkdir()
+        conf |= {"spark.eventLog.enabled": "true", "spark.eventLog.dir": events.as_uri(), "spark.eventLog.compress": "false"}
+    spark = local_session(max(args.equi_p, 2), "spark-vs-core-bench", cores=2, conf=conf)
+    partitions = [int(x) for x in args.equi_partitions.split(",")] if args.equi_partitions else [None]
     rows: list[dict] = []
     try:
         # warm-up queries (not recorded): the session's first query of each kind pays for JVM code
         # generation and the start of the Python workers
         if args.only != "topk":
-            equi_run(spark, scratch / "warm-equi", 2_000, args.equi_alpha, 2, args.equi_p, args.seed)
+            for parts in dict.fromkeys(partitions):
+                equi_run(spark, scratch / f"warm-equi-{parts}", 2_000, args.equi_alpha, 2, args.equi_p, args.seed,
+                         partitions=parts)
             for output in args.equi_outputs.split(","):
-                rows.append(equi_run(spark, scratch / output, args.equi_size, args.equi_alpha, args.equi_batches,
-                                     args.equi_p, args.seed, output))
+                for i, parts in enumerate(partitions):  # a value may repeat (runs interleaved against drift)
+                    rows.append(equi_run(spark, scratch / f"{output}-{i}-{parts}", args.equi_size, args.equi_alpha,
+                                         args.equi_batches, args.equi_p, args.seed, output, parts, events))
             print(f"equi done at {time.perf_counter() - started:.0f} s", flush=True)
         if args.only != "equi":
             topk_runs(spark, scratch / "warm-topk", 1_000, 100, args.topk_k, 2, [(1, "owner")], args.seed)

@@ -47,7 +47,7 @@ from driftjoin.spark.equi_dispatch import (
 )
 from driftjoin.spark.equi_payload import JSON_OPTIONS, PayloadLayout
 from driftjoin.spark.plan_guard import PLAN_KEY
-from driftjoin.spark.session import prepare_for_stateful, prepare_session
+from driftjoin.spark.session import prepare_for_stateful, prepare_session, task_slots
 from driftjoin.spark.static import run_static
 
 #: ``routing=``: stateless parallel routers fed by the driver's control plane, or the paper's one dispatcher
@@ -160,7 +160,7 @@ def _seconds(value: Any, what: str, *, zero_ok: bool) -> float:
 
 def _spec(left: DataFrame, right: DataFrame, *, on: Any, algorithm: str, parallelism: Any, window: Any,
           groups: Any, time_col: Any, lateness: Any, prefixes: Any, options: Mapping[str, Any] | None,
-          metrics_dir: str | None, output: str, routing: str = "parallel") -> _Spec:
+          metrics_dir: str | None, output: str, routing: str = "parallel", partitions: Any = None) -> _Spec:
     if not isinstance(left, DataFrame) or not isinstance(right, DataFrame):
         raise TypeError("equi_join(left, right, on=...) needs two DataFrames")
     if left.isStreaming != right.isStreaming:
@@ -174,6 +174,11 @@ def _spec(left: DataFrame, right: DataFrame, *, on: Any, algorithm: str, paralle
         parallelism = int(left.sparkSession.conf.get("spark.sql.shuffle.partitions"))
     if isinstance(parallelism, bool) or not isinstance(parallelism, int) or parallelism < 1:
         raise ValueError(f"parallelism must be an integer >= 1 (the number of workers), got {parallelism!r}")
+    if partitions is None:
+        partitions = min(parallelism, task_slots(left.sparkSession))
+    if isinstance(partitions, bool) or not isinstance(partitions, int) or not 1 <= partitions <= parallelism:
+        raise ValueError(f"partitions must be an integer in [1, parallelism] = [1, {parallelism}] (the Spark state "
+                         f"partitions the workers share), got {partitions!r}")
     opts = dict(options or {})
     if algorithm == "biclique" and parallelism < 2:
         raise ValueError("Join-Biclique needs parallelism >= 2 (half the workers store each side)")
@@ -214,7 +219,7 @@ def _spec(left: DataFrame, right: DataFrame, *, on: Any, algorithm: str, paralle
     prefixes = (prefixes[0], prefixes[1])
     layout = PayloadLayout.of(left, right, _output_names(left, right, names, prefixes) if output == "rows" else ())
     plan = EquiPlan(algorithm, parallelism, key_type, window_s, lateness_s, tuple(sorted(opts.items())), metrics_dir, output,
-                    left.isStreaming, routing=routing, layout=layout)
+                    left.isStreaming, routing=routing, layout=layout, partitions=partitions)
     try:
         make_dispatcher(algorithm, parallelism, window=window_s, lateness=lateness_s, **opts)
     except (TypeError, ValueError) as e:
@@ -258,13 +263,14 @@ def equi_join(
     metrics_dir: str | None = None,
     output: str = "rows",
     routing: str = "parallel",
+    partitions: int | None = None,
 ) -> DataFrame:
     """Exact equi-join of ``left`` and ``right`` on ``on``: every pair with equal keys, once.
 
     ``left`` and ``right`` are both streaming or both static DataFrames. ``on`` names the key
     column(s), present on both sides (integral widths may differ; other types must match).
-    ``parallelism``: workers (default ``spark.sql.shuffle.partitions``; a stream sets the shuffle
-    partitions to it). ``window``: a sliding-window join on event time ``time_col`` (one name or a
+    ``parallelism``: workers (default ``spark.sql.shuffle.partitions``; the join sets the shuffle
+    partitions to ``partitions``). ``window``: a sliding-window join on event time ``time_col`` (one name or a
     ``(left, right)`` pair; timestamp, date, or numeric seconds): a pair joins iff its times differ
     by at most ``window`` (seconds or a duration like ``"10 seconds"``); ``window=None`` joins the
     whole streams. ``lateness``: how far behind the largest time of earlier micro-batches a row may
@@ -277,7 +283,13 @@ def equi_join(
     directory the driver and the executors share, the same on every restart). ``routing``:
     ``"parallel"`` (stateless router tasks route from the tables the driver publishes between
     micro-batches; only the workers hold state) or ``"dispatcher"`` (the paper's single
-    dispatcher task, which routes every row; kept for comparison).
+    dispatcher task, which routes every row; kept for comparison). ``partitions``: the Spark
+    partitions (stateful tasks per micro-batch) the ``parallelism`` workers are placed on
+    round-robin, 1 to ``parallelism`` (default: the smaller of ``parallelism`` and the tasks Spark
+    runs at once, :func:`driftjoin.spark.session.task_slots`). Each stateful task costs a batch
+    about the same whatever it holds, so workers that share a task lower the batch's fixed cost;
+    the result does not depend on it. Both are stored with the checkpoint: a restart with other
+    values is refused.
 
     Output (``output="rows"``): the key column(s) as named in ``on`` with the left side's values
     and types, then the other left columns prefixed with ``prefixes[0]``, then the other right
@@ -291,14 +303,14 @@ def equi_join(
     prepare_session(left.sparkSession, metrics_dir)
     spec = _spec(left, right, on=on, algorithm=algorithm, parallelism=parallelism, window=window, groups=groups,
                  time_col=time_col, lateness=lateness, prefixes=prefixes, options=options,
-                 metrics_dir=metrics_dir, output=output, routing=routing)
+                 metrics_dir=metrics_dir, output=output, routing=routing, partitions=partitions)
     plan = spec.plan
     spark = left.sparkSession
     data = _normalise(left, 0, spec).unionByName(_normalise(right, 1, spec))
     if data.isStreaming:
-        prepare_for_stateful(spark, plan.parallelism)
+        prepare_for_stateful(spark, plan.spark_partitions)
     else:
-        spark.conf.set("spark.sql.shuffle.partitions", str(plan.parallelism))
+        spark.conf.set("spark.sql.shuffle.partitions", str(plan.spark_partitions))
     pairs = _dispatched(data, plan) if plan.routing == "dispatcher" else _routed(data, plan)
     if plan.output == "count":
         return pairs

@@ -110,7 +110,8 @@ class EquiPlan:
     ``static_table``, decided on the driver before the run); ``routing``: "parallel" (this
     module) or "dispatcher" (the paper's single dispatcher, :mod:`driftjoin.spark.equi_dispatch`);
     ``layout``: the columns of both sides and of the output (always given; None only for tests that
-    build other parts of a plan).
+    build other parts of a plan); ``partitions``: the Spark state partitions the ``parallelism``
+    workers are placed on round-robin (None: one per worker; :func:`driftjoin.spark.keys.slot_keys`).
     """
 
     algorithm: str
@@ -125,10 +126,16 @@ class EquiPlan:
     static_table: RoutingTable | None = None
     routing: str = "parallel"
     layout: PayloadLayout | None = None
+    partitions: int | None = None
 
     @property
     def keys(self) -> tuple[int, ...]:
-        return slot_keys(self.parallelism)
+        return slot_keys(self.parallelism, self.partitions)
+
+    @property
+    def spark_partitions(self) -> int:
+        """Spark's shuffle (and state) partitions of the workers' stage."""
+        return self.partitions or self.parallelism
 
     def slot_of(self, key: int) -> int:
         return self.keys.index(int(key))
@@ -142,10 +149,15 @@ class EquiPlan:
     def settings(self) -> dict[str, Any]:
         """The plan as stored with the checkpoint (:mod:`driftjoin.spark.plan_guard`)."""
         return {"operator": "equi_join", "state_format": STATE_FORMAT, "algorithm": self.algorithm,
-                "parallelism": self.parallelism, "key_type": self.key_type, "window": self.window,
+                "parallelism": self.parallelism, "partitions": self.spark_partitions, "key_type": self.key_type, "window": self.window,
                 "lateness": self.lateness, "options": [list(o) for o in self.options], "output": self.output,
                 "metrics_dir": self.metrics_dir, "routing": self.routing,
                 "columns": self.layout.settings() if self.layout is not None else None}
+
+    def defaults(self) -> dict[str, Any]:
+        """Settings a checkpoint written before they existed implies (:class:`PlanGuard`): a query
+        of state format 4 without ``partitions`` had one Spark partition per worker."""
+        return {"partitions": self.parallelism}
 
     def adoptable(self) -> frozenset[str]:
         """Settings a restart may change: ``metrics_dir`` unless it holds SHC's tables and moves."""
@@ -398,7 +410,8 @@ class WorkerProcessor(StatefulProcessor):
     def init(self, handle: StatefulProcessorHandle) -> None:
         self.state = LoggedState(handle, "equi_worker")
         self.bound = BlobState(handle, "equi_binding")
-        self.guard = PlanGuard(handle, "equi_join", self.plan.settings(), self.plan.adoptable())
+        self.guard = PlanGuard(handle, "equi_join", self.plan.settings(), self.plan.adoptable(),
+                               self.plan.defaults())
 
     def handleInputRows(self, key: Any, rows: Iterator[pd.DataFrame], timerValues: Any) -> Iterator[pd.DataFrame]:
         frames = [f for f in rows if len(f)]

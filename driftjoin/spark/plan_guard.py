@@ -13,6 +13,9 @@ first time it runs. On every later batch the stored plan is compared with the ru
 
 * a setting in ``adoptable`` (e.g. ``metrics_dir``, where statistics go) is adopted: the new
   value is stored and used from this batch on, which is exact because it does not touch state;
+* a setting the stored plan lacks (one added to the operator after the checkpoint was written)
+  is compared as the value it implied then (``defaults``), so an older checkpoint keeps working
+  with the settings it was written with and is refused with its old value named otherwise;
 * any other difference fails the batch with :class:`PlanChangedError`, naming each setting with
   its old and new value and what to do. Nothing of that batch is committed (Spark commits a
   batch's state and output together), so the checkpoint stays usable with the old settings.
@@ -73,11 +76,12 @@ class PlanGuard:
     """Stores an operator's plan in a key's state and refuses a different one (module docstring)."""
 
     def __init__(self, handle: Any, operator: str, settings: Mapping[str, Any],
-                 adoptable: frozenset[str] = frozenset()) -> None:
+                 adoptable: frozenset[str] = frozenset(), defaults: Mapping[str, Any] | None = None) -> None:
         self.value = handle.getValueState("plan", _PLAN_SCHEMA)
         self.operator = operator
         self.settings = _canonical(settings)
         self.adoptable = adoptable
+        self.defaults = _canonical(defaults or {})
 
     def check(self) -> None:
         """Store the plan on a key's first batch; adopt or refuse differences on later ones."""
@@ -85,7 +89,7 @@ class PlanGuard:
         if not self.value.exists():
             self.value.update((encoded,))
             return
-        stored = json.loads(self.value.get()[0])
+        stored = {**self.defaults, **json.loads(self.value.get()[0])}
         if stored == self.settings:
             return
         diff = changes(stored, self.settings)

@@ -105,7 +105,8 @@ def _session(master: str, app_name: str, parallelism: int, conf: dict[str, str],
 
 def local_session(parallelism: int = 2, app_name: str = "driftjoin", *, cores: int | None = None,
                   driver_memory: str = "4g", verbose: bool | None = None, log_level: str = "WARN",
-                  log_file: str | None = None, preload_workers: bool = True, class_archive: bool = True) -> SparkSession:
+                  log_file: str | None = None, preload_workers: bool = True, class_archive: bool = True,
+                  conf: dict[str, str] | None = None) -> SparkSession:
     """An embedded local Spark with settings for small, fast stateful streaming.
 
     UI off, adaptive execution off (it would coalesce the partitions that pin workers),
@@ -116,6 +117,7 @@ def local_session(parallelism: int = 2, app_name: str = "driftjoin", *, cores: i
     ``class_archive``: the driver JVM maps the archive of Spark's classes that
     :mod:`driftjoin.spark.class_archive` builds (``scripts/setup.sh`` does), if there is one,
     instead of loading them from the jars (a faster start; no effect without an archive).
+    ``conf``: further settings (e.g. ``spark.eventLog.enabled`` for a benchmark's stage times).
 
     Quiet by default: Spark's console output (its log at ``log_level``, the Python workers'
     output) goes to ``log_file`` (default ``<tmp>/driftjoin-spark-<pid>.log``; the path is in
@@ -125,8 +127,8 @@ def local_session(parallelism: int = 2, app_name: str = "driftjoin", *, cores: i
     """
     master = f"local[{cores or min(os.cpu_count() or 2, max(2, parallelism))}]"
     java_options = f"-XX:+UseSerialGC -XX:TieredStopAtLevel=1 {class_archive_options(class_archive)}".strip()
-    conf = {"spark.driver.memory": driver_memory, "spark.driver.extraJavaOptions": java_options}
-    return _session(master, app_name, parallelism, conf, verbose=verbose, log_level=log_level, log_file=log_file,
+    settings = {"spark.driver.memory": driver_memory, "spark.driver.extraJavaOptions": java_options, **(conf or {})}
+    return _session(master, app_name, parallelism, settings, verbose=verbose, log_level=log_level, log_file=log_file,
                     preload_workers=preload_workers)
 
 

@@ -174,16 +174,17 @@ def _batches(stream: list[StreamTuple], cuts: list[int]) -> list[list[StreamTupl
        algorithm=st.sampled_from(["shc", "phj", "biclique"]), p=st.sampled_from([1, 2, 3, 4, 8]),
        window=st.sampled_from([None, 0.0, 4.0, 30.0]), as_text=st.booleans(),
        routing=st.sampled_from(["parallel", "parallel", "dispatcher"]), routers=st.integers(1, 3),
-       behind=st.integers(0, 2))
+       behind=st.integers(0, 2), partitions=st.integers(1, 8))
 def test_operators_in_memory_equal_oracle(tmp_path_factory, stream, cuts, algorithm, p, window, as_text, routing,
-                                          routers, behind) -> None:
+                                          routers, behind, partitions) -> None:
     if algorithm == "biclique" and p == 1:
         p = 2
     if as_text:  # string keys travel as strings; hashing must agree between routers and tasks
         stream = [t._replace(key=f"k{t.key}") for t in stream]
     options = (("min_heavy", 2),) if algorithm == "shc" else (("groups", p // 2),) if algorithm == "biclique" else ()
     plan = EquiPlan(algorithm, p, "string" if as_text else "long", window, 0.0, options,
-                    str(tmp_path_factory.mktemp("metrics")), routing=routing, layout=LAYOUT)
+                    str(tmp_path_factory.mktemp("metrics")), routing=routing, layout=LAYOUT,
+                    partitions=min(partitions, p))
     query = LocalQuery(plan) if routing == "dispatcher" else ParallelQuery(plan, routers, behind, len(stream))
     pairs = [pair for batch in _batches(stream, cuts) for pair in query.step(batch)]
     assert len(pairs) == len(set(pairs))
@@ -495,6 +496,9 @@ def test_static_string_keys_bad_rows_and_custom_prefixes(spark) -> None:
         ({"output": "pairs"}, "output='pairs'"),
         ({"routing": "tree"}, "routing='tree' is unknown"),
         ({"metrics_dir": None}, "needs metrics_dir="),
+        ({"partitions": 0}, r"partitions must be an integer in \[1, parallelism\] = \[1, 4\]"),
+        ({"partitions": 5}, r"partitions must be an integer in \[1, parallelism\] = \[1, 4\]"),
+        ({"partitions": True}, "partitions must be an integer"),
     ],
 )
 def test_bad_settings_fail_before_the_job_starts(spark, tmp_path, kwargs, message) -> None:
@@ -552,3 +556,78 @@ def test_a_checkpoint_of_json_payloads_is_refused_with_advice() -> None:
         processor.guard.value.update((json.dumps(old).encode(),))
         with pytest.raises(PlanChangedError, match="state_format: checkpoint has 3, this query has 4.*new checkpoint location"):
             list(processor.handleInputRows((wkey,), iter([rows.reset_index(drop=True)]), None))
+
+
+def _zipf_files(tmp_path) -> None:
+    """The Zipf stream as three micro-batches of JSON files (modification times in batch order)."""
+    n_files = _write_files(tmp_path / "in", zipf_stream(SPEC), 2, {})
+    for b in range(n_files):
+        for name in ("L", "R"):
+            os.utime(tmp_path / "in" / name / f"b{b:03d}.json", (time.time() - 3600 + b,) * 2)
+
+
+def _read_zipf(spark, tmp_path, name: str, files: int | None = None):
+    reader = spark.readStream.schema("id long, k long, t double, v string").option("maxFilesPerTrigger", 1)
+    return reader.json(str(tmp_path / "in" / name) + ("" if files is None else f"/b00[0-{files - 1}].json"))
+
+
+@pytest.mark.parametrize("algorithm, partitions", [("shc", 1), ("shc", 3), ("shc", 4), ("biclique", 1)])
+def test_streaming_exact_whatever_the_workers_share_spark_partitions(spark, tmp_path, algorithm, partitions) -> None:
+    """``partitions=``: the 4 workers share 1, 3 or 4 Spark state partitions (stateful tasks per
+    batch); the pairs are the oracle's, once each, and the query ran that many stateful tasks."""
+    _zipf_files(tmp_path)
+    joined = equi_join(_read_zipf(spark, tmp_path, "L"), _read_zipf(spark, tmp_path, "R"), on="k", algorithm=algorithm,
+                       parallelism=4, partitions=partitions, groups=2 if algorithm == "biclique" else None,
+                       metrics_dir=str(tmp_path / "metrics"))
+    q = (joined.select("left_id", "right_id").writeStream.format("parquet").option("path", str(tmp_path / "out"))
+         .option("checkpointLocation", str(tmp_path / "ck")).trigger(availableNow=True).start())
+    q.awaitTermination()
+    got = [(r.left_id, r.right_id) for r in spark.read.parquet(str(tmp_path / "out")).collect()]
+    assert len(got) == len(set(got))
+    assert set(got) == oracle_pairs(zipf_stream(SPEC), None)
+    ops = [op for p in q.recentProgress if p["numInputRows"] for op in p["stateOperators"]]
+    assert ops and all(op["numShufflePartitions"] == partitions for op in ops)
+    assert {s["worker"] for s in read_stats(str(tmp_path / "metrics"), "equi_worker")} == {0, 1, 2, 3}
+    if algorithm == "shc":
+        assert _control_stats(tmp_path / "metrics", 3)[-1]["promotions"] > 0
+
+
+def test_restart_with_other_partitions_is_refused(spark, tmp_path) -> None:
+    """The workers' grouping keys depend on ``partitions``, so a restart that changes it would
+    read none of their state: refused before anything of the batch is committed; the
+    checkpoint's value still works and gives the oracle's pairs."""
+    _zipf_files(tmp_path)
+
+    def run(partitions: int, files: int | None):
+        joined = equi_join(_read_zipf(spark, tmp_path, "L", files), _read_zipf(spark, tmp_path, "R", files), on="k",
+                           parallelism=4, partitions=partitions, metrics_dir=str(tmp_path / "metrics"))
+        q = (joined.select("left_id", "right_id").writeStream.format("parquet").option("path", str(tmp_path / "out"))
+             .option("checkpointLocation", str(tmp_path / "ck")).trigger(availableNow=True).start())
+        q.awaitTermination()
+
+    run(2, 1)
+    with pytest.raises(Exception, match="partitions: checkpoint has 2, this query has 1"):
+        run(1, None)
+    run(2, None)
+    got = [(r.left_id, r.right_id) for r in spark.read.parquet(str(tmp_path / "out")).collect()]
+    assert len(got) == len(set(got))
+    assert set(got) == oracle_pairs(zipf_stream(SPEC), None)
+
+
+def test_a_checkpoint_from_before_partitions_runs_with_one_partition_per_worker() -> None:
+    """State format 4 without ``partitions`` had one Spark partition per worker: its checkpoint
+    runs on with ``partitions=parallelism`` and is refused, naming that value, with fewer."""
+    for partitions, refused in ((2, False), (1, True)):
+        plan = EquiPlan("phj", 2, "long", layout=LAYOUT, partitions=partitions)
+        old = {k: v for k, v in plan.settings().items() if k != "partitions"}
+        routed = pd.concat([b.to_pandas() for b in route_rows(plan, iter([_batch(zipf_stream(SPEC)[:50])]), 0, 0)])
+        for wkey, rows in routed.groupby("wkey"):
+            processor = WorkerProcessor(plan)
+            processor.init(MemoryHandle())
+            processor.guard.value.update((json.dumps(old).encode(),))
+            run = lambda: list(processor.handleInputRows((wkey,), iter([rows.reset_index(drop=True)]), None))  # noqa: E731
+            if refused:
+                with pytest.raises(PlanChangedError, match="partitions: checkpoint has 2, this query has 1"):
+                    run()
+            else:
+                run()
