@@ -92,7 +92,7 @@ def breakdown(metrics: str, progress: list[dict]) -> dict:
 
 def spark_run(rate: int, seconds: float, selectivity: float, parallelism: int, sink: str, out: Path,
               output: str = "pairs", partitions: int | None = None, source: str = "generator") -> dict:
-    from driftjoin.control.autoscale.collector import ProcessCpu
+    from driftjoin.control.autoscale.collector import session_cpu
     from driftjoin.report import plot_latency, summary
     from driftjoin.spark.session import local_session
     from driftjoin.spark.progress import ProgressLog
@@ -124,11 +124,7 @@ def spark_run(rate: int, seconds: float, selectivity: float, parallelism: int, s
     log = ProgressLog(q)
     # CPU of the whole query (the JVM, its Python workers, this driver process) from the end of
     # the first batch on: a ratio to the core's CPU that the machine's load does not move much.
-    tree = ProcessCpu(spark.sparkContext.applicationId, int(spark._jvm.java.lang.ProcessHandle.current().pid()))
-
-    def cpu_now() -> float:
-        return tree.sample()["driver"] + time.process_time()
-
+    cpu_now = session_cpu(spark)
     seen, first = 0, None
     while seen < 2 * total and time.time() - t0 < seconds * 5 + 120:
         time.sleep(1.0)

@@ -21,8 +21,10 @@ Parquet files, one file per side and micro-batch, ``maxFilesPerTrigger=1``,
 
 Columns: ``spark_s`` the micro-batches' time (the sum of each batch's ``triggerExecution`` from
 the query's progress, read with :class:`~driftjoin.spark.progress.ProgressLog`), ``whole_s``
-from ``start()`` to the end of the query, ``core_s`` the core's time over the same batches (wall
-clock, one process), their ratios, and the output rows of both (they must agree: the workers'
+from ``start()`` to the end of the query, ``cores`` the CPU seconds the session used over that
+time divided by it (JVM, Python workers and driver: how much of the machine one query already
+takes, so what a second worker can still add), ``core_s`` the core's time over the same batches
+(wall clock, one process), their ratios, and the output rows of both (they must agree: the workers'
 pairs or the change rows the operator emitted, from its statistics, against the core's).
 
 The breakdown of the Spark time, summed over the batches: Spark's per-batch phases
@@ -62,6 +64,7 @@ import pyarrow.parquet as pq
 from hypercube_spark import DOMAIN, _read, write_stream  # bench/ is sys.path[0]
 from swoop_core import RATE, WORKLOADS
 
+from driftjoin.control.autoscale.collector import session_cpu
 from driftjoin.hypercube import ZipfStreamSpec, zipf_stream
 from driftjoin.hypercube.distributed import DistributedJoin
 from driftjoin.spark.equi import equi_join
@@ -87,14 +90,15 @@ TASK_COLOURS = {"state_read": "#8172b3", "moves": "#937860", "order": "#da8bc3",
 def run_query(df, work: Path, events: Path | None = None) -> dict[str, Any]:
     """Run ``df`` to the noop sink until its input is consumed; Spark's times and phases (and
     with ``events``, Spark's event log folder, the stages' times: :func:`stage_times`)."""
-    started = time.perf_counter()
+    cpu = session_cpu(df.sparkSession)
+    started, cpu_started = time.perf_counter(), cpu()
     q = (df.writeStream.format("noop").option("checkpointLocation", str(work / "ck"))
          .trigger(availableNow=True).start())
     log = ProgressLog(q)
     while q.isActive:
         log.poll()
         q.awaitTermination(0.5)
-    whole = time.perf_counter() - started
+    whole, cpu_s = time.perf_counter() - started, cpu() - cpu_started
     if q.exception() is not None:
         raise RuntimeError(f"the query failed: {q.exception()}")
     log.poll()
@@ -106,6 +110,7 @@ def run_query(df, work: Path, events: Path | None = None) -> dict[str, Any]:
     sink_rows = [p.get("sink", {}).get("numOutputRows", -1) for p in batches]
     return {
         "batches": len(batches), "spark_s": total, "whole_s": whole,
+        "cpu_s": cpu_s, "cores": cpu_s / whole,
         "stages": stage_times(events, str(q.id), {p["batchId"] for p in batches}) if events is not None else {},
         "first_batch_s": batches[0]["durationMs"]["triggerExecution"] / 1000 if batches else 0.0,
         "phases": phases,
@@ -313,12 +318,12 @@ def topk_runs(spark, scratch: Path, n: int, window: int, k: int, batches: int, p
 # ---- report --------------------------------------------------------------------------------
 
 def table(rows: list[dict]) -> None:
-    head = (f"{'run':>14} {'input':>8} {'batches':>7} {'spark_s':>8} {'input/s':>8} {'whole_s':>8} {'core_s':>7} "
-            f"{'spark/core':>10} {'whole/core':>10} {'spark rows':>11} {'core rows':>11} {'agree':>5}")
+    head = (f"{'run':>14} {'input':>8} {'batches':>7} {'spark_s':>8} {'input/s':>8} {'whole_s':>8} {'cores':>5} "
+            f"{'core_s':>7} {'spark/core':>10} {'whole/core':>10} {'spark rows':>11} {'core rows':>11} {'agree':>5}")
     print(f"\n{head}\n{'-' * len(head)}")
     for r in rows:
         print(f"{r['run']:>14} {r['input']:>8,} {r['batches']:>7} {r['spark_s']:>8.1f} {r['input'] / r['spark_s']:>8,.0f} "
-              f"{r['whole_s']:>8.1f} "
+              f"{r['whole_s']:>8.1f} {r['cores']:>5.2f} "
               f"{r['core_s']:>7.2f} {r['spark_s'] / r['core_s']:>9.1f}x {r['whole_s'] / r['core_s']:>9.1f}x "
               f"{r['spark_rows']:>11,} {r['core_rows']:>11,} {'yes' if r['agree'] else 'NO':>5}")
         if "partitioned_core_s" in r:

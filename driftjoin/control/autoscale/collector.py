@@ -30,6 +30,7 @@ import math
 import os
 import re
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime
 
@@ -192,6 +193,20 @@ class ProcessCpu:
                 todo.extend(children.get(pid, ()))
             out[eid] = total
         return out
+
+
+def session_cpu(spark) -> Callable[[], float]:
+    """A clock of the CPU seconds this session has used on this host so far: the executors'
+    process trees (the driver's JVM in local mode; Python workers included) plus this Python
+    driver. Benchmarks read it before and after
+    a run: CPU per record is a Spark/core ratio the machine's load moves far less than time."""
+    sc = spark.sparkContext
+    tree = ProcessCpu(sc.applicationId, int(sc._jvm.java.lang.ProcessHandle.current().pid()))
+
+    def seconds() -> float:
+        return sum(tree.sample().values()) + time.process_time()
+
+    return seconds
 
 
 class QueryMetricsCollector:
