@@ -108,13 +108,16 @@ def quality(spark, work: Path, kind: str, n: int, ms: list[int], windows: list[i
 
 
 def throughput(spark, work: Path, method: str, total: int, batch: int, window: int, m: int, routing: str = "parallel",
-               inputs: int = 2, kind: str = "serverlog") -> dict[str, Any]:
-    """Steady-state documents per second of a streaming natural join (noop sink)."""
-    stream = (spark.readStream.format("driftjoin-docs").option("kind", kind).option("total", total)
+               inputs: int = 2, kind: str = "serverlog", time_windows: bool = False) -> dict[str, Any]:
+    """Steady-state documents per second of a streaming natural join (noop sink); with
+    ``time_windows`` the windows are event-time windows over the source's ``ts`` (1000 documents
+    per second) of ``window`` documents' length instead of count windows."""
+    stream = (spark.readStream.format("driftjoin-docs").option("kind", kind).option("total", total).option("rate", 1000)
               .option("pace", "false").option("max_docs_per_batch", batch).option("start", 0).option("seed", 3)
               .option("partitions", inputs).load())
     metrics = work / f"tp_{method}_{routing}_{m}"
-    out = natural_join(stream, window=window, partitions=m, partitioner=method, metrics_dir=str(metrics), routing=routing)
+    windowing: dict[str, Any] = {"window": f"{window / 1000:g} seconds", "time_col": "ts"} if time_windows else {"window": window}
+    out = natural_join(stream, partitions=m, partitioner=method, metrics_dir=str(metrics), routing=routing, **windowing)
     started = time.perf_counter()
     # the default trigger honours max_docs_per_batch (availableNow would read everything at once)
     q = out.writeStream.format("noop").option("checkpointLocation", str(work / f"ck_{method}_{routing}_{m}")).start()
@@ -130,7 +133,7 @@ def throughput(spark, work: Path, method: str, total: int, batch: int, window: i
     for r in read_stats(str(metrics), JOINER_OP):
         joiners[r["seq"]] = max(joiners.get(r["seq"], 0.0), r["elapsed"])
     return {
-        "data": kind, "method": method, "routing": routing, "m": m, "window": window, "batch": batch, "batches": len(progress),
+        "data": kind, "method": method, "routing": routing, "m": m, "windows": "time" if time_windows else "count", "window": window, "batch": batch, "batches": len(progress),
         "docs_per_s": docs / seconds if seconds else 0.0, "batch_s": seconds / max(len(steady), 1),
         "first_batch_s": progress[0]["durationMs"]["triggerExecution"] / 1000 if progress else 0.0,
         "assigner_s": statistics.fmean(list(assigner.values())[1:] or list(assigner.values()) or [0.0]),
@@ -161,22 +164,25 @@ def scaling_child(cfg: dict[str, Any]) -> None:
     work = Path(tempfile.mkdtemp(prefix="schemafree_scaling_"))
     try:
         result = throughput(spark, work, cfg["partitioner"], total=cfg["total"], batch=cfg["batch"], window=cfg["window"],
-                            m=w, routing=cfg["routing"], inputs=w, kind=cfg["kind"])
+                            m=w, routing=cfg["routing"], inputs=w, kind=cfg["kind"], time_windows=cfg["time_windows"])
     finally:
         spark.stop()
         shutil.rmtree(work, ignore_errors=True)
     print("RESULT " + json.dumps({**result, "workers": w, "executors": executors}), flush=True)
 
 
-def scaling(total: int, batch: int, window: int, kinds: tuple[str, ...], master: str | None = None) -> list[dict[str, Any]]:
+def scaling(total: int, batch: int, window: int, kinds: tuple[str, ...], master: str | None = None,
+            time_windows: bool = False, parallel_only: bool = False) -> list[dict[str, Any]]:
     """Throughput at 1 and 2 workers for every run of :data:`SCALING_RUNS`, alternating so drift
     in the machine's load hits all alike."""
     out = []
     for kind in kinds:
         for w in (1, 2):
             for partitioner, routing in SCALING_RUNS[kind]:
+                if parallel_only and routing != "parallel":
+                    continue
                 cfg = {"workers": w, "routing": routing, "partitioner": partitioner, "kind": kind, "total": total,
-                       "batch": batch, "window": window, "master": master}
+                       "batch": batch, "window": window, "master": master, "time_windows": time_windows}
                 proc = subprocess.run([sys.executable, __file__, "--child", json.dumps(cfg)], capture_output=True, text=True)
                 lines = [ln for ln in proc.stdout.splitlines() if ln.startswith("RESULT ")]
                 if not lines:
@@ -293,6 +299,11 @@ def main() -> None:
     parser.add_argument("--work", action="store_true", help="only section 4 (no Spark: about a minute of CPU)")
     parser.add_argument("--master", help="with --scaling: run section 3 on this standalone cluster (spark://host:port, "
                         "scripts/cluster.sh start), 1 and 2 executors of one core each; section 4 is left out")
+    parser.add_argument("--documents", type=int, help="with --scaling: documents per run (default 40000; --quick 6000)")
+    parser.add_argument("--time-windows", action="store_true",
+                        help="with --scaling: event-time windows over the source's ts instead of count windows")
+    parser.add_argument("--parallel-only", action="store_true", help="with --scaling: leave out the single Assigner")
+    parser.add_argument("--no-work", action="store_true", help="with --scaling: leave out section 4")
     parser.add_argument("--child", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.child:
@@ -301,7 +312,8 @@ def main() -> None:
     RESULTS.mkdir(parents=True, exist_ok=True)
     started = time.perf_counter()
     if args.scaling:
-        run_scaling(args.quick, started, args.master, args.nobench)
+        run_scaling(args.quick, started, args.master, args.nobench, args.documents, args.time_windows, args.parallel_only,
+                    not args.no_work)
         return
     if args.work:
         kinds = ("serverlog", "nobench") if args.nobench else ("serverlog",)
@@ -359,23 +371,31 @@ def print_work(per_worker: list[dict[str, Any]]) -> None:
                   f"{' '.join(r['fits'])}")
 
 
-def run_scaling(quick: bool, started: float, master: str | None = None, nobench: bool = False) -> None:
+def run_scaling(quick: bool, started: float, master: str | None = None, nobench: bool = False,
+                documents: int | None = None, time_windows: bool = False, parallel_only: bool = False,
+                work: bool = True) -> None:
     total, batch, window = (6000, 1500, 3000) if quick else (40000, 10000, 10000)
+    total = documents or total
     kinds = ("serverlog", "nobench") if nobench else ("serverlog",)
-    print(f"Scaling: {' and '.join(kinds)}, {total} documents, {batch} per micro-batch, count windows of {window}"
+    shape = f"event-time windows of {window / 1000:g} s ({window} documents)" if time_windows else f"count windows of {window}"
+    print(f"Scaling: {' and '.join(kinds)}, {total} documents, {batch} per micro-batch, {shape}"
           + (f", standalone cluster {master}" if master else ""))
-    tp = scaling(total, batch, window, kinds, master)
-    per_worker = [] if master else [r for kind in kinds for r in work_per_worker(8000, 1000, 2000, [1, 2, 4, 8, 16], kind)]
+    tp = scaling(total, batch, window, kinds, master, time_windows, parallel_only)
+    per_worker = [] if master or not work else [
+        r for kind in kinds for r in work_per_worker(8000, 1000, 2000, [1, 2, 4, 8, 16], kind)]
     where = f"w executors of 1 core on {master}" if master else "local[w]"
     print(f"\nThroughput at 1 and 2 workers ({where}, w input partitions, w joiners; steady state)")
-    print(f"{'data':>9} {'method':>6} {'routing':>8} {'1 worker':>9} {'2 workers':>9} {'2 / 1':>6} "
+    print(f"{'data':>9} {'method':>6} {'routing':>8} {'1 worker':>9} {'2 workers':>9} {'2 / 1':>6} {'s/batch (1/2)':>13} "
           f"{'busiest joiner s (1/2)':>23} {'assigner s (1/2)':>17} {'pairs':>9}")
     for kind in kinds:
         for method, routing in SCALING_RUNS[kind]:
+            if parallel_only and routing != "parallel":
+                continue
             one, two = (next(t for t in tp if (t["data"], t["method"], t["routing"], t["workers"]) == (kind, method, routing, w))
                         for w in (1, 2))
             print(f"{kind:>9} {method:>6} {routing:>8} {one['docs_per_s']:9.0f} {two['docs_per_s']:9.0f} "
-                  f"{two['docs_per_s'] / one['docs_per_s']:6.2f} {one['busiest_joiner_s']:11.2f} / {two['busiest_joiner_s']:<9.2f} "
+                  f"{two['docs_per_s'] / one['docs_per_s']:6.2f} {one['batch_s']:6.2f} / {two['batch_s']:<4.2f} "
+                  f"{one['busiest_joiner_s']:11.2f} / {two['busiest_joiner_s']:<9.2f} "
                   f"{one['assigner_s']:8.2f} / {two['assigner_s']:<6.2f} {one['pairs']:>9}")
         value2, ag2 = (next(t for t in tp if (t["data"], t["method"], t["routing"], t["workers"]) == (kind, m, "parallel", 2))
                        for m in ("value", "ag"))

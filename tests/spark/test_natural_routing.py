@@ -193,9 +193,10 @@ def test_parallel_routing_nobench_with_refits_and_stale_tasks(tmp_path, m, parti
     decisions = versions(str(tmp_path), decisions_name("L1"))
     assert len(decisions) >= 4
     last = read_version(str(tmp_path), decisions_name("L1"), decisions[-1])
-    if m > 1 and partitioner == "ag":  # one joiner never degrades: no refit
+    if m > 1:  # one joiner never degrades: no refit
         assert last["newest"] >= 2  # refitted after the first fit
         assert harness.stale_tasks > 0
+    if m > 1 and partitioner == "ag":
         assert any(last["additions"].values())  # delta keys published to the routers
     if partitioner == "value":
         kept: Counter[int] = Counter()  # window -> documents kept over the joiners
