@@ -25,17 +25,25 @@ document is simply absent there (that document is partial). The hash (BLAKE2b of
 values) is the same in every process; a collision only costs balance, never a pair.
 
 **Choosing S** (:func:`choose_value_partitioning`, at fit time on the control plane's sample):
-the candidates are the attributes present in at least ``presence`` of the sample's documents;
-greedily the candidate whose addition gives the smallest maximal processing load on the sample
+the candidates are the attributes present in at least ``presence`` of the sample's documents.
+Greedily, the candidate whose addition gives the smallest *expected* maximal processing load
 (the paper's measure: the largest share of documents one joiner receives, broadcast documents
-counted at every joiner) is added, while it lowers that load by more than 2 % and ``S`` has
-fewer than ``max_attributes``. ``S`` is taken when that load is at most ``slack / p``;
-otherwise there is no such ``S`` and the caller falls back to the paper's partitioning.
+counted at every joiner) is added, while it lowers it by more than 1 % and ``S`` has fewer than
+``max_attributes``. The expectation is over the hash, so that it does not reward a lucky split
+of a few values: with ``q`` the share of partial documents and ``s_i`` the shares of the
+``S``-value combinations, a joiner expects ``q + (1 - q) / p`` and deviates by about
+``sqrt(sum s_i^2 (1/p)(1 - 1/p))`` (the load is a sum of independent placements); the estimate
+is the mean plus two such deviations. Fewer partial documents and more, smaller combinations
+both lower it. ``S`` is taken when the sample's actual maximal load under it is at most
+``slack / p``; otherwise there is no such ``S`` and the caller falls back to the paper's
+partitioning.
 """
 
 from __future__ import annotations
 
 import hashlib
+import math
+from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
@@ -47,8 +55,8 @@ PRESENCE = 0.95
 MAX_ATTRIBUTES = 4
 #: ``S`` is taken when the sample's maximal processing load under it is at most ``SLACK / p``.
 SLACK = 1.5
-#: An attribute joins ``S`` only if it lowers the maximal load by more than this factor.
-GAIN = 0.98
+#: An attribute joins ``S`` only if it lowers the expected maximal load by more than this factor.
+GAIN = 0.99
 
 
 def value_hash(values: Sequence[Value]) -> int:
@@ -84,6 +92,25 @@ class ValuePartitioning:
     def max_load(self, sample: Sequence[Mapping[Attribute, Value]]) -> float:
         """Largest share of ``sample``'s non-empty documents one joiner receives."""
         return _max_load([self.home(d) for d in sample if d], self.partitions)
+
+    def expected_max_load(self, sample: Sequence[Mapping[Attribute, Value]]) -> float:
+        """The maximal load a random hash would give ``sample``'s non-empty documents: mean
+        plus two standard deviations of one joiner's load (module docstring)."""
+        docs = [d for d in sample if d]
+        if not docs:
+            return 0.0
+        combos: Counter[tuple[Value, ...]] = Counter()
+        partial = 0
+        for doc in docs:
+            values = tuple(doc.get(a) for a in self.attributes)
+            if None in values:
+                partial += 1
+            else:
+                combos[values] += 1  # type: ignore[index]
+        n, p = len(docs), self.partitions
+        q = partial / n
+        squares = sum((c / n) ** 2 for c in combos.values())
+        return q + (1 - q) / p + 2 * math.sqrt(squares * (1 / p) * (1 - 1 / p))
 
     def describe(self) -> str:
         return "value(" + ",".join(self.attributes) + ")"
@@ -121,16 +148,15 @@ def choose_value_partitioning(
         for attr in doc:
             counts[attr] = counts.get(attr, 0) + 1
     candidates = sorted(a for a, c in counts.items() if c >= presence * len(docs))
-    chosen: list[Attribute] = []
     best = ValuePartitioning((), partitions)
-    load = best.max_load(docs)
-    while len(chosen) < max_attributes:
-        trials = [ValuePartitioning(tuple(sorted([*chosen, a])), partitions) for a in candidates if a not in chosen]
+    expected = best.expected_max_load(docs)
+    while len(best.attributes) < max_attributes:
+        trials = [ValuePartitioning(tuple(sorted([*best.attributes, a])), partitions)
+                  for a in candidates if a not in best.attributes]
         if not trials:
             break
-        trial_load, _, trial = min((t.max_load(docs), t.attributes, t) for t in trials)
-        if not trial_load < load * GAIN:
+        trial_expected, _, trial = min((t.expected_max_load(docs), t.attributes, t) for t in trials)
+        if not trial_expected < expected * GAIN:
             break
-        best, load = trial, trial_load
-        chosen = list(trial.attributes)
-    return best if load <= slack / partitions else None
+        best, expected = trial, trial_expected
+    return best if best.max_load(docs) <= slack / partitions else None
