@@ -94,8 +94,8 @@ def test_natural_join_refuses_other_partitions_or_partitioner_and_adopts_another
         start(partitions=4)
     # the partitioner makes the fits of windows opened later; the single Assigner keeps its fit in
     # its state and would go on with the old one, so a change is refused in both routings
-    with pytest.raises(Exception, match="partitioner: checkpoint has 'ag', this query has 'value'"):
-        start(partitioner="value")
+    with pytest.raises(Exception, match="partitioner: checkpoint has 'value', this query has 'ag'"):
+        start(partitioner="ag")
     # the single Assigner is one more stateful operator in front of the joiners: Spark refuses
     # the other routing before the first batch, whichever way round
     refused = "routing: checkpoint has|STREAMING_STATEFUL_OPERATOR_NOT_MATCH_IN_STATE_METADATA"
