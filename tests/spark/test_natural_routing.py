@@ -207,5 +207,7 @@ def test_parallel_routing_nobench_with_refits_and_stale_tasks(tmp_path, m, parti
             fits.update({int(w): k for w, k in rec.get("table", {}).items()})
         valued = [w for w, k in fits.items() if k != "0" and read_fit(str(tmp_path), k).value is not None]
         assert all(kept[w] == 40 for w in valued)  # each document at one joiner (all carry S)
-        assert valued or m == 8  # 12 pairs of (bool, thousandth) cannot feed 8 joiners evenly: AG
+        # a 30-document sample of 12 (bool, thousandth) pairs splits evenly enough for 2 joiners
+        # only; with more the fits are AG
+        assert valued or m >= 4
         assert not any(last["additions"].get(fits[w]) for w in valued)  # a value fit has no delta keys
