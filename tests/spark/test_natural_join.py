@@ -314,7 +314,9 @@ def test_parallel_routing_exact_at_1_2_4_8_joiners_static_and_streaming_across_a
     and 8 joiners: a static join, and a stream of 4 micro-batches in event-time windows that is
     stopped after 2 and restarted from its checkpoint (a new run: new controller, new decisions).
     With value partitioning the fits route by (bool, thousandth) where 12 such pairs divide the
-    work (2 and 4 joiners), else they are association groups."""
+    work, else they are association groups; whether a window gets a fit before it closes depends
+    on when the driver's decisions land (tests/spark/test_natural_routing.py checks value fits
+    route each document to one joiner, deterministically)."""
     from tests.spark.helpers import write_batches
 
     raw = nobench_documents(360, seed=11, thousandth=6, optional=0.5, sparse_blocks=4)
@@ -352,5 +354,3 @@ def test_parallel_routing_exact_at_1_2_4_8_joiners_static_and_streaming_across_a
         assert len(got) == len(set(got)) and set(got) == expected, p
         metrics = natural_join_metrics(str(tmp_path / f"m{p}"))
         assert metrics["pairs"].sum() == len(expected)
-        if partitioner == "value" and p == 2:  # value fits: each document kept by one joiner in some window
-            assert metrics["replication"].min() == 1.0
