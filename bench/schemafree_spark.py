@@ -300,6 +300,7 @@ def main() -> None:
     parser.add_argument("--master", help="with --scaling: run section 3 on this standalone cluster (spark://host:port, "
                         "scripts/cluster.sh start), 1 and 2 executors of one core each; section 4 is left out")
     parser.add_argument("--documents", type=int, help="with --scaling: documents per run (default 40000; --quick 6000)")
+    parser.add_argument("--batch", type=int, help="with --scaling: documents per micro-batch and per window (default 10000)")
     parser.add_argument("--time-windows", action="store_true",
                         help="with --scaling: event-time windows over the source's ts instead of count windows")
     parser.add_argument("--parallel-only", action="store_true", help="with --scaling: leave out the single Assigner")
@@ -313,7 +314,7 @@ def main() -> None:
     started = time.perf_counter()
     if args.scaling:
         run_scaling(args.quick, started, args.master, args.nobench, args.documents, args.time_windows, args.parallel_only,
-                    not args.no_work)
+                    not args.no_work, args.batch)
         return
     if args.work:
         kinds = ("serverlog", "nobench") if args.nobench else ("serverlog",)
@@ -373,9 +374,11 @@ def print_work(per_worker: list[dict[str, Any]]) -> None:
 
 def run_scaling(quick: bool, started: float, master: str | None = None, nobench: bool = False,
                 documents: int | None = None, time_windows: bool = False, parallel_only: bool = False,
-                work: bool = True) -> None:
+                work: bool = True, batch_size: int | None = None) -> None:
     total, batch, window = (6000, 1500, 3000) if quick else (40000, 10000, 10000)
     total = documents or total
+    if batch_size:
+        batch = window = batch_size
     kinds = ("serverlog", "nobench") if nobench else ("serverlog",)
     shape = f"event-time windows of {window / 1000:g} s ({window} documents)" if time_windows else f"count windows of {window}"
     print(f"Scaling: {' and '.join(kinds)}, {total} documents, {batch} per micro-batch, {shape}"
