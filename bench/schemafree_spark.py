@@ -108,15 +108,19 @@ def quality(spark, work: Path, kind: str, n: int, ms: list[int], windows: list[i
 
 
 def throughput(spark, work: Path, method: str, total: int, batch: int, window: int, m: int, routing: str = "parallel",
-               inputs: int = 2, kind: str = "serverlog", time_windows: bool = False) -> dict[str, Any]:
+               inputs: int = 2, kind: str = "serverlog", time_windows: bool = False, sample: bool = False) -> dict[str, Any]:
     """Steady-state documents per second of a streaming natural join (noop sink); with
     ``time_windows`` the windows are event-time windows over the source's ``ts`` (1000 documents
-    per second) of ``window`` documents' length instead of count windows."""
+    per second) of ``window`` documents' length instead of count windows; with ``sample`` the
+    first fit is made before the start on the stream's first 2000 documents (``sample=``)."""
     stream = (spark.readStream.format("driftjoin-docs").option("kind", kind).option("total", total).option("rate", 1000)
               .option("pace", "false").option("max_docs_per_batch", batch).option("start", 0).option("seed", 3)
               .option("partitions", inputs).load())
     metrics = work / f"tp_{method}_{routing}_{m}"
     windowing: dict[str, Any] = {"window": f"{window / 1000:g} seconds", "time_col": "ts"} if time_windows else {"window": window}
+    if sample:
+        windowing["sample"] = (spark.read.format("driftjoin-docs").option("kind", kind).option("total", 2000)
+                               .option("seed", 3).option("start", 0).load())
     out = natural_join(stream, partitions=m, partitioner=method, metrics_dir=str(metrics), routing=routing, **windowing)
     started = time.perf_counter()
     # the default trigger honours max_docs_per_batch (availableNow would read everything at once)
@@ -133,7 +137,8 @@ def throughput(spark, work: Path, method: str, total: int, batch: int, window: i
     for r in read_stats(str(metrics), JOINER_OP):
         joiners[r["seq"]] = max(joiners.get(r["seq"], 0.0), r["elapsed"])
     return {
-        "data": kind, "method": method, "routing": routing, "m": m, "windows": "time" if time_windows else "count", "window": window, "batch": batch, "batches": len(progress),
+        "data": kind, "method": method, "routing": routing, "m": m, "windows": "time" if time_windows else "count",
+        "sample": sample, "window": window, "batch": batch, "batches": len(progress),
         "docs_per_s": docs / seconds if seconds else 0.0, "batch_s": seconds / max(len(steady), 1),
         "first_batch_s": progress[0]["durationMs"]["triggerExecution"] / 1000 if progress else 0.0,
         "assigner_s": statistics.fmean(list(assigner.values())[1:] or list(assigner.values()) or [0.0]),
@@ -164,7 +169,8 @@ def scaling_child(cfg: dict[str, Any]) -> None:
     work = Path(tempfile.mkdtemp(prefix="schemafree_scaling_"))
     try:
         result = throughput(spark, work, cfg["partitioner"], total=cfg["total"], batch=cfg["batch"], window=cfg["window"],
-                            m=w, routing=cfg["routing"], inputs=w, kind=cfg["kind"], time_windows=cfg["time_windows"])
+                            m=w, routing=cfg["routing"], inputs=w, kind=cfg["kind"], time_windows=cfg["time_windows"],
+                            sample=cfg.get("sample", False))
     finally:
         spark.stop()
         shutil.rmtree(work, ignore_errors=True)
@@ -172,7 +178,7 @@ def scaling_child(cfg: dict[str, Any]) -> None:
 
 
 def scaling(total: int, batch: int, window: int, kinds: tuple[str, ...], master: str | None = None,
-            time_windows: bool = False, parallel_only: bool = False) -> list[dict[str, Any]]:
+            time_windows: bool = False, parallel_only: bool = False, sample: bool = False) -> list[dict[str, Any]]:
     """Throughput at 1 and 2 workers for every run of :data:`SCALING_RUNS`, alternating so drift
     in the machine's load hits all alike."""
     out = []
@@ -182,7 +188,7 @@ def scaling(total: int, batch: int, window: int, kinds: tuple[str, ...], master:
                 if parallel_only and routing != "parallel":
                     continue
                 cfg = {"workers": w, "routing": routing, "partitioner": partitioner, "kind": kind, "total": total,
-                       "batch": batch, "window": window, "master": master, "time_windows": time_windows}
+                       "batch": batch, "window": window, "master": master, "time_windows": time_windows, "sample": sample}
                 proc = subprocess.run([sys.executable, __file__, "--child", json.dumps(cfg)], capture_output=True, text=True)
                 lines = [ln for ln in proc.stdout.splitlines() if ln.startswith("RESULT ")]
                 if not lines:
@@ -303,6 +309,8 @@ def main() -> None:
     parser.add_argument("--batch", type=int, help="with --scaling: documents per micro-batch and per window (default 10000)")
     parser.add_argument("--time-windows", action="store_true",
                         help="with --scaling: event-time windows over the source's ts instead of count windows")
+    parser.add_argument("--sample", action="store_true",
+                        help="with --scaling: fit the first partitioning before the start (sample=, 2000 documents)")
     parser.add_argument("--parallel-only", action="store_true", help="with --scaling: leave out the single Assigner")
     parser.add_argument("--no-work", action="store_true", help="with --scaling: leave out section 4")
     parser.add_argument("--child", help=argparse.SUPPRESS)
@@ -314,7 +322,7 @@ def main() -> None:
     started = time.perf_counter()
     if args.scaling:
         run_scaling(args.quick, started, args.master, args.nobench, args.documents, args.time_windows, args.parallel_only,
-                    not args.no_work, args.batch)
+                    not args.no_work, args.batch, args.sample)
         return
     if args.work:
         kinds = ("serverlog", "nobench") if args.nobench else ("serverlog",)
@@ -374,7 +382,7 @@ def print_work(per_worker: list[dict[str, Any]]) -> None:
 
 def run_scaling(quick: bool, started: float, master: str | None = None, nobench: bool = False,
                 documents: int | None = None, time_windows: bool = False, parallel_only: bool = False,
-                work: bool = True, batch_size: int | None = None) -> None:
+                work: bool = True, batch_size: int | None = None, sample: bool = False) -> None:
     total, batch, window = (6000, 1500, 3000) if quick else (40000, 10000, 10000)
     total = documents or total
     if batch_size:
@@ -382,8 +390,9 @@ def run_scaling(quick: bool, started: float, master: str | None = None, nobench:
     kinds = ("serverlog", "nobench") if nobench else ("serverlog",)
     shape = f"event-time windows of {window / 1000:g} s ({window} documents)" if time_windows else f"count windows of {window}"
     print(f"Scaling: {' and '.join(kinds)}, {total} documents, {batch} per micro-batch, {shape}"
+          + (", first fit on sample= (2000 documents)" if sample else "")
           + (f", standalone cluster {master}" if master else ""))
-    tp = scaling(total, batch, window, kinds, master, time_windows, parallel_only)
+    tp = scaling(total, batch, window, kinds, master, time_windows, parallel_only, sample)
     per_worker = [] if master or not work else [
         r for kind in kinds for r in work_per_worker(8000, 1000, 2000, [1, 2, 4, 8, 16], kind)]
     where = f"w executors of 1 core on {master}" if master else "local[w]"
