@@ -19,10 +19,13 @@ run here, on the driver, after every micro-batch (a ``StreamingQueryListener``,
   assigned, so the join stays exact whenever the addition lands.
 * **Theta** (Section VI-A): at a window's decision point its replication and maximal load
   are compared with its fit's baseline; beyond ``theta`` (or when the window had no fit) a
-  new fit is made on the window's sample (Algorithm 1 and the Merger, or SC/DS:
-  :meth:`~driftjoin.schemafree.partitioner.Partitioner.fit`). Windows opened after it is
-  published use it; windows already open keep theirs. When several refits are due in one
-  step only the newest is computed (the others are logged as superseded).
+  new fit is made on the window's sample (Algorithm 1 and the Merger, or SC/DS, or with
+  ``partitioner="value"`` the attributes whose values send each document to one joiner,
+  :mod:`~driftjoin.schemafree.valuepart`, AG when none divide the work:
+  :meth:`~driftjoin.schemafree.partitioner.Partitioner.fit`; the log's ``kind`` says which).
+  Windows opened after it is published use it; windows already open keep theirs. When
+  several refits are due in one step only the newest is computed (the others are logged as
+  superseded).
 * **Bootstrap**: without ``sample=`` the first windows open with no fit (every document to
   every joiner, which is exact) and joiner 0 reports their sample every batch; the first fit
   is made on it and the broadcast windows take it for their later documents.
@@ -267,7 +270,8 @@ class NaturalPartitionController:
         self.fits[key], self.additions[key] = part, []
         for i, (w, b, was_first, _) in enumerate(self._pending):
             entry = {"window": w, "batch": b, "first": was_first, "superseded": i < len(self._pending) - 1,
-                     "fit": key if i == len(self._pending) - 1 else None, "time": time.time()}
+                     "fit": key if i == len(self._pending) - 1 else None, "time": time.time(),
+                     "kind": part.kind if i == len(self._pending) - 1 else None}
             self.decisions.append(entry)
             publish_blob(self.root, f"{_LOG}/{self.lineage}/{len(self.decisions):06d}.json", json.dumps(entry).encode())
         self._pending = []

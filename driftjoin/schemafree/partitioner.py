@@ -22,6 +22,12 @@ and assigns the keys that reached ``delta``, and :meth:`adopt` gives those assig
 the routers' copies of the fit. Any router may lag behind the assignments (a document with
 a key it does not know yet is broadcast), so the rule above stays exact.
 
+Value partitioning (``"value"``, :mod:`~driftjoin.schemafree.valuepart`, an improvement on
+the paper kept beside it): the fit chooses a set ``S`` of attributes from the sample and routes
+a document carrying all of ``S`` to one joiner by a hash of its ``S``-values, any other to all
+joiners; it has no keys, so no delta keys either. When the sample offers no ``S`` that divides
+the work, the fit is the paper's association groups (:attr:`Partitioner.value` is then None).
+
 Repartitioning: the fit records replication and maximal processing load of the sample
 under the new partitions; when a window exceeds either by more than a factor
 ``1 + theta``, :meth:`Partitioner.needs_repartition` says so and the driver refits.
@@ -46,8 +52,10 @@ from driftjoin.schemafree.document import Document
 from driftjoin.schemafree.expansion import AttributeExpansion, Prefix, plan_expansion
 from driftjoin.schemafree.fptree import AttributeOrder
 from driftjoin.schemafree.metrics import routing_quality
+from driftjoin.schemafree.valuepart import ValuePartitioning, choose_value_partitioning
 
-PartitionerName = Literal["ag", "sc", "ds"]
+PartitionerName = Literal["ag", "sc", "ds", "value"]
+PARTITIONER_NAMES: tuple[str, ...] = ("ag", "sc", "ds", "value")
 
 
 def mask_targets(mask: int) -> list[int]:
@@ -61,12 +69,16 @@ def mask_targets(mask: int) -> list[int]:
 
 
 class Partitioner:
-    """Partitions for ``partitions`` joiners by association groups or a baseline.
+    """Partitions for ``partitions`` joiners by association groups, a baseline or values.
 
-    ``method``: ``"ag"`` (association groups), ``"sc"`` (set cover) or ``"ds"``
-    (disjoint sets). ``creators`` Partition Creators share the sample (AG only; the
+    ``method``: ``"ag"`` (association groups), ``"sc"`` (set cover), ``"ds"`` (disjoint
+    sets) or ``"value"`` (value partitioning, else AG). ``creators`` Partition Creators share the sample (AG only; the
     Merger combines their groups). ``expand`` enables attribute expansion.
     """
+
+    #: The value partitioning of the current fit (``"value"`` only; None: keys route). A class
+    #: attribute too, so fits pickled before value partitioning existed load unchanged.
+    value: ValuePartitioning | None = None
 
     def __init__(
         self,
@@ -80,8 +92,8 @@ class Partitioner:
     ) -> None:
         if partitions < 1:
             raise ValueError("at least one partition is needed")
-        if method not in ("ag", "sc", "ds"):
-            raise ValueError(f"unknown partitioner {method!r}; use 'ag', 'sc' or 'ds'")
+        if method not in PARTITIONER_NAMES:
+            raise ValueError(f"unknown partitioner {method!r}; use 'ag', 'sc', 'ds' or 'value'")
         if delta < 1 or creators < 1 or theta < 0:
             raise ValueError("delta and creators must be positive, theta non-negative")
         self.partitions = partitions
@@ -100,6 +112,7 @@ class Partitioner:
         self._prefix_homes: list[dict[Prefix, int]] = []
         self._loads = [0.0] * partitions
         self._unseen: Counter[Key] = Counter()
+        self.value = None
 
     @property
     def repartitions(self) -> int:
@@ -112,14 +125,20 @@ class Partitioner:
         return self.fits > 0
 
     def fit(self, sample: Sequence[Document]) -> list[Partition]:
-        """Compute partitions, attribute order and quality baseline from ``sample``."""
+        """Compute partitions, attribute order and quality baseline from ``sample`` (a value
+        fit has no partitions: the list is empty)."""
         avps = [doc.avps for doc in sample]
-        self.expansion = plan_expansion(avps, self.partitions) if self.expand else AttributeExpansion()
-        keysets = []
-        for doc_avps in avps:
-            routing = self.expansion.routing_keys(doc_avps)
-            keysets.append(routing.keys + routing.synthetic)
-        partitions = self._partition(keysets)
+        self.value = choose_value_partitioning(avps, self.partitions) if self.method == "value" else None
+        if self.value is not None:
+            self.expansion = AttributeExpansion()
+            partitions = []
+        else:
+            self.expansion = plan_expansion(avps, self.partitions) if self.expand else AttributeExpansion()
+            keysets = []
+            for doc_avps in avps:
+                routing = self.expansion.routing_keys(doc_avps)
+                keysets.append(routing.keys + routing.synthetic)
+            partitions = self._partition(keysets)
         self._homes = {}
         for index, partition in enumerate(partitions):
             for key in partition.keys:
@@ -132,7 +151,7 @@ class Partitioner:
                     for length in range(len(values)):
                         prefix = values[:length]
                         self._prefix_homes[index][prefix] = self._prefix_homes[index].get(prefix, 0) | mask
-        self._loads = [p.load for p in partitions]
+        self._loads = [p.load for p in partitions] if partitions else [0.0] * self.partitions
         self._unseen = Counter()
         self.attribute_order = AttributeOrder.from_sample(avps)
         self.fits += 1
@@ -143,12 +162,21 @@ class Partitioner:
         self.baseline_replication, self.baseline_max_load, _ = routing_quality(loads, len(sample))
         return partitions
 
+    @property
+    def kind(self) -> str:
+        """What routes the current fit: ``"value(a,b)"`` or the method of keys (``"ag"`` also for
+        a value partitioner that fell back to association groups)."""
+        if self.value is not None:
+            return self.value.describe()
+        return "ag" if self.method == "value" else self.method
+
     def _partition(self, keysets: list[tuple[Key, ...]]) -> list[Partition]:
         m = self.partitions
         if self.method == "sc":
             return set_cover_partitions(keysets, m)
         if self.method == "ds":
             return disjoint_set_partitions(keysets, m)
+        # "ag", and "value" when no set of attributes divides the work
         if self.creators == 1:
             return assign_groups(association_groups(keysets), m)
         size = -(-len(keysets) // self.creators)
@@ -161,6 +189,8 @@ class Partitioner:
         """Bit mask of the joiners ``doc`` must reach (pure: no state change)."""
         if not self.fitted:
             return self._all if doc.avps else 0
+        if self.value is not None:
+            return self.value.mask(doc.avps)
         routing = self.expansion.routing_keys(doc.avps)
         mask = 0
         for key in routing.keys + routing.synthetic:
@@ -179,7 +209,7 @@ class Partitioner:
         """:meth:`route_mask` and the ordinary keys of ``doc`` that have no home (the
         sightings :meth:`sightings` counts; empty when the partitioner is not fitted)."""
         mask = self.route_mask(doc)
-        if not self.fitted or mask != self._all:
+        if not self.fitted or mask != self._all or self.value is not None:
             return mask, ()
         unknown = tuple(key for key in self.expansion.routing_keys(doc.avps).keys if key not in self._homes)
         return mask, unknown
@@ -194,7 +224,7 @@ class Partitioner:
         A key joins the partition with the least estimated load (ties: lowest index).
         Synthetic keys are never added here (see :mod:`~driftjoin.schemafree.expansion`).
         """
-        if not self.fitted:
+        if not self.fitted or self.value is not None:
             return
         for doc in docs:
             for key in self.expansion.routing_keys(doc.avps).keys:
@@ -218,7 +248,7 @@ class Partitioner:
         (keys in ascending ``repr`` order, so the result does not depend on hashing) and return
         the keys that reached ``delta`` with the partition each now belongs to."""
         assigned: dict[Key, int] = {}
-        if not self.fitted:
+        if not self.fitted or self.value is not None:
             return assigned
         for key in sorted(counts, key=repr):
             if key in self._homes or counts[key] <= 0:

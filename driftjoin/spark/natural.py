@@ -707,7 +707,7 @@ def natural_join(
     *,
     window: object = "1 minute",
     partitions: int | None = None,
-    partitioner: str = "ag",
+    partitioner: str = "value",
     local_join: str = "fptree",
     id_col: str = "id",
     doc_col: str = "doc",
@@ -744,7 +744,10 @@ def natural_join(
     window.
 
     ``partitions`` joiners (default ``spark.sql.shuffle.partitions``) and a ``partitioner``:
-    ``"ag"`` association groups, ``"sc"`` set cover, ``"ds"`` disjoint sets, fitted on
+    ``"value"`` (default: each document to one joiner by the values of attributes almost every
+    document carries, the others to all joiners; association groups where no such attributes
+    divide the work; :mod:`driftjoin.schemafree.valuepart`), or the paper's ``"ag"``
+    association groups, ``"sc"`` set cover, ``"ds"`` disjoint sets, fitted on
     ``sample`` (a list of documents or a static DataFrame), else, on a stream, on the first
     window's first documents, updated by ``delta`` and refitted between windows when
     replication or maximal load grows by more than ``theta``. ``local_join``: ``"fptree"``,

@@ -19,11 +19,11 @@ import pyarrow as pa
 
 from driftjoin.durations import parse_duration
 from driftjoin.schemafree.document import flatten
-from driftjoin.schemafree.partitioner import Partitioner
+from driftjoin.schemafree.partitioner import PARTITIONER_NAMES, Partitioner
 from driftjoin.schemafree.window import CountWindow, TimeWindow
 from driftjoin.spark.keys import slot_keys
 
-PARTITIONERS = ("ag", "sc", "ds")
+PARTITIONERS = PARTITIONER_NAMES
 LOCAL_JOINS = ("fptree", "hash", "nested")
 #: ``"parallel"``: stateless routers in every input task, partitionings fitted by the control
 #: plane; ``"assigner"``: the paper's single Assigner (one task routes every document).
@@ -136,7 +136,8 @@ def check_settings(partitions: object, partitioner: object, local_join: object, 
     if not isinstance(partitions, (int, np.integer)) or isinstance(partitions, bool) or partitions < 1:
         raise ValueError(f"partitions must be an integer >= 1 (the number of joiners), got {partitions!r}")
     if partitioner not in PARTITIONERS:
-        raise ValueError(f"unknown partitioner {partitioner!r}; use partitioner='ag' (association groups), 'sc' (set cover) or 'ds' (disjoint sets)")
+        raise ValueError(f"unknown partitioner {partitioner!r}; use partitioner='ag' (association groups), 'sc' (set cover), 'ds' (disjoint sets) "
+                         "or 'value' (one joiner per document by the values of common attributes, else 'ag')")
     if local_join not in LOCAL_JOINS:
         raise ValueError(f"unknown local_join {local_join!r}; use local_join='fptree', 'hash' or 'nested'")
     if not isinstance(delta, (int, np.integer)) or isinstance(delta, bool) or delta < 1:

@@ -289,7 +289,7 @@ class NaturalSpec(OperatorSpec):
     def case(self) -> st.SearchStrategy[Case]:
         @st.composite
         def generate(draw) -> Case:
-            s = _settings(draw, partitions=st.integers(1, 3), partitioner=st.sampled_from(["ag", "sc", "ds"]))
+            s = _settings(draw, partitions=st.integers(1, 3), partitioner=st.sampled_from(["ag", "sc", "ds", "value"]))
             n = draw(st.integers(1, 50), label="rows")
             attrs = st.dictionaries(st.sampled_from(["a", "b", "c", "d"]), st.integers(0, 2), min_size=1, max_size=3)
             lines, valid = [], {}

@@ -22,7 +22,7 @@ from driftjoin.schemafree.window import CountWindow, TimeWindow, Window
 
 Oracle = Callable[[Sequence[Document], Window], set[tuple[int, int]]]
 
-PARTITIONERS = ("ag", "sc", "ds")
+PARTITIONERS = ("ag", "sc", "ds", "value")
 LOCAL_JOINS = ("fptree", "hash", "nested")
 COMBINATIONS = list(itertools.product(PARTITIONERS, LOCAL_JOINS))
 

@@ -29,9 +29,9 @@ from driftjoin.clock import WindowClock
 from driftjoin.schemafree.document import flatten
 from driftjoin.schemafree.generator import nobench_documents
 from driftjoin.spark.natural_local import LocalRun
-from driftjoin.spark.natural_plan import NaturalPlan
-from driftjoin.spark.metrics_sink import newest, read_version, versions
-from driftjoin.spark.natural_table import decisions_name
+from driftjoin.spark.natural_plan import JOINER_OP, NaturalPlan
+from driftjoin.spark.metrics_sink import newest, read_stats, read_version, versions
+from driftjoin.spark.natural_table import decisions_name, read_fit
 
 
 def make_plan(root: str, lineage: str, m: int, kind: str, partitioner: str = "ag", initial: bytes | None = None,
@@ -125,6 +125,11 @@ def scenario(draw):
     n = draw(st.integers(20, 120), label="documents")
     attrs = st.dictionaries(st.sampled_from(["a", "b", "c", "d", "e"]), st.integers(0, 3), min_size=1, max_size=3)
     docs = [draw(attrs) for _ in range(n)]
+    if draw(st.booleans(), label="common attributes"):  # what value partitioning routes by
+        lacking = draw(st.sets(st.integers(0, n - 1), max_size=3))
+        for i, doc in enumerate(docs):
+            doc["t"] = draw(st.integers(0, 9))
+            doc["s"] = None if i in lacking else draw(st.integers(0, 3))
     times = sorted(draw(st.lists(st.integers(0, 600), min_size=n, max_size=n)))
     jitter = [draw(st.integers(-40, 0)) if draw(st.booleans()) else 0 for _ in range(n)]
     two = draw(st.booleans(), label="two streams")
@@ -138,7 +143,8 @@ def scenario(draw):
         for _ in batches
     ]
     restart = draw(st.one_of(st.none(), st.integers(1, max(len(batches) - 1, 1))), label="restart before batch")
-    return m, kind, batches, plan_of_batch, restart, draw(st.sampled_from(["ag", "sc", "ds"])), draw(st.booleans()), two
+    return (m, kind, batches, plan_of_batch, restart, draw(st.sampled_from(["ag", "sc", "ds", "value"])),
+            draw(st.booleans()), two)
 
 
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
@@ -167,14 +173,16 @@ def test_parallel_routing_is_exact_whenever_decisions_land(tmp_path_factory, cas
     assert set(got) == expected
 
 
+@pytest.mark.parametrize("partitioner", ["ag", "value"])
 @pytest.mark.parametrize("m", [1, 2, 4, 8])
-def test_parallel_routing_nobench_with_refits_and_stale_tasks(tmp_path, m):
+def test_parallel_routing_nobench_with_refits_and_stale_tasks(tmp_path, m, partitioner):
     """Many windows, refits at every window boundary (theta 0), delta keys; each batch's decision
     is published while the next batch runs (after its first task), so tasks of one batch route
-    by different decisions: exact, and the decisions refit and publish delta keys."""
+    by different decisions: exact, and the decisions refit and publish delta keys (value fits:
+    route by values, with no delta keys)."""
     raw = nobench_documents(480, seed=5, thousandth=6, optional=0.5, sparse_blocks=4)
     rows = [{"id": i, "doc": json.dumps(raw[i])} for i in range(480)]
-    plan = make_plan(str(tmp_path), "L1", m, "count")
+    plan = make_plan(str(tmp_path), "L1", m, "count", partitioner)
     harness = Harness(plan, random.Random(m))
     batches = [rows[i:i + 60] for i in range(0, 480, 60)]
     for b, batch in enumerate(batches):
@@ -188,4 +196,18 @@ def test_parallel_routing_nobench_with_refits_and_stale_tasks(tmp_path, m):
     if m > 1:  # one joiner never degrades: no refit
         assert last["newest"] >= 2  # refitted after the first fit
         assert harness.stale_tasks > 0
+    if m > 1 and partitioner == "ag":
         assert any(last["additions"].values())  # delta keys published to the routers
+    if partitioner == "value":
+        kept: Counter[int] = Counter()  # window -> documents kept over the joiners
+        fits: dict[int, str] = {}
+        for rec in read_stats(str(tmp_path), JOINER_OP):
+            for w, (n, *_rest) in rec["windows"].items():
+                kept[int(w)] += n
+            fits.update({int(w): k for w, k in rec.get("table", {}).items()})
+        valued = [w for w, k in fits.items() if k != "0" and read_fit(str(tmp_path), k).value is not None]
+        assert all(kept[w] == 40 for w in valued)  # each document at one joiner (all carry S)
+        # a 30-document sample of 12 (bool, thousandth) pairs splits evenly enough for 2 joiners
+        # only; with more the fits are AG
+        assert valued or m >= 4
+        assert not any(last["additions"].get(fits[w]) for w in valued)  # a value fit has no delta keys

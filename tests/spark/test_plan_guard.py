@@ -77,7 +77,7 @@ def test_equi_join_refuses_another_parallelism_and_dead_letters_infinite_times(s
 
 @pytest.mark.spark
 @pytest.mark.slow
-def test_natural_join_refuses_other_partitions_and_adopts_another_local_join(spark, tmp_path) -> None:
+def test_natural_join_refuses_other_partitions_or_partitioner_and_adopts_another_local_join(spark, tmp_path) -> None:
     docs = nobench_documents(240, seed=3)
     batches = [[{"id": i, "doc": json.dumps(docs[i])} for i in range(b * 80, (b + 1) * 80)] for b in range(3)]
     write_batches(tmp_path / "in", batches[:2])
@@ -92,6 +92,10 @@ def test_natural_join_refuses_other_partitions_and_adopts_another_local_join(spa
     write_batches(tmp_path / "in", batches[2:], start=2)
     with pytest.raises(Exception, match="partitions: checkpoint has 3, this query has 4"):
         start(partitions=4)
+    # the partitioner makes the fits of windows opened later; the single Assigner keeps its fit in
+    # its state and would go on with the old one, so a change is refused in both routings
+    with pytest.raises(Exception, match="partitioner: checkpoint has 'value', this query has 'ag'"):
+        start(partitioner="ag")
     # the single Assigner is one more stateful operator in front of the joiners: Spark refuses
     # the other routing before the first batch, whichever way round
     refused = "routing: checkpoint has|STREAMING_STATEFUL_OPERATOR_NOT_MATCH_IN_STATE_METADATA"
