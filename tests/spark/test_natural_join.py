@@ -29,7 +29,7 @@ def docs_spark(spark):
     return spark
 
 COMBOS = [("ag", "fptree"), ("sc", "hash"), ("ds", "nested")]
-ROUTING = {"ag": "parallel", "sc": "parallel", "ds": "assigner"}
+ROUTING = {"ag": "parallel", "sc": "parallel", "ds": "assigner", "value": "parallel"}
 
 
 def brute_force(docs: dict, window_of: dict, side_of: dict | None = None) -> set[tuple]:
