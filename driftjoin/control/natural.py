@@ -28,7 +28,11 @@ run here, on the driver, after every micro-batch (a ``StreamingQueryListener``,
   superseded).
 * **Bootstrap**: without ``sample=`` the first windows open with no fit (every document to
   every joiner, which is exact) and joiner 0 reports their sample every batch; the first fit
-  is made on it and the broadcast windows take it for their later documents.
+  is made on it and the broadcast windows take it for their later documents. On Spark it is
+  made *ahead of the commit* (:meth:`NaturalPartitionController.early_fit`, polled by
+  :meth:`~NaturalPartitionController.watch`): as soon as joiner 0 has written the first
+  batch's record, not when the listener hears of the commit, which comes after the next batch's
+  routers have read the table (so windows of one batch get it from window 1, not 2).
 * **Out**: a :class:`~driftjoin.spark.natural_table.Decision` per step that changed anything:
   the newest fit, the floor (the newest fit every task of the last committed batch had seen),
   the listing of the open windows' fits, the additions, the frontier. Fits are files named by
@@ -355,11 +359,12 @@ class NaturalPartitionController:
 
     def watch(self, interval: float = 0.05, patience: float = 600.0) -> threading.Thread:
         """Poll for :meth:`early_fit` on a daemon thread until there is a fit, this controller
-        was replaced or its query ended, or ``patience`` seconds passed (then the fit is made on
-        commit, as without the watch)."""
+        has taken a committed batch (from then on fits are made on commit, as without the watch),
+        it was replaced, its query ended, or ``patience`` seconds passed."""
         def run() -> None:
             deadline = time.monotonic() + patience
-            while time.monotonic() < deadline and not self.terminated and CONTROLLERS.get(self.root) is self:
+            while (time.monotonic() < deadline and not self.terminated and self.processed < 0
+                   and CONTROLLERS.get(self.root) is self):
                 try:
                     if self.newest > 0 or self.early_fit() is not None:
                         return
