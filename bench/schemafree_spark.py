@@ -134,8 +134,11 @@ def throughput(spark, work: Path, method: str, total: int, batch: int, window: i
     seconds = sum(p["durationMs"]["triggerExecution"] for p in steady) / 1000
     assigner = {r["seq"]: r["elapsed"] for r in read_stats(str(metrics), ASSIGNER_OP)}
     joiners: dict[int, float] = {}
+    opened: dict[int, str] = {}  # batch -> the fit its new windows opened with (joiner 0's record)
     for r in read_stats(str(metrics), JOINER_OP):
         joiners[r["seq"]] = max(joiners.get(r["seq"], 0.0), r["elapsed"])
+        if r["joiner"] == 0 and r.get("opening") is not None:
+            opened[r["seq"]] = r["opening"]
     return {
         "data": kind, "method": method, "routing": routing, "m": m, "windows": "time" if time_windows else "count",
         "sample": sample, "window": window, "batch": batch, "batches": len(progress),
@@ -144,6 +147,8 @@ def throughput(spark, work: Path, method: str, total: int, batch: int, window: i
         "assigner_s": statistics.fmean(list(assigner.values())[1:] or list(assigner.values()) or [0.0]),
         "busiest_joiner_s": statistics.fmean(list(joiners.values())[1:] or list(joiners.values()) or [0.0]),
         "pairs": int(natural_join_metrics(str(metrics))["pairs"].sum()), "wall_s": wall,
+        # measured batches (after the first) whose windows opened with a fit, not broadcast
+        "fitted_batches": sum(1 for seq, key in opened.items() if seq > 0 and key != "0"),
     }
 
 
@@ -195,7 +200,9 @@ def scaling(total: int, batch: int, window: int, kinds: tuple[str, ...], master:
                     raise RuntimeError(f"scaling run {cfg} failed:\n{proc.stderr[-3000:]}")
                 out.append(json.loads(lines[-1][len("RESULT "):]))
                 where = f" ({out[-1]['executors']} executors)" if master else ""
-                print(f"  {kind:>9} {partitioner:>5} {routing:>8} workers={w}{where}: {out[-1]['docs_per_s']:.0f} docs/s",
+                fitted = (f", {out[-1]['fitted_batches']} of {out[-1]['batches'] - 1} measured batches opened with a fit"
+                          if routing == "parallel" else "")
+                print(f"  {kind:>9} {partitioner:>5} {routing:>8} workers={w}{where}: {out[-1]['docs_per_s']:.0f} docs/s{fitted}",
                       flush=True)
     return out
 

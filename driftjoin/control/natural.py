@@ -28,7 +28,11 @@ run here, on the driver, after every micro-batch (a ``StreamingQueryListener``,
   superseded).
 * **Bootstrap**: without ``sample=`` the first windows open with no fit (every document to
   every joiner, which is exact) and joiner 0 reports their sample every batch; the first fit
-  is made on it and the broadcast windows take it for their later documents.
+  is made on it and the broadcast windows take it for their later documents. On Spark it is
+  made *ahead of the commit* (:meth:`NaturalPartitionController.early_fit`, polled by
+  :meth:`~NaturalPartitionController.watch`): as soon as joiner 0 has written the first
+  batch's record, not when the listener hears of the commit, which comes after the next batch's
+  routers have read the table (so windows of one batch get it from window 1, not 2).
 * **Out**: a :class:`~driftjoin.spark.natural_table.Decision` per step that changed anything:
   the newest fit, the floor (the newest fit every task of the last committed batch had seen),
   the listing of the open windows' fits, the additions, the frontier. Fits are files named by
@@ -257,8 +261,9 @@ class NaturalPartitionController:
             return BROADCAST
         return key if self._fit(key) is not None else UNKNOWN
 
-    def _refit(self) -> None:
-        """Compute the newest refit that is due; log every trigger."""
+    def _refit(self, early: bool = False) -> None:
+        """Compute the newest refit that is due; log every trigger (``early``: made by
+        :meth:`early_fit`, on a batch that may not have committed)."""
         if not self._pending:
             return
         window, batch, first, sample = self._pending[-1]
@@ -271,7 +276,7 @@ class NaturalPartitionController:
         for i, (w, b, was_first, _) in enumerate(self._pending):
             entry = {"window": w, "batch": b, "first": was_first, "superseded": i < len(self._pending) - 1,
                      "fit": key if i == len(self._pending) - 1 else None, "time": time.time(),
-                     "kind": part.kind if i == len(self._pending) - 1 else None}
+                     "kind": part.kind if i == len(self._pending) - 1 else None, "early": early}
             self.decisions.append(entry)
             publish_blob(self.root, f"{_LOG}/{self.lineage}/{len(self.decisions):06d}.json", json.dumps(entry).encode())
         self._pending = []
@@ -311,6 +316,67 @@ class NaturalPartitionController:
             del self.fits[key]
             self.additions.pop(key, None)
 
+    # -- bootstrap ahead of the commit --------------------------------------------------------
+
+    def early_fit(self) -> Decision | None:
+        """Make and publish the first fit from the sample joiner 0 wrote in a batch that may not
+        have committed yet (None: there is a fit already, or no sample to fit on).
+
+        On Spark the next micro-batch starts as soon as one commits and its routers read the
+        routing table in their first moments, while the listener hears of the commit a few
+        tenths of a second later: a fit made on commit reaches the batch after the next, so with
+        windows of one batch the first two windows were broadcast. Joiner 0 writes its record
+        before the batch commits, and the sample of a broadcast window is all there (every
+        document is at joiner 0), so the first fit can be made then. Only the fit is taken from
+        the uncommitted record; the published decision lists what the last committed batch did
+        (nothing before the first), so it is a decision like any other that lands while a batch
+        runs: any fit is exact, and a retry of the batch reads it as it would a later one.
+        """
+        with self.lock:
+            if self.newest > 0 or self._pending:
+                return None
+            ahead = [r for r in self._scan() if r["batch"] > self.processed]
+            if not ahead:
+                return None
+            rec = ahead[-1]  # a window it opened, or one it decided on (a count window may close in its batch)
+            broadcast = sorted({int(w) for part in (rec["table"], rec["decide"]) for w, k in part.items() if k == BROADCAST})
+            for w in reversed(broadcast):
+                sample = _sample([rec], w, self.plan.sample_size)
+                if sample:
+                    self._pending.append((w, rec["batch"], True, sample))
+                    break
+            if not self._pending:
+                return None
+            self._refit(early=True)
+            last = self.last
+            decision = Decision(self.version + 1, self.lineage, self.newest, 0 if last is None else last.floor,
+                                {} if last is None else last.windows, {} if last is None else last.additions,
+                                None if last is None else last.frontier, None if last is None else last.low)
+            publish(self.root, decisions_name(self.lineage), decision.version, decision.to_json())
+            self.version, self.last = decision.version, decision
+            self._named.append(decision.fits())
+            return decision
+
+    def watch(self, interval: float = 0.05, patience: float = 600.0) -> threading.Thread:
+        """Poll for :meth:`early_fit` on a daemon thread until there is a fit, this controller
+        has taken a committed batch (from then on fits are made on commit, as without the watch),
+        it was replaced, its query ended, or ``patience`` seconds passed."""
+        def run() -> None:
+            deadline = time.monotonic() + patience
+            while (time.monotonic() < deadline and not self.terminated and self.processed < 0
+                   and CONTROLLERS.get(self.root) is self):
+                try:
+                    if self.newest > 0 or self.early_fit() is not None:
+                        return
+                except Exception:  # the join stays exact without it; the fit comes on commit
+                    log.exception("natural_join early fit failed")
+                    return
+                time.sleep(interval)
+
+        thread = threading.Thread(target=run, name=f"natural-early-fit:{self.lineage}", daemon=True)
+        thread.start()
+        return thread
+
     # -- waiting -----------------------------------------------------------------------------
 
     def settle(self, timeout: float = 30.0) -> None:
@@ -341,6 +407,9 @@ def read_log(root: str) -> list[dict[str, Any]]:
 
 def attach_natural(spark: Any, controller: NaturalPartitionController) -> None:
     """Run the controller on the driver after every micro-batch (it keeps to its own query); it
-    replaces the controller of an earlier join on the same directory."""
+    replaces the controller of an earlier join on the same directory. Without ``sample=`` it
+    also watches for the first fit ahead of the commit (:meth:`NaturalPartitionController.watch`)."""
     register(spark, f"natural:{controller.root}", lambda p: controller.on_progress(p.query, p.batch),
              controller.on_terminated)
+    if controller.newest == 0:
+        controller.watch()
