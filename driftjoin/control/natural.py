@@ -228,14 +228,17 @@ class NaturalPartitionController:
                     self._pending.append((w, rec0["batch"], not fitted, sample))
                     fitted = True
         if not fitted:  # bootstrap: the newest window without a fit, on its sample so far
-            broadcast = sorted(int(w) for w, k in rec0["table"].items() if k == BROADCAST)
-            for w in reversed(broadcast):
-                sample = _sample(records, w, self.plan.sample_size)
-                if sample:
-                    self._pending.append((w, rec0["batch"], True, sample))
-                    break
+            self._bootstrap(records, {int(w) for w, k in rec0["table"].items() if k == BROADCAST})
         for w in rec0["closed"]:
             self.quality.pop(int(w), None)
+
+    def _bootstrap(self, records: list[dict[str, Any]], broadcast: set[int]) -> None:
+        """Queue the first fit on the sample of the newest broadcast window that has one."""
+        for w in sorted(broadcast, reverse=True):
+            sample = _sample(records, w, self.plan.sample_size)
+            if sample:
+                self._pending.append((w, records[0]["batch"], True, sample))
+                return
 
     # -- fits --------------------------------------------------------------------------------
 
@@ -296,12 +299,16 @@ class NaturalPartitionController:
                             decision.frontier, decision.low)
         if self.last is not None and decision.to_json() == self.last.to_json():
             return None
-        publish(self.root, decisions_name(self.lineage), decision.version, decision.to_json())
-        self.version, self.last = decision.version, decision
-        self._named.append(named)
+        self._announce(decision, named)
         retire(self.root, decisions_name(self.lineage), keep=self.keep)
         self._prune_fits()
         return decision
+
+    def _announce(self, decision: Decision, named: set[str]) -> None:
+        """Publish ``decision`` (naming the fits ``named``) as this controller's newest."""
+        publish(self.root, decisions_name(self.lineage), decision.version, decision.to_json())
+        self.version, self.last = decision.version, decision
+        self._named.append(named)
 
     def _prune_fits(self) -> None:
         """Remove this lineage's fit files no kept decision names (and older ones: versions only grow)."""
@@ -339,12 +346,8 @@ class NaturalPartitionController:
             if not ahead:
                 return None
             rec = ahead[-1]  # a window it opened, or one it decided on (a count window may close in its batch)
-            broadcast = sorted({int(w) for part in (rec["table"], rec["decide"]) for w, k in part.items() if k == BROADCAST})
-            for w in reversed(broadcast):
-                sample = _sample([rec], w, self.plan.sample_size)
-                if sample:
-                    self._pending.append((w, rec["batch"], True, sample))
-                    break
+            self._bootstrap([rec], {int(w) for part in (rec["table"], rec["decide"]) for w, k in part.items()
+                                    if k == BROADCAST})
             if not self._pending:
                 return None
             self._refit(early=True)
@@ -352,9 +355,7 @@ class NaturalPartitionController:
             decision = Decision(self.version + 1, self.lineage, self.newest, 0 if last is None else last.floor,
                                 {} if last is None else last.windows, {} if last is None else last.additions,
                                 None if last is None else last.frontier, None if last is None else last.low)
-            publish(self.root, decisions_name(self.lineage), decision.version, decision.to_json())
-            self.version, self.last = decision.version, decision
-            self._named.append(decision.fits())
+            self._announce(decision, decision.fits())
             return decision
 
     def watch(self, interval: float = 0.05, patience: float = 600.0) -> threading.Thread:
