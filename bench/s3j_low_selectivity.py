@@ -7,7 +7,7 @@ the paper's numbers beside them; writes JSON and a PNG (per-worker p99 latency o
 bench/results/. Also runs the same records through the in-process core (no Spark) in the same
 run, so the Spark overhead shows as a ratio.
 
-    .venv/bin/python bench/s3j_low_selectivity.py --seconds 120 --rate 4000 --sink noop [--output pairs,pairs-lean] [--partitions 5,2]
+    .venv/bin/python bench/s3j_low_selectivity.py --seconds 120 --rate 4000 --sink noop [--output pairs,pairs-lean] [--partitions 5,2] [--trigger 0,5]
 
 Also prints where a micro-batch's time went, summed over the workers' statistics (state read,
 formulation, computation, building the output, Spark taking the output, state write) beside
@@ -15,7 +15,10 @@ Spark's own per-batch durations (query planning, the whole batch, state commit),
 bytes written per batch against how full the window was (flat when writes follow the batch),
 and the CPU seconds per record of the whole query (JVM, Python workers, driver; after the first
 batch) against the core's: a Spark/core ratio that, unlike the throughput ratio, does not stop
-at the offered rate and moves less with the machine's load.
+at the offered rate and moves less with the machine's load. ``--trigger`` sets the micro-batch
+interval (several run side by side; the core then runs in batches of the same length): how the
+Spark/core ratio falls as the fixed cost of a batch is spread over more records, against the
+latency a longer batch adds.
 """
 
 from __future__ import annotations
@@ -31,7 +34,7 @@ import numpy as np
 PAPER = {"duplication_ratio": 1.92, "comparisons_ratio": 5.82, "p99_latency_s": "< 1 (10 CPUs)"}
 
 
-def core_throughput(rate: int, seconds: float, selectivity: float, parallelism: int) -> dict:
+def core_throughput(rate: int, seconds: float, selectivity: float, parallelism: int, batch_s: float = 1.0) -> dict:
     from driftjoin.distance import get_metric
     from driftjoin.generators.vectors import generate_vectors
     from driftjoin.s3j.engine import S3JEngine
@@ -47,7 +50,7 @@ def core_throughput(rate: int, seconds: float, selectivity: float, parallelism: 
     vec, side, ts = m.prepare(vec[order]), side[order], ts[order]
     ids = np.arange(2 * n)
     eng = S3JEngine(random_centroids(parallelism, 2, 0), m, selectivity, self_join=False, dim=2)
-    step = 2 * rate  # one-second micro-batches
+    step = int(2 * rate * batch_s)  # micro-batches of batch_s seconds
     t0, cpu0 = time.perf_counter(), time.process_time()
     pairs = cmp_ = mem = 0
     for a in range(0, 2 * n, step):
@@ -91,7 +94,8 @@ def breakdown(metrics: str, progress: list[dict]) -> dict:
 
 
 def spark_run(rate: int, seconds: float, selectivity: float, parallelism: int, sink: str, out: Path,
-              output: str = "pairs", partitions: int | None = None, source: str = "generator") -> dict:
+              output: str = "pairs", partitions: int | None = None, source: str = "generator",
+              trigger_s: float = 0.0) -> dict:
     from driftjoin.control.autoscale.collector import session_cpu
     from driftjoin.report import plot_latency, summary
     from driftjoin.spark.session import local_session
@@ -112,13 +116,13 @@ def spark_run(rate: int, seconds: float, selectivity: float, parallelism: int, s
                     .select((F.col("value") * 2 + i).alias("id"), F.array(*coordinate).alias("vector"),
                             F.col("timestamp").alias("ts")))
         return (spark.readStream.format("driftjoin").option("stream", i).option("rate", rate).option("dim", 2)
-                .option("seed", 7).option("total", total).option("max_records_per_batch", 2 * rate).load())
+                .option("seed", 7).option("total", total).option("max_records_per_batch", int(2 * rate * max(1.0, trigger_s))).load())
 
     metrics = str(out / "metrics")
     pairs = similarity_join(stream(0), stream(1), threshold=selectivity, metric="angular", window="1 minute",
                             parallelism=parallelism, partitions=partitions, dim=2, ingest_col="ts",
                             metrics_dir=metrics, output=output)
-    writer = pairs.writeStream.option("checkpointLocation", str(out / "checkpoint")).trigger(processingTime="0 seconds")
+    writer = pairs.writeStream.option("checkpointLocation", str(out / "checkpoint")).trigger(processingTime=f"{trigger_s:g} seconds")
     q = (writer.format("parquet").option("path", str(out / "pairs")) if sink == "parquet" else writer.format("noop")).start()
     t0 = time.time()
     log = ProgressLog(q)
@@ -138,9 +142,9 @@ def spark_run(rate: int, seconds: float, selectivity: float, parallelism: int, s
     q.stop()
     totals, per_worker = summary(metrics)
     tasks = partitions or parallelism
-    plot_latency(metrics, Path(f"bench/results/s3j_low_selectivity_{output}_{tasks}_{source}.png"),
+    plot_latency(metrics, Path(f"bench/results/s3j_low_selectivity_{output}_{tasks}_{source}_{trigger_s:g}s.png"),
                  f"S3J on Spark: {rate}/s per stream ({source}), 0.1%, {parallelism} workers in {tasks} tasks, "
-                 f"output={output}")
+                 f"output={output}, trigger {trigger_s:g} s")
     spark.stop()
     return {"records": seen, "wall_s": wall, "sustained_records_per_s": seen / wall, **totals,
             "batch_ms_p50": float(np.median(durations)) if durations else None,
@@ -167,17 +171,24 @@ def main() -> None:
                     help="generator (driftjoin's Python data source, the same records as the core run) or rate "
                          "(Spark's JVM rate source with the same distribution, as Kafka or files would be); "
                          "several separated by commas run side by side")
+    ap.add_argument("--trigger", default="0",
+                    help="micro-batch interval in seconds (0: each batch starts when the last ends), or several "
+                         "separated by commas run side by side; the core runs in batches of the same length")
     args = ap.parse_args()
     tasks = [int(p) for p in args.partitions.split(",") if p] or [args.parallelism]
     sources = args.source.split(",")
-    variants = {" ".join([o] + ([f"in {p}"] if len(tasks) > 1 else []) + ([f"from {src}"] if len(sources) > 1 else [])):
-                (o, p, src) for src in sources for o in args.output.split(",") for p in tasks}
+    triggers = [float(t) for t in args.trigger.split(",")]
+    variants = {" ".join([o] + ([f"in {p}"] if len(tasks) > 1 else []) + ([f"from {src}"] if len(sources) > 1 else [])
+                         + ([f"every {t:g}s"] if len(triggers) > 1 else [])):
+                (o, p, src, t) for t in triggers for src in sources for o in args.output.split(",") for p in tasks}
     outputs = list(variants)
     Path("bench/results").mkdir(parents=True, exist_ok=True)
-    core = core_throughput(args.rate, min(args.seconds, 60.0), args.selectivity, args.parallelism)
+    cores = {t: core_throughput(args.rate, min(args.seconds, 60.0), args.selectivity, args.parallelism, max(1.0, t))
+             for t in triggers}
+    core = cores[triggers[0]]
     runs = {label: spark_run(args.rate, args.seconds, args.selectivity, args.parallelism, args.sink,
-                             Path("bench/out/s3j_low"), o, None if p == args.parallelism else p, src)
-            for label, (o, p, src) in variants.items()}
+                             Path("bench/out/s3j_low"), o, None if p == args.parallelism else p, src, t)
+            for label, (o, p, src, t) in variants.items()}
     print(f"\nS3J low selectivity: 2 x {args.rate}/s, 2-D uniform, angular, {args.selectivity:.2%}, "
           f"{args.parallelism} workers in {'/'.join(map(str, tasks))} tasks, 1-min windows, sink={args.sink}")
     width = max(20, max(len(o) for o in outputs) + 8)
@@ -200,8 +211,12 @@ def main() -> None:
         f"{core['records_per_s'] / max(r['sustained_records_per_s'], 1):>{width - 1}.1f}x" for r in runs.values()))
     print(f"{'CPU s per 1,000 records':<28}" + "".join(f"{r['cpu_s_per_1000'] or 0:>{width}.3f}" for r in runs.values())
           + f"{core['cpu_s_per_1000']:>14.3f}")
+    if len(triggers) > 1:
+        print(f"{'core CPU s/1,000 same batch':<28}" + "".join(
+            f"{cores[variants[o][3]]['cpu_s_per_1000']:>{width}.3f}" for o in outputs))
     print(f"{'Spark/core CPU per record':<28}" + "".join(
-        f"{(r['cpu_s_per_1000'] or 0) / core['cpu_s_per_1000']:>{width - 1}.1f}x" for r in runs.values()))
+        f"{(r['cpu_s_per_1000'] or 0) / cores[variants[o][3]]['cpu_s_per_1000']:>{width - 1}.1f}x"
+        for o, r in runs.items()))
     for o, r in runs.items():
         b = r["breakdown"]
         print(f"\n[{o}] where the workers' time went (seconds, summed over workers and batches): "
@@ -213,7 +228,7 @@ def main() -> None:
             print(f"[{o}] state written per worker batch: first third {np.mean(w[:third]) / 1e6:.2f} MB, "
                   f"last third {np.mean(w[-third:]) / 1e6:.2f} MB; state found {b['state_sources']}")
     Path("bench/results/s3j_low_selectivity.json").write_text(json.dumps(
-        {"args": vars(args), "spark": runs, "core": core, "paper": PAPER}, indent=2, default=str))
+        {"args": vars(args), "spark": runs, "core": core, "core_by_trigger_s": cores, "paper": PAPER}, indent=2, default=str))
 
 
 if __name__ == "__main__":
