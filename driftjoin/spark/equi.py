@@ -47,7 +47,7 @@ from driftjoin.spark.equi_dispatch import (
 )
 from driftjoin.spark.equi_payload import JSON_OPTIONS, PayloadLayout
 from driftjoin.spark.plan_guard import PLAN_KEY
-from driftjoin.spark.session import prepare_for_stateful, prepare_session, task_slots
+from driftjoin.spark.session import prepare_for_stateful, prepare_session, worker_placement
 from driftjoin.spark.static import run_static
 
 #: ``routing=``: stateless parallel routers fed by the driver's control plane, or the paper's one dispatcher
@@ -170,15 +170,7 @@ def _spec(left: DataFrame, right: DataFrame, *, on: Any, algorithm: str, paralle
     if routing not in ROUTINGS:
         raise ValueError(f"routing={routing!r} is unknown; use 'parallel' (stateless routers, the default) or "
                          "'dispatcher' (the paper's single dispatcher task)")
-    if parallelism is None:
-        parallelism = int(left.sparkSession.conf.get("spark.sql.shuffle.partitions"))
-    if isinstance(parallelism, bool) or not isinstance(parallelism, int) or parallelism < 1:
-        raise ValueError(f"parallelism must be an integer >= 1 (the number of workers), got {parallelism!r}")
-    if partitions is None:
-        partitions = min(parallelism, task_slots(left.sparkSession))
-    if isinstance(partitions, bool) or not isinstance(partitions, int) or not 1 <= partitions <= parallelism:
-        raise ValueError(f"partitions must be an integer in [1, parallelism] = [1, {parallelism}] (the Spark state "
-                         f"partitions the workers share), got {partitions!r}")
+    parallelism, partitions = worker_placement(left.sparkSession, parallelism, partitions)
     opts = dict(options or {})
     if algorithm == "biclique" and parallelism < 2:
         raise ValueError("Join-Biclique needs parallelism >= 2 (half the workers store each side)")

@@ -164,6 +164,24 @@ def task_slots(spark: SparkSession) -> int:
     return 1 if master == "local" else spark.sparkContext.defaultParallelism
 
 
+def worker_placement(spark: SparkSession, parallelism: int | None, partitions: int | None) -> tuple[int, int]:
+    """The workers of an operator and the Spark state partitions they share, checked.
+
+    ``parallelism`` defaults to ``spark.sql.shuffle.partitions``; ``partitions`` to
+    min(parallelism, :func:`task_slots`): each stateful task costs about 100 ms per micro-batch
+    whatever it does, so more tasks than cores only raise the batch floor."""
+    if parallelism is None:
+        parallelism = int(spark.conf.get("spark.sql.shuffle.partitions"))
+    if isinstance(parallelism, bool) or not isinstance(parallelism, int) or parallelism < 1:
+        raise ValueError(f"parallelism must be an integer >= 1 (the number of workers), got {parallelism!r}")
+    if partitions is None:
+        partitions = min(parallelism, task_slots(spark))
+    if isinstance(partitions, bool) or not isinstance(partitions, int) or not 1 <= partitions <= parallelism:
+        raise ValueError(f"partitions must be an integer in [1, parallelism] = [1, {parallelism}] (the Spark state "
+                         f"partitions the workers share), got {partitions!r}")
+    return parallelism, partitions
+
+
 def _imports_driftjoin(python: str) -> bool:
     """Whether ``python`` imports this very driftjoin and the packages its workers need."""
     here = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))

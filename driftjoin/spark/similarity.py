@@ -25,7 +25,7 @@ from driftjoin.spark.s3j_operators import (
 from driftjoin.s3j.baselines import ALGORITHMS
 from driftjoin.spark.grid_operators import grid_pairs, grid_plan
 from driftjoin.spark.columns import check_time_column, time_seconds
-from driftjoin.spark.session import prepare_for_stateful, prepare_session, task_slots
+from driftjoin.spark.session import prepare_for_stateful, prepare_session, worker_placement
 from driftjoin.spark.static import static_arrow_udf
 
 log = logging.getLogger(__name__)
@@ -121,15 +121,7 @@ def _plan(left: DataFrame, right: DataFrame | None, *, threshold: float, metric:
         raise ValueError(f"virtual_partitions must be an integer >= 1 (ClusterJoin's default is 500), got {virtual_partitions!r}")
     m = get_metric(metric)
     t = check_threshold(m, threshold)
-    if parallelism is None:
-        parallelism = int(left.sparkSession.conf.get("spark.sql.shuffle.partitions"))
-    if isinstance(parallelism, bool) or not isinstance(parallelism, int) or parallelism < 1:
-        raise ValueError(f"parallelism must be an integer >= 1 (the number of workers), got {parallelism!r}")
-    if partitions is None:
-        partitions = min(parallelism, task_slots(left.sparkSession))
-    if isinstance(partitions, bool) or not isinstance(partitions, int) or not 1 <= partitions <= parallelism:
-        raise ValueError(f"partitions must be an integer in [1, parallelism] (Spark state partitions the "
-                         f"{parallelism} workers share), got {partitions!r}")
+    parallelism, partitions = worker_placement(left.sparkSession, parallelism, partitions)
     if isinstance(centroids, str) and centroids not in ("random", "sample"):
         raise ValueError(f"centroids={centroids!r}: use 'random', 'sample' (static input) or an array of shape (parallelism, dim)")
     n_centroids = virtual_partitions if algorithm == "clusterjoin" else parallelism
