@@ -87,7 +87,9 @@ _LOG = "natural_log"
 
 @dataclass
 class _Quality:
-    """A window's routing so far: its documents and the documents each joiner kept."""
+    """A window's routing by its fit so far: the documents a fit routed and the copies of them
+    each joiner kept. Documents routed by no fit (the window had none yet, or the task that
+    routed them saw none) went to every joiner and say nothing about the fit: left out."""
 
     documents: int = 0
     loads: dict[int, int] = field(default_factory=dict)
@@ -207,11 +209,12 @@ class NaturalPartitionController:
         """One committed batch: window quality, delta sightings, decision points."""
         rec0 = records[0]
         for rec in records:
-            for w, (received, *_rest) in rec["windows"].items():
+            for w, (received, _owned, _to_all, _dropped, *unfitted) in rec["windows"].items():
                 q = self.quality.setdefault(int(w), _Quality())
-                q.loads[rec["joiner"]] = q.loads.get(rec["joiner"], 0) + received
-        for w, n in rec0["documents"].items():
-            self.quality.setdefault(int(w), _Quality()).documents += n
+                q.loads[rec["joiner"]] = q.loads.get(rec["joiner"], 0) + received - sum(unfitted)
+        for w, n in rec0["documents"].items():  # a document routed by no fit is at joiner 0 (at every joiner)
+            unfitted = rec0["windows"].get(w, [0] * 5)[4:]
+            self.quality.setdefault(int(w), _Quality()).documents += n - sum(unfitted)
         for key, counts in rec0["unseen"].items():
             part = self._fit(key)
             if part is not None:
@@ -221,8 +224,9 @@ class NaturalPartitionController:
         for w, key in sorted(rec0["decide"].items(), key=lambda item: int(item[0])):
             w = int(w)
             part = self._fit(key)
-            replication, max_load = self.quality.get(w, _Quality()).measures(self.plan.partitions)
-            if part is None or part.needs_repartition(replication, max_load):
+            quality = self.quality.get(w, _Quality())
+            replication, max_load = quality.measures(self.plan.partitions)
+            if part is None or (quality.documents > 0 and part.needs_repartition(replication, max_load)):
                 sample = _sample(records, w, self.plan.sample_size)
                 if sample:
                     self._pending.append((w, rec0["batch"], not fitted, sample))
