@@ -123,6 +123,8 @@ class NaturalPartitionController:
         self.unavailable: set[str] = set()
         self.quality: dict[int, _Quality] = {}
         self.query: str | None = None
+        self.running: set[str] = set()  # queries of the session started and not yet terminated
+        self.watcher: threading.Thread | None = None
         self.committed = -1
         self.processed = -1
         self.terminated = False
@@ -174,9 +176,18 @@ class NaturalPartitionController:
         except Exception:  # the join stays exact without decisions; it only routes worse
             log.exception("natural_join control step failed")
 
+    def on_started(self, query: str) -> None:
+        """A query of the session started: it may be this join's, so without a fit yet
+        :meth:`watch` for the first one (a join that is built but never started never polls)."""
+        with self.lock:
+            self.running.add(query)
+            if self.newest == 0 and (self.watcher is None or not self.watcher.is_alive()):
+                self.watcher = self.watch()
+
     def on_terminated(self, query: str) -> None:
         """A query terminated: if it is this join's, :meth:`settle` stops waiting for batches
         (the events of a later run of the same query, restarted in this driver, come after)."""
+        self.running.discard(query)
         if query == self.query:
             self.terminated = True
 
@@ -362,14 +373,21 @@ class NaturalPartitionController:
             self._announce(decision, decision.fits())
             return decision
 
+    def _watching(self) -> bool:
+        """Whether :meth:`watch` should go on: no committed batch taken yet (from then on fits
+        are made on commit), still the controller of its directory, and a query that may be
+        this join's is running (its own once its records name it)."""
+        if self.terminated or self.processed >= 0 or CONTROLLERS.get(self.root) is not self:
+            return False
+        return self.query in self.running if self.query is not None else bool(self.running)
+
     def watch(self, interval: float = 0.05, patience: float = 600.0) -> threading.Thread:
-        """Poll for :meth:`early_fit` on a daemon thread until there is a fit, this controller
-        has taken a committed batch (from then on fits are made on commit, as without the watch),
-        it was replaced, its query ended, or ``patience`` seconds passed."""
+        """Poll for :meth:`early_fit` on a daemon thread until there is a fit, or
+        :meth:`_watching` says stop (the query ended, or this controller was replaced or has taken
+        a committed batch), or ``patience`` seconds passed. Started by :meth:`on_started`."""
         def run() -> None:
             deadline = time.monotonic() + patience
-            while (time.monotonic() < deadline and not self.terminated and self.processed < 0
-                   and CONTROLLERS.get(self.root) is self):
+            while time.monotonic() < deadline and self._watching():
                 try:
                     if self.newest > 0 or self.early_fit() is not None:
                         return
@@ -413,8 +431,7 @@ def read_log(root: str) -> list[dict[str, Any]]:
 def attach_natural(spark: Any, controller: NaturalPartitionController) -> None:
     """Run the controller on the driver after every micro-batch (it keeps to its own query); it
     replaces the controller of an earlier join on the same directory. Without ``sample=`` it
-    also watches for the first fit ahead of the commit (:meth:`NaturalPartitionController.watch`)."""
+    also watches for the first fit ahead of the commit while a query runs
+    (:meth:`NaturalPartitionController.on_started`, :meth:`~NaturalPartitionController.watch`)."""
     register(spark, f"natural:{controller.root}", lambda p: controller.on_progress(p.query, p.batch),
-             controller.on_terminated)
-    if controller.newest == 0:
-        controller.watch()
+             controller.on_terminated, controller.on_started)

@@ -314,3 +314,19 @@ def test_candidate_fits_with_the_same_values_route_a_document_to_one_joiner(tmp_
     copies = Counter(i for i, kind in zip(routed["id"], routed["kind"]) if kind == DOC)
     assert copies == {i: 2 if i == len(docs) - 1 else 1 for i in range(len(docs))}
 
+
+def test_the_first_fit_watch_polls_only_while_a_query_runs(tmp_path):
+    """A join that is built but never started never polls its directory; the watch for the first
+    fit starts with a query of the session and stops when it terminates, though no batch ran."""
+    from driftjoin.control.natural import NaturalPartitionController
+
+    controller = NaturalPartitionController(make_plan(str(tmp_path), "L1", 2, "count", "value"))
+    assert controller.watcher is None
+    controller.on_started("q")
+    watcher = controller.watcher
+    assert watcher is not None and watcher.is_alive()
+    controller.on_started("q")  # one watch at a time
+    assert controller.watcher is watcher
+    controller.on_terminated("q")
+    watcher.join(timeout=5)
+    assert not watcher.is_alive()
