@@ -352,14 +352,18 @@ class NaturalPartitionController:
         document is at joiner 0), so the first fit can be made then. Only the fit is taken from
         the uncommitted record; the published decision lists what the last committed batch did
         (nothing before the first), so it is a decision like any other that lands while a batch
-        runs: any fit is exact, and a retry of the batch reads it as it would a later one.
+        runs: any fit is exact, and a retry of the batch reads it as it would a later one. Not in
+        a restarted query before its first committed batch: windows opened by the earlier
+        lineage may be open with their fits, which only a committed batch's table lists (a task
+        with a fit routes an unlisted window by this lineage's fits only), so the first fit
+        waits for the commit there.
         """
         with self.lock:
             if self.newest > 0 or self._pending:
                 return None
             ahead = [r for r in self._scan() if r["batch"] > self.processed]
-            if not ahead:
-                return None
+            if not ahead or (self.last is None and ahead[0]["batch"] > 0):
+                return None  # a restarted query: windows of the earlier lineage may be open, unlisted
             rec = ahead[-1]  # a window it opened, or one it decided on (a count window may close in its batch)
             self._bootstrap([rec], {int(w) for part in (rec["table"], rec["decide"]) for w, k in part.items()
                                     if k == BROADCAST})
