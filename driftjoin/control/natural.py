@@ -18,7 +18,9 @@ run here, on the driver, after every micro-batch (a ``StreamingQueryListener``,
   Routers that have not read it yet broadcast the documents carrying it, as before it was
   assigned, so the join stays exact whenever the addition lands.
 * **Theta** (Section VI-A): at a window's decision point its replication and maximal load
-  are compared with its fit's baseline; beyond ``theta`` (or when the window had no fit) a
+  (over the documents its fit routed: documents routed by no fit, before the window had one or
+  by a task that saw none, went to every joiner and say nothing about the fit) are compared
+  with its fit's baseline; beyond ``theta`` (or when the window had no fit) a
   new fit is made on the window's sample (Algorithm 1 and the Merger, or SC/DS, or with
   ``partitioner="value"`` the attributes whose values send each document to one joiner,
   :mod:`~driftjoin.schemafree.valuepart`, AG when none divide the work:
