@@ -135,10 +135,16 @@ def throughput(spark, work: Path, method: str, total: int, batch: int, window: i
     assigner = {r["seq"]: r["elapsed"] for r in read_stats(str(metrics), ASSIGNER_OP)}
     joiners: dict[int, float] = {}
     opened: dict[int, str] = {}  # batch -> the fit its new windows opened with (joiner 0's record)
+    copies: dict[int, list[int]] = {}  # window -> documents joiner 0 kept, copies it dropped (sent for another fit)
     for r in read_stats(str(metrics), JOINER_OP):
         joiners[r["seq"]] = max(joiners.get(r["seq"], 0.0), r["elapsed"])
         if r["joiner"] == 0 and r.get("opening") is not None:
             opened[r["seq"]] = r["opening"]
+        if r["joiner"] == 0:
+            for w, (kept, _owned, _to_all, dropped, *_unfitted) in r["windows"].items():
+                seen = copies.setdefault(int(w), [0, 0])
+                seen[0] += kept
+                seen[1] += dropped
     return {
         "data": kind, "method": method, "routing": routing, "m": m, "windows": "time" if time_windows else "count",
         "sample": sample, "window": window, "batch": batch, "batches": len(progress),
@@ -149,6 +155,7 @@ def throughput(spark, work: Path, method: str, total: int, batch: int, window: i
         "pairs": int(natural_join_metrics(str(metrics))["pairs"].sum()), "wall_s": wall,
         # measured batches (after the first) whose windows opened with a fit, not broadcast
         "fitted_batches": sum(1 for seq, key in opened.items() if seq > 0 and key != "0"),
+        "joiner0_windows": {w: copies[w] for w in sorted(copies)},
     }
 
 
@@ -202,8 +209,12 @@ def scaling(total: int, batch: int, window: int, kinds: tuple[str, ...], master:
                 where = f" ({out[-1]['executors']} executors)" if master else ""
                 fitted = (f", {out[-1]['fitted_batches']} of {out[-1]['batches'] - 1} measured batches opened with a fit"
                           if routing == "parallel" else "")
-                print(f"  {kind:>9} {partitioner:>5} {routing:>8} workers={w}{where}: {out[-1]['docs_per_s']:.0f} docs/s{fitted}",
-                      flush=True)
+                load = out[-1]["load"] = os.getloadavg()[0]
+                print(f"  {kind:>9} {partitioner:>5} {routing:>8} workers={w}{where}: {out[-1]['docs_per_s']:.0f} docs/s{fitted}"
+                      f", load average {load:.1f}", flush=True)
+                if routing == "parallel" and w > 1:
+                    print("      joiner 0 per window, kept / dropped: " + ", ".join(
+                        f"{win}: {kept} / {dropped}" for win, (kept, dropped) in out[-1]["joiner0_windows"].items()), flush=True)
     return out
 
 

@@ -4,7 +4,7 @@ The controllers of the control plane (S3J's workset balancer, SWOOP's shared bou
 ``natural_join``'s partitioner, ``equi_join``'s routing) decide after committed micro-batches, so
 they need Spark's query events. :func:`register` puts a controller under a key (its kind and
 directory); one ``StreamingQueryListener`` per session, added on the first registration, hands
-each progress and termination event to every controller registered through that session.
+each start, progress and termination event to every controller registered through that session.
 
 Why one listener and why keys:
 
@@ -50,6 +50,7 @@ class Progress:
 class _Entry:
     on_progress: Callable[[Progress], Any]
     on_terminated: Callable[[str], Any] | None
+    on_started: Callable[[str], Any] | None = None
 
 
 class _Hub:
@@ -68,6 +69,11 @@ class _Hub:
             if entry.on_terminated is not None:
                 self._call(key, entry.on_terminated, query)
 
+    def started(self, query: str) -> None:
+        for key, entry in self._snapshot():
+            if entry.on_started is not None:
+                self._call(key, entry.on_started, query)
+
     def _snapshot(self) -> list[tuple[str, _Entry]]:
         with self.lock:
             return list(self.entries.items())
@@ -85,13 +91,13 @@ _HUBS_LOCK = threading.Lock()
 
 
 def register(spark: Any, key: str, on_progress: Callable[[Progress], Any],
-             on_terminated: Callable[[str], Any] | None = None) -> None:
+             on_terminated: Callable[[str], Any] | None = None, on_started: Callable[[str], Any] | None = None) -> None:
     """Call ``on_progress`` after every finished micro-batch of every query of ``spark``'s session
-    (and ``on_terminated`` with the query id when one terminates), replacing whatever was
-    registered under ``key`` before."""
+    (``on_terminated`` with the query id when one terminates, ``on_started`` when one starts),
+    replacing whatever was registered under ``key`` before."""
     hub = _hub(spark)
     with hub.lock:
-        hub.entries[key] = _Entry(on_progress, on_terminated)
+        hub.entries[key] = _Entry(on_progress, on_terminated, on_started)
 
 
 def registered(spark: Any) -> list[str]:
@@ -114,7 +120,7 @@ def _listener(hub: _Hub) -> Any:
 
     class _ControlPlaneListener(StreamingQueryListener):
         def onQueryStarted(self, event) -> None:  # noqa: N802 (Spark's names)
-            pass
+            hub.started(str(event.id))
 
         def onQueryProgress(self, event) -> None:  # noqa: N802
             p = event.progress

@@ -18,7 +18,9 @@ run here, on the driver, after every micro-batch (a ``StreamingQueryListener``,
   Routers that have not read it yet broadcast the documents carrying it, as before it was
   assigned, so the join stays exact whenever the addition lands.
 * **Theta** (Section VI-A): at a window's decision point its replication and maximal load
-  are compared with its fit's baseline; beyond ``theta`` (or when the window had no fit) a
+  (over the documents its fit routed: documents routed by no fit, before the window had one or
+  by a task that saw none, went to every joiner and say nothing about the fit) are compared
+  with its fit's baseline; beyond ``theta`` (or when the window had no fit) a
   new fit is made on the window's sample (Algorithm 1 and the Merger, or SC/DS, or with
   ``partitioner="value"`` the attributes whose values send each document to one joiner,
   :mod:`~driftjoin.schemafree.valuepart`, AG when none divide the work:
@@ -87,7 +89,9 @@ _LOG = "natural_log"
 
 @dataclass
 class _Quality:
-    """A window's routing so far: its documents and the documents each joiner kept."""
+    """A window's routing by its fit so far: the documents a fit routed and the copies of them
+    each joiner kept. Documents routed by no fit (the window had none yet, or the task that
+    routed them saw none) went to every joiner and say nothing about the fit: left out."""
 
     documents: int = 0
     loads: dict[int, int] = field(default_factory=dict)
@@ -121,6 +125,8 @@ class NaturalPartitionController:
         self.unavailable: set[str] = set()
         self.quality: dict[int, _Quality] = {}
         self.query: str | None = None
+        self.running: set[str] = set()  # queries of the session started and not yet terminated
+        self.watcher: threading.Thread | None = None
         self.committed = -1
         self.processed = -1
         self.terminated = False
@@ -172,9 +178,18 @@ class NaturalPartitionController:
         except Exception:  # the join stays exact without decisions; it only routes worse
             log.exception("natural_join control step failed")
 
+    def on_started(self, query: str) -> None:
+        """A query of the session started: it may be this join's, so without a fit yet
+        :meth:`watch` for the first one (a join that is built but never started never polls)."""
+        with self.lock:
+            self.running.add(query)
+            if self.newest == 0 and (self.watcher is None or not self.watcher.is_alive()):
+                self.watcher = self.watch()
+
     def on_terminated(self, query: str) -> None:
         """A query terminated: if it is this join's, :meth:`settle` stops waiting for batches
         (the events of a later run of the same query, restarted in this driver, come after)."""
+        self.running.discard(query)
         if query == self.query:
             self.terminated = True
 
@@ -207,11 +222,12 @@ class NaturalPartitionController:
         """One committed batch: window quality, delta sightings, decision points."""
         rec0 = records[0]
         for rec in records:
-            for w, (received, *_rest) in rec["windows"].items():
+            for w, (received, _owned, _to_all, _dropped, *unfitted) in rec["windows"].items():
                 q = self.quality.setdefault(int(w), _Quality())
-                q.loads[rec["joiner"]] = q.loads.get(rec["joiner"], 0) + received
-        for w, n in rec0["documents"].items():
-            self.quality.setdefault(int(w), _Quality()).documents += n
+                q.loads[rec["joiner"]] = q.loads.get(rec["joiner"], 0) + received - sum(unfitted)
+        for w, n in rec0["documents"].items():  # a document routed by no fit is at joiner 0 (at every joiner)
+            unfitted = rec0["windows"].get(w, [0] * 5)[4:]
+            self.quality.setdefault(int(w), _Quality()).documents += n - sum(unfitted)
         for key, counts in rec0["unseen"].items():
             part = self._fit(key)
             if part is not None:
@@ -221,8 +237,9 @@ class NaturalPartitionController:
         for w, key in sorted(rec0["decide"].items(), key=lambda item: int(item[0])):
             w = int(w)
             part = self._fit(key)
-            replication, max_load = self.quality.get(w, _Quality()).measures(self.plan.partitions)
-            if part is None or part.needs_repartition(replication, max_load):
+            quality = self.quality.get(w, _Quality())
+            replication, max_load = quality.measures(self.plan.partitions)
+            if part is None or (quality.documents > 0 and part.needs_repartition(replication, max_load)):
                 sample = _sample(records, w, self.plan.sample_size)
                 if sample:
                     self._pending.append((w, rec0["batch"], not fitted, sample))
@@ -337,14 +354,18 @@ class NaturalPartitionController:
         document is at joiner 0), so the first fit can be made then. Only the fit is taken from
         the uncommitted record; the published decision lists what the last committed batch did
         (nothing before the first), so it is a decision like any other that lands while a batch
-        runs: any fit is exact, and a retry of the batch reads it as it would a later one.
+        runs: any fit is exact, and a retry of the batch reads it as it would a later one. Not in
+        a restarted query before its first committed batch: windows opened by the earlier
+        lineage may be open with their fits, which only a committed batch's table lists (a task
+        with a fit routes an unlisted window by this lineage's fits only), so the first fit
+        waits for the commit there.
         """
         with self.lock:
             if self.newest > 0 or self._pending:
                 return None
             ahead = [r for r in self._scan() if r["batch"] > self.processed]
-            if not ahead:
-                return None
+            if not ahead or (self.last is None and ahead[0]["batch"] > 0):
+                return None  # a restarted query: windows of the earlier lineage may be open, unlisted
             rec = ahead[-1]  # a window it opened, or one it decided on (a count window may close in its batch)
             self._bootstrap([rec], {int(w) for part in (rec["table"], rec["decide"]) for w, k in part.items()
                                     if k == BROADCAST})
@@ -358,14 +379,21 @@ class NaturalPartitionController:
             self._announce(decision, decision.fits())
             return decision
 
+    def _watching(self) -> bool:
+        """Whether :meth:`watch` should go on: no committed batch taken yet (from then on fits
+        are made on commit), still the controller of its directory, and a query that may be
+        this join's is running (its own once its records name it)."""
+        if self.terminated or self.processed >= 0 or CONTROLLERS.get(self.root) is not self:
+            return False
+        return self.query in self.running if self.query is not None else bool(self.running)
+
     def watch(self, interval: float = 0.05, patience: float = 600.0) -> threading.Thread:
-        """Poll for :meth:`early_fit` on a daemon thread until there is a fit, this controller
-        has taken a committed batch (from then on fits are made on commit, as without the watch),
-        it was replaced, its query ended, or ``patience`` seconds passed."""
+        """Poll for :meth:`early_fit` on a daemon thread until there is a fit, or
+        :meth:`_watching` says stop (the query ended, or this controller was replaced or has taken
+        a committed batch), or ``patience`` seconds passed. Started by :meth:`on_started`."""
         def run() -> None:
             deadline = time.monotonic() + patience
-            while (time.monotonic() < deadline and not self.terminated and self.processed < 0
-                   and CONTROLLERS.get(self.root) is self):
+            while time.monotonic() < deadline and self._watching():
                 try:
                     if self.newest > 0 or self.early_fit() is not None:
                         return
@@ -409,8 +437,7 @@ def read_log(root: str) -> list[dict[str, Any]]:
 def attach_natural(spark: Any, controller: NaturalPartitionController) -> None:
     """Run the controller on the driver after every micro-batch (it keeps to its own query); it
     replaces the controller of an earlier join on the same directory. Without ``sample=`` it
-    also watches for the first fit ahead of the commit (:meth:`NaturalPartitionController.watch`)."""
+    also watches for the first fit ahead of the commit while a query runs
+    (:meth:`NaturalPartitionController.on_started`, :meth:`~NaturalPartitionController.watch`)."""
     register(spark, f"natural:{controller.root}", lambda p: controller.on_progress(p.query, p.batch),
-             controller.on_terminated)
-    if controller.newest == 0:
-        controller.watch()
+             controller.on_terminated, controller.on_started)

@@ -278,15 +278,17 @@ class RoutingError(RuntimeError):
     """A document reached a joiner without a mask under its window's fit (a broken invariant)."""
 
 
-def _resolve(candidates: list[tuple[int, int]], fid: int, full: int) -> int:
-    """The document's mask under its window's fit: that candidate's, or all joiners when the
-    document was broadcast (which meets every other routing of the window)."""
+def _resolve(candidates: list[tuple[int, int]], fid: int) -> tuple[int, bool]:
+    """The document's mask under its window's fit, and whether it was routed by no fit: the
+    window's candidate, or the broadcast one when the window has no fit yet or a task that saw
+    no fit routed it (every joiner, or none for an empty document, which joins nothing under any
+    fit: either way it meets every other routing of the window)."""
     for f, mask in candidates:
         if f == fid:
-            return mask
+            return mask, f == 0
     for f, mask in candidates:
-        if f == 0 and mask == full:
-            return full
+        if f == 0:
+            return mask, True
     raise RoutingError(f"a document reached a joiner without a mask under its window's fit (candidates "
                        f"{[f for f, _ in candidates]}, needed {fid}); its window was routed by another table")
 
@@ -386,7 +388,7 @@ class Joiner:
         st.newest = newest
         # the documents, by window and number
         out: dict[str, list] = {"left_id": [], "right_id": [], "window": [], "merged": []}
-        per_window: dict[int, list[int]] = {}  # received, owned, to_all, dropped
+        per_window: dict[int, list[int]] = {}  # received, owned, to_all, dropped, unfitted (routed by no fit)
         by_window: dict[int, int] = {}
         added: dict[int, tuple] = {}
         late_rows: list[dict[str, Any]] = []
@@ -405,13 +407,13 @@ class Joiner:
                 raise RoutingError(f"document of window {w} arrived at joiner {me} before the window was opened")
             key = st.fits[w]
             fid = fit_id(key)
-            counts = per_window.setdefault(w, [0, 0, 0, 0])
+            counts = per_window.setdefault(w, [0, 0, 0, 0, 0])
             stored: tuple[list, list, list, list, list] = ([], [], [], [], [])
             found = 0
             for seq_no, side, blob, doc_id, text, unknown in zip(group["seq"].tolist(), group["side"].tolist(),
                                                                  group["route"].tolist(), group["id"].tolist(),
                                                                  group["avps"].tolist(), group["unknown"].tolist()):
-                mask = _resolve(unpack_route(blob), fid, full)
+                mask, unfitted = _resolve(unpack_route(blob), fid)
                 if not mask >> me & 1 or seq_no in join.docs:  # sent for another candidate, or a repeated row
                     counts[3] += 1
                     continue
@@ -441,6 +443,7 @@ class Joiner:
                 counts[0] += 1
                 counts[1] += lowest == me
                 counts[2] += mask == full and lowest == me
+                counts[4] += unfitted
                 if unknown and mask == full and me == 0:  # delta sightings: every broadcast document is here
                     for k in json.loads(unknown).get(key, []):
                         unseen.setdefault(key, Counter())[json.dumps(k, ensure_ascii=False)] += 1
@@ -895,7 +898,7 @@ def natural_join_metrics(metrics_dir: str) -> pd.DataFrame:
         joiners = max(joiners, rec["joiner"] + 1)
         for w, n in rec.get("pairs_by_window", {}).items():
             pairs[int(w)] += n
-        for w, (received, _, everywhere, _) in rec.get("windows", {}).items():
+        for w, (received, _, everywhere, *_) in rec.get("windows", {}).items():
             per = loads.setdefault(int(w), {})
             per[rec["joiner"]] = per.get(rec["joiner"], 0) + received
             to_all[int(w)] += everywhere

@@ -23,7 +23,6 @@ from driftjoin.schemafree.partitioner import PARTITIONER_NAMES, Partitioner
 from driftjoin.schemafree.window import CountWindow, TimeWindow
 from driftjoin.spark.keys import slot_keys
 
-PARTITIONERS = PARTITIONER_NAMES
 LOCAL_JOINS = ("fptree", "hash", "nested")
 #: ``"parallel"``: stateless routers in every input task, partitionings fitted by the control
 #: plane; ``"assigner"``: the paper's single Assigner (one task routes every document).
@@ -135,7 +134,7 @@ def check_settings(partitions: object, partitioner: object, local_join: object, 
                    theta: object, creators: object, sample_size: object, routing: object = "parallel") -> None:
     if not isinstance(partitions, (int, np.integer)) or isinstance(partitions, bool) or partitions < 1:
         raise ValueError(f"partitions must be an integer >= 1 (the number of joiners), got {partitions!r}")
-    if partitioner not in PARTITIONERS:
+    if partitioner not in PARTITIONER_NAMES:
         raise ValueError(f"unknown partitioner {partitioner!r}; use partitioner='ag' (association groups), 'sc' (set cover), 'ds' (disjoint sets) "
                          "or 'value' (one joiner per document by the values of common attributes, else 'ag')")
     if local_join not in LOCAL_JOINS:

@@ -15,16 +15,23 @@ anyway (argued in full in ``docs/natural_join.md``):
   fit of every window that was open after the last committed batch the controller read (its
   *listing*). Every window opened later is opened by the joiners with a fit in
   ``[floor, newest]`` of some decision visible then: the joiners take the smallest newest fit
-  any router task of the batch saw (:func:`opening_fit`), and every task of a later batch sees
-  at least the decisions any task of an earlier batch saw, so it is at least the floor.
+  any router task of the batch saw that saw a fit at all (:func:`opening_fit`), and every task
+  of a later batch sees at least the decisions any task of an earlier batch saw, so it is at
+  least the floor.
 * A router that does not know a document's window fit routes it by **every candidate** fit
   (:meth:`RoutingView.candidates`): the listed fit if the window is listed, else every fit
   from the floor to the newest it sees; the document goes to the union of the candidates'
   masks and carries each candidate's mask. The joiners know the window's fit (they decide it,
   identically at every joiner, from the heartbeats) and use that candidate's mask; the other
-  targets drop their copy. A window opened with fit ``"0"`` may be upgraded to a real fit
-  later (a broadcast document meets every other), so listed ``"0"`` windows also take the
-  range as candidates.
+  targets drop their copy. Candidates that route alike (value fits with the same ``S``) cost
+  nothing: the union of equal masks is one of them.
+* **Broadcast is never a candidate of a task that sees a fit.** A task that sees no fit sends
+  every document to every joiner, which meets any other routing, so the joiners may open (or
+  upgrade) a window with the fit of the tasks that saw one and ignore the others; a window
+  opened with fit ``"0"`` (no task of its batch saw a fit) takes the opening fit of the first
+  batch in which some task sees one. Hence a task with a fit routes an unlisted window, or a
+  window listed with ``"0"``, by the fits ``max(floor, 1)`` to newest only: the broadcast
+  copies to every joiner that the union with ``"0"`` would add are gone.
 
 A decision published while a batch runs is therefore harmless: a task that read the older
 decision includes the window's fit among its candidates all the same. Publication needs a
@@ -143,9 +150,10 @@ def doc_seq(side: int, doc_id: Any, time: float | None, text: str) -> int:
 
 def opening_fit(lineage: str, newest_seen: list[int]) -> str:
     """The fit a window opened in a batch gets: the smallest newest fit any router task of the
-    batch saw (every task has it among its candidates: it is at least each task's floor and at
-    most each task's newest)."""
-    return fit_key(lineage, min(newest_seen, default=0))
+    batch saw, among the tasks that saw a fit (every such task has it among its candidates: it
+    is at least each task's floor and at most each task's newest; a task that saw none
+    broadcast its documents, which meet any fit); :data:`BROADCAST` if no task saw a fit."""
+    return fit_key(lineage, min((n for n in newest_seen if n > 0), default=0))
 
 
 def write_fit(root: str, key: str, partitioner: Partitioner) -> None:
@@ -201,8 +209,11 @@ class Decision:
     fresh_only: bool = False
 
     def range_keys(self) -> tuple[str, ...]:
-        """Fits a window opened after the listing can have: versions floor..newest."""
-        return tuple(fit_key(self.lineage, v) for v in range(self.floor, self.newest + 1))
+        """Fits a window opened after the listing (or listed with no fit) can have when a task
+        reads this decision: versions ``max(floor, 1)`` to newest, or only :data:`BROADCAST`
+        before the first fit (a window is never opened with no fit by a batch in which some task
+        saw one: :func:`opening_fit`)."""
+        return tuple(fit_key(self.lineage, v) for v in range(max(self.floor, 1) if self.newest else 0, self.newest + 1))
 
     def fits(self) -> set[str]:
         """Every fit this decision names (to load, and to keep when pruning)."""
@@ -251,8 +262,8 @@ class RoutingView:
     def _listed(self, key: str) -> tuple[str, ...]:
         if key == UNKNOWN:
             return (BROADCAST,)
-        if key == BROADCAST:
-            return tuple(sorted({BROADCAST, *self._range}))
+        if key == BROADCAST:  # it takes the opening fit of this task's batch, at the latest
+            return self._range
         return (key,)
 
     def candidates(self, window: int | None) -> tuple[str, ...]:

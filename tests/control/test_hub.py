@@ -71,3 +71,12 @@ def test_a_failing_controller_neither_reaches_the_query_nor_stops_the_others(cap
     spark.streams.listeners[0].onQueryProgress(_progress("q", "r", 7))
     assert heard == [7]
     assert "natural:/a failed a round" in caplog.text
+
+
+def test_starts_reach_the_controllers_that_ask_for_them() -> None:
+    spark = _session()
+    started: list[str] = []
+    register(spark, "natural:/a", lambda p: None, None, started.append)
+    register(spark, "equi:/b", lambda p: None)
+    spark.streams.listeners[0].onQueryStarted(SimpleNamespace(id="q", runId="r"))
+    assert started == ["q"]

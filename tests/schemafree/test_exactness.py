@@ -17,14 +17,14 @@ from hypothesis import strategies as st
 
 from driftjoin.schemafree.document import Document
 from driftjoin.schemafree.generator import nobench_documents, server_log_documents
+from driftjoin.schemafree.partitioner import PARTITIONER_NAMES
 from driftjoin.schemafree.pipeline import load_documents, natural_join_windows
 from driftjoin.schemafree.window import CountWindow, TimeWindow, Window
 
 Oracle = Callable[[Sequence[Document], Window], set[tuple[int, int]]]
 
-PARTITIONERS = ("ag", "sc", "ds", "value")
 LOCAL_JOINS = ("fptree", "hash", "nested")
-COMBINATIONS = list(itertools.product(PARTITIONERS, LOCAL_JOINS))
+COMBINATIONS = list(itertools.product(PARTITIONER_NAMES, LOCAL_JOINS))
 
 scalar = st.one_of(st.integers(0, 3), st.sampled_from(["x", "y", "1"]), st.booleans(), st.none())
 value = st.one_of(

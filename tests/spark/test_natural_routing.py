@@ -27,7 +27,7 @@ from hypothesis import strategies as st
 
 from driftjoin.clock import WindowClock
 from driftjoin.schemafree.document import flatten
-from driftjoin.schemafree.generator import nobench_documents
+from driftjoin.schemafree.generator import nobench_documents, server_log_documents
 from driftjoin.spark.natural_local import LocalRun
 from driftjoin.spark.natural_plan import JOINER_OP, NaturalPlan
 from driftjoin.spark.metrics_sink import newest, read_stats, read_version, versions
@@ -94,10 +94,13 @@ class Harness(LocalRun):
         self.stale_tasks = 0
 
     def _version(self, low: int | None) -> int | None:
+        """A version to read; -1: none (a task that ran before the batch's first decision landed)."""
         name = decisions_name(self.plan.lineage)
         options = [v for v in versions(self.plan.control, name) if low is None or v >= low]
         if not options:
             return None
+        if low is None:  # no decision when the batch started: a task may still have read none
+            options.append(-1)
         version = self.rng.choice(options)
         self.stale_tasks += version < options[-1]
         return version
@@ -132,6 +135,8 @@ def scenario(draw):
         for i, doc in enumerate(docs):
             doc["t"] = draw(st.integers(0, 9))
             doc["s"] = None if i in lacking else draw(st.integers(0, 3))
+    for i in draw(st.sets(st.integers(0, n - 1), max_size=2), label="empty documents"):
+        docs[i] = {}  # joins nothing, under any fit or none
     times = sorted(draw(st.lists(st.integers(0, 600), min_size=n, max_size=n)))
     jitter = [draw(st.integers(-40, 0)) if draw(st.booleans()) else 0 for _ in range(n)]
     two = draw(st.booleans(), label="two streams")
@@ -241,3 +246,112 @@ def test_first_fit_serves_the_second_window_when_decisions_land_a_batch_late(tmp
     opened = {r["batch"]: r["opening"] for r in read_stats(str(tmp_path), JOINER_OP) if r["joiner"] == 0}
     fitted = [b for b in sorted(opened) if opened[b] != "0"]  # window b opens in batch b
     assert fitted == ([1, 2, 3, 4, 5] if early else [2, 3, 4, 5])
+
+
+def test_a_fitted_task_never_broadcasts_so_each_document_reaches_one_joiner(tmp_path):
+    """The case of the 0.70x run (docs/benchmarks.md, natural_join scale-out): the server log at 2
+    joiners, value partitioning without ``sample=``, event-time windows of one micro-batch, the
+    first fit made ahead of the commit and every later decision landing after the next batch's
+    routers read the table; in batch 1 one task reads no decision yet. Window 0 is broadcast;
+    every later window is routed by the value fit alone, although windows 1 and 2 are read
+    with the floor 0: their documents (all carry ``S``) reach one joiner each and none is
+    dropped, except task 0's documents of window 1, which go to both (it saw no fit). The
+    broadcast documents of windows 0 and 1 trigger no refit (they say nothing about the fit).
+    Exact."""
+    docs = server_log_documents(7500, seed=3, timestamp=False)
+    rows = [{"id": i, "doc": json.dumps(d), "t": i / 100} for i, d in enumerate(docs)]  # 1,500 per 15 s window
+    plan = make_plan(str(tmp_path), "L1", 2, "time", "value")
+    plan = NaturalPlan(**{**plan.__dict__, "length": 15.0, "watermark": 0.0, "theta": 0.2, "sample_size": 2000})
+    run = LocalRun(plan)
+    batches = [rows[i:i + 1500] for i in range(0, 7500, 1500)]
+    pairs, stats = [], []
+    for b, batch in enumerate(batches):
+        if b >= 2:  # batch b - 2's commit is heard after batch b's routers read the table
+            run.controller.step(b - 2)
+        found, states, batch_stats = run.attempt([batch[0::2], batch[1::2]], (lambda t: -1 if t == 0 else None)
+                                                 if b == 1 else None)
+        if b == 0:
+            run.controller.early_fit()
+        run.commit(states)
+        pairs += found
+        stats += batch_stats
+    assert sorted((min(a, b), max(a, b), w) for a, b, w in pairs) == sorted(brute_force(rows, expected_windows(plan, batches)))
+    assert read_fit(str(tmp_path), "L1.1").value is not None
+    assert [e["fit"] for e in run.controller.decisions] == ["L1.1"]  # no refit on broadcast documents
+    received: Counter[int] = Counter()
+    dropped: Counter[int] = Counter()
+    for rec in stats:
+        for w, (kept, _owned, _to_all, lost, _unfitted) in rec["windows"].items():
+            received[int(w)] += kept
+            dropped[int(w)] += lost
+    task0 = len(batches[1][0::2])
+    assert received == {0: 3000, 1: 1500 + task0, 2: 1500, 3: 1500, 4: 1500}
+    assert not any(dropped.values())
+
+
+def test_candidate_fits_with_the_same_values_route_a_document_to_one_joiner(tmp_path):
+    """Two value fits with the same ``S`` and joiner count route alike (the mask is a function of
+    ``S``, the document's ``S``-values and m), so a document routed by both candidates goes to one
+    joiner, the union of equal masks; a document lacking part of ``S`` to every joiner."""
+    from driftjoin.schemafree.document import Document
+    from driftjoin.spark.natural import Router
+    from driftjoin.spark.natural_local import input_batch
+    from driftjoin.spark.natural_plan import DOC
+    from driftjoin.spark.natural_table import Decision, RoutingView
+
+    docs = server_log_documents(600, seed=4, timestamp=False)
+    plan = make_plan(str(tmp_path), "L1", 2, "time", "value")
+    fits = {}
+    for key, part in (("L1.1", docs[:300]), ("L1.2", docs[300:])):
+        fits[key] = plan.new_partitioner()
+        fits[key].fit([Document(i, flatten(d)) for i, d in enumerate(part)])
+    assert fits["L1.1"].value is not None and fits["L1.1"].value == fits["L1.2"].value
+    view = RoutingView("L1", Decision(3, "L1", 2, 1), fits, 2)
+    assert view.candidates(0) == ("L1.1", "L1.2")
+    docs.append({k: v for k, v in docs[0].items() if k != fits["L1.1"].value.attributes[0]})  # lacks part of S
+    routed = Router(plan, view, False).add(input_batch([{"id": i, "doc": json.dumps(d), "t": 1.0}
+                                                        for i, d in enumerate(docs)]))
+    copies = Counter(i for i, kind in zip(routed["id"], routed["kind"]) if kind == DOC)
+    assert copies == {i: 2 if i == len(docs) - 1 else 1 for i in range(len(docs))}
+
+
+def test_the_first_fit_watch_polls_only_while_a_query_runs(tmp_path):
+    """A join that is built but never started never polls its directory; the watch for the first
+    fit starts with a query of the session and stops when it terminates, though no batch ran."""
+    from driftjoin.control.natural import NaturalPartitionController
+
+    controller = NaturalPartitionController(make_plan(str(tmp_path), "L1", 2, "count", "value"))
+    assert controller.watcher is None
+    controller.on_started("q")
+    watcher = controller.watcher
+    assert watcher is not None and watcher.is_alive()
+    controller.on_started("q")  # one watch at a time
+    assert controller.watcher is watcher
+    controller.on_terminated("q")
+    watcher.join(timeout=5)
+    assert not watcher.is_alive()
+
+
+def test_no_early_first_fit_in_a_restarted_query_whose_earlier_windows_are_open(tmp_path):
+    """A restart's first batch, its window opened before the restart with the earlier lineage's
+    fit, then replayed: the early first fit is not published in a restarted query (only a
+    committed batch lists the earlier windows, and a task with a fit routes an unlisted window by
+    the new lineage's fits only), so the replay's tasks broadcast. Exact, no RoutingError."""
+    raw = nobench_documents(90, seed=3, thousandth=6, optional=0.5, sparse_blocks=4)
+    rows = [{"id": i, "doc": json.dumps(raw[i])} for i in range(90)]
+    plan = make_plan(str(tmp_path), "L1", 2, "count", "value")
+    run = LocalRun(plan)
+    batches = [rows[:20], rows[20:30], rows[30:90]]  # window 0 (40 documents) spans all three
+    pairs = []
+    for b, batch in enumerate(batches):
+        if b == 2:
+            run.restart(make_plan(str(tmp_path), "L2", 2, "count", "value"))
+        found, states, _ = run.attempt([batch[0::2], batch[1::2]])
+        run.controller.early_fit()  # what the watch does on Spark
+        if b == 2:  # the batch fails after its joiners ran; the replay reads what is published now
+            found, states, _ = run.attempt([batch[1::2], batch[0::2]])
+        run.commit(states)
+        run.decide()
+        pairs += found
+    assert read_fit(str(tmp_path), "L1.1") is not None
+    assert sorted((min(a, b), max(a, b), w) for a, b, w in pairs) == sorted(brute_force(rows, expected_windows(plan, batches)))
