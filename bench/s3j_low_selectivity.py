@@ -166,7 +166,7 @@ def main() -> None:
                          "the provenance columns), pairs-grouped (grouped rows exploded in the JVM), grouped")
     ap.add_argument("--partitions", default="",
                     help="Spark tasks the workers share, or several separated by commas, each run with every "
-                         "output (default: one task per worker)")
+                         "output (default: similarity_join's own, min(workers, task slots))")
     ap.add_argument("--source", default="generator",
                     help="generator (driftjoin's Python data source, the same records as the core run) or rate "
                          "(Spark's JVM rate source with the same distribution, as Kafka or files would be); "
@@ -175,7 +175,7 @@ def main() -> None:
                     help="micro-batch interval in seconds (0: each batch starts when the last ends), or several "
                          "separated by commas run side by side; the core runs in batches of the same length")
     args = ap.parse_args()
-    tasks = [int(p) for p in args.partitions.split(",") if p] or [args.parallelism]
+    tasks: list[int | None] = [int(p) for p in args.partitions.split(",") if p] or [None]
     sources = args.source.split(",")
     triggers = [float(t) for t in args.trigger.split(",")]
     variants = {" ".join([o] + ([f"in {p}"] if len(tasks) > 1 else []) + ([f"from {src}"] if len(sources) > 1 else [])
@@ -187,7 +187,7 @@ def main() -> None:
              for t in triggers}
     core = cores[triggers[0]]
     runs = {label: spark_run(args.rate, args.seconds, args.selectivity, args.parallelism, args.sink,
-                             Path("bench/out/s3j_low"), o, None if p == args.parallelism else p, src, t)
+                             Path("bench/out/s3j_low"), o, p, src, t)
             for label, (o, p, src, t) in variants.items()}
     print(f"\nS3J low selectivity: 2 x {args.rate}/s, 2-D uniform, angular, {args.selectivity:.2%}, "
           f"{args.parallelism} workers in {'/'.join(sorted({str(r['tasks']) for r in runs.values()}))} tasks, "
