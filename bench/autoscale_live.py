@@ -153,7 +153,7 @@ class Query:
                                     window="30 seconds", ingest_col="ts", metrics_dir=self.metrics, balance=balance,
                                     balance_options={"monitoring_window": 10.0, "di_threshold": 0.1})
             self._writer = lambda: pairs.writeStream.format("noop")
-        from driftjoin.control import CONTROLLERS
+        from driftjoin.spark.similarity.control import CONTROLLERS
         self.balancer = CONTROLLERS.get(self.metrics) if balance != "none" else None
 
     def start(self):
@@ -164,7 +164,7 @@ class Query:
         """driftjoin's processing-time latency of the join's pairs (emit minus ingestion), p50/p95."""
         if self.kind != "join":
             return math.nan, math.nan
-        from driftjoin.spark.metrics_sink import histogram_quantile, read_stats
+        from driftjoin.spark.runtime.stats import histogram_quantile, read_stats
 
         hist = None
         for s in read_stats(self.metrics, "computation"):
@@ -675,7 +675,7 @@ def plot(runs: list[dict]) -> None:
 
 def session(master: str, dynamic: bool):
     from driftjoin.control.autoscale import dynamic_allocation_conf
-    from driftjoin.spark.session import cluster_session
+    from driftjoin.spark.runtime.session import cluster_session
 
     conf = dynamic_allocation_conf(1, PARTITIONS, idle_timeout="30s") if dynamic else {}
     return cluster_session(master, PARTITIONS, "driftjoin-autoscale-bench", max_executors=PARTITIONS, conf=conf)

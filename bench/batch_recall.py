@@ -20,9 +20,9 @@ import json
 
 import numpy as np
 
-from driftjoin.benchmarks import faiss_join, numpy_join
-from driftjoin.embeddings import embeddings
-from driftjoin.selectivity import choose_threshold
+from driftjoin.app.bench import faiss_join, numpy_join
+from driftjoin.generators.embeddings import embeddings
+from driftjoin.spark.similarity.threshold import choose_threshold
 
 
 def exact_pairs(x: np.ndarray, t: float) -> set[tuple[int, int]]:
@@ -50,7 +50,7 @@ def main() -> None:
     from pyspark.ml.feature import BucketedRandomProjectionLSH
     from pyspark.ml.linalg import Vectors
 
-    from driftjoin.spark.session import local_session
+    from driftjoin.spark.runtime.session import local_session
 
     spark = local_session(1, "batch-recall")
     for dim in (int(d) for d in args.dims.split(",")):

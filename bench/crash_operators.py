@@ -231,7 +231,7 @@ class Natural(Adapter):
                     b, other = docs[m]
                     if joinable(avps, other):
                         expected[(min(a, b), max(a, b), w)] += 1
-        from driftjoin.spark.metrics_sink import read_stats
+        from driftjoin.spark.runtime.stats import read_stats
 
         got = Counter((r.left_id, r.right_id, r.window)
                       for r in spark.read.parquet(str(work / "out")).select("left_id", "right_id", "window").collect())
@@ -267,7 +267,7 @@ class Equi(Adapter):
     def compare(self, spark, work):
         import pandas as pd
 
-        from driftjoin.spark.metrics_sink import read_stats
+        from driftjoin.spark.runtime.stats import read_stats
 
         rows = pd.DataFrame([r for _, r in read_lines(work, "S")])
         both = rows[rows["side"] == 0].merge(rows[rows["side"] == 1], on="k", suffixes=("_l", "_r"))

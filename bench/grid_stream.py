@@ -30,11 +30,11 @@ import numpy as np
 
 from driftjoin import local_session, similarity_join
 from driftjoin.generators.vectors import generate_vectors
-from driftjoin.grid.choice import read_choice
-from driftjoin.report import summary
-from driftjoin.selectivity import choose_threshold
-from driftjoin.spark.metrics_sink import read_stats
-from driftjoin.spark.progress import ProgressLog
+from driftjoin.spark.similarity.choice import read_choice
+from driftjoin.app.report import summary
+from driftjoin.spark.similarity.threshold import choose_threshold
+from driftjoin.spark.runtime.stats import read_stats
+from driftjoin.spark.runtime.progress import ProgressLog
 
 RESULTS = Path("bench/results")
 

@@ -59,9 +59,9 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from driftjoin.hypercube import Side, ZipfStreamSpec, zipf_stream
-from driftjoin.spark.equi import equi_join
-from driftjoin.spark.metrics_sink import read_stats
-from driftjoin.spark.session import cluster_session, local_session, prepare_for_stateful
+from driftjoin.spark.equi.api import equi_join
+from driftjoin.spark.runtime.stats import read_stats
+from driftjoin.spark.runtime.session import cluster_session, local_session, prepare_for_stateful
 
 RESULTS = Path(__file__).resolve().parent / "results"
 SCHEMA = "id long, k long, ts double, x long"

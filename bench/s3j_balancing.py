@@ -25,7 +25,7 @@ from pathlib import Path
 
 import numpy as np
 
-from driftjoin.control import BalanceController
+from driftjoin.spark.similarity.control import BalanceController
 from driftjoin.distance import get_metric
 from driftjoin.generators.vectors import generate_vectors
 from driftjoin.s3j.engine import S3JEngine

@@ -69,7 +69,7 @@ def core_throughput(rate: int, seconds: float, selectivity: float, parallelism: 
 
 def breakdown(metrics: str, progress: list[dict]) -> dict:
     """Seconds per phase summed over the workers' statistics, and Spark's per-batch durations."""
-    from driftjoin.spark.metrics_sink import read_stats
+    from driftjoin.spark.runtime.stats import read_stats
 
     phases: dict[str, float] = {}
     written: list[tuple[int, int]] = []
@@ -97,10 +97,10 @@ def spark_run(rate: int, seconds: float, selectivity: float, parallelism: int, s
               output: str = "pairs", partitions: int | None = None, source: str = "generator",
               trigger_s: float = 0.0) -> dict:
     from driftjoin.control.autoscale.collector import session_cpu
-    from driftjoin.report import plot_latency, summary
-    from driftjoin.spark.session import local_session, task_slots
-    from driftjoin.spark.progress import ProgressLog
-    from driftjoin.spark.similarity import similarity_join
+    from driftjoin.app.report import plot_latency, summary
+    from driftjoin.spark.runtime.session import local_session, task_slots
+    from driftjoin.spark.runtime.progress import ProgressLog
+    from driftjoin.spark.similarity.api import similarity_join
     from pyspark.sql import functions as F
 
     shutil.rmtree(out, ignore_errors=True)

@@ -56,10 +56,11 @@ import matplotlib.pyplot as plt  # noqa: E402
 from pyspark.sql import functions as F  # noqa: E402
 
 from driftjoin.schemafree.document import flatten  # noqa: E402
-from driftjoin.spark.docs_source import register  # noqa: E402
-from driftjoin.spark.metrics_sink import read_stats  # noqa: E402
-from driftjoin.spark.natural import ASSIGNER_OP, JOINER_OP, natural_join, natural_join_metrics  # noqa: E402
-from driftjoin.spark.session import cluster_session, local_session  # noqa: E402
+from driftjoin.spark.sources.documents import register  # noqa: E402
+from driftjoin.spark.runtime.stats import read_stats  # noqa: E402
+from driftjoin.spark.natural.api import natural_join, natural_join_metrics  # noqa: E402
+from driftjoin.spark.natural.plan import ASSIGNER_OP, JOINER_OP  # noqa: E402
+from driftjoin.spark.runtime.session import cluster_session, local_session  # noqa: E402
 
 RESULTS = Path(__file__).resolve().parent / "results"
 METHODS = ("ag", "sc", "ds")
@@ -221,7 +222,7 @@ def scaling(total: int, batch: int, window: int, kinds: tuple[str, ...], master:
 def work_per_worker(n: int, batch: int, window: int, ms: list[int], kind: str = "serverlog") -> list[dict[str, Any]]:
     """Per m: the documents the busiest router task and the busiest joiner handle, summed over
     the micro-batches, from the joiners' statistics of the parallel routing played in one
-    process (:class:`~driftjoin.spark.natural_local.LocalRun`: the same routers, joiners and
+    process (:class:`~driftjoin.spark.natural.local.LocalRun`: the same routers, joiners and
     controller, m input tasks, the controller deciding after every batch) with AG and value
     partitioning, and from the single Assigner's routed rows (AG); the speed-up over one worker
     that this work allows; replication and maximal load over the whole stream (the documents
@@ -229,8 +230,9 @@ def work_per_worker(n: int, batch: int, window: int, ms: list[int], kind: str = 
     import pandas as pd
 
     from driftjoin.schemafree.generator import nobench_documents, server_log_documents
-    from driftjoin.spark.natural import Assigner, NaturalPlan
-    from driftjoin.spark.natural_local import LocalRun
+    from driftjoin.spark.natural.assigner import Assigner
+    from driftjoin.spark.natural.plan import NaturalPlan
+    from driftjoin.spark.natural.local import LocalRun
 
     docs = server_log_documents(n, seed=1, timestamp=False) if kind == "serverlog" else nobench_documents(n, seed=1)
     rows = [{"id": i, "doc": json.dumps(d)} for i, d in enumerate(docs)]

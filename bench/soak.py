@@ -50,8 +50,8 @@ def main() -> None:
     ap.add_argument("--out", default="bench/out/soak")
     args = ap.parse_args()
     from driftjoin import local_session, similarity_join
-    from driftjoin.spark.metrics_sink import read_stats
-    from driftjoin.spark.progress import ProgressLog
+    from driftjoin.spark.runtime.stats import read_stats
+    from driftjoin.spark.runtime.progress import ProgressLog
 
     out = Path(args.out)
     shutil.rmtree(out, ignore_errors=True)

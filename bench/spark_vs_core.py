@@ -20,7 +20,7 @@ Parquet files, one file per side and micro-batch, ``maxFilesPerTrigger=1``,
   one process, its workers one after the other).
 
 Columns: ``spark_s`` the micro-batches' time (the sum of each batch's ``triggerExecution`` from
-the query's progress, read with :class:`~driftjoin.spark.progress.ProgressLog`), ``whole_s``
+the query's progress, read with :class:`~driftjoin.spark.runtime.progress.ProgressLog`), ``whole_s``
 from ``start()`` to the end of the query, ``cores`` the CPU seconds the session used over that
 time divided by it (JVM, Python workers and driver: how much of the machine one query already
 takes, so what a second worker can still add), ``core_s`` the core's time over the same batches
@@ -67,11 +67,11 @@ from swoop_core import RATE, WORKLOADS
 from driftjoin.control.autoscale.collector import session_cpu
 from driftjoin.hypercube import ZipfStreamSpec, zipf_stream
 from driftjoin.hypercube.distributed import DistributedJoin
-from driftjoin.spark.equi import equi_join
-from driftjoin.spark.metrics_sink import read_stats
-from driftjoin.spark.progress import ProgressLog
-from driftjoin.spark.session import local_session
-from driftjoin.spark.topk import topk_set_join
+from driftjoin.spark.equi.api import equi_join
+from driftjoin.spark.runtime.stats import read_stats
+from driftjoin.spark.runtime.progress import ProgressLog
+from driftjoin.spark.runtime.session import local_session
+from driftjoin.spark.topk.api import topk_set_join
 from driftjoin.swoop import InvalidSetError, Swoop
 from driftjoin.swoop.generator import set_stream
 from driftjoin.swoop.partitioned import PartitionedTopK

@@ -9,7 +9,7 @@ Spark's own phases of that batch), and the second batch. The first run starts fr
 checkpoint, the later ones restart from it with one more file per stream (the restart path).
 Two set-ups run side by side, interleaved, each with its own checkpoint: ``--compare archive``
 (default) the driver JVM with and without the class-data-sharing archive of
-:mod:`driftjoin.spark.class_archive` (built first if missing); ``--compare daemon`` Python workers
+:mod:`driftjoin.spark.runtime.class_archive` (built first if missing); ``--compare daemon`` Python workers
 forked from driftjoin's preloading daemon (the default) and from PySpark's plain one.
 After its measured query, each process starts the same join once more on a fresh checkpoint
 ("warm"): that query's first batch pays only the per-query costs, so the difference between
@@ -31,7 +31,7 @@ from pathlib import Path
 
 import numpy as np
 
-from driftjoin.spark import class_archive
+from driftjoin.spark.runtime import class_archive
 
 ROOT = Path(__file__).resolve().parents[1]
 OUT = ROOT / "bench" / "out" / "startup"
@@ -110,7 +110,7 @@ def main() -> None:
         return
     shutil.rmtree(OUT, ignore_errors=True)
     if args.compare == "archive" and class_archive.build() is None:
-        raise SystemExit("no class archive could be built (python -m driftjoin.spark.class_archive says why)")
+        raise SystemExit("no class archive could be built (python -m driftjoin.spark.runtime.class_archive says why)")
     (base, _), (default, _) = SETUPS[args.compare]
     results = []
     for run in range(args.runs):

@@ -13,17 +13,17 @@ from typing import Any
 __version__ = "0.1.0"
 
 _LAZY = {
-    "similarity_join": "driftjoin.spark.similarity",
-    "invalid_records": "driftjoin.spark.similarity",
-    "choose_threshold": "driftjoin.selectivity",
-    "local_session": "driftjoin.spark.session",
-    "topk_set_join": "driftjoin.spark.topk",
-    "current_topk": "driftjoin.spark.topk",
-    "invalid_sets": "driftjoin.spark.topk",
-    "natural_join": "driftjoin.spark.natural",
-    "invalid_documents": "driftjoin.spark.natural",
-    "equi_join": "driftjoin.spark.equi",
-    "invalid_equi_records": "driftjoin.spark.equi",
+    "similarity_join": "driftjoin.spark.similarity.api",
+    "invalid_records": "driftjoin.spark.similarity.api",
+    "choose_threshold": "driftjoin.spark.similarity.threshold",
+    "local_session": "driftjoin.spark.runtime.session",
+    "topk_set_join": "driftjoin.spark.topk.api",
+    "current_topk": "driftjoin.spark.topk.api",
+    "invalid_sets": "driftjoin.spark.topk.api",
+    "natural_join": "driftjoin.spark.natural.api",
+    "invalid_documents": "driftjoin.spark.natural.api",
+    "equi_join": "driftjoin.spark.equi.api",
+    "invalid_equi_records": "driftjoin.spark.equi.api",
 }
 
 __all__ = sorted(_LAZY) + ["__version__"]

@@ -31,6 +31,9 @@ FloatArray = np.ndarray
 #: floating-point rounding can never drop a pair; final acceptance is always the exact test
 #: ``distance <= threshold`` on the user's metric.
 BOUND_SLACK = 1e-9
+#: Largest element magnitude for metrics that square or sum raw coordinates: a squared distance
+#: of two such vectors stays far below float64's maximum (1.8e308) in any practical dimension.
+MAX_MAGNITUDE = 1e150
 
 _REFUSED = {
     "sqeuclidean": "squared Euclidean is not a metric; use metric='euclidean' with threshold=sqrt(t)",

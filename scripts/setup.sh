@@ -13,5 +13,5 @@ fi
 # now (about 30 s once), not in the first Spark micro-batch that uses them
 .venv/bin/python -c "from driftjoin.swoop import fast; from driftjoin.s3j import kernels; fast.warm_up(); kernels.warm_up()"
 # archive the classes a driftjoin driver JVM loads (JDK AppCDS, ~180 MB in ~/.cache/driftjoin,
-# about 40 s once): local sessions then start faster (driftjoin/spark/class_archive.py)
-.venv/bin/python -m driftjoin.spark.class_archive
+# about 40 s once): local sessions then start faster (driftjoin/spark/runtime/class_archive.py)
+.venv/bin/python -m driftjoin.spark.runtime.class_archive

@@ -29,7 +29,7 @@ from cluster_job import Inputs
 from driftjoin.control.autoscale import Policy, autoscale
 from driftjoin.control.autoscale.actuator import ExecutorActuator
 from driftjoin.control.autoscale.metrics import WindowMetrics
-from driftjoin.spark.session import cluster_session
+from driftjoin.spark.runtime.session import cluster_session
 
 N, BATCHES = 1000, 10
 

@@ -21,7 +21,7 @@ from pyspark.sql import functions as F
 from driftjoin import similarity_join
 from driftjoin.distance import get_metric
 from driftjoin.s3j.oracle import oracle_pairs
-from driftjoin.spark.session import cluster_session
+from driftjoin.spark.runtime.session import cluster_session
 
 THRESHOLD = 0.02
 METRIC = "angular"

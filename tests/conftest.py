@@ -7,7 +7,7 @@ import pytest
 
 @pytest.fixture(scope="session")
 def spark():
-    from driftjoin.spark.session import local_session
+    from driftjoin.spark.runtime.session import local_session
 
     session = local_session(parallelism=2, app_name="driftjoin-tests", cores=2)
     yield session

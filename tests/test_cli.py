@@ -6,9 +6,9 @@ from __future__ import annotations
 import pytest
 from typer.testing import CliRunner
 
-from driftjoin.cli import app, short_message
-from driftjoin.demo import MARKER, prepare_out_dir
-from driftjoin.runner import JobConfig
+from driftjoin.app.cli import app, short_message
+from driftjoin.app.demo import MARKER, prepare_out_dir
+from driftjoin.app.runner import JobConfig
 
 runner = CliRunner()
 

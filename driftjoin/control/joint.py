@@ -16,7 +16,7 @@ Two rules tie the similarity join's workset balancer to the autoscaler:
 
 :class:`WorksetBalancerModel` is the same plane inside the simulator: worksets with loads that
 change over time (skew that moves), the balancer of :mod:`driftjoin.s3j.balancer` deciding on
-them. :func:`attach_joint` wires a live :class:`~driftjoin.control.balance.BalanceController`
+them. :func:`attach_joint` wires a live :class:`~driftjoin.spark.similarity.control.BalanceController`
 to a live :class:`~driftjoin.control.autoscale.AutoscaleController`.
 """
 

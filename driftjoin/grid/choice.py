@@ -37,14 +37,13 @@ settings give the same choice on every run, replay and restart.
 
 Streams decide when the query is built, from ``sample=`` (vectors like the stream's) if the
 user gives one, else from the dimension alone (:data:`STREAM_S3J_MAX_DIM`). The choice and its
-estimate are logged and written to the statistics (:func:`write_choice`), and the stateful
+estimate are logged and written to the statistics (:func:`driftjoin.spark.similarity.choice.write_choice`), and the stateful
 operators keep the plan in their state: a restart with settings that choose otherwise is
 refused by the state check rather than mixing two partitionings.
 """
 
 from __future__ import annotations
 
-import json
 import math
 from dataclasses import asdict, dataclass
 
@@ -56,7 +55,7 @@ from driftjoin.grid.layout import choose_layout
 from driftjoin.s3j.engine import S3JEngine
 from driftjoin.s3j.centroids import TREE_MAX_DIM
 from driftjoin.s3j.records import Records
-from driftjoin.spark.vectors import MAX_MAGNITUDE
+from driftjoin.distance import MAX_MAGNITUDE
 
 #: Rows of the sample the estimate runs on (fewer in high dimension, see :func:`sample_rows`).
 SAMPLE_ROWS = 2000
@@ -201,26 +200,4 @@ def by_dimension(dim: int, parallelism: int) -> Choice:
 def forced(algorithm: str, dim: int, parallelism: int) -> Choice:
     return Choice(algorithm, f"algorithm={algorithm!r} given", dim, parallelism)
 
-
-def write_choice(metrics_dir: str, choice: Choice) -> None:
-    """Record the choice beside the statistics: ``metrics_dir/plan/algorithm.json``."""
-    from pyarrow import fs as pafs
-
-    fs, base = pafs.FileSystem.from_uri(metrics_dir) if "://" in metrics_dir else (pafs.LocalFileSystem(), metrics_dir)
-    folder = f"{base.rstrip('/')}/plan"
-    fs.create_dir(folder, recursive=True)
-    with fs.open_output_stream(f"{folder}/algorithm.json") as out:
-        out.write(json.dumps(choice.as_dict(), indent=1).encode())
-
-
-def read_choice(metrics_dir: str) -> dict | None:
-    """What :func:`write_choice` recorded (None if nothing was)."""
-    from pyarrow import fs as pafs
-
-    fs, base = pafs.FileSystem.from_uri(metrics_dir) if "://" in metrics_dir else (pafs.LocalFileSystem(), metrics_dir)
-    path = f"{base.rstrip('/')}/plan/algorithm.json"
-    if fs.get_file_info(path).type != pafs.FileType.File:
-        return None
-    with fs.open_input_stream(path) as f:
-        return json.loads(f.read())
 

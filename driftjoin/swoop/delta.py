@@ -1,6 +1,6 @@
 """What a run of inserts changed in a SWOOP join, and how to apply it to the join as it was.
 
-A streaming operator keeps the join as a snapshot plus a log (:mod:`driftjoin.spark.state`) and
+A streaming operator keeps the join as a snapshot plus a log (:mod:`driftjoin.spark.runtime.state`) and
 rebuilds it from them when its cached copy is stale. Logging the *input* of each micro-batch
 and inserting it again rebuilds the join exactly (SWOOP is deterministic), but it re-does the
 batch's whole join: candidate generation, verification and the stock merge (measured in issue
@@ -39,16 +39,10 @@ runs the ``"owner"`` design).
 from __future__ import annotations
 
 from dataclasses import dataclass
-from itertools import islice
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 
-from driftjoin.swoop.framework import ADVANCE, OWN
-from driftjoin.swoop.records import SetRecord
-
-if TYPE_CHECKING:
-    from driftjoin.swoop.join import Swoop
 
 
 @dataclass
@@ -76,91 +70,3 @@ class JoinDelta:
     counters: tuple[int, ...]
 
 
-def start(join: Swoop) -> None:
-    """Record the operations from now on (:func:`take` ends the recording)."""
-    join._log = []
-    join._logged_tokens = len(join.tokens)
-
-
-def take(join: Swoop) -> JoinDelta:
-    """The changes since :func:`start`, and stop recording."""
-    log = join._log
-    if log is None:
-        raise RuntimeError("no delta is being recorded: call start_delta() first")
-    ids = join.tokens._ids
-    fresh = len(ids) - join._logged_tokens
-    tokens = list(islice(reversed(ids), fresh))[::-1] if fresh else []
-    own = [np.fromiter(numbers, np.int64) if isinstance(numbers, frozenset) else numbers
-           for _, _, _, role, numbers in log if role == OWN]
-    sizes = [len(numbers) if role == OWN else numbers for _, _, _, role, numbers in log]
-    stock_f, stock_i = join.stock.export()
-    columns = [list(c) for c in zip(*log)] if log else [[]] * 4
-    numbers = np.concatenate(own) if own else np.zeros(0, np.int64)
-    if len(numbers) and numbers.max() < 2**31:  # always in the compiled engine: half the bytes
-        numbers = numbers.astype(np.int32)
-    delta = JoinDelta(tokens, *columns[:4], sizes, numbers, stock_f, stock_i, join._counters())
-    join._log = None
-    del join._logged_tokens
-    return delta
-
-
-def apply(join: Swoop, delta: JoinDelta) -> None:
-    """Bring ``join`` (in the state the delta was recorded from) to the state after it."""
-    if join._log is not None:
-        raise RuntimeError("cannot apply a delta while one is being recorded")
-    ids = join.tokens._ids
-    for token in delta.tokens:
-        ids[token] = len(ids)
-    W, records, live, visitors = join._W, join._records, join._live_ids, join._visitors
-    window = join.window
-    compiled = join._core is not None
-    numbers, at = delta.numbers, 0
-    # the compiled engine's index and window work, done in one call at the end: per indexed set,
-    # the sets that expire before it, its end time and side (and the expiries after the last one)
-    expire: list[int] = []
-    ends: list[float] = []
-    sides: list[int] = []
-    pending = 0
-    for set_id, side, ts, role, size in zip(delta.ids, delta.sides, delta.times, delta.roles, delta.sizes):
-        oldest = W.oldest_end()
-        if oldest is not None and oldest <= ts:
-            expired = W.expire(ts)
-            if compiled:
-                pending += len(expired)
-            else:
-                join._unindex(expired)
-            for record in expired:
-                del records[record.seq]
-                del live[(record.side, record.set_id)]
-        join._t_J = ts
-        if visitors and visitors[0].end <= ts:
-            join._drop_visitors(ts)
-        if role == ADVANCE:
-            continue
-        seq = join._next_seq
-        join._next_seq += 1
-        if role == OWN:
-            own = numbers[at:at + size] if compiled else frozenset(numbers[at:at + size].tolist())
-            at += size
-            record = SetRecord(seq, set_id, side, ts, ts + window, own, size)
-            if compiled:
-                expire.append(pending)
-                ends.append(record.end)
-                sides.append(1 if side == "S" else 0)
-                pending = 0
-            else:
-                join._index_only(record)
-            W.append(record)
-        else:  # a visitor (PROBE, TICK): its id and end only
-            record = SetRecord(seq, set_id, side, ts, ts + window, (), size)
-            visitors.append(record)
-        records[seq] = record
-        live[(side, set_id)] = seq
-    if compiled and (expire or pending):
-        offsets = np.zeros(len(expire) + 2, np.int64)
-        np.cumsum([size for size, role in zip(delta.sizes, delta.roles) if role == OWN], out=offsets[1:len(expire) + 1])
-        offsets[-1] = offsets[-2]  # a last step of expiries only
-        join._core.apply_sets(np.array([*expire, pending], np.int64), numbers, offsets,
-                              np.array([*ends, 0.0], np.float64), np.array([*sides, 0], np.int64))
-    join._load_stock(delta.stock_f, delta.stock_i)
-    join._set_counters(delta.counters)

@@ -16,12 +16,13 @@ the compiled engine is tested against. Both produce identical outputs.
 from __future__ import annotations
 
 from collections.abc import Iterable
+from itertools import islice
 
 import numpy as np
 
-from driftjoin.swoop import delta
 from driftjoin.swoop.candidates import CandidateGenerator
-from driftjoin.swoop.framework import TopKJoin
+from driftjoin.swoop.delta import JoinDelta
+from driftjoin.swoop.framework import ADVANCE, OWN, TopKJoin
 from driftjoin.swoop.index import InvertedIndex
 from driftjoin.swoop.pairs import PairKey
 from driftjoin.swoop.records import SetRecord
@@ -94,17 +95,92 @@ class Swoop(TopKJoin):
     # -- logged changes (driftjoin.swoop.delta) ------------------------------------------------
 
     def start_delta(self) -> None:
-        """Record what the following operations change (:mod:`~driftjoin.swoop.delta`)."""
-        delta.start(self)
+        """Record the operations from now on (:meth:`take_delta` ends the recording; :mod:`~driftjoin.swoop.delta`)."""
+        self._log = []
+        self._logged_tokens = len(self.tokens)
 
-    def take_delta(self) -> delta.JoinDelta:
-        """What the operations since :meth:`start_delta` changed; the recording ends."""
-        return delta.take(self)
+    def take_delta(self) -> JoinDelta:
+        """The changes since :meth:`start_delta`, and stop recording."""
+        log = self._log
+        if log is None:
+            raise RuntimeError("no delta is being recorded: call start_delta() first")
+        ids = self.tokens._ids
+        fresh = len(ids) - self._logged_tokens
+        tokens = list(islice(reversed(ids), fresh))[::-1] if fresh else []
+        own = [np.fromiter(numbers, np.int64) if isinstance(numbers, frozenset) else numbers
+               for _, _, _, role, numbers in log if role == OWN]
+        sizes = [len(numbers) if role == OWN else numbers for _, _, _, role, numbers in log]
+        stock_f, stock_i = self.stock.export()
+        columns = [list(c) for c in zip(*log)] if log else [[]] * 4
+        numbers = np.concatenate(own) if own else np.zeros(0, np.int64)
+        if len(numbers) and numbers.max() < 2**31:  # always in the compiled engine: half the bytes
+            numbers = numbers.astype(np.int32)
+        delta = JoinDelta(tokens, *columns[:4], sizes, numbers, stock_f, stock_i, self._counters())
+        self._log = None
+        del self._logged_tokens
+        return delta
 
-    def apply_delta(self, change: delta.JoinDelta) -> None:
-        """Apply a :meth:`take_delta` of the join this one equals: without probing, this join
-        becomes equal to the one that ran the operations."""
-        delta.apply(self, change)
+    def apply_delta(self, delta: JoinDelta) -> None:
+        """Apply a :meth:`take_delta` of the join this one equals (in the state the delta was
+        recorded from): without probing, this join becomes equal to the one that ran the operations."""
+        if self._log is not None:
+            raise RuntimeError("cannot apply a delta while one is being recorded")
+        ids = self.tokens._ids
+        for token in delta.tokens:
+            ids[token] = len(ids)
+        W, records, live, visitors = self._W, self._records, self._live_ids, self._visitors
+        window = self.window
+        compiled = self._core is not None
+        numbers, at = delta.numbers, 0
+        # the compiled engine's index and window work, done in one call at the end: per indexed set,
+        # the sets that expire before it, its end time and side (and the expiries after the last one)
+        expire: list[int] = []
+        ends: list[float] = []
+        sides: list[int] = []
+        pending = 0
+        for set_id, side, ts, role, size in zip(delta.ids, delta.sides, delta.times, delta.roles, delta.sizes):
+            oldest = W.oldest_end()
+            if oldest is not None and oldest <= ts:
+                expired = W.expire(ts)
+                if compiled:
+                    pending += len(expired)
+                else:
+                    self._unindex(expired)
+                for record in expired:
+                    del records[record.seq]
+                    del live[(record.side, record.set_id)]
+            self._t_J = ts
+            if visitors and visitors[0].end <= ts:
+                self._drop_visitors(ts)
+            if role == ADVANCE:
+                continue
+            seq = self._next_seq
+            self._next_seq += 1
+            if role == OWN:
+                own = numbers[at:at + size] if compiled else frozenset(numbers[at:at + size].tolist())
+                at += size
+                record = SetRecord(seq, set_id, side, ts, ts + window, own, size)
+                if compiled:
+                    expire.append(pending)
+                    ends.append(record.end)
+                    sides.append(1 if side == "S" else 0)
+                    pending = 0
+                else:
+                    self._index_only(record)
+                W.append(record)
+            else:  # a visitor (PROBE, TICK): its id and end only
+                record = SetRecord(seq, set_id, side, ts, ts + window, (), size)
+                visitors.append(record)
+            records[seq] = record
+            live[(side, set_id)] = seq
+        if compiled and (expire or pending):
+            offsets = np.zeros(len(expire) + 2, np.int64)
+            np.cumsum([size for size, role in zip(delta.sizes, delta.roles) if role == OWN], out=offsets[1:len(expire) + 1])
+            offsets[-1] = offsets[-2]  # a last step of expiries only
+            self._core.apply_sets(np.array([*expire, pending], np.int64), numbers, offsets,
+                                  np.array([*ends, 0.0], np.float64), np.array([*sides, 0], np.int64))
+        self._load_stock(delta.stock_f, delta.stock_i)
+        self._set_counters(delta.counters)
 
     def _unindex(self, expired: list[SetRecord]) -> None:
         """Expired sets leave the inverted lists (Python engine; the stock is left as it is)."""

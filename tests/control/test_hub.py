@@ -1,4 +1,4 @@
-"""The control plane's one listener per session (driftjoin.control.hub), driven with Spark's
+"""The control plane's one listener per session (driftjoin.spark.runtime.hub), driven with Spark's
 event objects replaced by plain ones, in the orders the listener bus can deliver them."""
 
 from __future__ import annotations
@@ -6,7 +6,7 @@ from __future__ import annotations
 import uuid
 from types import SimpleNamespace
 
-from driftjoin.control.hub import Progress, register, registered
+from driftjoin.spark.runtime.hub import Progress, register, registered
 
 
 class _Streams:

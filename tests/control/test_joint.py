@@ -12,7 +12,7 @@ import numpy as np
 from driftjoin.control.autoscale import Scaler, make_policy
 from driftjoin.control.autoscale.metrics import WindowMetrics
 from driftjoin.control.autoscale.simulator import SimConfig, Simulation
-from driftjoin.control.balance import BalanceController
+from driftjoin.spark.similarity.control import BalanceController
 from driftjoin.control.joint import WorksetBalancerModel, attach_joint, bin_loads, moving_hotspot, relative_di
 from driftjoin.generators.rates import RateSchedule
 

@@ -18,12 +18,12 @@ from hypothesis import strategies as st
 
 from driftjoin.distance import get_metric
 from driftjoin.schemafree.document import flatten
-from driftjoin.spark.equi import equi_join, invalid_equi_records
-from driftjoin.spark.metrics_sink import read_stats
-from driftjoin.spark.natural import invalid_documents, natural_join
-from driftjoin.spark.similarity import invalid_records, similarity_join
+from driftjoin.spark.equi.api import equi_join, invalid_equi_records
+from driftjoin.spark.runtime.stats import read_stats
+from driftjoin.spark.natural.api import invalid_documents, natural_join
+from driftjoin.spark.similarity.api import invalid_records, similarity_join
 from driftjoin.s3j.oracle import oracle_pairs
-from driftjoin.spark.topk import invalid_sets, topk_set_join
+from driftjoin.spark.topk.api import invalid_sets, topk_set_join
 from driftjoin.swoop import BaseTopK, DuplicateSetError, LateSetError
 
 from .harness import Case, Line, OperatorSpec, Outcome, cut, dead_ids, dumps, kept_batches

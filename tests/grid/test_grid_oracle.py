@@ -210,7 +210,7 @@ def test_state_round_trip_and_refusals():
 def test_auto_picks_s3j_in_two_dimensions(dist):
     from driftjoin.grid.choice import estimate
     from driftjoin.s3j.space import random_centroids
-    from driftjoin.selectivity import choose_threshold
+    from driftjoin.spark.similarity.threshold import choose_threshold
 
     x = generate_vectors(dist, seed=1, stream=0, start=0, count=1500, dim=2)
     for metric in ("angular", "euclidean"):
@@ -224,7 +224,7 @@ def test_auto_picks_s3j_in_two_dimensions(dist):
 def test_auto_picks_grid_for_clustered_embeddings_and_is_deterministic():
     from driftjoin.grid.choice import estimate
     from driftjoin.s3j.space import random_centroids
-    from driftjoin.selectivity import choose_threshold
+    from driftjoin.spark.similarity.threshold import choose_threshold
 
     x = generate_vectors("gaussian", seed=1, stream=0, start=0, count=3000, dim=64, clusters=16, spread=0.1)
     t = choose_threshold(x, selectivity=5 / 20000, metric="euclidean")

@@ -10,7 +10,7 @@ import pyarrow as pa
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from driftjoin.spark.vectors import MAX_MAGNITUDE, validate
+from driftjoin.spark.runtime.vectors import MAX_MAGNITUDE, validate
 
 element = st.one_of(st.floats(allow_nan=True, allow_infinity=True, width=64), st.none(), st.integers(-5, 5).map(float))
 vector = st.one_of(st.none(), st.lists(element, min_size=0, max_size=5))

@@ -47,8 +47,8 @@ def assert_stamped(metrics_dir: Path | str, *operators: str) -> None:
     """Every statistics file of ``operators`` was written by a streaming query's task stamped with
     its query, run and batch (so :func:`read_stats` counts it exactly once, like the sink), and
     ``read_stats`` gives back exactly the records of the committed batches, one run each."""
-    from driftjoin.spark.metrics_sink import STAMP, read_stats
-    from driftjoin.spark.queries import last_commit
+    from driftjoin.spark.runtime.queries import last_commit
+    from driftjoin.spark.runtime.stats import STAMP, read_stats
 
     for op in operators:
         files = [p for p in Path(metrics_dir, op).rglob("*.json") if not p.name.startswith(".")]

@@ -9,10 +9,10 @@ import pytest
 from pyspark.sql import functions as F
 
 from driftjoin import similarity_join
-from driftjoin.control import CONTROLLERS
 from driftjoin.distance import get_metric
 from driftjoin.s3j.oracle import oracle_pairs
-from driftjoin.spark.metrics_sink import read_stats
+from driftjoin.spark.runtime.stats import read_stats
+from driftjoin.spark.similarity.control import CONTROLLERS
 
 pytestmark = [pytest.mark.spark, pytest.mark.slow]
 

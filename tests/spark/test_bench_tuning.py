@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from driftjoin.benchmarks import _attempt, _dominated
+from driftjoin.app.bench import _attempt, _dominated
 
 
 def test_dominated_needs_more_tables_and_a_power_of_two_bucket():

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from driftjoin.spark import class_archive
+from driftjoin.spark.runtime import class_archive
 
 
 @pytest.fixture

@@ -17,7 +17,6 @@ import random
 import time
 from decimal import Decimal
 
-import numpy as np
 import pandas as pd
 import pyarrow as pa
 import pytest
@@ -26,15 +25,25 @@ from hypothesis import strategies as st
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
-from driftjoin.hypercube import Side, StreamTuple, ZipfStreamSpec, oracle_pairs, zipf_stream
-from driftjoin.spark.equi import equi_join, invalid_equi_records
-from driftjoin.control.equi import EquiRoutingController
-from driftjoin.spark.equi_dispatch import DispatchedWorkerProcessor, DispatcherProcessor, encode_payloads
-from driftjoin.spark.equi_operators import EquiPlan, WorkerProcessor, route_rows
-from driftjoin.spark.equi_payload import Field, PayloadLayout
-from driftjoin.spark.static import MemoryHandle
-from driftjoin.spark.metrics_sink import read_stats
-from driftjoin.spark.plan_guard import PlanChangedError
+from driftjoin.hypercube import (
+    Side,
+    StreamTuple,
+    ZipfStreamSpec,
+    oracle_pairs,
+    zipf_stream,
+)
+from driftjoin.spark.equi.api import equi_join, invalid_equi_records
+from driftjoin.spark.equi.control import EquiRoutingController
+from driftjoin.spark.equi.dispatch import (
+    DispatchedWorkerProcessor,
+    DispatcherProcessor,
+    encode_payloads,
+)
+from driftjoin.spark.equi.operators import EquiPlan, WorkerProcessor, route_rows
+from driftjoin.spark.equi.payload import Field, PayloadLayout
+from driftjoin.spark.runtime.plan_guard import PlanChangedError
+from driftjoin.spark.runtime.static import MemoryHandle
+from driftjoin.spark.runtime.stats import read_stats
 
 from .helpers import assert_stamped
 

@@ -15,7 +15,13 @@ from hypothesis import strategies as st
 from pyspark.sql import types as T
 from pyspark.sql.conversion import PandasToArrowConversion
 
-from driftjoin.spark.equi_payload import Field, PayloadLayout, decode, encode_rows, pairs_frame
+from driftjoin.spark.equi.payload import (
+    Field,
+    PayloadLayout,
+    decode,
+    encode_rows,
+    pairs_frame,
+)
 
 UTC = dt.timezone.utc
 TYPES = {

@@ -8,11 +8,12 @@ import pytest
 from pyspark.sql import functions as F
 
 from driftjoin import similarity_join
+from driftjoin.app.report import summary
 from driftjoin.distance import get_metric
-from driftjoin.grid.choice import read_choice
-from driftjoin.report import summary
 from driftjoin.s3j.oracle import oracle_pairs
-from driftjoin.spark.metrics_sink import read_stats
+from driftjoin.spark.runtime.stats import read_stats
+from driftjoin.spark.similarity.choice import read_choice
+
 from .helpers import assert_stamped, run_available_now, write_batches
 
 pytestmark = pytest.mark.spark

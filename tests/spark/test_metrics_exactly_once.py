@@ -14,10 +14,10 @@ import numpy as np
 import pytest
 from pyspark.sql import functions as F
 
-from driftjoin.report import summary
-from driftjoin.spark import metrics_sink
-from driftjoin.spark.metrics_sink import read_newest_stats, read_stats, write_stats
-from driftjoin.spark.queries import TaskQuery
+from driftjoin.app.report import summary
+from driftjoin.spark.runtime import stats
+from driftjoin.spark.runtime.queries import TaskQuery
+from driftjoin.spark.runtime.stats import read_newest_stats, read_stats, write_stats
 
 
 def _commit(checkpoint: Path, last: int) -> None:
@@ -27,13 +27,13 @@ def _commit(checkpoint: Path, last: int) -> None:
 
 
 def _as_task(monkeypatch, query: str, run: str, batch: int, first: int, checkpoint: Path) -> None:
-    monkeypatch.setattr(metrics_sink, "task_query", lambda: TaskQuery(query, run, batch, first, f"file:{checkpoint}"))
+    monkeypatch.setattr(stats, "task_query", lambda: TaskQuery(query, run, batch, first, f"file:{checkpoint}"))
 
 
 def _stats(worker: int, batch: int, run: str) -> dict:
     """A computation operator's record of one batch: 10 records in, 1 pair out."""
     return {"worker": worker, "batch": batch, "run": run, "seq": batch, "time": float(batch), "comparisons": 2, "pairs": 1,
-            "memberships": 12, "state_bytes": 0, "latency_hist": [0] * (len(metrics_sink.LATENCY_BOUNDS) + 1),
+            "memberships": 12, "state_bytes": 0, "latency_hist": [0] * (len(stats.LATENCY_BOUNDS) + 1),
             "records": 10, "worksets": {}}
 
 
@@ -56,7 +56,7 @@ def test_uncommitted_and_replayed_batches_are_counted_once(tmp_path, monkeypatch
         write_stats(metrics, "computation", 0, b, _stats(0, b, "runB"))
     _commit(ck_b, 0)
     # a static join's statistics (no query) in the same directory count as they are
-    monkeypatch.setattr(metrics_sink, "task_query", lambda: TaskQuery(None, None, None, None, None))
+    monkeypatch.setattr(stats, "task_query", lambda: TaskQuery(None, None, None, None, None))
     write_stats(metrics, "computation", 0, 0, _stats(0, -1, "static"))
 
     got = sorted((s["run"], s["batch"], s["worker"]) for s in read_stats(metrics, "computation"))
@@ -72,7 +72,7 @@ def test_uncommitted_and_replayed_batches_are_counted_once(tmp_path, monkeypatch
 def test_two_runs_starting_at_the_same_batch_the_later_one_counts(tmp_path, monkeypatch):
     metrics, ck = str(tmp_path / "m"), tmp_path / "ck"
     for run, t in (("early", 100.0), ("late", 200.0)):  # run "early" crashed in its first batch
-        monkeypatch.setattr(metrics_sink.time, "time", lambda t=t: t)
+        monkeypatch.setattr(stats.time, "time", lambda t=t: t)
         _as_task(monkeypatch, "q", run, 7, 7, ck)
         write_stats(metrics, "swoop", 0, 0, {"run": run})
     _commit(ck, 7)
@@ -102,7 +102,7 @@ def test_control_plane_reads_each_keys_newest_record_across_runs_and_queries(tmp
     (tmp_path / "m" / "swoop_worker" / "0" / "q" / "000000000009-r9.json").write_text('{"seq": 9')  # cut short by a crash
     newest = read_newest_stats(metrics, "swoop_worker")
     assert {w: (r["seq"], r["run"]) for w, r in newest.items()} == {0: (3, "r2"), 1: (2, "r2")}
-    monkeypatch.setattr(metrics_sink, "task_query", lambda: TaskQuery(None, None, None, None, None))
+    monkeypatch.setattr(stats, "task_query", lambda: TaskQuery(None, None, None, None, None))
     write_stats(metrics, "swoop_worker", 2, 5, {"seq": 5, "run": "static"})  # a static join's file in the key folder
     assert read_newest_stats(metrics, "swoop_worker")[2]["run"] == "static"
 

@@ -13,7 +13,7 @@ from pyspark.sql import functions as F
 from driftjoin.schemafree.document import flatten
 from driftjoin.schemafree.generator import nobench_documents, server_log_documents
 from driftjoin.schemafree.window import TimeWindow
-from driftjoin.spark.natural import invalid_documents, natural_join, natural_join_metrics
+from driftjoin.spark.natural.api import invalid_documents, natural_join, natural_join_metrics
 
 from .helpers import assert_stamped
 
@@ -23,7 +23,7 @@ pytestmark = pytest.mark.spark
 @pytest.fixture
 def docs_spark(spark):
     """The shared session with the driftjoin-docs source registered."""
-    from driftjoin.spark.docs_source import register
+    from driftjoin.spark.sources.documents import register
 
     register(spark)
     return spark
@@ -275,7 +275,9 @@ def test_replayed_batch_in_another_row_order_gives_the_same_rows_and_pairs():
 
     import pandas as pd
 
-    from driftjoin.spark.natural import Assigner, Joiner, NaturalPlan
+    from driftjoin.spark.natural.assigner import Assigner
+    from driftjoin.spark.natural.joiners import Joiner
+    from driftjoin.spark.natural.plan import NaturalPlan
 
     plan = NaturalPlan(partitions=4, partitioner="ag", local_join="fptree", delta=2, theta=0.0, creators=1, expand=True,
                        window_kind="count", size=70, length=None, time_attribute=None, watermark=0.0, two_streams=False,

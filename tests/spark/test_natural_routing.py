@@ -5,7 +5,7 @@ batches, restarts with a new lineage and parallelism 1, 2, 4 and 8, against a br
 natural join per window (hypothesis over the data, the micro-batch and task boundaries and the
 decision timing, one or two input streams).
 
-The harness (:class:`driftjoin.spark.natural_local.LocalRun`) plays Spark's part: each batch's
+The harness (:class:`driftjoin.spark.natural.local.LocalRun`) plays Spark's part: each batch's
 rows are cut into router tasks, each task reads one published decision (any version between
 the newest at the batch's start and the newest when it runs), the routed rows are shuffled and
 grouped by joiner key, every joiner runs on a copy of its state and writes its statistics, and
@@ -28,10 +28,11 @@ from hypothesis import strategies as st
 from driftjoin.clock import WindowClock
 from driftjoin.schemafree.document import flatten
 from driftjoin.schemafree.generator import nobench_documents, server_log_documents
-from driftjoin.spark.natural_local import LocalRun
-from driftjoin.spark.natural_plan import JOINER_OP, NaturalPlan
-from driftjoin.spark.metrics_sink import newest, read_stats, read_version, versions
-from driftjoin.spark.natural_table import decisions_name, read_fit
+from driftjoin.spark.natural.local import LocalRun
+from driftjoin.spark.natural.plan import JOINER_OP, NaturalPlan
+from driftjoin.spark.natural.table import decisions_name, read_fit
+from driftjoin.spark.runtime.decisions import newest, read_version, versions
+from driftjoin.spark.runtime.stats import read_stats
 
 
 def make_plan(root: str, lineage: str, m: int, kind: str, partitioner: str = "ag", initial: bytes | None = None,
@@ -226,7 +227,7 @@ def test_first_fit_serves_the_second_window_when_decisions_land_a_batch_late(tmp
     """Spark's case: windows of one micro-batch, and the controller hears of a batch's commit only
     after the next batch's routers have read the table (the listener is asynchronous). Fits made
     on commit then serve the window after the next: windows 0 and 1 broadcast. The first fit made
-    ahead of the commit (:meth:`~driftjoin.control.natural.NaturalPartitionController.early_fit`,
+    ahead of the commit (:meth:`~driftjoin.spark.natural.control.NaturalPartitionController.early_fit`,
     what the controller's watch does on Spark) serves window 1 already; both exact."""
     raw = nobench_documents(240, seed=7, thousandth=6, optional=0.5, sparse_blocks=4)
     rows = [{"id": i, "doc": json.dumps(raw[i]), "t": i / 4} for i in range(240)]  # 40 documents per 10 s
@@ -294,10 +295,10 @@ def test_candidate_fits_with_the_same_values_route_a_document_to_one_joiner(tmp_
     ``S``, the document's ``S``-values and m), so a document routed by both candidates goes to one
     joiner, the union of equal masks; a document lacking part of ``S`` to every joiner."""
     from driftjoin.schemafree.document import Document
-    from driftjoin.spark.natural import Router
-    from driftjoin.spark.natural_local import input_batch
-    from driftjoin.spark.natural_plan import DOC
-    from driftjoin.spark.natural_table import Decision, RoutingView
+    from driftjoin.spark.natural.routers import Router
+    from driftjoin.spark.natural.local import input_batch
+    from driftjoin.spark.natural.plan import DOC
+    from driftjoin.spark.natural.table import Decision, RoutingView
 
     docs = server_log_documents(600, seed=4, timestamp=False)
     plan = make_plan(str(tmp_path), "L1", 2, "time", "value")
@@ -318,7 +319,7 @@ def test_candidate_fits_with_the_same_values_route_a_document_to_one_joiner(tmp_
 def test_the_first_fit_watch_polls_only_while_a_query_runs(tmp_path):
     """A join that is built but never started never polls its directory; the watch for the first
     fit starts with a query of the session and stops when it terminates, though no batch ran."""
-    from driftjoin.control.natural import NaturalPartitionController
+    from driftjoin.spark.natural.control import NaturalPartitionController
 
     controller = NaturalPartitionController(make_plan(str(tmp_path), "L1", 2, "count", "value"))
     assert controller.watcher is None

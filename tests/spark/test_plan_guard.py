@@ -11,10 +11,10 @@ from collections import Counter
 import pytest
 
 from driftjoin.schemafree.generator import nobench_documents
-from driftjoin.spark.equi import equi_join, invalid_equi_records
-from driftjoin.spark.natural import natural_join
-from driftjoin.spark.plan_guard import PlanChangedError, PlanGuard
-from driftjoin.spark.static import MemoryHandle
+from driftjoin.spark.equi.api import equi_join, invalid_equi_records
+from driftjoin.spark.natural.api import natural_join
+from driftjoin.spark.runtime.plan_guard import PlanChangedError, PlanGuard
+from driftjoin.spark.runtime.static import MemoryHandle
 
 from .helpers import run_available_now, write_batches
 

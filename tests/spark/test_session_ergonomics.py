@@ -19,9 +19,9 @@ import pytest
 from pyspark.sql.streaming.stateful_processor import StatefulProcessor
 
 from driftjoin import choose_threshold, similarity_join
-from driftjoin.control import CONTROLLERS
-from driftjoin.report import summary
-from driftjoin.spark import queries, session
+from driftjoin.app.report import summary
+from driftjoin.spark.runtime import queries, session
+from driftjoin.spark.similarity.control import CONTROLLERS
 
 pytestmark = pytest.mark.spark
 
@@ -218,7 +218,7 @@ def test_task_slots_are_the_local_masters_cores_not_the_workers(master, slots) -
     ``partitions`` of the similarity join must follow the cores the tasks share instead."""
     from types import SimpleNamespace
 
-    from driftjoin.spark.session import task_slots
+    from driftjoin.spark.runtime.session import task_slots
 
     fake = SimpleNamespace(sparkContext=SimpleNamespace(master=master, defaultParallelism=99))
     assert task_slots(fake) == slots
@@ -229,7 +229,7 @@ def test_task_slots_are_the_local_masters_cores_not_the_workers(master, slots) -
 def test_the_default_partitions_follow_the_cores(spark, monkeypatch) -> None:
     """local_session(5) on 2 cores: 5 workers share 2 state partitions by default (measured: p50
     batch 0.8 s against 2.5 s with 5; docs/benchmarks.md)."""
-    from driftjoin.spark.similarity import _plan
+    from driftjoin.spark.similarity.api import _plan
 
     df = spark.range(0).selectExpr("id", "array(cast(id as double), 0d) as vector")
     # what local_session(5) sets; the slots must come from the master, local[2]

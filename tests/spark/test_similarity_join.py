@@ -12,7 +12,7 @@ from pyspark.sql import functions as F
 from driftjoin import invalid_records, similarity_join
 from driftjoin.distance import get_metric
 from driftjoin.s3j.oracle import oracle_pairs
-from driftjoin.spark.metrics_sink import read_stats
+from driftjoin.spark.runtime.stats import read_stats
 
 from .helpers import assert_stamped
 

@@ -20,9 +20,15 @@ from hypothesis import strategies as st
 from driftjoin.distance import get_metric
 from driftjoin.s3j.oracle import oracle_pairs
 from driftjoin.s3j.space import random_centroids
-from driftjoin.spark import state as state_layer
-from driftjoin.spark.s3j_operators import ComputationProcessor, FormulationProcessor, FusedProcessor, S3JPlan, route_batches
-from driftjoin.spark.state import ChunkedState, StateCache
+from driftjoin.spark.runtime import state as state_layer
+from driftjoin.spark.runtime.state import ChunkedState, StateCache
+from driftjoin.spark.similarity.plan import S3JPlan
+from driftjoin.spark.similarity.s3j import (
+    ComputationProcessor,
+    FormulationProcessor,
+    FusedProcessor,
+    route_batches,
+)
 
 INPUT = pa.schema([("side", pa.int8()), ("id", pa.int64()), ("vector", pa.list_(pa.float64())), ("ingest", pa.float64()),
                    ("time", pa.float64()), ("time_reason", pa.string())])
@@ -202,7 +208,7 @@ def test_a_failed_batch_never_leaves_its_changes_in_the_cache(streaming_cache):
 def test_logged_state_with_snapshots_failures_and_processes_equals_the_committed_history(monkeypatch, steps):
     """A value changed in place (a list that grows by a batch's items): snapshots, a log, stale
     caches of other processes and rolled-back batches always give the committed history."""
-    from driftjoin.spark.state import LoggedState
+    from driftjoin.spark.runtime.state import LoggedState
 
     monkeypatch.setattr(state_layer, "_query", lambda: "query-2")
     caches = [StateCache(2**30) for _ in range(3)]

@@ -13,7 +13,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from driftjoin.spark.topk_operators import batch_sets, collector_paused, insert_order
+from driftjoin.spark.topk.operators import batch_sets, collector_paused, insert_order
 
 ROWS = st.lists(st.tuples(st.sampled_from([0.0, 1.0, 1.5]), st.integers(0, 1), st.integers(0, 3),
                           st.lists(st.sampled_from(["a", "b", "c"]), min_size=1, max_size=3)), max_size=25)

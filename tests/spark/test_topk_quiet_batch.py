@@ -12,8 +12,8 @@ import pandas as pd
 from pyspark.sql import types as T
 from pyspark.sql.conversion import PandasToArrowConversion
 
-from driftjoin.spark.static import MemoryHandle
-from driftjoin.spark.topk_operators import SwoopProcessor, TopKPlan
+from driftjoin.spark.runtime.static import MemoryHandle
+from driftjoin.spark.topk.operators import SwoopProcessor, TopKPlan
 
 OUT = T.StructType([T.StructField("kind", T.StringType()), T.StructField("left_id", T.LongType()),
                     T.StructField("right_id", T.LongType()), T.StructField("similarity", T.DoubleType()),

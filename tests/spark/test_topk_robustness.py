@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from driftjoin.spark.topk import current_topk, invalid_sets, topk_set_join
+from driftjoin.spark.topk.api import current_topk, invalid_sets, topk_set_join
 from driftjoin.swoop import BaseTopK
 
 from .helpers import run_available_now, write_batches

@@ -9,7 +9,7 @@ import random
 import pytest
 from pyspark.sql import functions as F
 
-from driftjoin.spark.topk import current_topk, invalid_sets, topk_set_join
+from driftjoin.spark.topk.api import current_topk, invalid_sets, topk_set_join
 from driftjoin.swoop import BaseTopK, DuplicateSetError, InvalidSetError, LateSetError
 
 from .helpers import assert_stamped, run_available_now, write_batches
@@ -123,8 +123,8 @@ def test_streaming_shared_bound_is_published_adopted_and_exact(spark, tmp_path):
     """The workers' stocks go to the driver, the bound comes back and is adopted by the next
     batch (stepped here by hand between two runs, as the attached listener does after every
     batch); the change stream stays Base's."""
-    from driftjoin.control import SharedBoundController
-    from driftjoin.spark.metrics_sink import read_stats
+    from driftjoin.spark.runtime.stats import read_stats
+    from driftjoin.spark.topk.control import SharedBoundController
 
     rows = _stream_rows(240, seed=11)
     batches = [rows[i:i + 60] for i in range(0, 240, 60)]

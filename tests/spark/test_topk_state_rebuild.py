@@ -16,11 +16,11 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from driftjoin.spark import state as state_layer
-from driftjoin.spark.keys import slot_keys
-from driftjoin.spark.plan_guard import PlanChangedError
-from driftjoin.spark.state import StateCache
-from driftjoin.spark.topk_operators import (
+from driftjoin.spark.runtime import state as state_layer
+from driftjoin.spark.runtime.keys import slot_keys
+from driftjoin.spark.runtime.plan_guard import PlanChangedError
+from driftjoin.spark.runtime.state import StateCache
+from driftjoin.spark.topk.operators import (
     MERGE_KEY,
     MergeProcessor,
     SwoopProcessor,

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pandas as pd
 
-from driftjoin.spark import worker_daemon
+from driftjoin.spark.runtime import worker_daemon
 
 
 def test_workers_start_with_the_operators_imported(spark) -> None:

@@ -149,7 +149,7 @@ def test_each_pair_is_one_workers_and_its_stock_is_minimal(design, engine, scena
 
 
 def replay(changes):
-    """driftjoin.spark.topk.current_topk's logic: per pair its last change, kept if 'enter'."""
+    """driftjoin.spark.topk.api.current_topk's logic: per pair its last change, kept if 'enter'."""
     last = {}
     for seq, change in enumerate(changes):
         last[(change.pair.first, change.pair.second)] = (seq, change)

@@ -1,0 +1,87 @@
+"""``driftjoin demo``: two generated vector streams through the S3J join on an embedded Spark.
+
+Streams for about ``seconds`` seconds, shows progress, then prints the paper's metrics (records
+in, pairs out, duplication ratio, comparisons ratio, p50/p99 latency per worker) and writes a PNG
+of per-worker p99 latency over time.
+
+The output folder is the demo's own: it is created with a marker file, and a later demo run
+replaces only the entries the demo writes (``pairs``, ``checkpoint``, ``metrics``,
+``latency.png``, ``spark.log``). A folder that holds anything else and has no marker is refused:
+the demo never deletes what it did not create.
+"""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+from rich.console import Console
+
+#: Marks a folder made by the demo; only the demo's own entries in it are ever replaced.
+MARKER = ".driftjoin-demo"
+OWN_ENTRIES = ("pairs", "checkpoint", "metrics", "latency.png", "spark.log")
+
+
+def prepare_out_dir(out_dir: Path) -> None:
+    """Make ``out_dir`` ready for a demo run without touching anything the demo did not create.
+
+    Raises ``ValueError`` for a file, or for a folder without the demo's marker that holds
+    anything but the demo's own entries (a folder of an older demo run is taken as the demo's).
+    """
+    if out_dir.exists() and not out_dir.is_dir():
+        raise ValueError(f"--out {out_dir} is a file; give a folder (new or empty) for the demo's output")
+    if out_dir.exists():
+        entries = sorted(p.name for p in out_dir.iterdir())
+        foreign = [e for e in entries if e not in OWN_ENTRIES]
+        if foreign and MARKER not in entries:
+            shown = ", ".join(foreign[:5]) + (f" and {len(foreign) - 5} more" if len(foreign) > 5 else "")
+            raise ValueError(f"--out {out_dir} already holds files the demo did not create ({shown}); "
+                             "give a new or empty folder (nothing was deleted)")
+        for name in OWN_ENTRIES:
+            path = out_dir / name
+            if path.is_dir() and not path.is_symlink():
+                shutil.rmtree(path)
+            elif path.exists() or path.is_symlink():
+                path.unlink()
+    out_dir.mkdir(parents=True, exist_ok=True)
+    (out_dir / MARKER).write_text("made by `driftjoin demo`: a new demo run replaces " + ", ".join(OWN_ENTRIES)
+                                  + " here and leaves everything else alone\n")
+
+
+def run_demo(out_dir: Path, seconds: float = 60.0, rate: int = 500, parallelism: int = 2,
+             selectivity: float = 0.001, window: str = "20 seconds", dist: str = "uniform",
+             verbose: bool = False, log_level: str = "WARN") -> dict:
+    from driftjoin.app.console import print_summary, watch
+    from driftjoin.app.report import plot_latency
+    from driftjoin.spark.runtime.session import local_session
+    from driftjoin.spark.similarity.api import similarity_join
+
+    console = Console()
+    prepare_out_dir(out_dir)
+    console.print(f"[bold]driftjoin demo[/bold]: 2 streams x {rate} records/s, 2-D {dist}, angular distance, "
+                  f"selectivity {selectivity:.2%}, {parallelism} workers, {window} windows, {seconds:.0f} s")
+    spark = local_session(parallelism, "driftjoin-demo", verbose=verbose, log_level=log_level,
+                          log_file=str(out_dir / "spark.log"))
+    total = int(rate * seconds)
+    # 2-D uniform directions: angular distance is uniform on [0, 1], so threshold = selectivity
+    threshold = selectivity
+
+    def stream(i: int):
+        return (spark.readStream.format("driftjoin").option("stream", i).option("rate", rate).option("dim", 2)
+                .option("dist", dist).option("seed", 7).option("total", total).load())
+
+    metrics = str(out_dir / "metrics")
+    pairs = similarity_join(stream(0), stream(1), threshold=threshold, metric="angular", window=window,
+                            parallelism=parallelism, dim=2, ingest_col="ts", metrics_dir=metrics)
+    query = (pairs.writeStream.format("parquet").option("path", str(out_dir / "pairs"))
+             .option("checkpointLocation", str(out_dir / "checkpoint")).trigger(processingTime="1 second").start())
+    outcome = watch([query], console, total=2 * total, limit=seconds * 4 + 120)
+    if outcome.error is not None:
+        spark.stop()
+        raise outcome.error
+    in_sink = spark.read.parquet(str(out_dir / "pairs")).count()
+    result = print_summary(console, metrics, "driftjoin demo summary", {"pairs in the sink": in_sink})
+    plot = plot_latency(metrics, out_dir / "latency.png", f"driftjoin demo: p99 latency per worker ({parallelism} workers)")
+    console.print(f"latency plot: {plot}\npairs (Parquet, read with spark.read.parquet): {out_dir / 'pairs'}")
+    spark.stop()
+    return {**result, "plot": str(plot), "pairs_in_sink": in_sink, "ended": outcome.reason}

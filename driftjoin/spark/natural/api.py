@@ -1,0 +1,437 @@
+"""``natural_join``: the schema-free natural join of JSON document streams on Spark (issues 6, 14).
+
+Data path (one micro-batch, ``routing="parallel"``, the default)::
+
+    docs (id, JSON text | struct)  side 0 ─┐
+    other                          side 1 ─┴ select side, id, doc, time; unionByName
+      │ mapInArrow(route_documents)   in every input task, statelessly: parse + flatten, window,
+      │                               the document's candidate fits (the newest routing table
+      │                               the control plane published) and its mask under each;
+      │                               one row per joiner in the union of the masks, and one
+      │                               heartbeat per joiner (the task's view, window counts,
+      │                               largest time, count-window sort keys)
+      ▼ (jkey, kind, seq, side, id, window, time, route, avps, unknown)
+    groupBy(jkey).transformWithStateInPandas(JoinerProcessor)        [m joiners + the plan key]
+      │ every joiner derives the same window table from the heartbeats (which windows open,
+      │ with which fit; count-window numbers; the window clock), keeps each document under the
+      │ mask of its window's fit, joins it (FP-tree, hash, nested loop) and reports a pair only
+      │ if it is the lowest joiner both documents were sent to
+      ▼ (left_id, right_id, window[, merged])
+    statistics (per joiner and batch) → NaturalPartitionController on the driver
+      (driftjoin/spark/natural/control.py): window quality, theta refits on the joiners' samples,
+      delta keys from the sightings → a new routing table (driftjoin/spark/natural/table.py)
+
+Only the joiners hold state. The control plane decides between batches and its tables may
+reach some tasks of a batch and not others: :mod:`driftjoin.spark.natural.table` has the rule
+that keeps every window routed by one fit anyway, ``docs/natural_join.md`` the whole argument.
+``routing="assigner"`` keeps the paper's single Assigner (:mod:`driftjoin.spark.natural.assigner`)
+in front of the same joiners. A static DataFrame is fitted on a sample on the driver and routed
+in one pass by the same routers, then joined by the same joiners through ``applyInPandas``.
+"""
+
+from __future__ import annotations
+
+import json
+import pickle
+import tempfile
+import uuid
+from collections import Counter
+from typing import Any, Iterator
+
+import pandas as pd
+import pyarrow as pa
+from pyspark.sql import Column, DataFrame
+from pyspark.sql import functions as F
+from pyspark.sql import types as T
+
+from driftjoin.durations import parse_duration
+from driftjoin.schemafree.document import Document
+from driftjoin.schemafree.metrics import gini
+from driftjoin.spark.natural.assigner import AssignerProcessor
+from driftjoin.spark.natural.joiners import JoinerProcessor
+from driftjoin.spark.natural.plan import (
+    ASSIGNER_OP,
+    JOINER_OP,
+    InvalidDocument,
+    NaturalPlan,
+    check_rows,
+    check_settings,
+    check_window,
+    dead_letter_batches,
+    parse_batches,
+    parse_document,
+)
+from driftjoin.spark.natural.routers import route_documents
+from driftjoin.spark.natural.table import (
+    doc_seq,
+)
+from driftjoin.spark.runtime.columns import common_id_type
+from driftjoin.spark.runtime.session import prepare_for_stateful, prepare_session
+from driftjoin.spark.runtime.static import run_static
+from driftjoin.spark.runtime.stats import read_stats
+
+# --------------------------------------------------------------------------------------------
+# The operator
+# --------------------------------------------------------------------------------------------
+
+
+def _doc_column(df: DataFrame, name: str) -> Column:
+    if name not in df.columns:
+        raise ValueError(f"doc_col={name!r} is not a column of the input; columns are {df.columns}")
+    dtype = df.schema[name].dataType
+    if isinstance(dtype, T.StringType):
+        return F.col(name)
+    if isinstance(dtype, (T.StructType, T.MapType)):
+        return F.to_json(F.col(name))
+    if isinstance(dtype, T.BinaryType):
+        return F.col(name).cast("string")
+    raise TypeError(f"doc_col={name!r} has type {dtype.simpleString()}; use a string of JSON text, a struct or a map")
+
+
+def _time_column(df: DataFrame, plan: NaturalPlan, time_col: str | None) -> Column:
+    if time_col is None:
+        if plan.window_kind == "time":
+            return F.current_timestamp().cast("double")  # the micro-batch time
+        return F.lit(None).cast("double")
+    if time_col not in df.columns:
+        raise ValueError(f"time_col={time_col!r} is not a column of the input; columns are {df.columns}")
+    dtype = df.schema[time_col].dataType
+    if isinstance(dtype, (T.TimestampType, T.TimestampNTZType, T.DateType)):
+        return F.col(time_col).cast("timestamp").cast("double")
+    if isinstance(dtype, T.NumericType):
+        return F.col(time_col).cast("double")
+    raise TypeError(f"time_col={time_col!r} has type {dtype.simpleString()}; use a timestamp or a number of seconds")
+
+
+def _normalise(df: DataFrame, side: int, plan: NaturalPlan, id_col: str, doc_col: str, id_type: T.DataType,
+               time_col: str | None, with_raw: bool) -> DataFrame:
+    cols = [
+        F.lit(side).cast("byte").alias("side"),
+        F.col(id_col).cast(id_type).alias("id"),
+        _doc_column(df, doc_col).alias("doc"),
+        _time_column(df, plan, time_col).alias("time"),
+    ]
+    if with_raw:
+        row = F.struct(*[F.col(c) for c in df.columns])
+        cols.append(F.to_json(row, {"ignoreNullFields": "false"}).alias("raw"))
+    return df.select(*cols)
+
+
+def _sample_documents(sample: object, plan: NaturalPlan, doc_col: str) -> list[Document]:
+    if isinstance(sample, DataFrame):
+        if sample.isStreaming:
+            raise ValueError("sample= must be a static DataFrame or a list of documents, not a stream")
+        texts = [r[0] for r in sample.select(_doc_column(sample, doc_col)).limit(plan.sample_size).collect()]
+    elif isinstance(sample, (list, tuple)):
+        texts = [s if isinstance(s, (str, bytes)) or s is None else json.dumps(s) for s in sample]
+    else:
+        raise TypeError("sample= must be a list of documents (dicts or JSON text) or a static DataFrame with doc_col")
+    docs = []
+    for i, text in enumerate(texts):
+        try:
+            avps, stamp = parse_document(text, plan.time_attribute)
+        except InvalidDocument:
+            continue
+        docs.append(Document(i, avps, stamp))
+    if not docs:
+        raise ValueError("sample= holds no valid JSON object; pass documents to fit the partitions on, or sample=None to fit on the first window")
+    return docs
+
+
+def _make_plan(docs: DataFrame, other: DataFrame | None, *, window: object, partitions: int | None, partitioner: str,
+               local_join: str, time_col: str | None, watermark: str | None, merged: bool, delta: int, theta: float,
+               creators: int, expand: bool, sample_size: int, seed: int, metrics_dir: str | None,
+               routing: str) -> NaturalPlan:
+    if partitions is None:
+        partitions = int(docs.sparkSession.conf.get("spark.sql.shuffle.partitions"))
+    check_settings(partitions, partitioner, local_join, delta, theta, creators, sample_size, routing)
+    kind, size, length, attribute = check_window(window, time_col)
+    event_time = kind == "attribute" or (kind == "time" and time_col is not None)
+    if watermark is not None and not event_time:
+        raise ValueError("watermark= applies to event-time windows only: pass time_col= with window='<duration>', or TimeWindow(...)")
+    lateness = 0.0
+    if watermark is not None:
+        lateness = float(watermark) if kind == "attribute" and isinstance(watermark, (int, float)) else parse_duration(watermark, "watermark")
+    return NaturalPlan(
+        partitions=int(partitions), partitioner=partitioner, local_join=local_join, delta=int(delta), theta=float(theta),
+        creators=int(creators), expand=bool(expand), window_kind=kind, size=size, length=length, time_attribute=attribute,
+        watermark=lateness, two_streams=other is not None, merged=bool(merged), sample_size=int(sample_size),
+        seed=int(seed), metrics_dir=metrics_dir, require_time=kind != "count" or time_col is not None, routing=routing,
+        lineage=uuid.uuid4().hex[:12],
+    )
+
+
+def _schemas(plan: NaturalPlan, id_type: T.DataType) -> tuple[T.StructType, T.StructType, T.StructType, T.StructType]:
+    parsed = T.StructType([
+        T.StructField("akey", T.IntegerType()), T.StructField("side", T.ByteType()), T.StructField("id", id_type),
+        T.StructField("time", T.DoubleType()), T.StructField("avps", T.StringType()),
+    ])
+    routed = T.StructType([
+        T.StructField("jkey", T.IntegerType()), T.StructField("kind", T.ByteType()), T.StructField("seq", T.LongType()),
+        T.StructField("side", T.ByteType()), T.StructField("id", id_type), T.StructField("window", T.LongType()),
+        T.StructField("time", T.DoubleType()), T.StructField("route", T.StringType()),
+        T.StructField("avps", T.StringType()), T.StructField("unknown", T.StringType()),
+    ])
+    keyed = T.StructType([T.StructField("seq", T.LongType()), T.StructField("avps", T.StringType())])
+    fields = [T.StructField("left_id", id_type), T.StructField("right_id", id_type), T.StructField("window", T.LongType())]
+    if plan.merged:
+        fields.append(T.StructField("merged", T.StringType()))
+    return parsed, routed, keyed, T.StructType(fields)
+
+
+def sample_rows(plan: NaturalPlan, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+    """Valid documents as (number, flat pairs as JSON): the driver's sample of a static input is
+    the ``sample_size`` of smallest number (a uniform sample, the same on every run)."""
+    for batch in batches:
+        _, texts, _, times = check_rows(plan, batch)
+        sides, ids = batch.column("side").to_pylist(), batch.column("id").to_pylist()
+        keep = [i for i, t in enumerate(texts) if t is not None]
+        if keep:
+            yield pa.RecordBatch.from_arrays(
+                [pa.array([doc_seq(sides[i], ids[i], times[i], texts[i]) for i in keep], pa.int64()),  # type: ignore[arg-type]
+                 pa.array([texts[i] for i in keep], pa.string())], names=["seq", "avps"])
+
+
+def _control_dir(spark: Any, metrics_dir: str | None) -> str:
+    """Where a stream's decisions and statistics go: ``metrics_dir``, else (local mode only) a
+    new temporary directory."""
+    if metrics_dir:
+        return metrics_dir
+    master = spark.sparkContext.master
+    if not master.startswith("local"):
+        raise ValueError(f"natural_join on a cluster ({master}) needs metrics_dir= (a directory the driver and the "
+                         "executors share, e.g. on HDFS or S3): the control plane publishes its partitionings there")
+    return tempfile.mkdtemp(prefix="driftjoin-natural-")
+
+
+def natural_join(
+    docs: DataFrame,
+    other: DataFrame | None = None,
+    *,
+    window: object = "1 minute",
+    partitions: int | None = None,
+    partitioner: str = "value",
+    local_join: str = "fptree",
+    id_col: str = "id",
+    doc_col: str = "doc",
+    time_col: str | None = None,
+    watermark: str | None = None,
+    merged: bool = False,
+    sample: object = None,
+    delta: int = 3,
+    theta: float = 0.2,
+    creators: int = 1,
+    expand: bool = True,
+    sample_size: int = 2000,
+    seed: int = 0,
+    metrics_dir: str | None = None,
+    routing: str = "parallel",
+) -> DataFrame:
+    """Exact natural join of schema-free JSON documents per tumbling window, streaming or static.
+
+    ``docs`` has an id column (``id_col``, integer or string, unique) and a document column
+    (``doc_col``: JSON text, or a struct/map converted with ``to_json``). Two documents join
+    when they share at least one attribute and agree on every attribute they share (nested
+    objects are flattened to dotted paths, arrays are atomic values, nulls are absent; see
+    :mod:`driftjoin.schemafree.document`).
+
+    ``other=None`` joins ``docs`` with itself: each unordered pair once, ``left_id < right_id``.
+    With ``other`` only pairs across the two inputs are produced: ``left_id`` from ``docs``,
+    ``right_id`` from ``other``.
+
+    ``window``: a document count (``1000`` or ``CountWindow(1000)``; documents of a micro-batch
+    are taken in order of ``time_col`` if given, then id), a duration (``"1 minute"``) over
+    ``time_col`` (event time; ``watermark`` = how late a document may arrive, default 0) or,
+    without ``time_col``, over the micro-batch time, or ``TimeWindow(length, attribute)`` with
+    the time in a JSON attribute. A static input with a duration and no ``time_col`` is one
+    window.
+
+    ``partitions`` joiners (default ``spark.sql.shuffle.partitions``) and a ``partitioner``:
+    ``"value"`` (default: each document to one joiner by the values of attributes almost every
+    document carries, the others to all joiners; association groups where no such attributes
+    divide the work; :mod:`driftjoin.schemafree.valuepart`), or the paper's ``"ag"``
+    association groups, ``"sc"`` set cover, ``"ds"`` disjoint sets, fitted on
+    ``sample`` (a list of documents or a static DataFrame), else, on a stream, on the first
+    window's first documents, updated by ``delta`` and refitted between windows when
+    replication or maximal load grows by more than ``theta``. ``local_join``: ``"fptree"``,
+    ``"hash"`` or ``"nested"``.
+
+    ``routing``: ``"parallel"`` (default) routes in every input task, by partitionings that a
+    controller on the driver (:class:`driftjoin.spark.natural.control.NaturalPartitionController`)
+    fits from the joiners' statistics and publishes in ``metrics_dir`` (a new temporary
+    directory when none is given, local mode only); a static input is fitted on a sample on
+    the driver (``sample``, else ``sample_size`` documents drawn from it) and routed in one
+    pass. ``"assigner"``: the paper's single Assigner, one task routing every document
+    sequentially (kept to measure against).
+
+    Output: ``left_id, right_id, window`` (window index: ``floor(time / length)`` or
+    ``position // size``), and ``merged`` (the union of both documents as flat JSON) when
+    ``merged=True``. Rows that cannot be joined are skipped; :func:`invalid_documents` lists
+    them. Per-window metrics go to ``metrics_dir`` (see :func:`natural_join_metrics`).
+    """
+    if other is not None and other.isStreaming != docs.isStreaming:
+        raise ValueError("docs and other must both be streaming or both static")
+    prepare_session(docs.sparkSession, metrics_dir)
+    plan = _make_plan(docs, other, window=window, partitions=partitions, partitioner=partitioner, local_join=local_join,
+                      time_col=time_col, watermark=watermark, merged=merged, delta=delta, theta=theta, creators=creators,
+                      expand=expand, sample_size=sample_size, seed=seed, metrics_dir=metrics_dir, routing=routing)
+    id_type = common_id_type(docs, other, id_col)
+    id_is_str = isinstance(id_type, T.StringType)
+    inputs = [_normalise(docs, 0, plan, id_col, doc_col, id_type, time_col, False)]
+    if other is not None:
+        inputs.append(_normalise(other, 1, plan, id_col, doc_col, id_type, time_col, False))
+    fit_docs = _sample_documents(sample, plan, doc_col) if sample is not None else None
+    data = inputs[0] if len(inputs) == 1 else inputs[0].unionByName(inputs[1])
+    parsed_schema, routed_schema, keyed_schema, pair_schema = _schemas(plan, id_type)
+    spark = docs.sparkSession
+    streaming = data.isStreaming
+    if routing == "parallel" and not streaming and fit_docs is None:
+        drawn = data.mapInArrow(lambda it: sample_rows(plan, it), keyed_schema).orderBy("seq").limit(plan.sample_size)
+        fit_docs = [Document(r.seq, json.loads(r.avps)) for r in drawn.collect()]
+    if fit_docs:
+        fitted = plan.new_partitioner()
+        fitted.fit(fit_docs)
+        plan = NaturalPlan(**{**plan.__dict__, "initial": pickle.dumps(fitted, protocol=pickle.HIGHEST_PROTOCOL)})
+    if routing == "assigner":
+        parsed = data.mapInArrow(lambda it: parse_batches(plan, it), parsed_schema)
+        if streaming:
+            prepare_for_stateful(spark, plan.partitions)
+            routed = parsed.groupBy("akey").transformWithStateInPandas(
+                AssignerProcessor(plan, id_is_str), routed_schema, "Append", "None")
+            return routed.groupBy("jkey").transformWithStateInPandas(
+                JoinerProcessor(plan, id_is_str), pair_schema, "Append", "None")
+        spark.conf.set("spark.sql.shuffle.partitions", str(plan.partitions))
+        routed = parsed.groupBy("akey").applyInPandas(
+            lambda k, pdf: run_static(AssignerProcessor(plan, id_is_str, final=True), k, pdf), routed_schema)
+        return routed.groupBy("jkey").applyInPandas(
+            lambda k, pdf: run_static(JoinerProcessor(plan, id_is_str, final=True), k, pdf), pair_schema)
+    arrow_schema = pa.schema([pa.field(f.name, _ARROW[type(f.dataType)]) for f in routed_schema.fields])
+    if streaming:
+        from driftjoin.spark.natural.control import (
+            NaturalPartitionController,
+            attach_natural,
+        )
+
+        plan = NaturalPlan(**{**plan.__dict__, "control": _control_dir(spark, metrics_dir)})
+        prepare_for_stateful(spark, plan.partitions)
+        attach_natural(spark, NaturalPartitionController(plan))
+        routed = data.mapInArrow(lambda it: route_documents(plan, id_is_str, arrow_schema, it), routed_schema)
+        return routed.groupBy("jkey").transformWithStateInPandas(
+            JoinerProcessor(plan, id_is_str), pair_schema, "Append", "None")
+    spark.conf.set("spark.sql.shuffle.partitions", str(plan.partitions))
+    routed = data.mapInArrow(lambda it: route_documents(plan, id_is_str, arrow_schema, it), routed_schema)
+    return routed.groupBy("jkey").applyInPandas(
+        lambda k, pdf: run_static(JoinerProcessor(plan, id_is_str, final=True), k, pdf), pair_schema)
+
+
+_ARROW = {T.IntegerType: pa.int32(), T.ByteType: pa.int8(), T.LongType: pa.int64(), T.StringType: pa.string(),
+          T.DoubleType: pa.float64()}
+
+
+def invalid_documents(
+    docs: DataFrame,
+    other: DataFrame | None = None,
+    *,
+    id_col: str = "id",
+    doc_col: str = "doc",
+    time_col: str | None = None,
+    window: object = None,
+) -> DataFrame:
+    """The dead-letter output: every input row :func:`natural_join` skips, with the reason.
+
+    Columns: ``side`` (0 ``docs``, 1 ``other``), ``id``, ``raw`` (the whole row as JSON) and
+    ``reason``: ``missing id``, ``missing document``, ``unparsable JSON: ...``, ``not a JSON
+    object (got ...)``, ``missing time`` (null ``time_col``), ``missing time attribute ...``
+    or ``time attribute ... is not a number`` (with ``window=TimeWindow(...)``). Pass the same
+    ``time_col``/``window`` as to the join. Stateless: it can run as its own streaming query.
+    """
+    prepare_session(docs.sparkSession)
+    kind, size, length, attribute = ("count", 1, None, None) if window is None else check_window(window, time_col)
+    plan = NaturalPlan(partitions=1, partitioner="ag", local_join="hash", delta=1, theta=0.0, creators=1, expand=False,
+                       window_kind=kind, size=size, length=length, time_attribute=attribute, watermark=0.0,
+                       two_streams=other is not None, merged=False, sample_size=1, seed=0, metrics_dir=None,
+                       require_time=kind != "count" or time_col is not None)
+    id_type = common_id_type(docs, other, id_col)
+    inputs = [_normalise(docs, 0, plan, id_col, doc_col, id_type, time_col, True)]
+    if other is not None:
+        inputs.append(_normalise(other, 1, plan, id_col, doc_col, id_type, time_col, True))
+    data = inputs[0] if len(inputs) == 1 else inputs[0].unionByName(inputs[1])
+    schema = T.StructType([
+        T.StructField("side", T.ByteType()), T.StructField("id", id_type),
+        T.StructField("raw", T.StringType()), T.StructField("reason", T.StringType()),
+    ])
+    return data.mapInArrow(lambda it: dead_letter_batches(plan, it), schema)
+
+
+# --------------------------------------------------------------------------------------------
+# Metrics reader
+# --------------------------------------------------------------------------------------------
+
+_METRIC_COLUMNS = ["window", "documents", "replication", "max_load", "gini", "loads", "to_all", "pairs",
+                   "repartitioned", "repartitions", "late", "closed"]
+
+
+def natural_join_metrics(metrics_dir: str) -> pd.DataFrame:
+    """Per-window metrics of a natural join run, one row per window, ascending.
+
+    Columns: ``window, documents, replication, max_load, gini, loads, to_all, pairs,
+    repartitioned, repartitions, late, closed``. ``loads[j]``: documents joiner ``j`` kept;
+    ``replication`` their sum over the window's documents, ``max_load`` the largest share at
+    one joiner; ``pairs`` sums the joiners' reports and ``late`` the documents dropped because
+    their window had closed. ``repartitioned``: the window's quality made the control plane (or
+    the single Assigner) refit; ``repartitions``: such refits up to this window. While a
+    controller of this directory runs in this process, its decisions on the batches written so
+    far are awaited first (at most 30 s).
+    """
+    from driftjoin.spark.natural.control import CONTROLLERS, read_log
+
+    controller = CONTROLLERS.get(metrics_dir)
+    if controller is not None:
+        controller.settle()
+    pairs: Counter[int] = Counter()
+    loads: dict[int, dict[int, int]] = {}
+    to_all: Counter[int] = Counter()
+    documents: Counter[int] = Counter()
+    late: Counter[int] = Counter()
+    closed: set[int] = set()
+    joiners = 0
+    for rec in read_stats(metrics_dir, JOINER_OP):
+        joiners = max(joiners, rec["joiner"] + 1)
+        for w, n in rec.get("pairs_by_window", {}).items():
+            pairs[int(w)] += n
+        for w, (received, _, everywhere, *_) in rec.get("windows", {}).items():
+            per = loads.setdefault(int(w), {})
+            per[rec["joiner"]] = per.get(rec["joiner"], 0) + received
+            to_all[int(w)] += everywhere
+        for w, n in rec.get("documents", {}).items():
+            documents[int(w)] += n
+        for w, n in rec.get("late", {}).items():
+            late[int(w)] += n
+        closed.update(rec.get("closed", []))
+    assigner: dict[int, tuple[int, dict[str, Any]]] = {}
+    for rec in read_stats(metrics_dir, ASSIGNER_OP):  # routing="assigner": its own record of each window
+        for w in rec.get("windows", []):
+            if w["window"] not in assigner or assigner[w["window"]][0] < rec["seq"]:
+                assigner[w["window"]] = (rec["seq"], w)
+        for k, v in rec.get("late", {}).items():
+            late[int(k)] += v
+    refits = {int(e["window"]) for e in read_log(metrics_dir) if not e["first"]}
+    rows, done = [], 0
+    for w in sorted(set(pairs) | set(loads) | set(documents) | set(late) | set(assigner)):
+        if w in assigner:
+            base = assigner[w][1]
+            rows.append({"window": w, **{k: base[k] for k in ("documents", "replication", "max_load", "gini", "loads",
+                                                              "to_all", "repartitioned", "repartitions", "closed")},
+                         "pairs": pairs.get(w, 0), "late": late.get(w, 0)})
+            continue
+        n = documents.get(w, 0)
+        per = loads.get(w, {})
+        vector = [per.get(j, 0) for j in range(joiners)]
+        done += w in refits
+        rows.append({
+            "window": w, "documents": n, "replication": sum(vector) / n if n else 0.0,
+            "max_load": max(vector, default=0) / n if n else 0.0, "gini": gini(vector), "loads": vector,
+            "to_all": to_all.get(w, 0), "pairs": pairs.get(w, 0), "repartitioned": w in refits, "repartitions": done,
+            "late": late.get(w, 0), "closed": w in closed,
+        })
+    return pd.DataFrame(rows, columns=_METRIC_COLUMNS)

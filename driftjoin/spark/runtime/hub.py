@@ -1,0 +1,135 @@
+"""One query listener per Spark session, through which every driver-side controller hears its queries.
+
+The controllers of the control plane (S3J's workset balancer, SWOOP's shared bound,
+``natural_join``'s partitioner, ``equi_join``'s routing) decide after committed micro-batches, so
+they need Spark's query events. :func:`register` puts a controller under a key (its kind and
+directory); one ``StreamingQueryListener`` per session, added on the first registration, hands
+each start, progress and termination event to every controller registered through that session.
+
+Why one listener and why keys:
+
+- PySpark calls each Python listener through Py4J for every event of every query of the session.
+  With a listener per join, a session that had built many joins (a test session builds dozens)
+  made every event cost as many round trips, the listener bus fell minutes behind, and decisions
+  came late.
+- A controller leaves when a newer one takes its key (a join rebuilt on the same directory, as a
+  query restarted in the same driver does), never on a termination event. Events reach listeners
+  late, and a query keeps its id across restarts, so a controller that removed itself when "its"
+  query terminated could be the restarted run's controller hearing its predecessor's end: the
+  restarted run's routing then stopped adapting (the output stayed exact). A controller whose
+  query has ended stays registered and ignores other queries' events cheaply.
+
+The events reach the controllers in the bus's order, on the bus's thread; an exception in a
+controller is logged and never reaches the query (every join stays exact without decisions).
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from driftjoin.spark.runtime.queries import session_key
+
+log = logging.getLogger("driftjoin")
+
+
+@dataclass(frozen=True)
+class Progress:
+    """A finished micro-batch of some query: its query and run ids, batch id and input rows."""
+
+    query: str
+    run: str
+    batch: int
+    rows: int
+
+
+@dataclass(frozen=True)
+class _Entry:
+    on_progress: Callable[[Progress], Any]
+    on_terminated: Callable[[str], Any] | None
+    on_started: Callable[[str], Any] | None = None
+
+
+class _Hub:
+    """The controllers registered through one session, by key."""
+
+    def __init__(self) -> None:
+        self.entries: dict[str, _Entry] = {}
+        self.lock = threading.Lock()
+
+    def progress(self, event: Progress) -> None:
+        for key, entry in self._snapshot():
+            self._call(key, entry.on_progress, event)
+
+    def terminated(self, query: str) -> None:
+        for key, entry in self._snapshot():
+            if entry.on_terminated is not None:
+                self._call(key, entry.on_terminated, query)
+
+    def started(self, query: str) -> None:
+        for key, entry in self._snapshot():
+            if entry.on_started is not None:
+                self._call(key, entry.on_started, query)
+
+    def _snapshot(self) -> list[tuple[str, _Entry]]:
+        with self.lock:
+            return list(self.entries.items())
+
+    @staticmethod
+    def _call(key: str, fn: Callable[[Any], Any], arg: Any) -> None:
+        try:
+            fn(arg)
+        except Exception:  # the query must not die of its control plane: it stays exact
+            log.exception("driftjoin control plane: %s failed a round; its decisions stay as they are", key)
+
+
+_HUBS: dict[str, _Hub] = {}
+_HUBS_LOCK = threading.Lock()
+
+
+def register(spark: Any, key: str, on_progress: Callable[[Progress], Any],
+             on_terminated: Callable[[str], Any] | None = None, on_started: Callable[[str], Any] | None = None) -> None:
+    """Call ``on_progress`` after every finished micro-batch of every query of ``spark``'s session
+    (``on_terminated`` with the query id when one terminates, ``on_started`` when one starts),
+    replacing whatever was registered under ``key`` before."""
+    hub = _hub(spark)
+    with hub.lock:
+        hub.entries[key] = _Entry(on_progress, on_terminated, on_started)
+
+
+def registered(spark: Any) -> list[str]:
+    """The keys registered through ``spark``'s session."""
+    return list(_hub(spark).entries)
+
+
+def _hub(spark: Any) -> _Hub:
+    key = session_key(spark)
+    with _HUBS_LOCK:
+        hub = _HUBS.get(key)
+        if hub is None:
+            hub = _HUBS[key] = _Hub()
+            spark.streams.addListener(_listener(hub))
+        return hub
+
+
+def _listener(hub: _Hub) -> Any:
+    from pyspark.sql.streaming import StreamingQueryListener
+
+    class _ControlPlaneListener(StreamingQueryListener):
+        def onQueryStarted(self, event) -> None:  # noqa: N802 (Spark's names)
+            hub.started(str(event.id))
+
+        def onQueryProgress(self, event) -> None:  # noqa: N802
+            p = event.progress
+            hub.progress(Progress(str(p.id), str(p.runId), int(p.batchId), int(p.numInputRows)))
+
+        def onQueryIdle(self, event) -> None:  # noqa: N802
+            pass
+
+        def onQueryTerminated(self, event) -> None:  # noqa: N802
+            hub.terminated(str(event.id))
+
+    return _ControlPlaneListener()

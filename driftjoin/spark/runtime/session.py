@@ -1,0 +1,268 @@
+"""Spark session settings the stateful operators need, and a fast, quiet local session for laptops.
+
+Measured on 2 cores (../shared/notes/spark-facts.md): 200 shuffle partitions make a stateful
+micro-batch take 14 s, so the join sets ``spark.sql.shuffle.partitions`` to its parallelism;
+``transformWithStateInPandas`` needs the RocksDB state store provider.
+
+Console noise, and where it comes from: the JVM's log4j console appender (startup banner,
+warnings, and about 95 lines of ERROR and stack trace when a query is stopped during a batch),
+the Python worker that ``transformWithStateInPandas`` starts on the driver for each query
+(about ten ``Streaming TransformWithStateInPandas Python worker ...`` lines, printed to the
+worker's stdout, which the JVM copies to its stderr), and py4j's Python logger. All of it goes
+through the JVM's stderr or Python logging, so :func:`local_session` starts the JVM with its
+stderr sent to a log file and quiets py4j, unless ``verbose=True`` (or ``DRIFTJOIN_VERBOSE=1``).
+Failures still reach the caller as exceptions; the log file has the details.
+
+:func:`prepare_session` is what every operator calls first on the session it is given (the
+user's own, perhaps): it makes the Python workers run an interpreter that has driftjoin (local
+mode) or fails up front saying what to set (a cluster), and attaches the query tracker that makes
+the operators' statistics exactly-once (:mod:`driftjoin.spark.runtime.queries`).
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import re
+import subprocess
+import sys
+import tempfile
+
+from pyspark import SparkConf, SparkContext
+from pyspark.sql import SparkSession
+
+from driftjoin.spark.runtime import queries
+from driftjoin.spark.runtime.class_archive import jvm_options as class_archive_options
+from driftjoin.spark.sources import documents, generator
+
+log = logging.getLogger(__name__)
+
+ROCKSDB = "org.apache.spark.sql.execution.streaming.state.RocksDBStateStoreProvider"
+#: RocksDB changelog checkpointing: measured here it halves the state commit time per batch.
+CHANGELOG = "spark.sql.streaming.stateStore.rocksdb.changelogCheckpointing.enabled"
+#: Where the JVM's console output of the quiet session of this process goes (None: the console).
+LOG_FILE: str | None = None
+_PYTHON_CHECKED: set[tuple[str, str]] = set()
+#: Python worker daemon that imports driftjoin's modules before forking workers.
+DAEMON = "driftjoin.spark.runtime.worker_daemon"
+
+
+def _settings(parallelism: int, preload_workers: bool = True) -> dict[str, str]:
+    """The settings every driftjoin session shares, local or on a cluster."""
+    return {
+        "spark.ui.enabled": "false",
+        "spark.ui.showConsoleProgress": "false",
+        "spark.sql.shuffle.partitions": str(parallelism),
+        "spark.default.parallelism": str(parallelism),
+        "spark.sql.adaptive.enabled": "false",
+        "spark.sql.streaming.stateStore.providerClass": ROCKSDB,
+        CHANGELOG: "true",
+        "spark.pyspark.python": sys.executable,
+        "spark.sql.execution.arrow.pyspark.enabled": "true",
+        "spark.sql.session.timeZone": "UTC",
+        # a loaded machine can take longer than the default 15 s to start a Python worker
+        "spark.python.authenticate.socketTimeout": "120s",
+        "spark.python.daemon.module": DAEMON if preload_workers else "pyspark.daemon",
+    }
+
+
+def _start_quiet_jvm(settings: dict[str, str], log_file: str) -> None:
+    """Launch the driver JVM with its stderr (log4j, Python workers' output) going to ``log_file``."""
+    global LOG_FILE
+    from pyspark.java_gateway import launch_gateway
+
+    conf = SparkConf(loadDefaults=False)
+    for k, v in settings.items():
+        conf.set(k, v)
+    os.makedirs(os.path.dirname(os.path.abspath(log_file)), exist_ok=True)
+    with open(log_file, "ab") as err:
+        gateway = launch_gateway(conf, popen_kwargs={"stderr": err})
+    SparkContext._ensure_initialized(gateway=gateway)
+    LOG_FILE = log_file
+
+
+def _session(master: str, app_name: str, parallelism: int, conf: dict[str, str], *, verbose: bool | None,
+             log_level: str, log_file: str | None, preload_workers: bool) -> SparkSession:
+    """A session with :func:`_settings` and ``conf`` on ``master``, quiet unless ``verbose``."""
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    os.environ.setdefault("PYARROW_IGNORE_TIMEZONE", "1")
+    os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
+    if verbose is None:
+        verbose = os.environ.get("DRIFTJOIN_VERBOSE", "").lower() not in ("", "0", "false", "no")
+    settings = {"spark.master": master, "spark.app.name": app_name, **_settings(parallelism, preload_workers), **conf}
+    if not verbose and SparkContext._gateway is None:
+        _start_quiet_jvm(settings, log_file or os.path.join(tempfile.gettempdir(), f"driftjoin-spark-{os.getpid()}.log"))
+    if not verbose:
+        logging.getLogger("py4j").setLevel(logging.CRITICAL)
+    builder = SparkSession.builder
+    for k, v in settings.items():
+        builder = builder.config(k, v)
+    spark = builder.getOrCreate()
+    spark.sparkContext.setLogLevel(log_level.upper())
+    generator.register(spark)
+    documents.register(spark)
+    return spark
+
+
+def local_session(parallelism: int = 2, app_name: str = "driftjoin", *, cores: int | None = None,
+                  driver_memory: str = "4g", verbose: bool | None = None, log_level: str = "WARN",
+                  log_file: str | None = None, preload_workers: bool = True, class_archive: bool = True,
+                  conf: dict[str, str] | None = None) -> SparkSession:
+    """An embedded local Spark with settings for small, fast stateful streaming.
+
+    UI off, adaptive execution off (it would coalesce the partitions that pin workers),
+    shuffle partitions = ``parallelism``, RocksDB state store, and the Python workers started
+    with this interpreter so the venv's packages are found. ``preload_workers`` starts them from
+    :mod:`driftjoin.spark.runtime.worker_daemon`, which imports pandas, pyarrow and the operators once per
+    executor instead of once per Python worker (a first micro-batch or a restart pays it per task).
+    ``class_archive``: the driver JVM maps the archive of Spark's classes that
+    :mod:`driftjoin.spark.runtime.class_archive` builds (``scripts/setup.sh`` does), if there is one,
+    instead of loading them from the jars (a faster start; no effect without an archive).
+    ``conf``: further settings (e.g. ``spark.eventLog.enabled`` for a benchmark's stage times).
+
+    Quiet by default: Spark's console output (its log at ``log_level``, the Python workers'
+    output) goes to ``log_file`` (default ``<tmp>/driftjoin-spark-<pid>.log``; the path is in
+    :data:`LOG_FILE`). ``verbose=True`` (default: the ``DRIFTJOIN_VERBOSE`` environment
+    variable) shows it on the console as plain Spark does. The redirection needs the JVM to be
+    started here: in a process that already runs a JVM only the log level is applied.
+    """
+    master = f"local[{cores or min(os.cpu_count() or 2, max(2, parallelism))}]"
+    java_options = f"-XX:+UseSerialGC -XX:TieredStopAtLevel=1 {class_archive_options(class_archive)}".strip()
+    settings = {"spark.driver.memory": driver_memory, "spark.driver.extraJavaOptions": java_options, **(conf or {})}
+    return _session(master, app_name, parallelism, settings, verbose=verbose, log_level=log_level, log_file=log_file,
+                    preload_workers=preload_workers)
+
+
+def cluster_session(master: str, parallelism: int = 2, app_name: str = "driftjoin", *, executor_memory: str = "1g",
+                    max_executors: int | None = None, conf: dict[str, str] | None = None, verbose: bool | None = None,
+                    log_level: str = "WARN", log_file: str | None = None, preload_workers: bool = True) -> SparkSession:
+    """The same settings on a cluster (``spark://``, ``yarn``, ``k8s://``): executors of one core
+    each (the autoscaler's workers, docs/autoscaling.md), at most ``max_executors`` of them.
+
+    The executors start Python with this interpreter's path, so they must find the same
+    environment there (true on one machine; on a real cluster ship it, e.g. with
+    ``spark.archives``). ``conf``: further settings (e.g. dynamic allocation's). Console and
+    workers as in :func:`local_session`.
+    """
+    settings = {"spark.executor.cores": "1", "spark.executor.memory": executor_memory,
+                "spark.pyspark.driver.python": sys.executable}
+    if max_executors is not None:
+        settings["spark.cores.max"] = str(max_executors)
+    return _session(master, app_name, parallelism, {**settings, **(conf or {})}, verbose=verbose, log_level=log_level,
+                    log_file=log_file, preload_workers=preload_workers)
+
+
+def task_slots(spark: SparkSession) -> int:
+    """Tasks ``spark`` runs at once: N of a ``local[N]`` master (this machine's cores for
+    ``local[*]``), else Spark's default parallelism (a cluster's executor cores unless set).
+
+    Not ``defaultParallelism`` in local mode: driftjoin's sessions set it to the number of
+    workers, which may exceed the cores the tasks share."""
+    master = spark.sparkContext.master
+    local = re.fullmatch(r"local\[(\d+|\*)(?:,\s*\d+)?\]", master)
+    if local:
+        return (os.cpu_count() or 1) if local.group(1) == "*" else int(local.group(1))
+    return 1 if master == "local" else spark.sparkContext.defaultParallelism
+
+
+def worker_placement(spark: SparkSession, parallelism: int | None, partitions: int | None) -> tuple[int, int]:
+    """The workers of an operator and the Spark state partitions they share, checked.
+
+    ``parallelism`` defaults to ``spark.sql.shuffle.partitions``; ``partitions`` to
+    min(parallelism, :func:`task_slots`): each stateful task costs about 100 ms per micro-batch
+    whatever it does, so more tasks than cores only raise the batch floor."""
+    if parallelism is None:
+        parallelism = int(spark.conf.get("spark.sql.shuffle.partitions"))
+    if isinstance(parallelism, bool) or not isinstance(parallelism, int) or parallelism < 1:
+        raise ValueError(f"parallelism must be an integer >= 1 (the number of workers), got {parallelism!r}")
+    if partitions is None:
+        partitions = min(parallelism, task_slots(spark))
+    if isinstance(partitions, bool) or not isinstance(partitions, int) or not 1 <= partitions <= parallelism:
+        raise ValueError(f"partitions must be an integer in [1, parallelism] = [1, {parallelism}] (the Spark state "
+                         f"partitions the workers share), got {partitions!r}")
+    return parallelism, partitions
+
+
+def _imports_driftjoin(python: str) -> bool:
+    """Whether ``python`` imports this very driftjoin and the packages its workers need."""
+    here = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    code = "import os, numpy, pandas, pyarrow, driftjoin; print(os.path.dirname(os.path.abspath(driftjoin.__file__)))"
+    try:
+        run = subprocess.run([python, "-c", code], capture_output=True, text=True, timeout=120)
+    except (OSError, subprocess.TimeoutExpired):
+        return False
+    return run.returncode == 0 and run.stdout.strip() == here
+
+
+def _probe_executors(_: object) -> str:
+    import pandas  # noqa: F401
+    import pyarrow  # noqa: F401
+
+    import driftjoin  # noqa: F401
+
+    return "ok"
+
+
+def ensure_workers_python(spark: SparkSession) -> None:
+    """Make the Python workers able to import driftjoin, or fail before any job says what to set.
+
+    Spark starts its Python workers with ``PYSPARK_PYTHON`` as it was when the session was made
+    (``python3`` from PATH if unset; ``spark.pyspark.python`` set on a builder inside Python is
+    not read, only by spark-submit), and each UDF takes the interpreter when it is created. In
+    local mode the workers run on this machine, so when that interpreter lacks driftjoin (or has
+    another copy of it) and the user did not choose it, the operators' UDFs use this one
+    (``sys.executable``). A chosen interpreter that cannot work, or executors of a cluster that
+    cannot import driftjoin, fail here with what to change.
+    """
+    sc = spark.sparkContext
+    python = sc.pythonExec
+    key = (sc.applicationId, python)
+    if key in _PYTHON_CHECKED:
+        return
+    if sc.master.startswith("local"):
+        if python != sys.executable and not _imports_driftjoin(python):
+            if os.environ.get("PYSPARK_PYTHON") == python:  # the user chose it: do not overrule, say what to change
+                raise ValueError(f"the Python workers run {python} (PYSPARK_PYTHON), which cannot "
+                                 f"import this driftjoin with numpy, pandas and pyarrow: set PYSPARK_PYTHON={sys.executable} "
+                                 "before the session is created, or install driftjoin into that Python")
+            log.info("driftjoin: Python workers will run %s (%s lacks driftjoin)", sys.executable, python)
+            sc.pythonExec = sys.executable
+    else:
+        try:
+            sc.parallelize([0], 1).map(_probe_executors).collect()
+        except Exception as e:
+            raise RuntimeError(f"the executors' Python ({python}) cannot import driftjoin, pandas and pyarrow "
+                               f"({str(e).splitlines()[0][:200]}): install driftjoin there, ship it with "
+                               "spark-submit --py-files dist/driftjoin-<version>-py3-none-any.whl, or set "
+                               "spark.pyspark.python to a Python that has it") from None
+    _PYTHON_CHECKED.add((sc.applicationId, sc.pythonExec))
+
+
+def prepare_session(spark: SparkSession, metrics_dir: str | None = None, *, need_metrics: bool = False) -> str | None:
+    """What every driftjoin operator does first on the session of its input.
+
+    Checks the Python workers (:func:`ensure_workers_python`); with a ``metrics_dir`` (or
+    ``need_metrics``) attaches the query tracker that makes statistics exactly-once. Returns the
+    metrics directory to use: ``metrics_dir``, or with ``need_metrics`` and none given a default
+    inside the query's checkpoint (local mode; :func:`driftjoin.spark.runtime.queries.default_metrics_dir`).
+    """
+    if getattr(spark, "_jsparkSession", None) is not None:  # a classic session (Spark Connect has no driver-side workers to set)
+        ensure_workers_python(spark)
+    if metrics_dir is None and need_metrics:
+        return queries.default_metrics_dir(spark)
+    if metrics_dir is not None:
+        queries.track(spark)
+    return metrics_dir
+
+
+def prepare_for_stateful(spark: SparkSession, parallelism: int) -> None:
+    """Set what a driftjoin stateful query needs on an existing session (before it starts).
+
+    The number of state partitions is fixed by the checkpoint on the first run; a restarted
+    query keeps the value it was started with whatever this sets.
+    """
+    spark.conf.set("spark.sql.shuffle.partitions", str(parallelism))
+    spark.conf.set("spark.sql.adaptive.enabled", "false")
+    if spark.conf.get("spark.sql.streaming.stateStore.providerClass", "") != ROCKSDB:
+        spark.conf.set("spark.sql.streaming.stateStore.providerClass", ROCKSDB)
+        spark.conf.set(CHANGELOG, "true")

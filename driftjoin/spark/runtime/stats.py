@@ -1,0 +1,151 @@
+"""Per-batch operator statistics written as small JSON files, counted exactly once.
+
+Each stateful operator key (a space partition, a worker, a dispatcher...) writes the statistics
+of each micro-batch it processes. Inside a streaming query a record is stamped with the query id,
+the run id, the Spark batch id, the run's first batch and the query's checkpoint
+(:mod:`driftjoin.spark.runtime.queries`) and goes to
+``<dir>/<operator>/<key>/<query id>/<batch id>-<run id>.json``: a task retried in the same run
+overwrites its own file; the replay of a batch after a restart writes beside the crashed
+attempt's. :func:`read_stats` then keeps, per query, only the batches the checkpoint's commits
+log has committed, and each batch from the run that committed it (the run with the highest first
+batch not above the batch), so the statistics agree with what an exactly-once sink holds: a batch
+interrupted by a stop or a crash is not counted, a replayed one is counted once. Several queries
+may share a directory (each has its own query id). Outside a streaming query (a static join) the
+file is ``<dir>/<operator>/<key>/<seq>.json``, ``seq`` being the operator's own batch number.
+
+``dir`` may be a local path or any URI ``pyarrow.fs`` understands (s3://, hdfs://, gs://), which a
+real cluster needs, or a default directory inside the checkpoint (:data:`driftjoin.spark.runtime.queries.AUTO`).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import time
+from collections.abc import Iterator
+from typing import Any
+
+import numpy as np
+from pyarrow import fs as pafs
+
+from driftjoin.spark.runtime.files import write_whole
+from driftjoin.spark.runtime.queries import last_commit, metrics_filesystem, task_query
+
+#: Latency histogram buckets: upper bounds in seconds, 20 per decade from 1 ms to ~3 hours.
+LATENCY_BOUNDS = np.round(10.0 ** np.arange(-3.0, 4.0, 0.05), 6)
+#: Key of the query stamp in a statistics record.
+STAMP = "_spark"
+
+
+def latency_histogram(latency: np.ndarray) -> list[int]:
+    """Counts of ``latency`` (seconds) per bucket of :data:`LATENCY_BOUNDS` (+1 overflow)."""
+    idx = np.searchsorted(LATENCY_BOUNDS, np.maximum(latency, 0.0), side="left")
+    return np.bincount(idx, minlength=len(LATENCY_BOUNDS) + 1).tolist()
+
+
+def histogram_quantile(hist: np.ndarray, q: float) -> float:
+    """The bucket upper bound at quantile ``q`` of a latency histogram (nan if empty)."""
+    total = hist.sum()
+    if total == 0:
+        return math.nan
+    i = int(np.searchsorted(np.cumsum(hist), q * total, side="left"))
+    return float(LATENCY_BOUNDS[min(i, len(LATENCY_BOUNDS) - 1)])
+
+
+def write_stats(root: str, operator: str, key: int, seq: int, stats: dict[str, Any]) -> None:
+    """Write one operator key's statistics of one micro-batch (see the module docstring)."""
+    fs, base = metrics_filesystem(root)
+    q = task_query()
+    folder = f"{base}/{operator}/{key}"
+    if q.query_id is not None and q.batch_id is not None:
+        stats = {**stats, STAMP: {"query": q.query_id, "run": q.run_id, "batch": q.batch_id, "first_batch": q.first_batch,
+                                  "checkpoint": q.checkpoint, "written": time.time()}}
+        folder, name = f"{folder}/{q.query_id}", f"{q.batch_id:012d}-{q.run_id}.json"
+    else:
+        name = f"{seq:012d}.json"
+    write_whole(fs, f"{folder}/{name}", json.dumps(stats, separators=(",", ":")).encode())
+
+
+def _committing_run(records: list[dict]) -> str:
+    """Of the runs that wrote a batch, the one that committed it: the latest to start it."""
+    def order(s: dict) -> tuple:
+        stamp = s[STAMP]
+        first = stamp.get("first_batch")
+        return (-1 if first is None else first, stamp["written"])
+
+    return max(records, key=order)[STAMP]["run"]
+
+
+def read_stats(root: str, operator: str, *, committed_only: bool = True, query_id: str | None = None) -> Iterator[dict[str, Any]]:
+    """Every statistics record of ``operator`` that an exactly-once sink would count.
+
+    Streaming records count only if their batch is committed in the query's checkpoint (when
+    the checkpoint is gone or cannot be read, every batch counts) and only from the run that committed
+    the batch; ``committed_only=False`` keeps uncommitted batches too (still one run per batch),
+    ``query_id`` keeps one query's records. Files cut short by a crash are skipped.
+    """
+    fs, base = metrics_filesystem(root)
+    selector = pafs.FileSelector(f"{base}/{operator}", recursive=True, allow_not_found=True)
+    batches: dict[tuple[str, int], list[dict]] = {}
+    for info in fs.get_file_info(selector):
+        if info.type != pafs.FileType.File or not info.path.endswith(".json") or info.base_name.startswith("."):
+            continue
+        with fs.open_input_stream(info.path) as f:
+            try:
+                record = json.loads(f.read())
+            except ValueError:
+                continue
+        stamp = record.get(STAMP)
+        if stamp is None:
+            if query_id is None:
+                yield record
+            continue
+        if query_id is None or stamp["query"] == query_id:
+            batches.setdefault((stamp["query"], stamp["batch"]), []).append(record)
+    commits: dict[str, int | None] = {}
+    for (query, batch), records in sorted(batches.items()):
+        if committed_only:
+            if query not in commits:
+                checkpoint = max((r[STAMP]["checkpoint"] for r in records if r[STAMP].get("checkpoint")), default=None)
+                commits[query] = None if checkpoint is None else last_commit(checkpoint)
+            last = commits[query]
+            if last is not None and batch > last:
+                continue
+        run = _committing_run(records)
+        yield from (r for r in records if r[STAMP]["run"] == run)
+
+
+def read_newest_stats(root: str, operator: str) -> dict[int, dict[str, Any]]:
+    """Per key of ``operator``, its newest statistics record (highest ``seq``, then the latest
+    written), committed or not: the control plane's view of where each worker is now.
+
+    A key's records lie in its folder (static joins) or in one folder per query under it
+    (streaming: ``<query id>/<batch id>-<run id>.json``); in each folder the newest whole file
+    counts (a crash may cut one short).
+    """
+    fs, base = metrics_filesystem(root)
+    selector = pafs.FileSelector(f"{base}/{operator}", allow_not_found=True)
+    out: dict[int, dict[str, Any]] = {}
+    for folder in fs.get_file_info(selector):
+        if folder.type != pafs.FileType.Directory or not folder.base_name.isdigit():
+            continue
+        entries = fs.get_file_info(pafs.FileSelector(folder.path))
+        groups = [[i.path for i in entries if i.type == pafs.FileType.File]]
+        groups += [[i.path for i in fs.get_file_info(pafs.FileSelector(d.path)) if i.type == pafs.FileType.File]
+                   for d in entries if d.type == pafs.FileType.Directory]
+        candidates = [r for files in groups if (r := _newest_whole(fs, files)) is not None]
+        if candidates:
+            out[int(folder.base_name)] = max(candidates, key=lambda r: (r.get("seq", -1), r.get(STAMP, {}).get("written", 0.0)))
+    return out
+
+
+def _newest_whole(fs: pafs.FileSystem, paths: list[str]) -> dict[str, Any] | None:
+    """The record of the last-named whole ``.json`` file of ``paths`` (None if there is none)."""
+    names = sorted(p for p in paths if p.endswith(".json") and not p.rsplit("/", 1)[-1].startswith("."))
+    for path in reversed(names):
+        with fs.open_input_stream(path) as f:
+            try:
+                return json.loads(f.read())
+            except ValueError:
+                continue
+    return None

@@ -1,0 +1,271 @@
+"""The grid similarity join on Spark: a stateless router and one stateful operator keyed by worker.
+
+Data path (one micro-batch)::
+
+    input rows --mapInArrow(route_grid)--> (worker key, bucket, record)   [1-Bucket-Theta routing]
+      --groupBy(worker key).transformWithStateInPandas(GridProcessor)--> pairs   [block joins]
+
+The router validates each row with the S3J router's test (:func:`~driftjoin.spark.similarity.s3j.classify`:
+invalid rows are skipped here and reported by ``invalid_records``), computes the window, hashes
+the id to its bucket and copies the record once to every worker that holds a cell of its row
+(or column). Like the S3J routers it sends one heartbeat row per task to every worker key and to
+the plan key, so every key runs on every batch with data, stores and checks the plan
+(:mod:`driftjoin.spark.runtime.plan_guard`: a restart whose settings, or whose ``auto`` choice, differ is
+refused) and closes windows by the same frontier (:mod:`driftjoin.clock`); records of closed
+windows are late, listed in the statistics (``late_rows``) by the worker that counts them. Vectors travel as the
+user gave them: ``array<float>`` input stays float32 through Arrow, the shuffle and the state
+(half the bytes of float64); the worker prepares them for the metric in float64.
+
+The worker key's state is one pickled value per batch (the worker's tables of open windows,
+the grid they were routed with, a batch sequence number), as in the S3J operators. Statistics
+go to ``metrics_dir/computation/<worker>/<seq>.json`` with the S3J computation operator's
+fields, so ``driftjoin.app.report`` reads both: a cell is reported as a workset (id ``i * cols +
+j``), its new records as inner members, its screened pairs as comparisons.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from typing import Any, Iterator
+
+import numpy as np
+import pandas as pd
+import pyarrow as pa
+from pyspark.sql.streaming.stateful_processor import (
+    StatefulProcessor,
+    StatefulProcessorHandle,
+)
+
+from driftjoin.clock import WindowClock, batch_max
+from driftjoin.distance import get_metric
+from driftjoin.grid.layout import GridLayout
+from driftjoin.grid.worker import (
+    GRID_STATE_FORMAT,
+    CellCounters,
+    GridWorker,
+    layout_fingerprint,
+)
+from driftjoin.s3j.records import Records
+from driftjoin.spark.runtime.heartbeats import (
+    HEARTBEAT,
+    heartbeat_batch,
+    split_heartbeats,
+)
+from driftjoin.spark.runtime.keys import slot_keys
+from driftjoin.spark.runtime.plan_guard import PLAN_KEY, PlanGuard
+from driftjoin.spark.runtime.state import BlobState, ChunkedState, Chunks, Meta
+from driftjoin.spark.runtime.stats import latency_histogram, write_stats
+from driftjoin.spark.runtime.vectors import from_binary, to_binary
+from driftjoin.spark.similarity.plan import (
+    ADOPTABLE,
+    classify,
+    late_records,
+    pair_frames,
+    record_arrays,
+    window_of,
+)
+
+
+@dataclass(frozen=True)
+class GridPlan:
+    """Everything the grid operators need, fixed when the query is built (shipped by pickling)."""
+
+    metric: str
+    threshold: float
+    dim: int
+    parallelism: int
+    self_join: bool
+    window_seconds: float | None
+    metrics_dir: str | None
+    layout: GridLayout
+    float32: bool = False
+    block_bytes: int | None = None
+    choice: dict = field(default_factory=dict)
+    time_basis: str = "batch"
+    lateness: float = 0.0
+    #: Spark state partitions the workers are placed on (round-robin); None: one per worker
+    partitions: int | None = None
+    #: pairs without the provenance columns (``output="pairs-lean"``; output only, not state)
+    lean: bool = False
+
+    @property
+    def keys(self) -> tuple[int, ...]:
+        return slot_keys(self.parallelism, self.partitions)
+
+    def settings(self) -> dict[str, Any]:
+        """The plan as stored with the checkpoint (:mod:`driftjoin.spark.runtime.plan_guard`)."""
+        return {"operator": "similarity_join", "state_format": GRID_STATE_FORMAT, "algorithm": "grid",
+                "metric": self.metric, "threshold": self.threshold, "dim": self.dim, "parallelism": self.parallelism,
+                "partitions": self.partitions or self.parallelism,
+                "grid": list(layout_fingerprint(self.layout)), "float32": self.float32, "self_join": self.self_join,
+                "window_seconds": self.window_seconds, "time_basis": self.time_basis, "lateness": self.lateness,
+                "metrics_dir": self.metrics_dir}
+
+    @property
+    def dtype(self) -> np.dtype:
+        return np.dtype(np.float32 if self.float32 else np.float64)
+
+
+def route_grid(plan: GridPlan, batches: Iterator[pa.RecordBatch], schema: pa.Schema) -> Iterator[pa.RecordBatch]:
+    """Validate, window and copy each record to the workers of its grid row (or column); heartbeats last."""
+    keys = np.asarray(plan.keys, dtype=np.int32)
+    seen = -np.inf
+    for batch in batches:
+        reason, mat = classify(plan, batch)
+        idx = np.nonzero(reason == None)[0]  # noqa: E711
+        if not len(idx):
+            continue
+        ids = batch.column("id").take(pa.array(idx))
+        side = batch.column("side").to_numpy(zero_copy_only=False)[idx].astype(np.int8)
+        ingest = batch.column("ingest").to_numpy(zero_copy_only=False)[idx].astype(np.float64)
+        basis = batch.column("time").to_numpy(zero_copy_only=False)[idx].astype(np.float64)
+        seen = max(seen, batch_max(basis))
+        window = window_of(plan, basis)
+        row, worker, bucket = plan.layout.route(ids.to_numpy(zero_copy_only=False), side)
+        take = pa.array(row)
+        yield pa.RecordBatch.from_arrays(
+            [pa.array(keys[worker], pa.int32()), pa.array(bucket, pa.int32()), pa.array(side[row], pa.int8()),
+             ids.take(take), to_binary(mat[row], plan.dtype), pa.array(ingest[row]), pa.array(window[row])],
+            schema=schema,
+        )
+    yield heartbeat_batch(schema, [*plan.keys, PLAN_KEY], {"side": HEARTBEAT, "ingest": seen})
+
+
+class GridProcessor(StatefulProcessor):
+    """The block joins of the cells one worker holds (key = the worker's slot key)."""
+
+    def __init__(self, plan: GridPlan) -> None:
+        self.plan = plan
+
+    def init(self, handle: StatefulProcessorHandle) -> None:
+        self.state = ChunkedState(handle, "grid_worker")
+        self.legacy = BlobState(handle, "grid")
+        self.guard = PlanGuard(handle, "similarity_join", self.plan.settings(), ADOPTABLE)
+
+    def _new(self, worker: int) -> tuple[GridWorker, WindowClock]:
+        plan = self.plan
+        return (GridWorker(plan.layout, worker, get_metric(plan.metric), plan.threshold, block_bytes=plan.block_bytes),
+                WindowClock(plan.window_seconds, plan.lateness))
+
+    def _rebuild(self, worker: int, meta: Meta, chunks: Chunks, stale: tuple | None) -> tuple[GridWorker, WindowClock]:
+        """The worker from its chunks (one per window and batch); a stale cached table whose chunks
+        are a prefix of the current ones only loads the newer chunks."""
+        core, clock = self._new(worker)
+        for w in chunks.groups():
+            ids = chunks.ids(w)
+            old = stale[0].windows.get(w) if stale is not None else None
+            reuse = old is not None and ids[:len(old.chunks)] == old.chunks
+            if reuse:
+                core.windows[w] = old
+            known = {c: None for c in old.chunks} if reuse else {}
+            for chunk, stored in chunks.read(w, known):
+                if chunk not in known:
+                    rec, bucket = stored
+                    core.load(w, Records(*rec), bucket).chunks.append(chunk)
+        clock.seen = meta.fields["clock"]
+        return core, clock
+
+    def handleInputRows(self, key: Any, rows: Iterator[pd.DataFrame], timerValues: Any) -> Iterator[pd.DataFrame]:
+        plan = self.plan
+        pdf = pd.concat(list(rows), ignore_index=True)
+        if pdf.empty:
+            return
+        self.guard.check()
+        if key[0] == PLAN_KEY:
+            return
+        pdf, top = split_heartbeats(pdf)
+        worker = plan.keys.index(int(key[0]))
+        loaded = self.state.load(key[0], lambda meta, chunks, stale: self._rebuild(worker, meta, chunks, stale),
+                                 lambda: self._new(worker))
+        if loaded.source == "new" and self.legacy.value.exists():
+            raise ValueError("this checkpoint holds grid state of an older driftjoin; start the query from a new "
+                             "checkpoint location")
+        core, clock = loaded.value
+        seq = loaded.seq
+        first = clock.first_open()
+        if first is not None:
+            core.expire_before(first)
+            loaded.chunks.drop_groups(lambda g: g >= first)
+        rec = Records(
+            id=pdf["id"].to_numpy(),
+            side=pdf["side"].to_numpy(dtype=np.int8),
+            vec=from_binary(pdf["vec"].to_numpy(), plan.dim, plan.dtype),
+            ingest=pdf["ingest"].to_numpy(dtype=np.float64),
+            window=pdf["window"].to_numpy(dtype=np.int64),
+        )
+        bucket = pdf["bucket"].to_numpy(dtype=np.int32)
+        home = _home(plan.layout, rec.side, bucket) == worker
+        late = clock.late(rec.window)
+        late_rows = late_records(rec, late & home)
+        on_time = np.nonzero(~late)[0]
+        rec, bucket, home = rec.take(on_time), bucket[on_time], home[on_time]
+        counters = CellCounters()
+        pairs = core.add(rec, bucket, counters)
+        for w, new, b in core.added:  # one chunk per window and batch: what the batch stored
+            core.windows[w].chunks.append(loaded.chunks.add(w, (record_arrays(new), b)))
+        core.added.clear()
+        clock.advance(top)
+        self.state.save(key[0], loaded, core.state_bytes(), {"clock": clock.seen})
+        emit = time.time()
+        if plan.metrics_dir and (len(rec) or late_rows):
+            stats = _stats(plan, worker, seq, emit, core, counters, rec, int(home.sum()), pairs)
+            write_stats(plan.metrics_dir, "computation", worker, seq, {**stats, "late": len(late_rows), "late_rows": late_rows})
+        yield from pair_frames(pairs, worker, emit, lean=plan.lean)
+
+    def close(self) -> None:
+        pass
+
+
+def _home(layout: GridLayout, side: np.ndarray, bucket: np.ndarray) -> np.ndarray:
+    """The worker that counts a record as an input (the first cell of its row or column)."""
+    cells = layout.cells
+    if layout.self_join:
+        table = np.array([cells[(b, b)] for b in range(layout.rows)])
+        return table[bucket]
+    rows = np.array([cells[(b, 0)] for b in range(layout.rows)])
+    cols = np.array([cells[(0, b)] for b in range(layout.cols)])
+    return np.where(side == 0, rows[np.minimum(bucket, layout.rows - 1)], cols[np.minimum(bucket, layout.cols - 1)])
+
+
+def _stats(plan: GridPlan, worker: int, seq: int, emit: float, core: GridWorker, c: CellCounters,
+           rec: Records, records: int, pairs: Any) -> dict:
+    cells = sorted(set(c.records) | set(c.comparisons))
+    stats = {
+        "worker": worker, "seq": seq, "time": emit, "algorithm": "grid",
+        "comparisons": int(sum(c.comparisons.values())), "candidates": int(sum(c.candidates.values())),
+        "pairs": len(pairs), "records": records,
+        "memberships": len(rec), "state_bytes": core.state_bytes(),
+        "latency_hist": latency_histogram(emit - pairs.ingest),
+        "windows": sorted(int(w) for w in core.windows),
+        "worksets": {str(g): [c.records.get(g, 0), 0, 0, c.comparisons.get(g, 0), c.pairs.get(g, 0)] for g in cells},
+    }
+    if plan.choice:
+        stats["choice"] = plan.choice
+    return stats
+
+
+def grid_pairs(data: Any, plan: GridPlan, *, id_type: Any, pair_schema: Any) -> Any:
+    """The raw pair DataFrame of the grid join (the columns of the S3J computation operator)."""
+    from pyspark.sql import types as T
+    from pyspark.sql.pandas.types import to_arrow_schema
+
+    from driftjoin.spark.runtime.session import prepare_for_stateful
+    from driftjoin.spark.runtime.static import static_arrow_udf
+
+    routed_schema = T.StructType([
+        T.StructField("wkey", T.IntegerType()), T.StructField("bucket", T.IntegerType()), T.StructField("side", T.ByteType()),
+        T.StructField("id", id_type), T.StructField("vec", T.BinaryType()), T.StructField("ingest", T.DoubleType()),
+        T.StructField("window", T.LongType()),
+    ])
+    routed_arrow = to_arrow_schema(routed_schema)
+    routed = data.mapInArrow(lambda it: route_grid(plan, it, routed_arrow), routed_schema)
+    spark = data.sparkSession
+    if data.isStreaming:
+        prepare_for_stateful(spark, plan.partitions or plan.parallelism)
+        return routed.groupBy("wkey").transformWithStateInPandas(GridProcessor(plan), pair_schema, "Append", "None")
+    spark.conf.set("spark.sql.shuffle.partitions", str(plan.partitions or plan.parallelism))
+    return routed.groupBy("wkey").applyInArrow(
+        static_arrow_udf(lambda: GridProcessor(plan), to_arrow_schema(pair_schema)), pair_schema)
+
+

@@ -1,0 +1,172 @@
+"""What the similarity join's operators share: the plan, a record's window, the input test, the
+output frames.
+
+The S3J operators (:mod:`~driftjoin.spark.similarity.s3j`) and the grid
+(:mod:`~driftjoin.spark.similarity.grid`) read the same input rows with the same test
+(:func:`classify`), give each record its window the same way (:func:`window_of`) and emit pairs in
+the same frames (:func:`pair_frames`), so ``similarity_join`` has one output schema and one
+dead-letter output whichever algorithm runs.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Iterator
+
+import numpy as np
+import pandas as pd
+import pyarrow as pa
+from pyspark.sql import types as T
+from pyspark.sql.streaming.stateful_processor import StatefulProcessorHandle
+
+from driftjoin.distance import get_metric
+from driftjoin.s3j.records import Records
+from driftjoin.spark.runtime.keys import slot_keys
+from driftjoin.spark.runtime.plan_guard import PlanGuard, digest
+from driftjoin.spark.runtime.vectors import validate
+
+#: Pairs per output DataFrame: bounds the Arrow buffers between the Python worker and the JVM.
+OUTPUT_CHUNK = 200_000
+
+
+#: How pairs leave the Python worker: ``"flat"``, one row per pair, or ``"grouped"``, one row
+#: per left record with its partners in Arrow list arrays (``output="grouped"``, or exploded in
+#: the JVM for ``output="pairs-grouped"``). Measured in bench/s3j_low_selectivity.py (2 x 4,000
+#: records/s, 60 s, same machine load): Spark took 19.6 s (summed over workers) to take flat
+#: frames against 161 s for grouped object arrays and 191 s for grouped Arrow list columns:
+#: PySpark 4.3 converts list columns of a transformWithStateInPandas output element by element.
+#: ``"lean"``: one row per pair without the provenance columns (``output="pairs-lean"``): half
+#: the columns for Spark to take, the cost that bounds the S3J paper's setting on 2 cores.
+TRANSPORTS = ("flat", "grouped", "lean")
+
+
+#: Version of the operators' state (stored with the plan: a checkpoint written with another is refused).
+STATE_FORMAT = 3
+
+
+#: Plan settings a restarted query may change (they do not touch state).
+ADOPTABLE = frozenset({"metrics_dir"})
+
+
+@dataclass(frozen=True)
+class S3JPlan:
+    """Everything the operators need, fixed when the query is built (shipped by pickling)."""
+
+    metric: str
+    threshold: float
+    dim: int
+    parallelism: int
+    centroids: np.ndarray
+    self_join: bool
+    window_seconds: float | None
+    metrics_dir: str | None
+    algorithm: str = "s3j"
+    #: what defines a record's window: "event" (time_col), "ingest" (ingest_col) or "batch"
+    time_basis: str = "batch"
+    #: how far behind the largest time of earlier batches a window may still take records
+    lateness: float = 0.0
+    #: Spark state partitions the workers are placed on (round-robin); None: one per worker
+    partitions: int | None = None
+    #: worksets may move between workers (live balancing): formulation and computation then
+    #: run as two stateful stages; otherwise every workset stays on the worker of the space
+    #: partition that created it and both run in one stage (:class:`FusedProcessor`)
+    balanced: bool = False
+    #: how pairs leave the Python worker (:data:`TRANSPORTS`)
+    transport: str = "flat"
+
+    @property
+    def keys(self) -> tuple[int, ...]:
+        return slot_keys(self.parallelism, self.partitions)
+
+    @property
+    def fused(self) -> bool:
+        return self.algorithm == "s3j" and not self.balanced
+
+    def settings(self) -> dict[str, Any]:
+        """The plan as stored with the checkpoint (:mod:`driftjoin.spark.runtime.plan_guard`)."""
+        return {"operator": "similarity_join", "state_format": STATE_FORMAT, "algorithm": self.algorithm,
+                "metric": self.metric, "threshold": self.threshold, "dim": self.dim,
+                "parallelism": self.parallelism, "partitions": self.partitions or self.parallelism,
+                "stages": 1 if self.fused else 2, "transport": self.transport, "centroids": digest(self.centroids),
+                "self_join": self.self_join,
+                "window_seconds": self.window_seconds, "time_basis": self.time_basis, "lateness": self.lateness,
+                "metrics_dir": self.metrics_dir}
+
+    def guard(self, handle: StatefulProcessorHandle) -> PlanGuard:
+        return PlanGuard(handle, "similarity_join", self.settings(), ADOPTABLE)
+
+    def slot_of(self, key: int) -> int:
+        return self.keys.index(int(key))
+
+
+def window_of(plan: S3JPlan, basis: np.ndarray) -> np.ndarray:
+    if plan.window_seconds is None:
+        return np.zeros(len(basis), dtype=np.int64)
+    return np.floor(basis / plan.window_seconds).astype(np.int64)
+
+
+def classify(plan: S3JPlan, batch: pa.RecordBatch) -> tuple[np.ndarray, np.ndarray]:
+    """Why each input row cannot be joined (None where it can) and the valid rows' vectors.
+
+    The one test shared by the join (which keeps the valid rows) and :func:`dead_letter_batches`
+    (which reports the others), so a row is always exactly one of the two. ``time_reason`` comes
+    from the JVM side (:func:`driftjoin.spark.runtime.columns.time_seconds`: a missing, unparsable or
+    non-finite time); the id and the vector are checked here.
+    """
+    metric = get_metric(plan.metric)
+    _, reason, mat = validate(batch.column("id"), batch.column("vector"), plan.dim, metric.needs_nonzero, metric.bounded)
+    time_reason = batch.column("time_reason").to_numpy(zero_copy_only=False)
+    vector_ok = reason == None  # noqa: E711
+    reason = np.where(vector_ok & (time_reason != None), time_reason, reason)  # noqa: E711
+    return reason, mat[(reason == None)[vector_ok]]  # noqa: E711
+
+
+def late_records(rec: Records, late: np.ndarray) -> list[dict[str, Any]]:
+    """The late records as the statistics list them (each record once: its own copy)."""
+    return [{"side": int(s), "id": i.item() if hasattr(i, "item") else i, "window": int(w), "ingest": float(t)}
+            for s, i, w, t in zip(rec.side[late], rec.id[late], rec.window[late], rec.ingest[late])]
+
+
+def pair_frames(pairs: Any, worker: int, emit: float, lean: bool = False) -> Iterator[pd.DataFrame]:
+    """Joined pairs as output frames of plain numbers, one row per pair, in bounded chunks;
+    ``lean``: ids, distance and window only (``output="pairs-lean"``).
+
+    The JVM builds the timestamps (see ``similarity_join``) far faster than pandas would, and
+    the frames are built without copying (``copy=False``: pandas would otherwise consolidate the
+    int64 columns into one block, measured ~50 ns per pair to build and ~20 ns more for Spark to
+    convert back to Arrow column by column).
+    """
+    emit_us = int(round(emit * 1e6))
+    ingest_us = None if lean else np.round(pairs.ingest * 1e6).astype(np.int64)
+    for lo in range(0, len(pairs), OUTPUT_CHUNK):
+        part = slice(lo, lo + OUTPUT_CHUNK)
+        frame = {
+            "left_id": pairs.left_id[part],
+            "right_id": pairs.right_id[part],
+            "distance": pairs.distance[part],
+            "window": pairs.window[part],
+        }
+        if ingest_us is not None:
+            n = len(frame["left_id"])
+            frame.update({
+                "ingest_us": ingest_us[part],
+                "emit_us": np.full(n, emit_us, dtype=np.int64),
+                "worker": np.full(n, worker, dtype=np.int32),
+                "workset": pairs.workset[part],
+            })
+        yield pd.DataFrame(frame, copy=False)
+
+
+def record_arrays(r: Records) -> tuple:
+    return (r.id, r.side, r.vec, r.ingest, r.window)
+
+
+def member_schema(id_type: T.DataType) -> T.StructType:
+    """The rows from the formulation to the computation (and from the stateless ClusterJoin and
+    brute-force routers): one workset membership of a record each."""
+    return T.StructType([
+        T.StructField("wkey", T.IntegerType()), T.StructField("workset", T.LongType()), T.StructField("role", T.ByteType()),
+        T.StructField("side", T.ByteType()), T.StructField("id", id_type), T.StructField("vec", T.BinaryType()),
+        T.StructField("ingest", T.DoubleType()), T.StructField("window", T.LongType()),
+        T.StructField("store", T.BooleanType()),
+    ])

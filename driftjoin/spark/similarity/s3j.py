@@ -1,0 +1,539 @@
+"""The two stateful operators of the S3J pipeline on Spark, and the stateless router before them.
+
+Data path (one micro-batch)::
+
+    input rows --mapInArrow(route)--> (partition key, outer?, record)       [space partitioning]
+      --groupBy(partition key).transformWithStateInPandas(Formulation)-->
+      (worker key, workset, role, record)                                   [workset formulation]
+      --groupBy(worker key).transformWithStateInPandas(Computation)--> pairs [similarity computation]
+
+Keys are one int per space partition / worker, chosen so each lands in its own shuffle
+partition (:mod:`driftjoin.spark.runtime.keys`); each key's state is read and written once per batch as
+one binary value (a pickled dict of numpy arrays), so the per-key socket cost is paid once.
+
+Besides the records, every routing task sends one *heartbeat* row to every key of the next
+stateful stage and to :data:`~driftjoin.spark.runtime.plan_guard.PLAN_KEY`, carrying the largest window
+time of its rows; each formulation key forwards the batch's largest time to every worker key
+the same way. So every key runs on every batch that has data, stores and checks the plan
+(:mod:`driftjoin.spark.runtime.plan_guard`) and closes windows by the same frontier
+(:mod:`driftjoin.clock`). Records of closed windows are *late*: rejected, counted and listed in
+the statistics (``late_rows``), never joined with part of their window.
+"""
+
+from __future__ import annotations
+
+import itertools
+import time
+from dataclasses import dataclass, field
+from typing import Any, Iterator
+
+import numpy as np
+import pandas as pd
+import pyarrow as pa
+from pyspark.sql import types as T
+from pyspark.sql.pandas.types import to_arrow_schema
+from pyspark.sql.streaming.stateful_processor import (
+    StatefulProcessor,
+    StatefulProcessorHandle,
+)
+from pyspark.sql.types import BinaryType, StructField, StructType
+
+from driftjoin.clock import WindowClock, batch_max
+from driftjoin.distance import get_metric
+from driftjoin.s3j.baselines import BruteForceRouter, ClusterJoinRouter
+from driftjoin.s3j.compute import (
+    MemberTable,
+    SimilarityWorker,
+    WorksetCounters,
+    run_arrays,
+    run_from_arrays,
+)
+from driftjoin.s3j.ids import global_workset
+from driftjoin.s3j.records import Records
+from driftjoin.s3j.routing import WorksetRouter
+from driftjoin.s3j.space import SpacePartitioner
+from driftjoin.s3j.workset import OUTER, WorksetFormulation, restore_formulation
+from driftjoin.s3j.workset import STATE_FORMAT as FORMULATION_FORMAT
+from driftjoin.spark.runtime.heartbeats import (
+    HEARTBEAT,
+    heartbeat_batch,
+    heartbeat_frame,
+    split_heartbeats,
+)
+from driftjoin.spark.runtime.plan_guard import PLAN_KEY
+from driftjoin.spark.runtime.state import ChunkedState, Chunks, Loaded, Meta
+from driftjoin.spark.runtime.stats import latency_histogram, write_stats
+from driftjoin.spark.runtime.vectors import binary_rows, from_binary, to_binary
+from driftjoin.spark.similarity.assignment import read_assignment
+from driftjoin.spark.similarity.plan import (
+    STATE_FORMAT,
+    S3JPlan,
+    classify,
+    late_records,
+    member_schema,
+    pair_frames,
+    record_arrays,
+    window_of,
+)
+
+_BLOB = StructType([StructField("blob", BinaryType(), False)])
+#: Left records per output DataFrame of the grouped transport.
+GROUPED_CHUNK = 20_000
+#: Workset memberships per output DataFrame of the formulation (with a 128-D vector each, ~100 MB).
+MEMBER_CHUNK = 100_000
+
+
+def _prepared(plan: S3JPlan, batch: pa.RecordBatch) -> tuple[np.ndarray, Records, float] | None:
+    """Valid rows' indices, their records (vectors prepared) and their largest window time."""
+    reason, mat = classify(plan, batch)
+    idx = np.nonzero(reason == None)[0]  # noqa: E711
+    if not len(idx):
+        return None
+    metric = get_metric(plan.metric)
+    ingest = batch.column("ingest").to_numpy(zero_copy_only=False)[idx].astype(np.float64)
+    basis = batch.column("time").to_numpy(zero_copy_only=False)[idx].astype(np.float64)
+    side = batch.column("side").to_numpy(zero_copy_only=False)[idx].astype(np.int8)
+    return idx, Records(idx, side, metric.prepare(mat), ingest, window_of(plan, basis)), batch_max(basis)
+
+
+def route_members(plan: S3JPlan, batches: Iterator[pa.RecordBatch], schema: pa.Schema) -> Iterator[pa.RecordBatch]:
+    """ClusterJoin / brute force (stateless routing): member rows straight for the workers."""
+    metric = get_metric(plan.metric)
+    router = (ClusterJoinRouter(plan.centroids, metric, plan.threshold, plan.parallelism)
+              if plan.algorithm == "clusterjoin" else BruteForceRouter())
+    keys = np.asarray(plan.keys, dtype=np.int32)
+    names = ["wkey", "workset", "role", "side", "id", "vec", "ingest", "window", "store"]
+    seen = -np.inf
+    for batch in batches:
+        prepared = _prepared(plan, batch)
+        if prepared is None:
+            continue
+        _, rec, top = prepared
+        seen = max(seen, top)
+        m, owner = router.route(rec)
+        r = rec.take(m.row)
+        yield pa.RecordBatch.from_arrays(
+            [pa.array(keys[owner], pa.int32()), pa.array(m.workset, pa.int64()), pa.array(m.role, pa.int8()),
+             pa.array(r.side, pa.int8()), batch.column("id").take(pa.array(r.id)), to_binary(r.vec),
+             pa.array(r.ingest), pa.array(r.window), pa.array(np.ones(len(r), dtype=bool))],
+            names=names,
+        )
+    yield heartbeat_batch(schema, [*plan.keys, PLAN_KEY], {"side": HEARTBEAT, "ingest": seen})
+
+
+def route_batches(plan: S3JPlan, batches: Iterator[pa.RecordBatch], schema: pa.Schema) -> Iterator[pa.RecordBatch]:
+    """Space partitioning (stateless): validate, prepare, and copy each record to its partitions."""
+    metric = get_metric(plan.metric)
+    space = SpacePartitioner(plan.centroids, metric, metric.partition_threshold(plan.threshold))
+    keys = np.asarray(plan.keys, dtype=np.int32)
+    names = ["key", "outer", "side", "id", "vec", "ingest", "window"]
+    seen = -np.inf
+    for batch in batches:
+        prepared = _prepared(plan, batch)
+        if prepared is None:
+            continue
+        idx, rec, top = prepared
+        seen = max(seen, top)
+        vec, ingest, window = rec.vec, rec.ingest, rec.window
+        routing = space.route(vec)
+        rows = idx[routing.row]
+        take = pa.array(rows)
+        yield pa.RecordBatch.from_arrays(
+            [
+                pa.array(keys[routing.partition], pa.int32()),
+                pa.array(routing.outer),
+                batch.column("side").take(take).cast(pa.int8()),
+                batch.column("id").take(take),
+                to_binary(vec[routing.row]),
+                pa.array(ingest[routing.row]),
+                pa.array(window[routing.row]),
+            ],
+            names=names,
+        )
+    yield heartbeat_batch(schema, [*plan.keys, PLAN_KEY], {"side": HEARTBEAT, "ingest": seen})
+
+
+def dead_letter_batches(plan: S3JPlan, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+    """The rows :func:`route_batches` drops, with the reason (the dead-letter output)."""
+    for batch in batches:
+        reason, _ = classify(plan, batch)
+        bad = np.nonzero(reason != None)[0]  # noqa: E711
+        if len(bad) == 0:
+            continue
+        take = pa.array(bad)
+        yield pa.RecordBatch.from_arrays(
+            [batch.column("side").take(take).cast(pa.int8()), batch.column("id").take(take), batch.column("raw").take(take), pa.array(reason[bad].tolist(), pa.string())],
+            names=["side", "id", "raw", "reason"],
+        )
+
+
+def _records(pdf: pd.DataFrame, dim: int) -> Records:
+    return Records(
+        id=pdf["id"].to_numpy(),
+        side=pdf["side"].to_numpy(dtype=np.int8),
+        vec=from_binary(pdf["vec"].to_numpy(), dim),
+        ingest=pdf["ingest"].to_numpy(dtype=np.float64),
+        window=pdf["window"].to_numpy(dtype=np.int64),
+    )
+
+
+def _legacy_refusal() -> RuntimeError:
+    return RuntimeError(
+        f"this checkpoint holds similarity_join state written by an older driftjoin (one value per key); "
+        f"driftjoin {__import__('driftjoin').__version__} keeps it in chunks (format {STATE_FORMAT}): restart "
+        "the query with a new checkpoint location (or run the driftjoin version that wrote it)")
+
+
+#: Chunk group of the workset centroids (windows are the other groups; centroids never expire).
+CENTROIDS = -(2**62)
+
+
+@dataclass
+class _Formulation:
+    """Workset formulation of one space partition for one batch (state in, memberships out).
+
+    State (:class:`~driftjoin.spark.runtime.state.ChunkedState` ``formulation``): chunks of the
+    centroids each batch created (group :data:`CENTROIDS`) and of the outer-partition records
+    each batch buffered (group = their window); the router and the clock in the meta fields.
+    """
+
+    plan: S3JPlan
+    partition: int
+    core: WorksetFormulation
+    router: WorksetRouter
+    clock: WindowClock
+    #: decoded chunks by group and id (a stale cached step lends them to the next rebuild)
+    pieces: dict[int, dict[int, Any]] = field(default_factory=dict)
+
+    @staticmethod
+    def empty(plan: S3JPlan, partition: int) -> "_Formulation":
+        return _Formulation(plan, partition, WorksetFormulation(get_metric(plan.metric), plan.threshold, plan.dim),
+                            WorksetRouter(partition), WindowClock(plan.window_seconds, plan.lateness))
+
+    @staticmethod
+    def rebuild(plan: S3JPlan, partition: int, meta: Meta, chunks: Chunks, stale: "_Formulation | None") -> "_Formulation":
+        step = _Formulation.empty(plan, partition)
+        known = {} if stale is None else stale.pieces
+        step.pieces = {g: dict(chunks.read(g, known.get(g))) for g in chunks.groups()}
+        step.router, step.clock.seen = meta.fields["router"], meta.fields["clock"]
+        step.restore_core()
+        return step
+
+    def restore_core(self) -> None:
+        """The core's centroids and outer buffer from the decoded chunks."""
+        centroids = list(self.pieces.get(CENTROIDS, {}).values())
+        buffered = [Records(*a) for g, parts in sorted(self.pieces.items()) if g != CENTROIDS for a in parts.values()]
+        empty = self.core.outer_buffer
+        restore_formulation(self.core, {"format": FORMULATION_FORMAT,
+                                        "centroids": np.vstack(centroids) if centroids else self.core.centroids,
+                                        "buffer": record_arrays(Records.concat(buffered) if buffered else empty)})
+
+    def run(self, pdf: pd.DataFrame, top: float, seq: int, chunks: Chunks) -> tuple[Records, Any, dict[str, Any]]:
+        """Formulate the batch's records: (members' records, routed memberships, statistics).
+
+        Writes to ``chunks`` what the batch added and removes what expired.
+        """
+        plan = self.plan
+        if plan.metrics_dir:
+            latest = read_assignment(plan.metrics_dir, newer_than=self.router.version)
+            if latest is not None:
+                self.router.update(*latest)
+        first = self.clock.first_open()
+        if first is not None:
+            self.core.expire_before(first)
+            self.router.expire_before(first)
+            for g in chunks.drop_groups(lambda g: g == CENTROIDS or g >= first):
+                self.pieces.pop(g, None)
+        pdf = pdf.sort_values("ingest", kind="stable").reset_index(drop=True)
+        batch, outer = _records(pdf, plan.dim), pdf["outer"].to_numpy(dtype=bool)
+        late = self.clock.late(batch.window)
+        late_rows = late_records(batch, late & ~outer)
+        on_time = np.nonzero(~late)[0]
+        batch, outer = batch.take(on_time), outer[on_time]
+        k_before = self.core.n_worksets
+        m = self.core.formulate(batch, outer)
+        if self.core.n_worksets > k_before:
+            self._add(chunks, CENTROIDS, self.core.centroids[k_before:])
+        buffered = batch.take(np.nonzero(outer)[0])
+        for w in np.unique(buffered.window).tolist():
+            self._add(chunks, int(w), record_arrays(buffered.take(np.nonzero(buffered.window == w)[0])))
+        rec = m.records.take(m.row)
+        # new worksets stay on the worker that created them (7.5) until the balancer moves them
+        routed = self.router.route(global_workset(self.partition, m.workset), m.role, rec.window, rec.id)
+        self.clock.advance(top)
+        stats = {
+            "partition": self.partition, "seq": seq, "time": time.time(),
+            "records": int((~outer).sum()), "outer_copies": int(outer.sum()),
+            "worksets": self.core.n_worksets, "new_worksets": self.core.n_worksets - k_before,
+            "memberships": len(m), "windows": sorted(set(batch.window.tolist())),
+            "late": len(late_rows), "late_rows": late_rows,
+        }
+        return rec.take(routed.row), routed, stats
+
+    def _add(self, chunks: Chunks, group: int, value: Any) -> None:
+        self.pieces.setdefault(group, {})[chunks.add(group, value)] = value
+
+    def fields(self) -> dict[str, Any]:
+        return {"router": self.router, "clock": self.clock.seen}
+
+    def nbytes(self) -> int:
+        return int(self.core.centroids.nbytes + self.core.outer_buffer.nbytes())
+
+
+@dataclass
+class _Computation:
+    """Similarity computation of one worker for one batch (members in, pairs out).
+
+    State (:class:`~driftjoin.spark.runtime.state.ChunkedState` ``worker``): one chunk per run of
+    members (:mod:`driftjoin.s3j.compute`), grouped by window; the clock in the meta fields.
+    """
+
+    plan: S3JPlan
+    worker: int
+    core: SimilarityWorker
+    clock: WindowClock
+
+    @staticmethod
+    def empty(plan: S3JPlan, worker: int) -> "_Computation":
+        return _Computation(plan, worker, SimilarityWorker(get_metric(plan.metric), plan.threshold, plan.self_join),
+                            WindowClock(plan.window_seconds, plan.lateness))
+
+    @staticmethod
+    def rebuild(plan: S3JPlan, worker: int, meta: Meta, chunks: Chunks, stale: "_Computation | None") -> "_Computation":
+        step = _Computation.empty(plan, worker)
+        known = {} if stale is None else {run.label: run for runs in stale.core.windows.values() for run in runs
+                                          if run.label is not None}
+        step.core.windows = {g: [v if isinstance(v, MemberTable) else run_from_arrays(v, c) for c, v in chunks.read(g, known)]
+                             for g in chunks.groups()}
+        step.clock.seen = meta.fields["clock"]
+        return step
+
+    def run(self, rec: Records, workset: np.ndarray, role: np.ndarray, store: np.ndarray, top: float,
+            seq: int, chunks: Chunks) -> tuple[Any, float, dict[str, Any] | None]:
+        """Pair the batch's members: (pairs, emit time, statistics or None when nothing happened).
+
+        Writes the runs the batch created to ``chunks`` and removes the merged and expired ones.
+        """
+        first = self.clock.first_open()
+        if first is not None:
+            self.core.expire_before(first)
+            chunks.drop_groups(lambda g: g >= first)
+        # only a stateless router (ClusterJoin, brute force) sends late records this far; the
+        # formulation has rejected them already otherwise
+        late = self.clock.late(rec.window)
+        late_rows = late_records(rec, late & ((role & 3) != OUTER))
+        on_time = np.nonzero(~late)[0]
+        rec, workset, role, store = rec.take(on_time), workset[on_time], role[on_time], store[on_time]
+        counters = WorksetCounters()
+        pairs = self.core.add(rec, workset, role, counters, store=store)
+        for w, run in self.core.retired:
+            chunks.remove(w, run.label)
+        self.core.retired.clear()
+        written = 0
+        for w, runs in self.core.windows.items():
+            for run in runs:
+                if run.label is None:
+                    run.label = chunks.add(w, run_arrays(run))
+                    written += run.nbytes()
+        self.clock.advance(top)
+        emit = time.time()
+        stats = None
+        if len(rec) or late_rows:
+            stats = _worker_stats(self.worker, seq, emit, self.core, counters, pairs)
+            stats.update(late=len(late_rows), late_rows=late_rows, state_written=written,
+                         runs=sum(len(r) for r in self.core.windows.values()))
+        return pairs, emit, stats
+
+    def fields(self) -> dict[str, Any]:
+        return {"clock": self.clock.seen}
+
+    def nbytes(self) -> int:
+        return self.core.state_bytes()
+
+    def emit(self, pairs: Any, emit: float) -> Iterator[pd.DataFrame]:
+        """The pairs as output frames (see :data:`TRANSPORTS`)."""
+        if self.plan.transport == "grouped":
+            return self._emit_grouped(pairs, emit)
+        return self._emit_flat(pairs, emit)
+
+    def _emit_grouped(self, pairs: Any, emit: float) -> Iterator[pd.DataFrame]:
+        """One row per left record: its partners' ids, distances, ingestion times, worksets as
+        arrays. The arrays are Arrow list arrays inside the pandas frame (``pd.ArrowDtype``), so
+        they reach the JVM without a per-element conversion."""
+        if not len(pairs):
+            return
+        order = np.argsort(pairs.left_id, kind="stable")
+        left = pairs.left_id[order]
+        starts = np.flatnonzero(np.r_[True, left[1:] != left[:-1]])
+        emit_us = int(round(emit * 1e6))
+        columns = {"right_ids": pairs.right_id[order], "distances": pairs.distance[order],
+                   "ingest_us": np.round(pairs.ingest[order] * 1e6).astype(np.int64), "worksets": pairs.workset[order]}
+        bounds = np.r_[starts, len(left)]
+        for lo in range(0, len(starts), GROUPED_CHUNK):
+            hi = min(lo + GROUPED_CHUNK, len(starts))
+            rows = starts[lo:hi]
+            offsets = pa.array((bounds[lo:hi + 1] - bounds[lo]).astype(np.int32))
+            part = slice(bounds[lo], bounds[hi])
+            frame = {"left_id": left[rows], "window": pairs.window[order][rows],
+                     "emit_us": np.full(len(rows), emit_us, dtype=np.int64),
+                     "worker": np.full(len(rows), self.worker, dtype=np.int32)}
+            for name, values in columns.items():
+                lists = pa.ListArray.from_arrays(offsets, pa.array(values[part]))
+                frame[name] = pd.Series(pd.arrays.ArrowExtensionArray(lists))
+            yield pd.DataFrame(frame)
+
+    def _emit_flat(self, pairs: Any, emit: float) -> Iterator[pd.DataFrame]:
+        """One row per pair."""
+        return pair_frames(pairs, self.worker, emit, lean=self.plan.transport == "lean")
+
+
+class _S3JProcessor(StatefulProcessor):
+    """What the three S3J processors share: the plan guard, heartbeats, the state layer."""
+
+    parts: tuple[str, ...] = ()
+
+    def __init__(self, plan: S3JPlan) -> None:
+        self.plan = plan
+
+    def init(self, handle: StatefulProcessorHandle) -> None:
+        self.guard = self.plan.guard(handle)
+        self.states = {name: ChunkedState(handle, name) for name in self.parts}
+        # state of driftjoin releases before the chunked layout (one value per key)
+        self.legacy = [handle.getValueState(name, _BLOB) for name in ("formulation", "worker")]
+
+    def handleInputRows(self, key: Any, rows: Iterator[pd.DataFrame], timerValues: Any) -> Iterator[pd.DataFrame]:
+        pdf = pd.concat(list(rows), ignore_index=True)
+        if pdf.empty:
+            return
+        self.guard.check()
+        if key[0] == PLAN_KEY:
+            return
+        clock = time.perf_counter
+        t0 = clock()
+        pdf, top = split_heartbeats(pdf)
+        slot = self.plan.slot_of(key[0])
+        loaded = {name: self.states[name].load(key[0], *self._builders(name, slot)) for name in self.parts}
+        if any(part.meta.token is None for part in loaded.values()) and any(v.exists() for v in self.legacy):
+            raise _legacy_refusal()
+        seq = next(iter(loaded.values())).seq
+        t1 = clock()
+        frames, stats = self.process(slot, pdf, top, loaded, seq)
+        t2 = clock()
+        build = spark = 0.0
+        while True:  # time building the output frames apart from Spark converting and sending them
+            b0 = clock()
+            frame = next(frames, None)
+            build += clock() - b0
+            if frame is None:
+                break
+            s0 = clock()
+            yield frame
+            spark += clock() - s0
+        t3 = clock()
+        for name, part in loaded.items():
+            self.states[name].save(key[0], part, part.value.nbytes(), part.value.fields())
+        t4 = clock()
+        if self.plan.metrics_dir:
+            timings = {"state_read": t1 - t0, "work": t2 - t1, "output_build": build, "output_spark": spark,
+                       "state_write": t4 - t3}
+            state = {name: {"source": part.source, "chunks_read": part.chunks.read_count,
+                            "bytes_written": part.chunks.written_bytes} for name, part in loaded.items()}
+            for operator, st in stats.items():
+                if st is not None:
+                    write_stats(self.plan.metrics_dir, operator, slot, seq, {**st, "timings": timings, "state": state})
+
+    def _builders(self, name: str, slot: int) -> tuple:
+        plan = self.plan
+        step = _Formulation if name == "formulation" else _Computation
+        return (lambda meta, chunks, stale: step.rebuild(plan, slot, meta, chunks, stale)), (lambda: step.empty(plan, slot))
+
+    def process(self, slot: int, pdf: pd.DataFrame, top: float, loaded: dict[str, Loaded],
+                seq: int) -> tuple[Iterator[pd.DataFrame], dict[str, dict[str, Any] | None]]:
+        """Run the batch: (output frames, made lazily; statistics per operator, None: nothing to report)."""
+        raise NotImplementedError
+
+    def close(self) -> None:
+        pass
+
+
+def _reported(stats: dict[str, Any]) -> dict[str, Any] | None:
+    """Formulation statistics worth a file (a batch of heartbeats only has none)."""
+    return stats if stats["records"] or stats["outer_copies"] or stats["late"] else None
+
+
+def _member_frames(plan: S3JPlan, rec: Records, routed: Any) -> Iterator[pd.DataFrame]:
+    wkey = np.asarray(plan.keys, dtype=np.int32)[routed.worker]
+    for lo in range(0, len(routed.row), MEMBER_CHUNK):  # bounded Arrow arrays (2 GB each at most)
+        sl = slice(lo, lo + MEMBER_CHUNK)
+        yield pd.DataFrame({
+            "wkey": wkey[sl], "workset": routed.gid[sl], "role": routed.role[sl], "side": rec.side[sl],
+            "id": rec.id[sl], "vec": binary_rows(rec.vec[sl]), "ingest": rec.ingest[sl],
+            "window": rec.window[sl], "store": routed.store[sl],
+        }, copy=False)
+
+
+class FormulationProcessor(_S3JProcessor):
+    """Workset formulation for one space partition (key = that partition's slot key)."""
+
+    parts = ("formulation",)
+
+    def process(self, slot, pdf, top, loaded, seq):
+        part = loaded["formulation"]
+        rec, routed, stats = part.value.run(pdf, top, seq, part.chunks)
+        id_type = T.StringType() if pdf["id"].dtype == object else T.LongType()
+        beat = heartbeat_frame(to_arrow_schema(member_schema(id_type)), self.plan.keys, {"side": HEARTBEAT, "ingest": top})
+        return itertools.chain(_member_frames(self.plan, rec, routed), [beat]), {"formulation": _reported(stats)}
+
+
+class ComputationProcessor(_S3JProcessor):
+    """Similarity computation for the worksets assigned to one worker (key = its slot key)."""
+
+    parts = ("worker",)
+
+    def process(self, slot, pdf, top, loaded, seq):
+        part = loaded["worker"]
+        step: _Computation = part.value
+        pairs, emit, stats = step.run(_records(pdf, self.plan.dim), pdf["workset"].to_numpy(dtype=np.int64),
+                                      pdf["role"].to_numpy(dtype=np.int8), pdf["store"].to_numpy(dtype=bool), top, seq,
+                                      part.chunks)
+        return step.emit(pairs, emit), {"computation": stats}
+
+
+class FusedProcessor(_S3JProcessor):
+    """Formulation and computation of one space partition and its worker in one stateful stage.
+
+    Without live balancing every workset stays on the worker of the space partition that
+    created it (section 7.5), so the memberships a partition's formulation produces are all for
+    its own worker: both steps run under the partition's key, one after the other, and the
+    query has one stateful stage instead of two (each stateful stage costs about 100 ms per
+    task and batch whatever it does).
+    """
+
+    parts = ("formulation", "worker")
+
+    def process(self, slot, pdf, top, loaded, seq):
+        f, c = loaded["formulation"], loaded["worker"]
+        started = time.perf_counter()
+        rec, routed, f_stats = f.value.run(pdf, top, seq, f.chunks)
+        formulated = time.perf_counter()
+        pairs, emit, c_stats = c.value.run(rec, routed.gid, routed.role, routed.store, top, seq, c.chunks)
+        if c_stats is not None:
+            c_stats["steps"] = {"formulation": formulated - started, "computation": time.perf_counter() - formulated}
+        return c.value.emit(pairs, emit), {"formulation": _reported(f_stats), "computation": c_stats}
+
+
+def _worker_stats(worker: int, seq: int, emit: float, core: SimilarityWorker, c: WorksetCounters, pairs: Any) -> dict:
+    worksets = sorted(set(c.inner) | set(c.outlier) | set(c.outer) | set(c.comparisons))
+    return {
+        "worker": worker, "seq": seq, "time": emit,
+        "comparisons": int(sum(c.comparisons.values())), "pairs": len(pairs),
+        "records": int(sum(c.inner.values()) + sum(c.outlier.values())),
+        "memberships": int(sum(c.inner.values()) + sum(c.outlier.values()) + sum(c.outer.values())),
+        "state_bytes": core.state_bytes(),
+        "latency_hist": latency_histogram(emit - pairs.ingest),
+        "windows": sorted(int(w) for w in core.windows),
+        "worksets": {
+            str(g): [c.inner.get(g, 0), c.outlier.get(g, 0), c.outer.get(g, 0), c.comparisons.get(g, 0), c.pairs.get(g, 0)]
+            for g in worksets
+        },
+    }

@@ -1,0 +1,98 @@
+"""Pick the distance threshold that gives a target join selectivity on a sample.
+
+The paper states its experiments in selectivity (10%, 5%, 1%, 0.5%, 0.1%): the fraction of
+candidate pairs that join, ``pairs / (|L| * |R|)`` for two streams and
+``pairs / (n (n - 1) / 2)`` for a self-join. The threshold is the selectivity-quantile of the
+pairwise distances of a sample.
+
+A streaming DataFrame cannot be collected; its sample is the first records the stream delivers:
+a short-lived query (``foreachBatch`` into the driver, its own temporary checkpoint) reads until
+it has enough vectors, the source has nothing more, or ``timeout`` seconds pass. For a source
+that starts at its end (Kafka with ``startingOffsets=latest``) that means waiting for new
+records; a static DataFrame of the same data, or an array, avoids it.
+"""
+
+from __future__ import annotations
+
+import shutil
+import tempfile
+import time
+from typing import Any
+
+import numpy as np
+
+from driftjoin.distance import get_metric
+
+
+def _stream_sample(vectors: Any, n: int, timeout: float) -> list:
+    """The first ``n`` non-null vectors of a streaming DataFrame of one column ``v``."""
+    rows: list = []
+
+    def take(batch: Any, _batch_id: int) -> None:
+        if len(rows) < n:
+            rows.extend(r["v"] for r in batch.limit(n - len(rows)).collect())
+
+    checkpoint = tempfile.mkdtemp(prefix="driftjoin-sample-")
+    query = vectors.writeStream.foreachBatch(take).option("checkpointLocation", checkpoint).trigger(processingTime="200 milliseconds").start()
+    try:
+        deadline, idle = time.time() + timeout, 0
+        while len(rows) < n and time.time() < deadline and query.isActive and idle < 3:
+            time.sleep(0.2)
+            last = query.lastProgress
+            # three empty batches after the first data: a bounded source (files) has no more
+            idle = idle + 1 if rows and last and last["numInputRows"] == 0 else 0
+        if query.exception() is not None:
+            raise query.exception()
+    finally:
+        query.stop()
+        shutil.rmtree(checkpoint, ignore_errors=True)
+    return rows
+
+
+def _as_matrix(data: Any, vector_col: str, sample: int, seed: int, timeout: float) -> np.ndarray:
+    if hasattr(data, "sparkSession"):
+        from driftjoin.spark.similarity.inputs import vector_column
+
+        vectors = data.select(vector_column(data, vector_col).alias("v")).where("v is not null")
+        if data.isStreaming:
+            data = _stream_sample(vectors, sample * 4, timeout)
+            if len(data) < 2:
+                raise ValueError(f"the stream delivered {len(data)} vector(s) in {timeout:g} s, too few for a sample: raise "
+                                 "timeout=, or pass a static DataFrame (spark.read instead of spark.readStream) or an array")
+        else:
+            data = [r["v"] for r in vectors.limit(sample * 4).collect()]
+    mat = np.asarray(data, dtype=np.float64)
+    if mat.ndim != 2 or len(mat) < 2:
+        raise ValueError("choose_threshold needs at least two vectors (a 2-D array or a DataFrame)")
+    if len(mat) > sample:
+        mat = mat[np.random.default_rng(seed).choice(len(mat), sample, replace=False)]
+    return mat
+
+
+def choose_threshold(
+    left: Any,
+    right: Any = None,
+    *,
+    selectivity: float,
+    metric: str = "angular",
+    vector_col: str = "vector",
+    sample: int = 2000,
+    seed: int = 0,
+    timeout: float = 60.0,
+) -> float:
+    """The smallest threshold whose join selectivity on the sample reaches ``selectivity``.
+
+    ``left``/``right`` are 2-D arrays of vectors or DataFrames, static (a sample is collected)
+    or streaming (the first records are read by a short query, for at most ``timeout`` seconds).
+    """
+    if not 0 < selectivity <= 1:
+        raise ValueError(f"selectivity must be in (0, 1], e.g. 0.001 for 0.1%, got {selectivity}")
+    m = get_metric(metric)
+    a = m.prepare(_as_matrix(left, vector_col, sample, seed, timeout))
+    if right is None:
+        d = m.pairwise(a, a)[np.triu_indices(len(a), k=1)]
+    else:
+        b = m.prepare(_as_matrix(right, vector_col, sample, seed + 1, timeout))
+        d = m.pairwise(a, b).ravel()
+    t = float(np.quantile(d, selectivity, method="inverted_cdf"))
+    return t if t > 0 else float(np.min(d[d > 0])) if np.any(d > 0) else 1e-12

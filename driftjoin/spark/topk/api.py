@@ -1,0 +1,181 @@
+"""``topk_set_join``: SWOOP's continuous top-k set-similarity join on Spark.
+
+``parallelism=1`` runs SWOOP on one stateful key; ``parallelism=p`` on p worker keys that each
+index a share of the sets and find a share of the pairs, and one key that merges their top-k
+change streams into the global one, exactly (:mod:`driftjoin.spark.topk.operators` has both
+pipelines and why the second is exact; bench/swoop_partitioned.py measures it).
+
+Output: the change stream of the top-k (``kind`` = ``"enter"`` / ``"leave"``, the pair, its
+similarity, the time of the change, and ``seq``, the change's position in the stream), plus a
+row for every set the join itself refuses: kind ``"late"`` for a set whose timestamp is older
+than the index time when it arrives (it cannot be joined without reordering the past) and
+``"duplicate"`` for a set whose id equals that of a set of the same side still in the window;
+both are reported, never silently lost. :func:`current_topk` replays a change stream (e.g. the
+Parquet sink read back) into the current top-k. Rows that cannot be sets at all (a missing,
+unparsable or non-finite time, a missing id, no tokens, a null token) go to
+:func:`invalid_sets` with a reason; both functions test rows with the same code, so a row is
+in exactly one of the two outputs. The plan (k, similarity, window, self or two-stream, the
+parallelism) is stored with the checkpoint (:mod:`driftjoin.spark.runtime.plan_guard`). The change
+stream is the same, change by change, for every parallelism.
+"""
+
+from __future__ import annotations
+
+from pyspark.sql import DataFrame
+from pyspark.sql import functions as F
+from pyspark.sql import types as T
+
+from driftjoin.durations import parse_duration
+from driftjoin.spark.runtime.columns import common_id_type, time_seconds
+from driftjoin.spark.runtime.session import prepare_for_stateful, prepare_session
+from driftjoin.spark.runtime.static import run_static
+from driftjoin.spark.topk.operators import (
+    ROUTED_DESIGNS,
+    MergeProcessor,
+    SwoopProcessor,
+    TopKPlan,
+    WorkerProcessor,
+    dead_sets,
+    route_sets,
+    valid_sets,
+)
+from driftjoin.swoop import SIMILARITIES
+
+
+def _input(df: DataFrame, side: int, id_col: str, tokens_col: str, time_col: str, id_type: T.DataType, with_raw: bool) -> DataFrame:
+    for c in (id_col, tokens_col, time_col):
+        if c not in df.columns:
+            raise ValueError(f"column {c!r} is not in the input; columns are {df.columns}")
+    dtype = df.schema[tokens_col].dataType
+    if not isinstance(dtype, T.ArrayType) or not isinstance(dtype.elementType, (T.StringType, T.IntegralType)):
+        raise TypeError(f"tokens_col={tokens_col!r} has type {dtype.simpleString()}; use array<string> or array<int/long>")
+    ts, time_reason = time_seconds(df, time_col, "time_col")
+    cols = [F.lit(0).alias("key"), F.lit(side).cast("byte").alias("side"), F.col(id_col).cast(id_type).alias("id"),
+            F.array_distinct(F.col(tokens_col).cast("array<string>")).alias("tokens"),
+            ts.alias("ts"), time_reason.alias("time_reason")]
+    if with_raw:
+        cols.append(F.to_json(F.struct(*[F.col(c) for c in df.columns])).alias("raw"))
+    return df.select(*cols)
+
+
+def topk_set_join(
+    left: DataFrame,
+    right: DataFrame | None = None,
+    *,
+    k: int,
+    similarity: str = "jaccard",
+    tokens_col: str = "tokens",
+    id_col: str = "id",
+    time_col: str = "ts",
+    window: str = "10 minutes",
+    metrics_dir: str | None = None,
+    parallelism: int = 1,
+    share_bound: bool = False,
+    design: str = "owner",
+) -> DataFrame:
+    """The continuous top-k most similar pairs of sets in a sliding window (SWOOP).
+
+    ``right=None``: self-join of ``left``; otherwise pairs of one ``left`` (R) and one ``right``
+    (S) set. A pair is valid while both sets are in the window (the earlier set's time plus
+    ``window``). Tokens are compared as strings; duplicate tokens in a set are dropped.
+    Returns the change stream: ``kind, left_id, right_id, similarity, change_time, seq``
+    (``left_id`` is the later set of a self-join pair, or the R set). ``parallelism``: the
+    number of workers (Spark tasks) that find the pairs, and one more task merges their
+    top-k's. ``design`` (``parallelism > 1``): ``"owner"``, each worker indexes about ``1 / p``
+    of the window and joins every set with it; ``"probe"``, every worker indexes the whole
+    window and joins ``1 / p`` of the sets with it (less work per worker, ``p`` times the
+    memory; :mod:`driftjoin.swoop.partitioned`). The result is the same.
+    ``share_bound=True`` (a stream with ``parallelism > 1`` and ``metrics_dir``): the driver
+    combines the workers' stocks after every micro-batch into a bound that every worker prunes
+    with (:class:`driftjoin.spark.topk.control.SharedBoundController`); the result is the same.
+    """
+    if isinstance(k, bool) or not isinstance(k, int) or k < 1:
+        raise ValueError(f"k must be an integer >= 1, got {k!r}")
+    if isinstance(parallelism, bool) or not isinstance(parallelism, int) or parallelism < 1:
+        raise ValueError(f"parallelism must be an integer >= 1, got {parallelism!r}")
+    if similarity not in SIMILARITIES:
+        raise ValueError(f"similarity={similarity!r}: choose one of {', '.join(sorted(SIMILARITIES))}")
+    if right is not None and right.isStreaming != left.isStreaming:
+        raise ValueError("left and right must both be streaming or both static")
+    if design not in ROUTED_DESIGNS:
+        raise ValueError(f"design={design!r}: choose one of {', '.join(ROUTED_DESIGNS)}")
+    prepare_session(left.sparkSession, metrics_dir)
+    if share_bound:
+        if parallelism == 1:
+            raise ValueError("share_bound=True shares a bound between workers: it needs parallelism > 1")
+        if not metrics_dir:
+            raise ValueError("share_bound=True needs metrics_dir= (a directory the workers and the driver share: "
+                             "stocks go out and the bound comes back through it)")
+        if not left.isStreaming:
+            raise ValueError("share_bound=True applies to streams (the bound is published between micro-batches); "
+                             "a static join runs in one batch")
+    plan = TopKPlan(k, similarity, parse_duration(window, "window"), right is not None, metrics_dir, parallelism,
+                    share_bound, design if parallelism > 1 else "owner")
+    if share_bound:
+        from driftjoin.spark.topk.control import SharedBoundController, attach
+
+        attach(left.sparkSession, SharedBoundController(metrics_dir, k, parallelism))
+    id_type = common_id_type(left, right, id_col)
+    data = _input(left, 0, id_col, tokens_col, time_col, id_type, False)
+    if right is not None:
+        data = data.unionByName(_input(right, 1, id_col, tokens_col, time_col, id_type, False))
+    set_schema = T.StructType([T.StructField("key", T.IntegerType()), T.StructField("side", T.ByteType()),
+                               T.StructField("id", id_type), T.StructField("tokens", T.ArrayType(T.StringType())),
+                               T.StructField("ts", T.DoubleType())])
+    out_schema = T.StructType([T.StructField("kind", T.StringType()), T.StructField("left_id", id_type),
+                               T.StructField("right_id", id_type), T.StructField("similarity", T.DoubleType()),
+                               T.StructField("change_time", T.LongType()), T.StructField("seq", T.LongType())])
+    sets = data.mapInArrow(valid_sets, set_schema)
+    if parallelism == 1:
+        if data.isStreaming:
+            prepare_for_stateful(left.sparkSession, 1)
+            raw = sets.groupBy("key").transformWithStateInPandas(SwoopProcessor(plan), out_schema, "Append", "None")
+        else:
+            raw = sets.groupBy("key").applyInPandas(lambda key, pdf: run_static(SwoopProcessor(plan), key, pdf), out_schema)
+        return raw.withColumn("change_time", F.timestamp_micros("change_time"))
+    routed_schema = T.StructType([*set_schema.fields, T.StructField("owner", T.IntegerType())])
+    worker_schema = T.StructType([
+        T.StructField("mkey", T.IntegerType()), T.StructField("op", T.LongType()), T.StructField("time", T.DoubleType()),
+        T.StructField("phase", T.ByteType()), T.StructField("kind", T.StringType()), T.StructField("sim", T.DoubleType()),
+        T.StructField("end", T.DoubleType()), T.StructField("i", T.LongType()), T.StructField("j", T.LongType()),
+        T.StructField("left_id", id_type), T.StructField("right_id", id_type)])
+    routed = sets.mapInArrow(lambda batches: route_sets(plan, batches), routed_schema)
+    if data.isStreaming:
+        prepare_for_stateful(left.sparkSession, parallelism)
+        changes = routed.groupBy("key").transformWithStateInPandas(WorkerProcessor(plan), worker_schema, "Append", "None")
+        raw = changes.groupBy("mkey").transformWithStateInPandas(MergeProcessor(plan), out_schema, "Append", "None")
+    else:
+        changes = routed.groupBy("key").applyInPandas(
+            lambda key, pdf: run_static(WorkerProcessor(plan), key, pdf), worker_schema)
+        raw = changes.groupBy("mkey").applyInPandas(
+            lambda key, pdf: run_static(MergeProcessor(plan), key, pdf), out_schema)
+    return raw.withColumn("change_time", F.timestamp_micros("change_time"))
+
+
+def invalid_sets(left: DataFrame, right: DataFrame | None = None, *, tokens_col: str = "tokens", id_col: str = "id",
+                 time_col: str = "ts") -> DataFrame:
+    """Rows that cannot be sets, with the reason: the dead-letter output of :func:`topk_set_join`.
+
+    A missing, unparsable or non-finite timestamp, a missing id, missing tokens, an empty set, a
+    null token. Pass the same columns as to the join. Sets the join refuses because of the
+    window (late, duplicate id) are rows of its change stream instead (kinds ``late`` and
+    ``duplicate``), since only the join knows its window.
+    """
+    prepare_session(left.sparkSession)
+    id_type = common_id_type(left, right, id_col)
+    data = _input(left, 0, id_col, tokens_col, time_col, id_type, True)
+    if right is not None:
+        data = data.unionByName(_input(right, 1, id_col, tokens_col, time_col, id_type, True))
+    schema = T.StructType([T.StructField("side", T.ByteType()), T.StructField("id", id_type),
+                           T.StructField("raw", T.StringType()), T.StructField("reason", T.StringType())])
+    return data.mapInArrow(dead_sets, schema)
+
+
+def current_topk(changes: DataFrame) -> DataFrame:
+    """The top-k after the last change of a (static) change stream: pairs whose last event is 'enter'."""
+    from pyspark.sql.window import Window
+
+    pairs = changes.where(F.col("kind").isin("enter", "leave"))
+    last = Window.partitionBy("left_id", "right_id").orderBy(F.col("seq").desc())
+    return (pairs.withColumn("_r", F.row_number().over(last)).where((F.col("_r") == 1) & (F.col("kind") == "enter"))
+            .select("left_id", "right_id", "similarity", "change_time").orderBy(F.col("similarity").desc()))
