@@ -3,8 +3,8 @@
 A window join keeps each window's records until no more records can arrive for it. Records
 arrive out of order (event time, or an ingestion time stamped upstream), so "the oldest window
 in this batch" is not a safe rule: a record of an older window in a later batch would find its
-window's state already gone and lose its pairs with no error (found while fixing issue 12:
-25 of 48 pairs with rows 40 s out of order under a watermark of one hour). Nor may each key
+window's state already gone and lose its pairs with no error (25 of 48 pairs with rows 40 s
+out of order under a watermark of one hour). Nor may each key
 decide on its own: a record is copied to several keys, and all of them must agree whether it
 is on time.
 

@@ -1,6 +1,6 @@
 """The similarity join on the standalone cluster while the autoscaler adds and removes executors.
 
-Used by tests/spark/test_autoscale_cluster.py; prints 'OK <pairs> ...' on success.
+Used by tests/spark/runtime/test_autoscale_cluster.py; prints 'OK <pairs> ...' on success.
 
     python tests/autoscale_cluster_job.py spark://127.0.0.1:7077 WORKDIR
 

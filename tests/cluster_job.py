@@ -1,5 +1,5 @@
 """A similarity join run against a Spark standalone cluster (separate master, worker and
-executor processes). Used by tests/spark/test_cluster.py; prints 'OK <pairs>' on success.
+executor processes). Used by tests/spark/runtime/test_cluster.py; prints 'OK <pairs>' on success.
 
     python tests/cluster_job.py spark://127.0.0.1:7077 WORKDIR
 

@@ -152,7 +152,7 @@ def _dominated(tables: int, bucket: float, met: list[dict]) -> bool:
     is a union of buckets of length ``b``. A setting with at least the tables of ``c`` and such a
     multiple of its bucket length thus finds a superset of ``c``'s candidate pairs: at least its
     recall for at least its work. Tuning skips it; only timing noise could have made it the fastest
-    (``tests/spark/test_bench_tuning.py`` checks both properties on MLlib).
+    (``tests/app/test_bench_tuning.py`` checks both properties on MLlib).
     """
     return any(tables >= c["tables"] and bucket >= c["bucket"] and math.log2(bucket / c["bucket"]).is_integer()
                for c in met)

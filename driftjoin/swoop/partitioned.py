@@ -4,7 +4,7 @@ Two designs split the pairs of the window between ``p`` workers so that every pa
 exactly one worker; each worker runs SWOOP (index, minimal stock, its own top-k) over its own
 pairs, and a merger turns the workers' top-k change streams into the global one.
 
-* ``"owner"`` (issue 14): each set is *indexed* by exactly one worker, its owner
+* ``"owner"``: each set is *indexed* by exactly one worker, its owner
   (:func:`owner_of`: a deterministic hash of its id and side), and *probed* against every
   worker's index. A pair is found when its later set probes the index that holds its earlier
   set, so exactly once, by the earlier set's owner. Every worker sees every set: the owner

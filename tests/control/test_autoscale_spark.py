@@ -1,7 +1,7 @@
 """The autoscaling controller on a real query: metrics gathered, bad settings refused up front.
 
 Local mode has no executors to add, so the controller runs as ``dry_run`` here (decides and
-records); tests/spark/test_autoscale_cluster.py scales real executors on the standalone
+records); tests/spark/runtime/test_autoscale_cluster.py scales real executors on the standalone
 cluster when DRIFTJOIN_CLUSTER is set.
 """
 

@@ -49,7 +49,7 @@ from driftjoin.spark.equi.operators import (
     read_counts,
 )
 from driftjoin.spark.runtime.decisions import newest, publish, retire
-from driftjoin.spark.runtime.files import filesystem
+from driftjoin.spark.runtime.files import filesystem, write_whole
 from driftjoin.spark.runtime.hub import Progress, register
 from driftjoin.spark.runtime.stats import write_stats
 
@@ -180,11 +180,8 @@ class EquiRoutingController:
         })
 
     def _save(self) -> None:
-        tmp = self._snapshot + ".tmp"
-        self.fs.create_dir(self._snapshot.rsplit("/", 1)[0], recursive=True)
-        with self.fs.open_output_stream(tmp) as out:
-            out.write(pickle.dumps({"settings": self.plan.settings(), "query": self.query, "planner": self.planner}))
-        self.fs.move(tmp, self._snapshot)
+        write_whole(self.fs, self._snapshot,
+                    pickle.dumps({"settings": self.plan.settings(), "query": self.query, "planner": self.planner}))
 
     def _collect(self, committed: int) -> None:
         """Delete moved state and bindings no batch after ``committed`` can read, old tables."""

@@ -46,7 +46,6 @@ import pandas as pd
 import pyarrow as pa
 from pyspark.sql import types as T
 from pyspark.sql.streaming.stateful_processor import (
-    StatefulProcessor,
     StatefulProcessorHandle,
 )
 
@@ -62,9 +61,9 @@ from driftjoin.hypercube import (
     StreamTuple,
     Task,
 )
-from driftjoin.spark.equi.operators import KEY_FILLER, KEY_TYPES, EquiPlan, keys_list
+from driftjoin.spark.equi.operators import KEY_FILLER, KEY_TYPES, keys_list
 from driftjoin.spark.equi.payload import PayloadLayout, decode, encode_rows, pairs_frame
-from driftjoin.spark.runtime.plan_guard import PlanGuard
+from driftjoin.spark.runtime.processor import OperatorProcessor
 from driftjoin.spark.runtime.state import BlobState, LoggedState
 from driftjoin.spark.runtime.stats import write_stats
 
@@ -159,27 +158,18 @@ def _typed_frame(cols: dict[str, Any], key_type: str) -> pd.DataFrame:
     })
 
 
-class DispatcherProcessor(StatefulProcessor):
-    """The single dispatcher (key = a constant): statistics, grids, routing, state transfers."""
+class DispatcherProcessor(OperatorProcessor):
+    """The single dispatcher (key = :data:`~driftjoin.spark.runtime.plan_guard.PLAN_KEY`, a constant, so every batch with data checks
+    the stored plan): statistics, grids, routing, state transfers."""
 
-    def __init__(self, plan: EquiPlan) -> None:
-        self.plan = plan
+    runs_plan_key = True
 
-    def init(self, handle: StatefulProcessorHandle) -> None:
+    def open(self, handle: StatefulProcessorHandle) -> None:
         self.state = BlobState(handle, "dispatcher")
         self.copy = handle.getMapState("stream_copy", _CHUNK_KEY, _BLOB) if self.plan.keeps_copy else None
-        # the dispatcher's key is a constant, so every batch with data checks the stored plan
-        self.guard = PlanGuard(handle, "equi_join", self.plan.settings(), self.plan.adoptable())
 
-    def handleInputRows(self, key: Any, rows: Iterator[pd.DataFrame], timerValues: Any) -> Iterator[pd.DataFrame]:
-        frames = [f for f in rows if len(f)]
-        if not frames:
-            return
-        self.guard.check()
-        yield self.dispatch(pd.concat(frames, ignore_index=True))
-
-    def close(self) -> None:
-        pass
+    def batch(self, key: Any, pdf: pd.DataFrame) -> Iterator[pd.DataFrame]:
+        yield self.dispatch(pdf)
 
     def dispatch(self, pdf: pd.DataFrame) -> pd.DataFrame:
         """One micro-batch: returns the control rows and routed copies for all workers."""
@@ -398,7 +388,7 @@ class _WorkerTasks:
         return sum(task.stored for task in self.tasks.values())
 
 
-class DispatchedWorkerProcessor(StatefulProcessor):
+class DispatchedWorkerProcessor(OperatorProcessor):
     """The tasks placed on one worker (key = its slot key): local symmetric hash joins.
 
     Its state is a snapshot plus a log of each batch's changes in the shared state layer
@@ -406,27 +396,21 @@ class DispatchedWorkerProcessor(StatefulProcessor):
     stored tuple, and a cached worker does not rebuild its tasks.
     """
 
-    def __init__(self, plan: EquiPlan) -> None:
-        self.plan = plan
+    #: the dispatcher checks the plan for the whole query
+    checks_plan = False
 
-    def init(self, handle: StatefulProcessorHandle) -> None:
+    def open(self, handle: StatefulProcessorHandle) -> None:
         self.state = LoggedState(handle, "worker_tasks")
 
-    def handleInputRows(self, key: Any, rows: Iterator[pd.DataFrame], timerValues: Any) -> Iterator[pd.DataFrame]:
-        frames = [f for f in rows if len(f)]
-        if not frames:
-            return
+    def batch(self, key: Any, pdf: pd.DataFrame) -> Iterator[pd.DataFrame]:
         window = self.plan.window
-        loaded = self.state.load(key[0], lambda: _WorkerTasks(window), lambda snap: _WorkerTasks.restore(window, snap),
+        loaded = self.state.load(key, lambda: _WorkerTasks(window), lambda snap: _WorkerTasks.restore(window, snap),
                                  lambda value, change: value.apply(change))
         tasks = loaded.value.value
-        out, change = self.work(self.plan.slot_of(key[0]), pd.concat(frames, ignore_index=True), tasks, loaded.source)
-        self.state.save(key[0], loaded, change, tasks.snapshot, tasks.stored() * 100)
+        out, change = self.work(self.plan.slot_of(key), pdf, tasks, loaded.source)
+        self.state.save(key, loaded, change, tasks.snapshot, tasks.stored() * 100)
         if len(out):
             yield out
-
-    def close(self) -> None:
-        pass
 
     def work(self, worker: int, pdf: pd.DataFrame, state: _WorkerTasks, source: str = "new") -> tuple[pd.DataFrame, dict]:
         """Apply one batch's control rows, then its routed copies in batch order; returns the

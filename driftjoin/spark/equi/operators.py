@@ -56,7 +56,6 @@ import pyarrow as pa
 from pyarrow import fs as pafs
 from pyspark.sql import types as T
 from pyspark.sql.streaming.stateful_processor import (
-    StatefulProcessor,
     StatefulProcessorHandle,
 )
 
@@ -83,9 +82,11 @@ from driftjoin.hypercube.table import (
 )
 from driftjoin.spark.equi.payload import PayloadLayout, decode, encode_rows, pairs_frame
 from driftjoin.spark.runtime.decisions import newest, publish
-from driftjoin.spark.runtime.files import filesystem
-from driftjoin.spark.runtime.keys import slot_keys
+from driftjoin.spark.runtime.files import filesystem, write_whole
+from driftjoin.spark.runtime.heartbeats import heartbeat_batch
+from driftjoin.spark.runtime.keys import SlotPlan
 from driftjoin.spark.runtime.plan_guard import PLAN_KEY, PlanGuard
+from driftjoin.spark.runtime.processor import OperatorProcessor
 from driftjoin.spark.runtime.queries import task_query
 from driftjoin.spark.runtime.state import BlobState, LoggedState
 from driftjoin.spark.runtime.stats import write_stats
@@ -114,7 +115,7 @@ def key_codec(key_type: str) -> tuple[Callable[[Any], Any], Callable[[Any], Any]
 
 
 @dataclass(frozen=True)
-class EquiPlan:
+class EquiPlan(SlotPlan):
     """Everything the operators need, fixed when the query is built (shipped by pickling).
 
     ``key_type``: how the join key travels ("long", "string" or "binary"); ``window``: seconds
@@ -143,16 +144,9 @@ class EquiPlan:
     partitions: int | None = None
 
     @property
-    def keys(self) -> tuple[int, ...]:
-        return slot_keys(self.parallelism, self.partitions)
-
-    @property
     def spark_partitions(self) -> int:
         """Spark's shuffle (and state) partitions of the workers' stage."""
         return self.partitions or self.parallelism
-
-    def slot_of(self, key: int) -> int:
-        return self.keys.index(int(key))
 
     @property
     def controlled(self) -> bool:
@@ -176,6 +170,9 @@ class EquiPlan:
     def adoptable(self) -> frozenset[str]:
         """Settings a restart may change: ``metrics_dir`` unless it holds SHC's tables and moves."""
         return frozenset() if self.controlled else frozenset({"metrics_dir"})
+
+    def guard(self, handle: StatefulProcessorHandle) -> PlanGuard:
+        return PlanGuard(handle, "equi_join", self.settings(), self.adoptable(), self.defaults())
 
     def new_dispatcher(self) -> Dispatcher:
         """The in-process dispatcher of ``routing="dispatcher"``."""
@@ -271,7 +268,7 @@ def write_binding(plan: EquiPlan, binding: Binding, query: str | None) -> None:
 class FileChannel:
     """State moved between workers: ``<metrics_dir>/control/equi_moves/<batch>/<src>-<dst>.pkl``.
 
-    A file is written whole by one worker in one batch (to a temporary name, then renamed); a
+    A file is written whole by one worker in one batch (:func:`~driftjoin.spark.runtime.files.write_whole`); a
     replayed batch rewrites it with the same content, since it exports from the same rolled-back
     state by the same binding. It is read at the next executed batch, after its batch committed,
     and deleted by the control plane once the reading batch committed.
@@ -284,12 +281,7 @@ class FileChannel:
         return f"{self.base}/control/{MOVES}/{batch:012d}/{src}-{dst}.pkl"
 
     def put(self, batch: int, src: int, dst: int, rows: list[Moved]) -> None:
-        path = self._path(batch, src, dst)
-        self.fs.create_dir(path.rsplit("/", 1)[0], recursive=True)
-        tmp = path + ".tmp"
-        with self.fs.open_output_stream(tmp) as out:
-            out.write(pickle.dumps(rows, protocol=pickle.HIGHEST_PROTOCOL))
-        self.fs.move(tmp, path)
+        write_whole(self.fs, self._path(batch, src, dst), pickle.dumps(rows, protocol=pickle.HIGHEST_PROTOCOL))
 
     def get(self, batch: int, src: int, dst: int) -> list[Moved]:
         try:
@@ -306,13 +298,10 @@ def write_counts(plan: EquiPlan, batch: int, worker: int, summary: BatchSummary,
     encode = key_codec(plan.key_type)[0]
     fs, base = filesystem(plan.metrics_dir)
     folder = f"{base}/control/{COUNTS}/{batch:012d}"
-    fs.create_dir(folder, recursive=True)
     doc = {"batch": batch, "worker": worker, "query": query, "min_ts": summary.min_ts, "max_ts": summary.max_ts,
            "counts": [[int(s), encode(k), q, m] for (s, k, q), m in summary.counts.items()],
            "totals": [[int(s), q, n] for (s, q), n in (summary.totals or {}).items()]}
-    with fs.open_output_stream(f"{folder}/.{worker}.json.tmp") as out:
-        out.write(json.dumps(doc).encode())
-    fs.move(f"{folder}/.{worker}.json.tmp", f"{folder}/{worker}.json")
+    write_whole(fs, f"{folder}/{worker}.json", json.dumps(doc).encode())
 
 
 def read_counts(doc: dict[str, Any], key_type: str) -> BatchSummary:
@@ -366,7 +355,7 @@ def route_rows(plan: EquiPlan, batches: Iterator[pa.RecordBatch], batch_id: int 
             pa.array(tl[r.row], pa.int64()), pa.array(ts[r.row], pa.float64()), encode_rows(batch, side).take(take),
             pa.array(np.full(m, bind, np.int64)),
         ], schema=arrow_schema)
-    yield _heartbeats(plan, b, top, bind, arrow_schema)
+    yield heartbeat_batch(arrow_schema, [*plan.keys, PLAN_KEY], {"kind": BEAT, "tb": b, "ts": top, "payload": None, "bind": bind})
 
 
 def _arrow_type(dtype: T.DataType) -> pa.DataType:
@@ -383,18 +372,6 @@ def _plain_keys(uniques: Any, key_type: str) -> list:
     return [str(k) for k in uniques]
 
 
-def _heartbeats(plan: EquiPlan, batch: int, top: float, bind: int, schema: pa.Schema) -> pa.RecordBatch:
-    keys = [*plan.keys, PLAN_KEY]
-    n = len(keys)
-    zeros = np.zeros(n, dtype=np.int64)
-    return pa.RecordBatch.from_arrays([
-        pa.array(keys, pa.int32()), pa.array(np.full(n, BEAT, np.int8)), pa.array(zeros), pa.array(zeros.astype(np.int8)),
-        pa.array(np.zeros(n, dtype=bool)), pa.array(zeros.astype(np.int8)),
-        pa.array([KEY_FILLER[plan.key_type]] * n, schema.field("key").type), pa.array(np.full(n, batch, np.int64)),
-        pa.array(zeros), pa.array(np.full(n, top)), pa.array([None] * n, pa.binary()), pa.array(np.full(n, bind, np.int64)),
-    ], schema=schema)
-
-
 # ---- workers and the plan key ----------------------------------------------------------------
 
 def keys_list(series: pd.Series, key_type: str) -> list:
@@ -406,43 +383,33 @@ def keys_list(series: pd.Series, key_type: str) -> list:
     return series.tolist()
 
 
-class WorkerProcessor(StatefulProcessor):
+class WorkerProcessor(OperatorProcessor):
     """The ``p`` worker keys (tasks, moves, local joins) and the plan key (module docstring)."""
 
-    def __init__(self, plan: EquiPlan) -> None:
-        self.plan = plan
+    #: the plan key writes the binding of the next batch
+    runs_plan_key = True
 
-    def init(self, handle: StatefulProcessorHandle) -> None:
+    def open(self, handle: StatefulProcessorHandle) -> None:
         self.state = LoggedState(handle, "equi_worker")
         self.bound = BlobState(handle, "equi_binding")
-        self.guard = PlanGuard(handle, "equi_join", self.plan.settings(), self.plan.adoptable(),
-                               self.plan.defaults())
 
-    def handleInputRows(self, key: Any, rows: Iterator[pd.DataFrame], timerValues: Any) -> Iterator[pd.DataFrame]:
-        frames = [f for f in rows if len(f)]
-        if not frames:
-            return
-        self.guard.check()
-        pdf = pd.concat(frames, ignore_index=True)
+    def batch(self, key: Any, pdf: pd.DataFrame) -> Iterator[pd.DataFrame]:
         beats = pdf["kind"].to_numpy() == BEAT
         batch = int(pdf["tb"].to_numpy()[beats][0]) if beats.any() else int(pdf["tb"].iloc[0])
         binds = set(pdf["bind"].to_numpy()[beats].tolist())
         if len(binds) > 1:
             raise BindingMismatchError(f"the routers of batch {batch} used different bindings {sorted(binds)}")
         bind = binds.pop() if binds else -1
-        if key[0] == PLAN_KEY:
+        if key == PLAN_KEY:
             if self.plan.controlled:
                 self.bind_next(batch, bind)
             return
         tops = pdf["ts"].to_numpy(dtype=np.float64)[beats]
         tops = tops[np.isfinite(tops)]
         top = float(tops.max()) if len(tops) else None
-        out = self.run_batch(self.plan.slot_of(key[0]), batch, bind, pdf[~beats].reset_index(drop=True), top)
+        out = self.run_batch(self.plan.slot_of(key), batch, bind, pdf[~beats].reset_index(drop=True), top)
         if len(out):
             yield out
-
-    def close(self) -> None:
-        pass
 
     # -- the plan key: the binding of the next batch
 

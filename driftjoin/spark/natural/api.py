@@ -1,4 +1,4 @@
-"""``natural_join``: the schema-free natural join of JSON document streams on Spark (issues 6, 14).
+"""``natural_join``: the schema-free natural join of JSON document streams on Spark.
 
 Data path (one micro-batch, ``routing="parallel"``, the default)::
 

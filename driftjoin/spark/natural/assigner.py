@@ -28,7 +28,6 @@ from typing import Any, Iterator
 import numpy as np
 import pandas as pd
 from pyspark.sql.streaming.stateful_processor import (
-    StatefulProcessor,
     StatefulProcessorHandle,
 )
 
@@ -36,7 +35,6 @@ from driftjoin.schemafree.document import Document
 from driftjoin.schemafree.metrics import routing_quality
 from driftjoin.schemafree.partitioner import Partitioner, mask_targets
 from driftjoin.spark.natural.plan import (
-    ADOPTABLE,
     ASSIGNER_OP,
     DOC,
     STATE_FORMAT,
@@ -47,7 +45,7 @@ from driftjoin.spark.natural.plan import (
     routed_frame,
 )
 from driftjoin.spark.natural.table import fit_id
-from driftjoin.spark.runtime.plan_guard import PlanGuard
+from driftjoin.spark.runtime.processor import OperatorProcessor
 from driftjoin.spark.runtime.state import BlobState
 from driftjoin.spark.runtime.stats import write_stats
 
@@ -248,7 +246,7 @@ class Assigner:
         beat = {"lineage": "assigner", "newest": 0, "floor": 0, "decision": -1, "fits": self._opened,
                 "orders": self._orders, "frontier": s.frontier, "windows": self._documents, "max_time": None}
         # the Assigner's own key does not depend on the settings and keeps the plan: no plan key
-        add_heartbeats(out, list(plan.keys), beat, "" if id_is_str else 0)
+        add_heartbeats(out, list(plan.keys), beat, id_is_str)
         stats = {
             "seq": s.seq, "time": time.time(), "documents": n - int(late_mask.sum()), "late": {str(k): v for k, v in late.items()},
             "late_rows": late_rows,
@@ -266,23 +264,18 @@ def _saved_core(state: BlobState) -> Any:
     return saved["core"] if saved else None
 
 
-class AssignerProcessor(StatefulProcessor):
+class AssignerProcessor(OperatorProcessor):
     """The Assigner under its single grouping key."""
 
     def __init__(self, plan: NaturalPlan, id_is_str: bool, final: bool = False) -> None:
-        self.plan = plan
+        super().__init__(plan)
         self.id_is_str = id_is_str
         self.final = final
 
-    def init(self, handle: StatefulProcessorHandle) -> None:
+    def open(self, handle: StatefulProcessorHandle) -> None:
         self.state = BlobState(handle, "assigner")
-        self.guard = PlanGuard(handle, "natural_join", self.plan.settings(), ADOPTABLE)
 
-    def handleInputRows(self, key: Any, rows: Iterator[pd.DataFrame], timerValues: Any) -> Iterator[pd.DataFrame]:
-        pdf = pd.concat(list(rows), ignore_index=True)
-        if pdf.empty:
-            return
-        self.guard.check()
+    def batch(self, key: Any, pdf: pd.DataFrame) -> Iterator[pd.DataFrame]:
         started = time.perf_counter()
         core = Assigner(self.plan, _saved_core(self.state))
         result = core.process(pdf, final=self.final, id_is_str=self.id_is_str)
@@ -292,9 +285,6 @@ class AssignerProcessor(StatefulProcessor):
             write_stats(self.plan.stats_dir, ASSIGNER_OP, 0, core.state.seq, result.stats)
         if not result.rows.empty:
             yield result.rows
-
-    def close(self) -> None:
-        pass
 
 
 # --------------------------------------------------------------------------------------------

@@ -22,7 +22,6 @@ from typing import Any, Iterator
 import numpy as np
 import pandas as pd
 from pyspark.sql.streaming.stateful_processor import (
-    StatefulProcessor,
     StatefulProcessorHandle,
 )
 
@@ -32,7 +31,6 @@ from driftjoin.schemafree.fptree import AttributeOrder
 from driftjoin.schemafree.joiner import owner
 from driftjoin.schemafree.localjoin import make_local_join
 from driftjoin.spark.natural.plan import (
-    ADOPTABLE,
     BEAT,
     DOC,
     JOINER_OP,
@@ -46,7 +44,7 @@ from driftjoin.spark.natural.table import (
     opening_fit,
     write_record,
 )
-from driftjoin.spark.runtime.plan_guard import PLAN_KEY, PlanGuard
+from driftjoin.spark.runtime.processor import OperatorProcessor
 from driftjoin.spark.runtime.queries import task_query
 from driftjoin.spark.runtime.state import BlobState, ChunkedState, Chunks, Meta
 from driftjoin.spark.runtime.stats import write_stats
@@ -344,21 +342,20 @@ def _pairs_frame(plan: NaturalPlan, out: dict[str, list], id_is_str: bool) -> pd
     return pd.DataFrame(cols)
 
 
-class JoinerProcessor(StatefulProcessor):
+class JoinerProcessor(OperatorProcessor):
     """One joiner under its slot key (and the plan key, which only keeps the plan); its documents
     live in the shared chunked state layer (one chunk per window and batch; the window table in
     the meta fields), so a batch writes only the documents it stored and a cached joiner skips
     rebuilding its local joins (:mod:`driftjoin.spark.runtime.state`)."""
 
     def __init__(self, plan: NaturalPlan, id_is_str: bool, final: bool = False) -> None:
-        self.plan = plan
+        super().__init__(plan)
         self.id_is_str = id_is_str
         self.final = final
 
-    def init(self, handle: StatefulProcessorHandle) -> None:
+    def open(self, handle: StatefulProcessorHandle) -> None:
         self.state = ChunkedState(handle, "joiner_docs")
         self.legacy = BlobState(handle, "joiner")
-        self.guard = PlanGuard(handle, "natural_join", self.plan.settings(), ADOPTABLE)
 
     def _rebuild(self, meta: Meta, chunks: Chunks, stale: JoinerState | None) -> JoinerState:
         windows = JoinerState()
@@ -373,28 +370,22 @@ class JoinerProcessor(StatefulProcessor):
             windows[w] = join
         return windows
 
-    def handleInputRows(self, key: Any, rows: Iterator[pd.DataFrame], timerValues: Any) -> Iterator[pd.DataFrame]:
-        pdf = pd.concat(list(rows), ignore_index=True)
-        if pdf.empty:
-            return
-        self.guard.check()
-        if key[0] == PLAN_KEY:
-            return
+    def batch(self, key: Any, pdf: pd.DataFrame) -> Iterator[pd.DataFrame]:
         started = time.perf_counter()
-        loaded = self.state.load(key[0], self._rebuild, JoinerState)
+        loaded = self.state.load(key, self._rebuild, JoinerState)
         if loaded.source == "new" and self.legacy.value.exists():
             raise ValueError("natural_join state has another format; use a new checkpoint location")
         if loaded.source == "cache":
             loaded.value.restore(loaded.meta.fields)
         q = task_query()
         batch, query = q.batch_id or 0, q.query_id
-        core = Joiner(self.plan, self.plan.slot_of(key[0]), loaded.value)
+        core = Joiner(self.plan, self.plan.slot_of(key), loaded.value)
         result = core.run(pdf, loaded.seq, batch, query, self.final)
         loaded.chunks.drop_groups(lambda g: g not in result.closed)
         for w, stored in result.added.items():
             if w in core.windows:  # not closed by this batch
                 core.windows[w].chunks.append(loaded.chunks.add(w, stored))
-        self.state.save(key[0], loaded, sum(len(w.docs) for w in core.windows.values()) * 200, core.windows.fields())
+        self.state.save(key, loaded, sum(len(w.docs) for w in core.windows.values()) * 200, core.windows.fields())
         root = self.plan.stats_dir
         if root:
             if core.joiner == 0 and self.plan.control and result.stats["new_lineage"]:
@@ -406,6 +397,3 @@ class JoinerProcessor(StatefulProcessor):
                 write_record(self.plan.control, core.joiner, loaded.seq, result.stats)
         if result.out["left_id"]:
             yield _pairs_frame(self.plan, result.out, self.id_is_str)
-
-    def close(self) -> None:
-        pass

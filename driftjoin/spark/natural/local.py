@@ -8,7 +8,7 @@ decision, the routed rows shuffled and grouped by joiner key, each joiner run on
 state and writing its statistics, then the batch committed. What Spark leaves to chance is
 chosen by the caller: which decision each task reads and when the controller publishes. The
 property tests use it to check exactness under any such timing, replays and restarts
-(``tests/spark/test_natural_routing.py``); ``bench/schemafree_spark.py`` uses it for the work
+(``tests/spark/natural/test_natural_routing.py``); ``bench/schemafree_spark.py`` uses it for the work
 per worker at parallelisms this machine cannot run.
 """
 
@@ -21,10 +21,10 @@ from typing import Any
 import pandas as pd
 import pyarrow as pa
 
-from driftjoin.spark.natural.joiners import Joiner, JoinerState
-from driftjoin.spark.natural.routers import Router
 from driftjoin.spark.natural.control import NaturalPartitionController
+from driftjoin.spark.natural.joiners import Joiner, JoinerState
 from driftjoin.spark.natural.plan import JOINER_OP, NaturalPlan, routed_frame
+from driftjoin.spark.natural.routers import Router
 from driftjoin.spark.natural.table import load_view, mark_start, write_record
 from driftjoin.spark.runtime.plan_guard import PLAN_KEY
 from driftjoin.spark.runtime.stats import write_stats

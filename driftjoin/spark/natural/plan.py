@@ -16,12 +16,15 @@ from typing import Any, Iterator
 import numpy as np
 import pandas as pd
 import pyarrow as pa
+from pyspark.sql.streaming.stateful_processor import StatefulProcessorHandle
 
 from driftjoin.durations import parse_duration
 from driftjoin.schemafree.document import flatten
 from driftjoin.schemafree.partitioner import PARTITIONER_NAMES, Partitioner
 from driftjoin.schemafree.window import CountWindow, TimeWindow
-from driftjoin.spark.runtime.keys import slot_keys
+from driftjoin.spark.runtime.heartbeats import heartbeat_batch
+from driftjoin.spark.runtime.keys import SlotPlan
+from driftjoin.spark.runtime.plan_guard import PlanGuard
 
 LOCAL_JOINS = ("fptree", "hash", "nested")
 #: ``"parallel"``: stateless routers in every input task, partitionings fitted by the control
@@ -39,7 +42,7 @@ ASSIGNER_OP, JOINER_OP = "natural_assigner", "natural_joiner"
 
 
 @dataclass(frozen=True)
-class NaturalPlan:
+class NaturalPlan(SlotPlan):
     """Everything the operators need, fixed when the query is built (shipped by pickling).
 
     ``window_kind`` is ``"count"`` (``size`` documents), ``"time"`` (``length`` seconds of
@@ -74,11 +77,9 @@ class NaturalPlan:
     lineage: str = "run"
 
     @property
-    def keys(self) -> tuple[int, ...]:
-        return slot_keys(self.partitions)
-
-    def slot_of(self, key: int) -> int:
-        return self.keys.index(int(key))
+    def parallelism(self) -> int:
+        """The joiners (each its own Spark state partition)."""
+        return self.partitions
 
     @property
     def stats_dir(self) -> str | None:
@@ -95,6 +96,9 @@ class NaturalPlan:
                 "merged": self.merged, "sample_size": self.sample_size, "seed": self.seed,
                 "require_time": self.require_time, "routing": self.routing, "metrics_dir": self.metrics_dir}
         # ``initial`` seeds a new query only; ``control`` and ``lineage`` belong to one run
+
+    def guard(self, handle: StatefulProcessorHandle) -> PlanGuard:
+        return PlanGuard(handle, "natural_join", self.settings(), ADOPTABLE)
 
     def new_partitioner(self) -> Partitioner:
         return Partitioner(self.partitions, self.partitioner, delta=self.delta, theta=self.theta,  # type: ignore[arg-type]
@@ -307,10 +311,21 @@ def empty_rows() -> dict[str, list]:
     return {name: [] for name in ROUTED_COLUMNS}
 
 
-def add_heartbeats(rows: dict[str, list], keys: list[int], info: dict[str, Any], id_filler: Any) -> None:
-    """One heartbeat row per key (every joiner and the plan key) carrying ``info`` as JSON."""
+#: Arrow types of :data:`ROUTED_COLUMNS` (the id column's type depends on the ids).
+ROUTED_TYPES = {"jkey": pa.int32(), "kind": pa.int8(), "seq": pa.int64(), "side": pa.int8(), "window": pa.int64(),
+                "time": pa.float64(), "route": pa.string(), "avps": pa.string(), "unknown": pa.string()}
+
+
+def routed_arrow_schema(id_is_str: bool) -> pa.Schema:
+    """The Arrow schema of routed rows (:data:`ROUTED_COLUMNS`)."""
+    return pa.schema([(name, (pa.string() if id_is_str else pa.int64()) if name == "id" else ROUTED_TYPES[name])
+                      for name in ROUTED_COLUMNS])
+
+
+def add_heartbeats(rows: dict[str, list], keys: list[int], info: dict[str, Any], id_is_str: bool) -> None:
+    """Append one heartbeat row per key (every joiner and the plan key) carrying ``info`` as JSON
+    (:func:`driftjoin.spark.runtime.heartbeats.heartbeat_batch`)."""
     text = json.dumps(info, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
-    for key in keys:
-        for name, value in (("jkey", key), ("kind", BEAT), ("seq", 0), ("side", 0), ("id", id_filler), ("window", -1),
-                            ("time", math.nan), ("route", ""), ("avps", text), ("unknown", "")):
-            rows[name].append(value)
+    beats = heartbeat_batch(routed_arrow_schema(id_is_str), keys, {"kind": BEAT, "window": -1, "time": math.nan, "avps": text})
+    for name, values in beats.to_pydict().items():
+        rows[name].extend(values)

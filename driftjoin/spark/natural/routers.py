@@ -112,7 +112,7 @@ class Router:
         if self.plan.window_kind == "count":
             info["keys"] = self.sort_keys
         out = empty_rows()
-        add_heartbeats(out, [*self.plan.keys, PLAN_KEY], info, "" if self.id_is_str else 0)
+        add_heartbeats(out, [*self.plan.keys, PLAN_KEY], info, self.id_is_str)
         return out
 
 

@@ -49,3 +49,23 @@ def slot_keys(n: int, partitions: int | None = None) -> tuple[int, ...]:
             free[q].append(k)
         k += 1
     return tuple(free[i % parts][i // parts] for i in range(n))
+
+
+class SlotPlan:
+    """The keys of an operator plan whose ``parallelism`` logical workers share ``partitions``
+    Spark state partitions (round-robin; ``None``: one partition per worker).
+
+    A mixin for the operators' plan dataclasses, which define ``parallelism`` (and optionally
+    ``partitions``): worker ``w``'s grouping key is ``keys[w]``, and :meth:`slot_of` gives the
+    worker of a key.
+    """
+
+    parallelism: int
+
+    @property
+    def keys(self) -> tuple[int, ...]:
+        return slot_keys(self.parallelism, getattr(self, "partitions", None))
+
+    def slot_of(self, key: int) -> int:
+        """The worker whose grouping key is ``key``."""
+        return self.keys.index(int(key))

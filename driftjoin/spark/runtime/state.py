@@ -1,6 +1,6 @@
 """The state layer shared by driftjoin's stateful operators: append-only chunks and a validated cache.
 
-Measured on the S3J pipeline (issue 13): a worker's state was one pickled value read and
+Measured on the S3J pipeline: a worker's state was one pickled value read and
 written whole every micro-batch, 1 MB at the start of a one-minute window and 41 MB at its end,
 so the cost of a batch grew with the window and a window cost its square. This layer keeps one
 key's state as

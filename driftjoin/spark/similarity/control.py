@@ -41,6 +41,7 @@ from driftjoin.s3j.balancer import (
 )
 from driftjoin.s3j.ids import WORKSET_BITS
 from driftjoin.s3j.routing import MAX_PARTS, base_gid, site_gid
+from driftjoin.spark.runtime.decisions import publish_blob
 from driftjoin.spark.runtime.files import filesystem
 from driftjoin.spark.runtime.hub import register
 from driftjoin.spark.runtime.queries import AUTO, METRICS_IN_CHECKPOINT, STARTED
@@ -251,11 +252,7 @@ class BalanceController:
         return total > 0 and should_rebalance(loads, [], self.di_threshold, math.inf)
 
     def _log(self, d: Decision) -> None:
-        fs, base = filesystem(self.metrics_dir)
-        path = f"{base.rstrip('/')}/control/decisions/{d.version:012d}.json"
-        fs.create_dir(path.rsplit("/", 1)[0], recursive=True)
-        with fs.open_output_stream(path) as out:
-            out.write(json.dumps(d.__dict__, default=str).encode())
+        publish_blob(self.metrics_dir, f"decisions/{d.version:012d}.json", json.dumps(d.__dict__, default=str).encode())
 
 
 def attach(spark, controller: BalanceController) -> None:

@@ -33,7 +33,6 @@ import numpy as np
 import pandas as pd
 import pyarrow as pa
 from pyspark.sql.streaming.stateful_processor import (
-    StatefulProcessor,
     StatefulProcessorHandle,
 )
 
@@ -52,8 +51,9 @@ from driftjoin.spark.runtime.heartbeats import (
     heartbeat_batch,
     split_heartbeats,
 )
-from driftjoin.spark.runtime.keys import slot_keys
+from driftjoin.spark.runtime.keys import SlotPlan
 from driftjoin.spark.runtime.plan_guard import PLAN_KEY, PlanGuard
+from driftjoin.spark.runtime.processor import OperatorProcessor
 from driftjoin.spark.runtime.state import BlobState, ChunkedState, Chunks, Meta
 from driftjoin.spark.runtime.stats import latency_histogram, write_stats
 from driftjoin.spark.runtime.vectors import from_binary, to_binary
@@ -68,7 +68,7 @@ from driftjoin.spark.similarity.plan import (
 
 
 @dataclass(frozen=True)
-class GridPlan:
+class GridPlan(SlotPlan):
     """Everything the grid operators need, fixed when the query is built (shipped by pickling)."""
 
     metric: str
@@ -89,10 +89,6 @@ class GridPlan:
     #: pairs without the provenance columns (``output="pairs-lean"``; output only, not state)
     lean: bool = False
 
-    @property
-    def keys(self) -> tuple[int, ...]:
-        return slot_keys(self.parallelism, self.partitions)
-
     def settings(self) -> dict[str, Any]:
         """The plan as stored with the checkpoint (:mod:`driftjoin.spark.runtime.plan_guard`)."""
         return {"operator": "similarity_join", "state_format": GRID_STATE_FORMAT, "algorithm": "grid",
@@ -101,6 +97,9 @@ class GridPlan:
                 "grid": list(layout_fingerprint(self.layout)), "float32": self.float32, "self_join": self.self_join,
                 "window_seconds": self.window_seconds, "time_basis": self.time_basis, "lateness": self.lateness,
                 "metrics_dir": self.metrics_dir}
+
+    def guard(self, handle: StatefulProcessorHandle) -> PlanGuard:
+        return PlanGuard(handle, "similarity_join", self.settings(), ADOPTABLE)
 
     @property
     def dtype(self) -> np.dtype:
@@ -132,16 +131,12 @@ def route_grid(plan: GridPlan, batches: Iterator[pa.RecordBatch], schema: pa.Sch
     yield heartbeat_batch(schema, [*plan.keys, PLAN_KEY], {"side": HEARTBEAT, "ingest": seen})
 
 
-class GridProcessor(StatefulProcessor):
+class GridProcessor(OperatorProcessor):
     """The block joins of the cells one worker holds (key = the worker's slot key)."""
 
-    def __init__(self, plan: GridPlan) -> None:
-        self.plan = plan
-
-    def init(self, handle: StatefulProcessorHandle) -> None:
+    def open(self, handle: StatefulProcessorHandle) -> None:
         self.state = ChunkedState(handle, "grid_worker")
         self.legacy = BlobState(handle, "grid")
-        self.guard = PlanGuard(handle, "similarity_join", self.plan.settings(), ADOPTABLE)
 
     def _new(self, worker: int) -> tuple[GridWorker, WindowClock]:
         plan = self.plan
@@ -166,17 +161,11 @@ class GridProcessor(StatefulProcessor):
         clock.seen = meta.fields["clock"]
         return core, clock
 
-    def handleInputRows(self, key: Any, rows: Iterator[pd.DataFrame], timerValues: Any) -> Iterator[pd.DataFrame]:
+    def batch(self, key: Any, pdf: pd.DataFrame) -> Iterator[pd.DataFrame]:
         plan = self.plan
-        pdf = pd.concat(list(rows), ignore_index=True)
-        if pdf.empty:
-            return
-        self.guard.check()
-        if key[0] == PLAN_KEY:
-            return
         pdf, top = split_heartbeats(pdf)
-        worker = plan.keys.index(int(key[0]))
-        loaded = self.state.load(key[0], lambda meta, chunks, stale: self._rebuild(worker, meta, chunks, stale),
+        worker = plan.slot_of(key)
+        loaded = self.state.load(key, lambda meta, chunks, stale: self._rebuild(worker, meta, chunks, stale),
                                  lambda: self._new(worker))
         if loaded.source == "new" and self.legacy.value.exists():
             raise ValueError("this checkpoint holds grid state of an older driftjoin; start the query from a new "
@@ -206,7 +195,7 @@ class GridProcessor(StatefulProcessor):
             core.windows[w].chunks.append(loaded.chunks.add(w, (record_arrays(new), b)))
         core.added.clear()
         clock.advance(top)
-        self.state.save(key[0], loaded, core.state_bytes(), {"clock": clock.seen})
+        self.state.save(key, loaded, core.state_bytes(), {"clock": clock.seen})
         emit = time.time()
         if plan.metrics_dir and (len(rec) or late_rows):
             stats = _stats(plan, worker, seq, emit, core, counters, rec, int(home.sum()), pairs)

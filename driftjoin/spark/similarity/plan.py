@@ -21,7 +21,7 @@ from pyspark.sql.streaming.stateful_processor import StatefulProcessorHandle
 
 from driftjoin.distance import get_metric
 from driftjoin.s3j.records import Records
-from driftjoin.spark.runtime.keys import slot_keys
+from driftjoin.spark.runtime.keys import SlotPlan
 from driftjoin.spark.runtime.plan_guard import PlanGuard, digest
 from driftjoin.spark.runtime.vectors import validate
 
@@ -49,7 +49,7 @@ ADOPTABLE = frozenset({"metrics_dir"})
 
 
 @dataclass(frozen=True)
-class S3JPlan:
+class S3JPlan(SlotPlan):
     """Everything the operators need, fixed when the query is built (shipped by pickling)."""
 
     metric: str
@@ -75,10 +75,6 @@ class S3JPlan:
     transport: str = "flat"
 
     @property
-    def keys(self) -> tuple[int, ...]:
-        return slot_keys(self.parallelism, self.partitions)
-
-    @property
     def fused(self) -> bool:
         return self.algorithm == "s3j" and not self.balanced
 
@@ -94,9 +90,6 @@ class S3JPlan:
 
     def guard(self, handle: StatefulProcessorHandle) -> PlanGuard:
         return PlanGuard(handle, "similarity_join", self.settings(), ADOPTABLE)
-
-    def slot_of(self, key: int) -> int:
-        return self.keys.index(int(key))
 
 
 def window_of(plan: S3JPlan, basis: np.ndarray) -> np.ndarray:

@@ -33,7 +33,6 @@ import pyarrow as pa
 from pyspark.sql import types as T
 from pyspark.sql.pandas.types import to_arrow_schema
 from pyspark.sql.streaming.stateful_processor import (
-    StatefulProcessor,
     StatefulProcessorHandle,
 )
 from pyspark.sql.types import BinaryType, StructField, StructType
@@ -61,6 +60,7 @@ from driftjoin.spark.runtime.heartbeats import (
     split_heartbeats,
 )
 from driftjoin.spark.runtime.plan_guard import PLAN_KEY
+from driftjoin.spark.runtime.processor import OperatorProcessor
 from driftjoin.spark.runtime.state import ChunkedState, Chunks, Loaded, Meta
 from driftjoin.spark.runtime.stats import latency_histogram, write_stats
 from driftjoin.spark.runtime.vectors import binary_rows, from_binary, to_binary
@@ -387,32 +387,22 @@ class _Computation:
         return pair_frames(pairs, self.worker, emit, lean=self.plan.transport == "lean")
 
 
-class _S3JProcessor(StatefulProcessor):
-    """What the three S3J processors share: the plan guard, heartbeats, the state layer."""
+class _S3JProcessor(OperatorProcessor):
+    """What the three S3J processors share: heartbeats, the state layer, timings and statistics."""
 
     parts: tuple[str, ...] = ()
 
-    def __init__(self, plan: S3JPlan) -> None:
-        self.plan = plan
-
-    def init(self, handle: StatefulProcessorHandle) -> None:
-        self.guard = self.plan.guard(handle)
+    def open(self, handle: StatefulProcessorHandle) -> None:
         self.states = {name: ChunkedState(handle, name) for name in self.parts}
         # state of driftjoin releases before the chunked layout (one value per key)
         self.legacy = [handle.getValueState(name, _BLOB) for name in ("formulation", "worker")]
 
-    def handleInputRows(self, key: Any, rows: Iterator[pd.DataFrame], timerValues: Any) -> Iterator[pd.DataFrame]:
-        pdf = pd.concat(list(rows), ignore_index=True)
-        if pdf.empty:
-            return
-        self.guard.check()
-        if key[0] == PLAN_KEY:
-            return
+    def batch(self, key: Any, pdf: pd.DataFrame) -> Iterator[pd.DataFrame]:
         clock = time.perf_counter
         t0 = clock()
         pdf, top = split_heartbeats(pdf)
-        slot = self.plan.slot_of(key[0])
-        loaded = {name: self.states[name].load(key[0], *self._builders(name, slot)) for name in self.parts}
+        slot = self.plan.slot_of(key)
+        loaded = {name: self.states[name].load(key, *self._builders(name, slot)) for name in self.parts}
         if any(part.meta.token is None for part in loaded.values()) and any(v.exists() for v in self.legacy):
             raise _legacy_refusal()
         seq = next(iter(loaded.values())).seq
@@ -431,7 +421,7 @@ class _S3JProcessor(StatefulProcessor):
             spark += clock() - s0
         t3 = clock()
         for name, part in loaded.items():
-            self.states[name].save(key[0], part, part.value.nbytes(), part.value.fields())
+            self.states[name].save(key, part, part.value.nbytes(), part.value.fields())
         t4 = clock()
         if self.plan.metrics_dir:
             timings = {"state_read": t1 - t0, "work": t2 - t1, "output_build": build, "output_spark": spark,
@@ -451,9 +441,6 @@ class _S3JProcessor(StatefulProcessor):
                 seq: int) -> tuple[Iterator[pd.DataFrame], dict[str, dict[str, Any] | None]]:
         """Run the batch: (output frames, made lazily; statistics per operator, None: nothing to report)."""
         raise NotImplementedError
-
-    def close(self) -> None:
-        pass
 
 
 def _reported(stats: dict[str, Any]) -> dict[str, Any] | None:

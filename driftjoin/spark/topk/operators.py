@@ -44,11 +44,10 @@ entry is the batch's :class:`~driftjoin.swoop.delta.JoinDelta` (the sets the joi
 their token numbers, the sets it only saw, the tokens it numbered, its stock and counters after
 the batch) plus the change or operation count and, for a worker, the shared bound it adopted.
 The per-process cache serves the decoded join when the key's previous batch ran in the same
-Python worker; it mostly does not (measured in issue 13: 8 of 10 batches found it stale), and a
+Python worker; it mostly does not (measured: 8 of 10 batches found it stale), and a
 stale or missing join is rebuilt by applying the entries written since: window and index
-appends and expiries without probing, the stock replaced, no candidate search. Until state
-format 3 the log held the batch's input and a rebuild inserted it again, re-doing the batch's
-whole join; checkpoints of that format are refused on restart (the plan's ``state_format``).
+appends and expiries without probing, the stock replaced, no candidate search. Checkpoints of
+another state format are refused on restart (the plan's ``state_format``).
 Key 0 is a
 worker key for every p (:func:`driftjoin.spark.runtime.keys.slot_keys` picks the smallest int per
 partition) and the single operator's key, so the plan stored there
@@ -70,13 +69,13 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.compute as pc
 from pyspark.sql.streaming.stateful_processor import (
-    StatefulProcessor,
     StatefulProcessorHandle,
 )
 
 from driftjoin.spark.runtime.decisions import newest
-from driftjoin.spark.runtime.keys import slot_keys
+from driftjoin.spark.runtime.keys import SlotPlan
 from driftjoin.spark.runtime.plan_guard import PlanGuard
+from driftjoin.spark.runtime.processor import OperatorProcessor
 from driftjoin.spark.runtime.state import BlobState, LoggedState
 from driftjoin.spark.runtime.stats import write_stats
 from driftjoin.swoop import DuplicateSetError, InvalidSetError, LateSetError, Swoop
@@ -114,7 +113,7 @@ CHANGE_COLUMNS = ("kind", "left_id", "right_id", "similarity", "change_time", "s
 
 
 @dataclass(frozen=True)
-class TopKPlan:
+class TopKPlan(SlotPlan):
     k: int
     similarity: str
     window_seconds: float
@@ -138,6 +137,9 @@ class TopKPlan:
         if self.design != "owner":  # (so a checkpoint of the owner design keeps its plan)
             settings["design"] = self.design
         return settings
+
+    def guard(self, handle: StatefulProcessorHandle) -> PlanGuard:
+        return PlanGuard(handle, "topk_set_join", self.settings(), ADOPTABLE)
 
 
 def refusal_kind(error: InvalidSetError) -> str:
@@ -235,26 +237,11 @@ def dead_sets(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
                  pa.array(reason[bad].tolist(), pa.string())], names=["side", "id", "raw", "reason"])
 
 
-class _Processor(StatefulProcessor):
-    """What the three processors share: the plan guard and the start of a batch."""
+class _Processor(OperatorProcessor):
+    """What the three processors share: the refusal of a pre-state-layer checkpoint."""
 
-    def __init__(self, plan: TopKPlan) -> None:
-        self.plan = plan
-
-    def init(self, handle: StatefulProcessorHandle) -> None:
-        self.guard = PlanGuard(handle, "topk_set_join", self.plan.settings(), ADOPTABLE)
+    def open(self, handle: StatefulProcessorHandle) -> None:
         self.legacy = BlobState(handle, "swoop")  # the single join's state before the state layer
-
-    def handleInputRows(self, key: Any, rows: Iterator[pd.DataFrame], timerValues: Any) -> Iterator[pd.DataFrame]:
-        pdf = pd.concat(list(rows), ignore_index=True)
-        if pdf.empty:
-            return
-        self.guard.check()
-        yield from self._batch(key, pdf)
-
-    def _batch(self, key: Any, pdf: pd.DataFrame) -> Iterator[pd.DataFrame]:
-        """One batch's output from its rows."""
-        raise NotImplementedError
 
     def _refuse_legacy(self, loaded: Any) -> None:
         if loaded.source == "new" and self.legacy.value.exists():
@@ -302,15 +289,15 @@ class _Single:
 class SwoopProcessor(_Processor):
     """The whole SWOOP join (one key, ``parallelism=1``): inserts a batch's sets in order."""
 
-    def init(self, handle: StatefulProcessorHandle) -> None:
-        super().init(handle)
+    def open(self, handle: StatefulProcessorHandle) -> None:
+        super().open(handle)
         self.state = LoggedState(handle, "swoop_log")
 
-    def _batch(self, key: Any, pdf: pd.DataFrame) -> Iterator[pd.DataFrame]:
+    def batch(self, key: Any, pdf: pd.DataFrame) -> Iterator[pd.DataFrame]:
         plan = self.plan
         t0 = time.perf_counter()
         loaded = self.state.load(
-            key[0], lambda: _Single(Swoop(plan.k, plan.similarity, plan.window_seconds, two_stream=plan.two_stream)),
+            key, lambda: _Single(Swoop(plan.k, plan.similarity, plan.window_seconds, two_stream=plan.two_stream)),
             lambda snap: snap, lambda value, logged: value.apply(logged))
         self._refuse_legacy(loaded)
         single: _Single = loaded.value.value
@@ -322,7 +309,7 @@ class SwoopProcessor(_Processor):
         with collector_paused():
             refused, logged = single.insert_all(sets, plan.two_stream, out)
         elapsed = time.perf_counter() - started
-        snapshot = self.state.save(key[0], loaded, logged, lambda: single, single.join.window_size * 200)
+        snapshot = self.state.save(key, loaded, logged, lambda: single, single.join.window_size * 200)
         t3 = time.perf_counter()
         if plan.metrics_dir:
             write_stats(plan.metrics_dir, "swoop", 0, loaded.seq, {
@@ -335,7 +322,7 @@ class SwoopProcessor(_Processor):
 
 def route_sets(plan: TopKPlan, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
     """Stateless routing: each valid set to every worker key, with its owner."""
-    keys = slot_keys(plan.parallelism)
+    keys = plan.keys
     for batch in batches:
         if not batch.num_rows:
             continue
@@ -405,16 +392,16 @@ class _Worker:
 class WorkerProcessor(_Processor):
     """Worker w (its key is ``slot_keys(p)[w]``): SWOOP over its own pairs (module docstring)."""
 
-    def init(self, handle: StatefulProcessorHandle) -> None:
-        super().init(handle)
+    def open(self, handle: StatefulProcessorHandle) -> None:
+        super().open(handle)
         self.state = LoggedState(handle, "swoop_worker_log")
 
-    def _batch(self, key: Any, pdf: pd.DataFrame) -> Iterator[pd.DataFrame]:
+    def batch(self, key: Any, pdf: pd.DataFrame) -> Iterator[pd.DataFrame]:
         plan = self.plan
         t0 = time.perf_counter()
-        w = slot_keys(plan.parallelism).index(int(key[0]))
+        w = plan.slot_of(key)
         loaded = self.state.load(
-            key[0], lambda: _Worker(WORKERS[plan.design](plan.k, plan.similarity, plan.window_seconds, w,
+            key, lambda: _Worker(WORKERS[plan.design](plan.k, plan.similarity, plan.window_seconds, w,
                                                          plan.parallelism, two_stream=plan.two_stream)),
             lambda snap: snap, lambda value, change: value.apply(change))
         self._refuse_legacy(loaded)
@@ -434,7 +421,7 @@ class WorkerProcessor(_Processor):
         with collector_paused():
             refused = state.run(change, sets, plan.two_stream, w, out)
         elapsed = time.perf_counter() - started
-        self.state.save(key[0], loaded, change, lambda: state, worker.indexed_sets * 200)
+        self.state.save(key, loaded, change, lambda: state, worker.indexed_sets * 200)
         t3 = time.perf_counter()
         if plan.metrics_dir:
             stats = {"seq": loaded.seq, "time": time.time(), "worker": w, "sets": len(pdf),
@@ -462,11 +449,11 @@ class MergeProcessor(_Processor):
     """The global change stream from the workers' changes (one key, :class:`TopKMerger`; its
     state, at most ``p k`` pairs, is one value read and written whole)."""
 
-    def init(self, handle: StatefulProcessorHandle) -> None:
-        super().init(handle)
+    def open(self, handle: StatefulProcessorHandle) -> None:
+        super().open(handle)
         self.state = BlobState(handle, "swoop_merge")
 
-    def _batch(self, key: Any, pdf: pd.DataFrame) -> Iterator[pd.DataFrame]:
+    def batch(self, key: Any, pdf: pd.DataFrame) -> Iterator[pd.DataFrame]:
         plan = self.plan
         t0 = time.perf_counter()
         saved, seq = self.state.resume()

@@ -12,7 +12,7 @@ from pyspark.sql import functions as F
 from driftjoin.spark.topk.api import current_topk, invalid_sets, topk_set_join
 from driftjoin.swoop import BaseTopK, DuplicateSetError, InvalidSetError, LateSetError
 
-from .helpers import assert_stamped, run_available_now, write_batches
+from ..helpers import assert_stamped, run_available_now, write_batches
 
 pytestmark = pytest.mark.spark
 

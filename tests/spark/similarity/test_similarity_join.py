@@ -14,7 +14,7 @@ from driftjoin.distance import get_metric
 from driftjoin.s3j.oracle import oracle_pairs
 from driftjoin.spark.runtime.stats import read_stats
 
-from .helpers import assert_stamped
+from ..helpers import assert_stamped
 
 pytestmark = pytest.mark.spark
 

@@ -21,6 +21,7 @@ from driftjoin.distance import get_metric
 from driftjoin.s3j.oracle import oracle_pairs
 from driftjoin.s3j.space import random_centroids
 from driftjoin.spark.runtime import state as state_layer
+from driftjoin.spark.runtime.queries import TaskQuery
 from driftjoin.spark.runtime.state import ChunkedState, StateCache
 from driftjoin.spark.similarity.plan import S3JPlan
 from driftjoin.spark.similarity.s3j import (
@@ -147,7 +148,7 @@ def _pairs(frame: pd.DataFrame) -> list[tuple]:
 def streaming_cache(monkeypatch):
     """Processors see a running query (so they use the cache), with a fresh cache."""
     cache = StateCache(2**30)
-    monkeypatch.setattr(state_layer, "_query", lambda: "query-1")
+    monkeypatch.setattr(state_layer, "task_query", lambda: TaskQuery("query-1", None, None, None, None))
     monkeypatch.setattr(state_layer, "CACHE", cache)
     return cache
 
@@ -210,7 +211,7 @@ def test_logged_state_with_snapshots_failures_and_processes_equals_the_committed
     caches of other processes and rolled-back batches always give the committed history."""
     from driftjoin.spark.runtime.state import LoggedState
 
-    monkeypatch.setattr(state_layer, "_query", lambda: "query-2")
+    monkeypatch.setattr(state_layer, "task_query", lambda: TaskQuery("query-2", None, None, None, None))
     caches = [StateCache(2**30) for _ in range(3)]
     handle = TransactionalHandle()
     committed: list[int] = []

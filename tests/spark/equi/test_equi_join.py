@@ -45,7 +45,7 @@ from driftjoin.spark.runtime.plan_guard import PlanChangedError
 from driftjoin.spark.runtime.static import MemoryHandle
 from driftjoin.spark.runtime.stats import read_stats
 
-from .helpers import assert_stamped
+from ..helpers import assert_stamped
 
 # A stream whose hot values change with its three phases: with p = 4 and batches of 468 tuples SHC
 # promotes, demotes and halves grids (full-stream); with batches of 234 and window = 250 it also

@@ -14,7 +14,7 @@ from driftjoin.s3j.oracle import oracle_pairs
 from driftjoin.spark.runtime.stats import read_stats
 from driftjoin.spark.similarity.choice import read_choice
 
-from .helpers import assert_stamped, run_available_now, write_batches
+from ..helpers import assert_stamped, run_available_now, write_batches
 
 pytestmark = pytest.mark.spark
 

@@ -18,7 +18,7 @@ from driftjoin.distance import get_metric
 from driftjoin.s3j.oracle import oracle_pairs
 from driftjoin.spark.runtime.stats import read_stats
 
-from .helpers import run_available_now, write_batches
+from ..helpers import run_available_now, write_batches
 
 pytestmark = pytest.mark.spark
 

@@ -16,7 +16,7 @@ from driftjoin.spark.natural.api import natural_join
 from driftjoin.spark.runtime.plan_guard import PlanChangedError, PlanGuard
 from driftjoin.spark.runtime.static import MemoryHandle
 
-from .helpers import run_available_now, write_batches
+from ..helpers import run_available_now, write_batches
 
 
 def test_plan_guard_stores_adopts_and_refuses_with_every_changed_setting() -> None:

@@ -13,9 +13,13 @@ from pyspark.sql import functions as F
 from driftjoin.schemafree.document import flatten
 from driftjoin.schemafree.generator import nobench_documents, server_log_documents
 from driftjoin.schemafree.window import TimeWindow
-from driftjoin.spark.natural.api import invalid_documents, natural_join, natural_join_metrics
+from driftjoin.spark.natural.api import (
+    invalid_documents,
+    natural_join,
+    natural_join_metrics,
+)
 
-from .helpers import assert_stamped
+from ..helpers import assert_stamped
 
 pytestmark = pytest.mark.spark
 
@@ -317,7 +321,7 @@ def test_parallel_routing_exact_at_1_2_4_8_joiners_static_and_streaming_across_a
     stopped after 2 and restarted from its checkpoint (a new run: new controller, new decisions).
     With value partitioning the fits route by (bool, thousandth) where 12 such pairs divide the
     work, else they are association groups; whether a window gets a fit before it closes depends
-    on when the driver's decisions land (tests/spark/test_natural_routing.py checks value fits
+    on when the driver's decisions land (tests/spark/natural/test_natural_routing.py checks value fits
     route each document to one joiner, deterministically)."""
     from tests.spark.helpers import write_batches
 

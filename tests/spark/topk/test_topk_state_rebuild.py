@@ -19,6 +19,7 @@ from hypothesis import strategies as st
 from driftjoin.spark.runtime import state as state_layer
 from driftjoin.spark.runtime.keys import slot_keys
 from driftjoin.spark.runtime.plan_guard import PlanChangedError
+from driftjoin.spark.runtime.queries import TaskQuery
 from driftjoin.spark.runtime.state import StateCache
 from driftjoin.spark.topk.operators import (
     MERGE_KEY,
@@ -31,7 +32,7 @@ from driftjoin.spark.topk.operators import (
 from driftjoin.swoop import BaseTopK, DuplicateSetError, InvalidSetError, LateSetError
 from driftjoin.swoop.partitioned import owner_of
 
-from .test_state_layer import TransactionalHandle
+from ..runtime.test_state_layer import TransactionalHandle
 
 
 def _oracle(batches: list[pd.DataFrame], k: int, window: float) -> list[tuple]:
@@ -102,7 +103,7 @@ def _run(plan: TopKPlan, batches: list[pd.DataFrame], fail: set[int], caches: li
 def test_rebuilt_joins_give_the_oracle_change_stream(monkeypatch, n, cuts, k, window, p, processes, seed, data):
     import random
 
-    monkeypatch.setattr(state_layer, "_query", lambda: "query-topk")
+    monkeypatch.setattr(state_layer, "task_query", lambda: TaskQuery("query-topk", None, None, None, None))
     rnd = random.Random(seed)
     vocab = [f"t{i}" for i in range(25)]
     rows = [{"id": rnd.randrange(n), "side": 0, "tokens": rnd.sample(vocab[: 6 + i % 19], rnd.randint(1, 5)),

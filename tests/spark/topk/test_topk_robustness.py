@@ -8,7 +8,7 @@ import pytest
 from driftjoin.spark.topk.api import current_topk, invalid_sets, topk_set_join
 from driftjoin.swoop import BaseTopK
 
-from .helpers import run_available_now, write_batches
+from ..helpers import run_available_now, write_batches
 
 pytestmark = pytest.mark.spark
 

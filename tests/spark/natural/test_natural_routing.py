@@ -295,9 +295,9 @@ def test_candidate_fits_with_the_same_values_route_a_document_to_one_joiner(tmp_
     ``S``, the document's ``S``-values and m), so a document routed by both candidates goes to one
     joiner, the union of equal masks; a document lacking part of ``S`` to every joiner."""
     from driftjoin.schemafree.document import Document
-    from driftjoin.spark.natural.routers import Router
     from driftjoin.spark.natural.local import input_batch
     from driftjoin.spark.natural.plan import DOC
+    from driftjoin.spark.natural.routers import Router
     from driftjoin.spark.natural.table import Decision, RoutingView
 
     docs = server_log_documents(600, seed=4, timestamp=False)

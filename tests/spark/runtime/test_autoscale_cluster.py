@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import pytest
 
-from .helpers import needs_cluster, run_cluster_job
+from ..helpers import needs_cluster, run_cluster_job
 
 pytestmark = [pytest.mark.cluster, pytest.mark.slow]
 

@@ -1,0 +1,69 @@
+"""The one shape of driftjoin's stateful processors (``transformWithStateInPandas``).
+
+Every operator's stateful stage starts a micro-batch the same way: Spark hands a key an
+iterator of row frames; a key with no rows does nothing; every key with rows first checks the
+plan stored with the checkpoint (:mod:`driftjoin.spark.runtime.plan_guard`: a restart with other
+settings fails here, before anything is committed); the plan key
+(:data:`~driftjoin.spark.runtime.plan_guard.PLAN_KEY`), which the routers' heartbeats reach
+whatever the settings, exists for that check only unless the operator gives it work. Then the
+operator's own :meth:`OperatorProcessor.batch` runs on the key's rows as one frame.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any, ClassVar, Protocol
+
+import pandas as pd
+from pyspark.sql.streaming.stateful_processor import (
+    StatefulProcessor,
+    StatefulProcessorHandle,
+)
+
+from driftjoin.spark.runtime.plan_guard import PLAN_KEY, PlanGuard
+
+
+class GuardedPlan(Protocol):
+    """An operator's plan: it knows how to store and check itself with a checkpoint."""
+
+    def guard(self, handle: StatefulProcessorHandle) -> PlanGuard: ...
+
+
+class OperatorProcessor(StatefulProcessor):
+    """Base of every driftjoin stateful processor (module docstring).
+
+    Subclasses create their state in :meth:`open` and process a key's rows in :meth:`batch`.
+    """
+
+    #: whether the keys check the stored plan (False only where another stage checks it for them)
+    checks_plan: ClassVar[bool] = True
+    #: whether :meth:`batch` also runs for :data:`PLAN_KEY` (else that key only checks the plan)
+    runs_plan_key: ClassVar[bool] = False
+
+    def __init__(self, plan: GuardedPlan) -> None:
+        self.plan = plan
+
+    def init(self, handle: StatefulProcessorHandle) -> None:
+        self.guard = self.plan.guard(handle) if self.checks_plan else None
+        self.open(handle)
+
+    def open(self, handle: StatefulProcessorHandle) -> None:
+        """Create the processor's state handles."""
+        raise NotImplementedError
+
+    def handleInputRows(self, key: Any, rows: Iterator[pd.DataFrame], timerValues: Any) -> Iterator[pd.DataFrame]:  # noqa: N802
+        frames = [f for f in rows if len(f)]
+        if not frames:
+            return
+        if self.guard is not None:
+            self.guard.check()
+        if key[0] == PLAN_KEY and not self.runs_plan_key:
+            return
+        yield from self.batch(key[0], pd.concat(frames, ignore_index=True))
+
+    def batch(self, key: Any, pdf: pd.DataFrame) -> Iterator[pd.DataFrame]:
+        """The output frames of one key's rows of one micro-batch."""
+        raise NotImplementedError
+
+    def close(self) -> None:
+        pass
