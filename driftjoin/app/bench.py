@@ -164,12 +164,13 @@ def _tuning_key(dataset: str, dim: int, rows: int, min_recall: float) -> str:
 
 
 def _timed(spark, label: str, seconds: float, fn):
-    """Run ``fn`` (Spark jobs) under a job group cancelled after ``seconds``: (result, wall s) or (None, None)."""
+    """Run ``fn`` (Spark jobs) under an operation tag interrupted after ``seconds``: (result, wall s) or (None, None).
+
+    Tags work on classic and Spark Connect sessions alike (a job group needs the SparkContext)."""
     import threading
 
-    sc = spark.sparkContext
-    sc.setJobGroup(label, label, interruptOnCancel=True)
-    timer = threading.Timer(seconds, sc.cancelJobGroup, args=(label,))
+    spark.addTag(label)
+    timer = threading.Timer(seconds, spark.interruptTag, args=(label,))
     timer.start()
     t0 = time.perf_counter()
     try:
@@ -180,7 +181,7 @@ def _timed(spark, label: str, seconds: float, fn):
         raise
     finally:
         timer.cancel()
-        sc.setLocalProperty("spark.jobGroup.id", None)
+        spark.removeTag(label)
 
 
 #: What ``bench batch`` can run side by side: driftjoin's algorithms on Spark, MLlib's LSH join,

@@ -24,7 +24,14 @@ import logging
 import time
 from collections.abc import Callable
 
+from driftjoin.spark.runtime.connect import refuse_on_connect
+
 log = logging.getLogger("driftjoin.autoscale")
+
+
+#: What to do instead of autoscaling a Spark Connect session's queries.
+ON_CONNECT = ("autoscale from a classic session (pyspark or spark-submit on the cluster's driver), or let the Connect "
+              "server scale with Spark's dynamic allocation (spark.dynamicAllocation.enabled=true in its conf)")
 
 
 class ClusterUnavailable(RuntimeError):
@@ -35,6 +42,7 @@ class ExecutorActuator:
     """Sets the number of executors of a running application (one core each)."""
 
     def __init__(self, spark, *, executor_timeout: float = 120.0) -> None:
+        refuse_on_connect(spark, "changing a query's executors (the autoscaler)", ON_CONNECT)
         self._sc = spark.sparkContext
         self._jsc = self._sc._jsc.sc()
         self._store = self._jsc.statusStore()

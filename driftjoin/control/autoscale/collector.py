@@ -39,6 +39,7 @@ import numpy as np
 from driftjoin.control.autoscale.files import file_source_path, pending_files
 from driftjoin.control.autoscale.metrics import StageMetrics, WindowMetrics
 from driftjoin.generators.rates import RateSchedule
+from driftjoin.spark.runtime.connect import refuse_on_connect
 
 log = logging.getLogger("driftjoin.autoscale")
 _RUN = re.compile(r"runId = ([0-9a-f-]+)")
@@ -200,6 +201,8 @@ def session_cpu(spark) -> Callable[[], float]:
     process trees (the driver's JVM in local mode; Python workers included) plus this Python
     driver. Benchmarks read it before and after
     a run: CPU per record is a Spark/core ratio the machine's load moves far less than time."""
+    refuse_on_connect(spark, "measuring the session's CPU (the driver JVM's process id)",
+                      "measure on the Connect server's machine, or run the benchmark from a classic session")
     sc = spark.sparkContext
     tree = ProcessCpu(sc.applicationId, int(sc._jvm.java.lang.ProcessHandle.current().pid()))
 
@@ -218,6 +221,8 @@ class QueryMetricsCollector:
     """
 
     def __init__(self, spark, *, trigger_interval: float = 0.0, runs: set[str] | None = None) -> None:
+        refuse_on_connect(spark, "the autoscaler's metrics (Spark's status store of stages and executors)",
+                          "autoscale from a classic session (pyspark or spark-submit on the cluster's driver)")
         sc = spark.sparkContext
         self._spark = spark
         self._sc = sc

@@ -22,10 +22,11 @@ import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass
 
-from driftjoin.control.autoscale.actuator import ClusterUnavailable, ExecutorActuator, RestartActuator
+from driftjoin.control.autoscale.actuator import ON_CONNECT, ClusterUnavailable, ExecutorActuator, RestartActuator
 from driftjoin.control.autoscale.collector import QueryMetricsCollector
 from driftjoin.control.autoscale.metrics import WindowMetrics
 from driftjoin.control.autoscale.policies import Policy, Scaler, make_policy
+from driftjoin.spark.runtime.connect import refuse_on_connect
 
 log = logging.getLogger("driftjoin.autoscale")
 
@@ -189,6 +190,7 @@ def autoscale(spark, policy: str | Policy = "ds2", *, min_workers: int = 1, max_
     ``trigger_interval``: the query's processing-time trigger in seconds (for
     ``batch-interval``). ``dry_run``: decide and record, change nothing (works in local mode).
     """
+    refuse_on_connect(spark, "autoscale (it changes the executors of the session's application)", ON_CONNECT)
     pol = make_policy(policy, **policy_options) if isinstance(policy, str) else policy
     if mode not in MODES:
         raise ValueError(f"mode={mode!r}: use 'live' (change executors under the query) or 'restart' (stop, rescale, restart from the checkpoint)")

@@ -65,6 +65,7 @@ from driftjoin.spark.natural.routers import route_documents
 from driftjoin.spark.natural.table import (
     doc_seq,
 )
+from driftjoin.spark.runtime.connect import master, shares_files
 from driftjoin.spark.runtime.columns import common_id_type
 from driftjoin.spark.runtime.session import prepare_for_stateful, prepare_session
 from driftjoin.spark.runtime.static import run_static
@@ -197,10 +198,10 @@ def _control_dir(spark: Any, metrics_dir: str | None) -> str:
     new temporary directory."""
     if metrics_dir:
         return metrics_dir
-    master = spark.sparkContext.master
-    if not master.startswith("local"):
-        raise ValueError(f"natural_join on a cluster ({master}) needs metrics_dir= (a directory the driver and the "
-                         "executors share, e.g. on HDFS or S3): the control plane publishes its partitionings there")
+    if not shares_files(spark):
+        raise ValueError(f"natural_join on a cluster ({master(spark)}), or on a Spark Connect server on another machine, "
+                         "needs metrics_dir= (a directory this process, the driver and the executors share, e.g. on "
+                         "HDFS or S3): the control plane publishes its partitionings there")
     return tempfile.mkdtemp(prefix="driftjoin-natural-")
 
 

@@ -21,6 +21,12 @@ Why one listener and why keys:
 
 The events reach the controllers in the bus's order, on the bus's thread; an exception in a
 controller is logged and never reaches the query (every join stays exact without decisions).
+
+On a Spark Connect session the listener is a client-side one (PySpark 4's Connect client keeps a
+listener bus fed by the server's query events), so the controllers run in this process on
+Connect as well: they need only the events and the metrics directory, which this process, the
+driver and the executors must all reach (:func:`driftjoin.spark.runtime.connect.shares_files`,
+or a ``pyarrow.fs`` URI).
 """
 
 from __future__ import annotations
@@ -31,7 +37,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from driftjoin.spark.runtime.queries import session_key
+from driftjoin.spark.runtime.connect import session_key
 
 log = logging.getLogger("driftjoin")
 
@@ -51,6 +57,7 @@ class _Entry:
     on_progress: Callable[[Progress], Any]
     on_terminated: Callable[[str], Any] | None
     on_started: Callable[[str], Any] | None = None
+    on_ended: Callable[[str, str], Any] | None = None
 
 
 class _Hub:
@@ -64,10 +71,12 @@ class _Hub:
         for key, entry in self._snapshot():
             self._call(key, entry.on_progress, event)
 
-    def terminated(self, query: str) -> None:
+    def terminated(self, query: str, run: str) -> None:
         for key, entry in self._snapshot():
             if entry.on_terminated is not None:
                 self._call(key, entry.on_terminated, query)
+            if entry.on_ended is not None:
+                self._call(key, lambda q: entry.on_ended(q, run), query)
 
     def started(self, query: str) -> None:
         for key, entry in self._snapshot():
@@ -91,13 +100,19 @@ _HUBS_LOCK = threading.Lock()
 
 
 def register(spark: Any, key: str, on_progress: Callable[[Progress], Any],
-             on_terminated: Callable[[str], Any] | None = None, on_started: Callable[[str], Any] | None = None) -> None:
+             on_terminated: Callable[[str], Any] | None = None, on_started: Callable[[str], Any] | None = None,
+             on_ended: Callable[[str, str], Any] | None = None) -> None:
     """Call ``on_progress`` after every finished micro-batch of every query of ``spark``'s session
-    (``on_terminated`` with the query id when one terminates, ``on_started`` when one starts),
-    replacing whatever was registered under ``key`` before."""
+    (``on_terminated`` with the query id when one terminates, ``on_ended`` with its query and run
+    ids, ``on_started`` with the query id when one starts), replacing whatever was registered under
+    ``key`` before.
+
+    On a classic session ``on_started`` runs synchronously in the query's thread before its first
+    micro-batch; on Spark Connect the events come from the server through the client's listener
+    bus, after the fact, and ``on_started`` is called only for queries started by this client."""
     hub = _hub(spark)
     with hub.lock:
-        hub.entries[key] = _Entry(on_progress, on_terminated, on_started)
+        hub.entries[key] = _Entry(on_progress, on_terminated, on_started, on_ended)
 
 
 def registered(spark: Any) -> list[str]:
@@ -130,6 +145,6 @@ def _listener(hub: _Hub) -> Any:
             pass
 
         def onQueryTerminated(self, event) -> None:  # noqa: N802
-            hub.terminated(str(event.id))
+            hub.terminated(str(event.id), str(event.runId))
 
     return _ControlPlaneListener()

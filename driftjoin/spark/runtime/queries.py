@@ -8,30 +8,50 @@ query id, run id and batch id (task local properties ``sql.streaming.queryId``,
 ``spark.jobGroup.id``, ``streaming.sql.batchId``), but not where the query's checkpoint is, which
 is what says whether a batch was committed.
 
-:func:`track` attaches a listener to the session. Spark calls ``onQueryStarted`` synchronously,
-in the query's thread, before the first micro-batch of each run. The listener then sets two
-settings on the query's own session, which Spark hands to every task of the query as local
-properties: :data:`CHECKPOINT` (the query's resolved checkpoint location) and :data:`FIRST_BATCH`
-(the first batch id this run executes: one past the last commit in the checkpoint). A statistics
-record thus carries query, run, batch, the run's first batch and the checkpoint, and a reader can
-keep, for each query, the batches up to the last commit of the checkpoint's commits log, each
-from the run that committed it: the run with the highest first batch not above it.
+:func:`track` tells them, in the way the session allows:
 
-The same location gives the default ``metrics_dir`` of a balanced join
+- **Classic session.** A callback of the session's one query listener
+  (:mod:`driftjoin.spark.runtime.hub`), which Spark calls synchronously, in the query's thread,
+  before the first micro-batch of each run, sets two settings on the query's own session, which
+  Spark hands to every task of the query as local properties: :data:`CHECKPOINT` (the query's
+  resolved checkpoint location) and :data:`FIRST_BATCH` (the first batch id this run executes:
+  one past the last commit in the checkpoint). A statistics record thus carries query, run,
+  batch, the run's first batch and the checkpoint.
+- **Spark Connect.** The client has no handle on the query's JVM session, so the tasks learn
+  neither. The record carries query, run and batch (Spark's own task properties). The
+  checkpoint is learnt on this side from the run's physical plan (each stateful operator's
+  ``state info`` names it: :func:`checkpoint_in_plan`) when the listener hears the run's first
+  finished micro-batch or its end, and written down once per query in the metrics directory
+  (``_queries/<query id>.json``, :func:`record_checkpoint`). The run's first batch is taken from
+  the records themselves: the lowest batch the run wrote statistics for.
+
+A reader then keeps, for each query, the batches up to the last commit of the checkpoint's
+commits log, each from the run that committed it: the run with the highest first batch not above
+it (:mod:`driftjoin.spark.runtime.stats` has the argument, and why the record-based first batch
+picks the same run).
+
+On a classic session the same location gives the default ``metrics_dir`` of a balanced join
 (:func:`default_metrics_dir`): ``<checkpoint>/driftjoin-metrics``, stable across restarts of the
-query, resolved in the tasks from :data:`CHECKPOINT`.
+query, resolved in the tasks from :data:`CHECKPOINT`; on Spark Connect that default is a
+temporary directory (local mode only).
 """
 
 from __future__ import annotations
 
+import json
 import logging
+import re
+import tempfile
+import threading
 import uuid
 from dataclasses import dataclass
 from typing import Any
 
 from pyarrow import fs as pafs
 
-from driftjoin.spark.runtime.files import filesystem, plain_path, write_whole
+from driftjoin.spark.runtime import hub
+from driftjoin.spark.runtime.connect import is_connect, master, session_key, shares_files
+from driftjoin.spark.runtime.files import filesystem, plain_path, read_whole, write_whole
 
 log = logging.getLogger(__name__)
 
@@ -43,9 +63,15 @@ AUTO = "driftjoin-auto:"
 #: The folder of the default metrics directory inside a checkpoint.
 METRICS_IN_CHECKPOINT = "driftjoin-metrics"
 
-#: Query id -> checkpoint of every query started in this driver process (for the control plane).
+#: The folder of a metrics directory where Spark Connect queries' checkpoints are written down.
+QUERIES = "_queries"
+
+#: Query id -> checkpoint of every query started in (classic) or heard by (Spark Connect) this process.
 STARTED: dict[str, str] = {}
 _TRACKED: dict[str, Any] = {}
+_TRACKED_LOCK = threading.Lock()
+#: The key of the query tracker among the session's listener callbacks (:mod:`driftjoin.spark.runtime.hub`).
+TRACKER = "driftjoin:queries"
 #: Default metrics directories whose marker this process has left (see :func:`metrics_filesystem`).
 _MARKED: set[tuple[str, str]] = set()
 
@@ -99,7 +125,8 @@ def last_commit(checkpoint: str) -> int | None:
 
 
 def _query_started(spark, query_id: str) -> None:
-    """Give the starting query's tasks its checkpoint and first batch (runs before its first batch)."""
+    """Give the starting query's tasks its checkpoint and first batch (classic session: runs before
+    its first batch)."""
     execution = spark.streams.get(query_id)._jsq.streamingQuery()
     checkpoint = plain_path(str(execution.resolvedCheckpointRoot()))
     first = last_commit(checkpoint)
@@ -109,65 +136,141 @@ def _query_started(spark, query_id: str) -> None:
     STARTED[query_id] = checkpoint
 
 
-def session_key(spark) -> str:
-    """A key of ``spark``'s session, the same for every Python handle on it."""
-    jsession = getattr(spark, "_jsparkSession", None)
-    if jsession is None:  # Spark Connect
-        return f"connect:{getattr(spark, 'session_id', id(spark))}"
-    try:
-        return str(jsession.sessionUUID())
-    except Exception:  # py4j: an older Spark without the method
-        return str(jsession.hashCode())
+#: A stateful operator's line in a streaming query's physical plan names the query's checkpoint.
+_STATE_INFO = re.compile(r"state info \[ checkpoint = (?P<checkpoint>\S+?)/state, runId = (?P<run>[0-9a-fA-F-]+)")
 
 
-def track(spark) -> None:
-    """Attach (once per session) the listener that tells each query's tasks its checkpoint.
+def checkpoint_in_plan(plan: str, run_id: str) -> str | None:
+    """The checkpoint of run ``run_id`` named by its physical plan (the ``state info`` of any
+    stateful operator), or None.
 
-    Needs a classic (non-Connect) session; elsewhere statistics are written without it and read
-    back without the commit check.
+    >>> checkpoint_in_plan("... state info [ checkpoint = file:/tmp/ck/state, runId = 0a-1, opId = 0 ...", "0a-1")
+    '/tmp/ck'
     """
-    if getattr(spark, "_jsparkSession", None) is None:
-        log.warning("driftjoin: not a classic Spark session; operator statistics cannot be checked against commits")
-        return
+    for m in _STATE_INFO.finditer(plan):
+        if m.group("run") == run_id:
+            return plain_path(m.group("checkpoint"))
+    return None
+
+
+def _connect_checkpoint(spark, query_id: str, run_id: str) -> str | None:
+    """The checkpoint of a query run on a Spark Connect session, from its physical plan, which
+    the server keeps after the run's first planned micro-batch, also once the run has ended."""
+    from pyspark.sql.connect import proto
+    from pyspark.sql.connect.streaming.query import StreamingQuery
+
+    cmd = proto.StreamingQueryCommand()
+    cmd.explain.extended = False
+    plan = StreamingQuery(spark, query_id, run_id)._execute_streaming_query_cmd(cmd).explain.result
+    return checkpoint_in_plan(plan, run_id)
+
+
+def record_checkpoint(root: str, query_id: str, checkpoint: str) -> None:
+    """Write down in metrics directory ``root`` that query ``query_id`` checkpoints to
+    ``checkpoint`` (for statistics whose stamp cannot carry it: Spark Connect)."""
+    fs, base = metrics_filesystem(root)
+    path = f"{base}/{QUERIES}/{query_id}.json"
+    if fs.get_file_info(path).type != pafs.FileType.File:
+        write_whole(fs, path, json.dumps({"query": query_id, "checkpoint": checkpoint}).encode())
+
+
+def recorded_checkpoint(root: str, query_id: str) -> str | None:
+    """The checkpoint :func:`record_checkpoint` wrote down for ``query_id`` in ``root`` (or None)."""
+    fs, base = metrics_filesystem(root)
+    data = read_whole(fs, f"{base}/{QUERIES}/{query_id}.json")
+    return None if data is None else json.loads(data)["checkpoint"]
+
+
+class _ClassicTracker:
+    """Gives each query of a classic session its checkpoint and first batch when it starts."""
+
+    def __init__(self, spark) -> None:
+        self.spark = spark
+
+    def attach(self) -> None:
+        hub.register(self.spark, TRACKER, lambda _: None, on_started=self.started)
+
+    def started(self, query_id: str) -> None:
+        try:
+            _query_started(self.spark, query_id)
+        except Exception as e:  # a listener must not fail the query: say why and go on
+            log.warning("driftjoin: could not give query %s its checkpoint (%s); its statistics will not be checked "
+                        "against commits", query_id, e)
+
+
+class _ConnectTracker:
+    """Finds each query run's checkpoint on a Spark Connect session, after the run's first
+    micro-batch (or its end), and writes it down in every metrics directory of the session."""
+
+    def __init__(self, spark) -> None:
+        self.spark = spark
+        self.dirs: set[str] = set()
+        self.known: set[tuple[str, str]] = set()
+        self.lock = threading.Lock()
+
+    def attach(self) -> None:
+        hub.register(self.spark, TRACKER, self.progress, on_ended=self.find)
+
+    def progress(self, p: hub.Progress) -> None:
+        self.find(p.query, p.run)
+
+    def find(self, query_id: str, run_id: str) -> None:
+        with self.lock:
+            if (query_id, run_id) in self.known:
+                return
+            self.known.add((query_id, run_id))
+            dirs = list(self.dirs)
+        checkpoint = _connect_checkpoint(self.spark, query_id, run_id)
+        if checkpoint is None:
+            return
+        STARTED[query_id] = checkpoint
+        for root in dirs:
+            record_checkpoint(root, query_id, checkpoint)
+
+
+def track(spark, metrics_dir: str | None = None) -> None:
+    """Attach (once per session) what tells each query's statistics its checkpoint.
+
+    A classic session: a listener callback that Spark runs when each query starts, before its
+    first batch, sets the checkpoint and the run's first batch on the query's session (the tasks
+    see them as local properties). A Spark Connect session cannot reach the query's JVM session:
+    its queries' checkpoints are learnt from their plans after each run's first batch and written
+    down in ``metrics_dir`` (:func:`record_checkpoint`), where the readers of statistics find them.
+    """
     key = session_key(spark)
-    if key in _TRACKED:
-        return
-    from pyspark.sql.streaming import StreamingQueryListener
-
-    class _QueryTracker(StreamingQueryListener):
-        def onQueryStarted(self, event) -> None:  # noqa: N802 (Spark's names)
-            try:
-                _query_started(spark, str(event.id))
-            except Exception as e:  # a listener must not fail the query: say why and go on
-                log.warning("driftjoin: could not give query %s its checkpoint (%s); its statistics "
-                            "will not be checked against commits", event.id, e)
-
-        def onQueryProgress(self, event) -> None:  # noqa: N802
-            pass
-
-        def onQueryIdle(self, event) -> None:  # noqa: N802
-            pass
-
-        def onQueryTerminated(self, event) -> None:  # noqa: N802
-            pass
-
-    listener = _QueryTracker()
-    spark.streams.addListener(listener)
-    _TRACKED[key] = listener
+    with _TRACKED_LOCK:
+        tracker = _TRACKED.get(key)
+        if tracker is None:
+            tracker = _TRACKED[key] = _ConnectTracker(spark) if is_connect(spark) else _ClassicTracker(spark)
+            tracker.attach()
+    if metrics_dir is not None and isinstance(tracker, _ConnectTracker):
+        with tracker.lock:
+            tracker.dirs.add(metrics_dir)
+            known = [(q, STARTED[q]) for q, _ in tracker.known if q in STARTED]
+        for query_id, checkpoint in known:
+            record_checkpoint(metrics_dir, query_id, checkpoint)
 
 
 def default_metrics_dir(spark) -> str:
-    """A metrics directory inside the checkpoint of the query the operator ends up in.
+    """A metrics directory for a join that needs one and was given none.
 
-    Only in local mode: on a cluster the executors would have to open the checkpoint location
-    with ``pyarrow.fs``, which is not always possible (HDFS needs libhdfs), so a cluster needs an
-    explicit ``metrics_dir``.
+    Only where this process, the driver and the executors share one file system (local mode):
+    on a classic session a directory inside the checkpoint of the query the operator ends up in
+    (stable across restarts of the query); on Spark Connect, whose tasks cannot learn the
+    checkpoint, a new temporary directory (decisions start afresh when the query is restarted:
+    pass ``metrics_dir=`` to keep them). On a cluster the executors would have to open the
+    location with ``pyarrow.fs``, which is not always possible (HDFS needs libhdfs), so a cluster
+    needs an explicit ``metrics_dir``.
     """
-    master = spark.sparkContext.master
-    if not master.startswith("local"):
-        raise ValueError(f"balance= without metrics_dir= works in local mode only (this session runs on {master}): "
-                         "pass metrics_dir= a location the driver and every executor reach (a shared mount, or "
-                         "s3://, hdfs://, gs://)")
+    if not shares_files(spark):
+        raise ValueError(f"balance= without metrics_dir= works in local mode only, with the driver on this machine (this "
+                         f"session runs on {master(spark)}{', through Spark Connect' if is_connect(spark) else ''}): "
+                         "pass metrics_dir= a location this process, the driver and every executor reach (a shared "
+                         "mount, or s3://, hdfs://, gs://)")
+    if is_connect(spark):
+        root = tempfile.mkdtemp(prefix="driftjoin-metrics-")
+        track(spark, root)
+        return root
     track(spark)
     return f"{AUTO}{uuid.uuid4().hex}"
 

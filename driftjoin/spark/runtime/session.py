@@ -30,8 +30,10 @@ import tempfile
 
 from pyspark import SparkConf, SparkContext
 from pyspark.sql import SparkSession
+from pyspark.sql.utils import is_remote
 
 from driftjoin.spark.runtime import queries
+from driftjoin.spark.runtime.connect import ConnectUnsupported, is_connect, master
 from driftjoin.spark.runtime.class_archive import jvm_options as class_archive_options
 from driftjoin.spark.sources import documents, generator
 
@@ -84,6 +86,12 @@ def _start_quiet_jvm(settings: dict[str, str], log_file: str) -> None:
 def _session(master: str, app_name: str, parallelism: int, conf: dict[str, str], *, verbose: bool | None,
              log_level: str, log_file: str | None, preload_workers: bool) -> SparkSession:
     """A session with :func:`_settings` and ``conf`` on ``master``, quiet unless ``verbose``."""
+    if is_remote():
+        raise ConnectUnsupported("driftjoin's local_session and cluster_session (they start the driver here)",
+                                 "this process is set up for Spark Connect (SPARK_REMOTE, or a Connect session "
+                                 "exists); use the Connect session itself, SparkSession.builder.remote(url)"
+                                 ".getOrCreate(), whose server is started with the settings in the README's "
+                                 "'Spark Connect' section")
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     os.environ.setdefault("PYARROW_IGNORE_TIMEZONE", "1")
     os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
@@ -158,11 +166,15 @@ def task_slots(spark: SparkSession) -> int:
 
     Not ``defaultParallelism`` in local mode: driftjoin's sessions set it to the number of
     workers, which may exceed the cores the tasks share."""
-    master = spark.sparkContext.master
-    local = re.fullmatch(r"local\[(\d+|\*)(?:,\s*\d+)?\]", master)
+    url = master(spark)
+    local = re.fullmatch(r"local\[(\d+|\*)(?:,\s*\d+)?\]", url)
     if local:
         return (os.cpu_count() or 1) if local.group(1) == "*" else int(local.group(1))
-    return 1 if master == "local" else spark.sparkContext.defaultParallelism
+    if url == "local":
+        return 1
+    if is_connect(spark):  # no sparkContext: the driver's setting, else Spark's default (the executors' cores)
+        return int(spark.conf.get("spark.default.parallelism", None) or spark.conf.get("spark.sql.shuffle.partitions"))
+    return spark.sparkContext.defaultParallelism
 
 
 def worker_placement(spark: SparkSession, parallelism: int | None, partitions: int | None) -> tuple[int, int]:
@@ -246,12 +258,12 @@ def prepare_session(spark: SparkSession, metrics_dir: str | None = None, *, need
     metrics directory to use: ``metrics_dir``, or with ``need_metrics`` and none given a default
     inside the query's checkpoint (local mode; :func:`driftjoin.spark.runtime.queries.default_metrics_dir`).
     """
-    if getattr(spark, "_jsparkSession", None) is not None:  # a classic session (Spark Connect has no driver-side workers to set)
+    if not is_connect(spark):  # Spark Connect: the server's settings choose its workers' Python
         ensure_workers_python(spark)
     if metrics_dir is None and need_metrics:
         return queries.default_metrics_dir(spark)
     if metrics_dir is not None:
-        queries.track(spark)
+        queries.track(spark, metrics_dir)
     return metrics_dir
 
 

@@ -2,16 +2,29 @@
 
 Each stateful operator key (a space partition, a worker, a dispatcher...) writes the statistics
 of each micro-batch it processes. Inside a streaming query a record is stamped with the query id,
-the run id, the Spark batch id, the run's first batch and the query's checkpoint
-(:mod:`driftjoin.spark.runtime.queries`) and goes to
+the run id and the Spark batch id, and on a classic session also with the run's first batch and
+the query's checkpoint (:mod:`driftjoin.spark.runtime.queries`), and goes to
 ``<dir>/<operator>/<key>/<query id>/<batch id>-<run id>.json``: a task retried in the same run
 overwrites its own file; the replay of a batch after a restart writes beside the crashed
 attempt's. :func:`read_stats` then keeps, per query, only the batches the checkpoint's commits
-log has committed, and each batch from the run that committed it (the run with the highest first
-batch not above the batch), so the statistics agree with what an exactly-once sink holds: a batch
-interrupted by a stop or a crash is not counted, a replayed one is counted once. Several queries
-may share a directory (each has its own query id). Outside a streaming query (a static join) the
-file is ``<dir>/<operator>/<key>/<seq>.json``, ``seq`` being the operator's own batch number.
+log has committed, and each batch from the run that committed it, so the statistics agree with
+what an exactly-once sink holds: a batch interrupted by a stop or a crash is not counted, a
+replayed one is counted once. Several queries may share a directory (each has its own query id).
+Outside a streaming query (a static join) the file is ``<dir>/<operator>/<key>/<seq>.json``,
+``seq`` being the operator's own batch number.
+
+Why the committing run is found. Spark runs a query's batches in order and a run starts at the
+batch after the last commit. If runs ``R1, ..., Rn`` (in time) all wrote batch ``b``, none of
+``R1..Rn-1`` committed it (the next run would not have run it again), so each of ``R2..Rn`` started
+at ``b``, and ``R1`` at ``b`` or before: the committing run ``Rn`` has the highest first batch,
+and among runs that started at ``b`` it is the latest. A record's run first batch is the stamp's
+(classic session: one past the last commit when the run started) or else the lowest batch the
+run wrote statistics for (Spark Connect, where tasks cannot learn it): every key of an operator
+runs in every batch that has data (the heartbeats), so that is the run's first batch with data,
+which is ``b`` for ``R2..Rn`` and at most ``b`` for ``R1`` as well. Ties are broken by the time
+the record was written (the latest run wrote last). The checkpoint is the stamp's, or the one
+written down for the query in ``<dir>/_queries/`` (Spark Connect); with neither (a Connect run
+that ended before its plan was read, or a checkpoint that is gone) every batch counts.
 
 ``dir`` may be a local path or any URI ``pyarrow.fs`` understands (s3://, hdfs://, gs://), which a
 real cluster needs, or a default directory inside the checkpoint (:data:`driftjoin.spark.runtime.queries.AUTO`).
@@ -29,7 +42,7 @@ import numpy as np
 from pyarrow import fs as pafs
 
 from driftjoin.spark.runtime.files import write_whole
-from driftjoin.spark.runtime.queries import last_commit, metrics_filesystem, task_query
+from driftjoin.spark.runtime.queries import last_commit, metrics_filesystem, recorded_checkpoint, task_query
 
 #: Latency histogram buckets: upper bounds in seconds, 20 per decade from 1 ms to ~3 hours.
 LATENCY_BOUNDS = np.round(10.0 ** np.arange(-3.0, 4.0, 0.05), 6)
@@ -66,12 +79,13 @@ def write_stats(root: str, operator: str, key: int, seq: int, stats: dict[str, A
     write_whole(fs, f"{folder}/{name}", json.dumps(stats, separators=(",", ":")).encode())
 
 
-def _committing_run(records: list[dict]) -> str:
-    """Of the runs that wrote a batch, the one that committed it: the latest to start it."""
+def _committing_run(records: list[dict], first_batches: dict[str, int]) -> str:
+    """Of the runs that wrote a batch, the one that committed it (module docstring): the highest
+    first batch, then the latest written."""
     def order(s: dict) -> tuple:
         stamp = s[STAMP]
         first = stamp.get("first_batch")
-        return (-1 if first is None else first, stamp["written"])
+        return (first_batches[stamp["run"]] if first is None else first, stamp["written"])
 
     return max(records, key=order)[STAMP]["run"]
 
@@ -80,13 +94,14 @@ def read_stats(root: str, operator: str, *, committed_only: bool = True, query_i
     """Every statistics record of ``operator`` that an exactly-once sink would count.
 
     Streaming records count only if their batch is committed in the query's checkpoint (when
-    the checkpoint is gone or cannot be read, every batch counts) and only from the run that committed
-    the batch; ``committed_only=False`` keeps uncommitted batches too (still one run per batch),
-    ``query_id`` keeps one query's records. Files cut short by a crash are skipped.
+    the checkpoint is unknown, gone or cannot be read, every batch counts) and only from the run
+    that committed the batch; ``committed_only=False`` keeps uncommitted batches too (still one
+    run per batch), ``query_id`` keeps one query's records. Files cut short by a crash are skipped.
     """
     fs, base = metrics_filesystem(root)
     selector = pafs.FileSelector(f"{base}/{operator}", recursive=True, allow_not_found=True)
     batches: dict[tuple[str, int], list[dict]] = {}
+    first_batches: dict[str, int] = {}
     for info in fs.get_file_info(selector):
         if info.type != pafs.FileType.File or not info.path.endswith(".json") or info.base_name.startswith("."):
             continue
@@ -102,16 +117,18 @@ def read_stats(root: str, operator: str, *, committed_only: bool = True, query_i
             continue
         if query_id is None or stamp["query"] == query_id:
             batches.setdefault((stamp["query"], stamp["batch"]), []).append(record)
+            first_batches[stamp["run"]] = min(first_batches.get(stamp["run"], stamp["batch"]), stamp["batch"])
     commits: dict[str, int | None] = {}
     for (query, batch), records in sorted(batches.items()):
         if committed_only:
             if query not in commits:
                 checkpoint = max((r[STAMP]["checkpoint"] for r in records if r[STAMP].get("checkpoint")), default=None)
+                checkpoint = checkpoint or recorded_checkpoint(root, query)
                 commits[query] = None if checkpoint is None else last_commit(checkpoint)
             last = commits[query]
             if last is not None and batch > last:
                 continue
-        run = _committing_run(records)
+        run = _committing_run(records, first_batches)
         yield from (r for r in records if r[STAMP]["run"] == run)
 
 

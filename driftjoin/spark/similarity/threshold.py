@@ -6,7 +6,7 @@ candidate pairs that join, ``pairs / (|L| * |R|)`` for two streams and
 pairwise distances of a sample.
 
 A streaming DataFrame cannot be collected; its sample is the first records the stream delivers:
-a short-lived query (``foreachBatch`` into the driver, its own temporary checkpoint) reads until
+a short-lived query (into a memory sink, its own temporary checkpoint) reads until
 it has enough vectors, the source has nothing more, or ``timeout`` seconds pass. For a source
 that starts at its end (Kafka with ``startingOffsets=latest``) that means waiting for new
 records; a static DataFrame of the same data, or an array, avoids it.
@@ -17,6 +17,7 @@ from __future__ import annotations
 import shutil
 import tempfile
 import time
+import uuid
 from typing import Any
 
 import numpy as np
@@ -25,28 +26,33 @@ from driftjoin.distance import get_metric
 
 
 def _stream_sample(vectors: Any, n: int, timeout: float) -> list:
-    """The first ``n`` non-null vectors of a streaming DataFrame of one column ``v``."""
-    rows: list = []
+    """The first ``n`` non-null vectors of a streaming DataFrame of one column ``v``.
 
-    def take(batch: Any, _batch_id: int) -> None:
-        if len(rows) < n:
-            rows.extend(r["v"] for r in batch.limit(n - len(rows)).collect())
-
+    The sample goes to a memory sink, which lives with the driver and is read back as a table:
+    that works on a classic session and on Spark Connect alike (a ``foreachBatch`` function runs
+    on the Connect server, where it could not hand rows to this process). The stream's own
+    ``limit`` keeps the table at ``n`` rows however large its first batches are."""
+    spark = vectors.sparkSession
+    name = f"driftjoin_sample_{uuid.uuid4().hex}"
     checkpoint = tempfile.mkdtemp(prefix="driftjoin-sample-")
-    query = vectors.writeStream.foreachBatch(take).option("checkpointLocation", checkpoint).trigger(processingTime="200 milliseconds").start()
+    query = (vectors.limit(n).writeStream.format("memory").queryName(name).option("checkpointLocation", checkpoint)
+             .trigger(processingTime="200 milliseconds").start())
     try:
-        deadline, idle = time.time() + timeout, 0
-        while len(rows) < n and time.time() < deadline and query.isActive and idle < 3:
+        deadline, idle, have = time.time() + timeout, 0, 0
+        while have < n and time.time() < deadline and query.isActive and idle < 3:
             time.sleep(0.2)
             last = query.lastProgress
+            have = spark.table(name).count()
             # three empty batches after the first data: a bounded source (files) has no more
-            idle = idle + 1 if rows and last and last["numInputRows"] == 0 else 0
+            idle = idle + 1 if have and last and last["numInputRows"] == 0 else 0
         if query.exception() is not None:
             raise query.exception()
+        query.stop()
+        return [r["v"] for r in spark.table(name).limit(n).collect()]
     finally:
         query.stop()
+        spark.catalog.dropTempView(name)
         shutil.rmtree(checkpoint, ignore_errors=True)
-    return rows
 
 
 def _as_matrix(data: Any, vector_col: str, sample: int, seed: int, timeout: float) -> np.ndarray:

@@ -124,7 +124,7 @@ def test_balance_without_metrics_dir_uses_the_checkpoint(spark, tmp_path, monkey
 
 
 def test_balance_without_metrics_dir_on_a_cluster_says_what_to_pass():
-    fake = SimpleNamespace(sparkContext=SimpleNamespace(master="spark://10.0.0.1:7077"))
+    fake = SimpleNamespace(conf=SimpleNamespace(get=lambda key, *default: {"spark.master": "spark://10.0.0.1:7077"}[key]))
     with pytest.raises(ValueError, match="pass metrics_dir="):
         queries.default_metrics_dir(fake)
 
@@ -220,10 +220,12 @@ def test_task_slots_are_the_local_masters_cores_not_the_workers(master, slots) -
 
     from driftjoin.spark.runtime.session import task_slots
 
-    fake = SimpleNamespace(sparkContext=SimpleNamespace(master=master, defaultParallelism=99))
-    assert task_slots(fake) == slots
-    cluster = SimpleNamespace(sparkContext=SimpleNamespace(master="spark://host:7077", defaultParallelism=6))
-    assert task_slots(cluster) == 6
+    def session(url: str, parallelism: int) -> SimpleNamespace:
+        return SimpleNamespace(conf=SimpleNamespace(get=lambda key, *default: {"spark.master": url}[key]),
+                               sparkContext=SimpleNamespace(defaultParallelism=parallelism))
+
+    assert task_slots(session(master, 99)) == slots
+    assert task_slots(session("spark://host:7077", 6)) == 6
 
 
 def test_the_default_partitions_follow_the_cores(spark, monkeypatch) -> None:
