@@ -16,7 +16,7 @@ from pyspark.sql import functions as F
 
 from driftjoin.app.report import summary
 from driftjoin.spark.runtime import stats
-from driftjoin.spark.runtime.queries import TaskQuery
+from driftjoin.spark.runtime.queries import TaskQuery, checkpoint_in_plan, record_checkpoint, recorded_checkpoint
 from driftjoin.spark.runtime.stats import read_newest_stats, read_stats, write_stats
 
 
@@ -86,6 +86,41 @@ def test_a_deleted_checkpoint_leaves_its_statistics_counted(tmp_path, monkeypatc
     assert len(list(read_stats(metrics, "swoop"))) == 1
     (tmp_path / "gone").mkdir()  # exists, nothing committed yet
     assert list(read_stats(metrics, "swoop")) == []
+
+
+def test_connect_stamps_without_checkpoint_or_first_batch_count_the_same(tmp_path, monkeypatch):
+    """On Spark Connect the tasks know only query, run and batch: the checkpoint is written down
+    in the metrics directory by the query tracker, and a run's first batch is the lowest batch it
+    wrote. The crash-and-replay story of the first test counts the same batches."""
+    metrics, ck = str(tmp_path / "m"), tmp_path / "ck"
+
+    def as_connect_task(run: str, batch: int) -> None:
+        monkeypatch.setattr(stats, "task_query", lambda: TaskQuery("qa", run, batch, None, None))
+
+    for b in range(4):  # run 1 crashes in batch 3
+        for w in (0, 1):
+            as_connect_task("run1", b)
+            write_stats(metrics, "computation", w, b, _stats(w, b, "run1"))
+    for b in (3, 4, 5):  # run 2 replays batch 3 on worker 1 only, commits 3 and 4, stops in batch 5
+        as_connect_task("run2", b)
+        write_stats(metrics, "computation", 1, b, _stats(1, b, "run2"))
+    _commit(ck, 4)
+    everything = sorted((s["run"], s["batch"]) for s in read_stats(metrics, "computation"))
+    assert ("run2", 5) in everything  # no checkpoint known yet: every batch counts, one run each
+    record_checkpoint(metrics, "qa", f"file:{ck}")
+    record_checkpoint(metrics, "qa", "/elsewhere")  # written once per query: the first stays
+    assert recorded_checkpoint(metrics, "qa") == f"file:{ck}"
+    got = sorted((s["run"], s["batch"], s["worker"]) for s in read_stats(metrics, "computation"))
+    assert got == sorted([("run1", b, w) for b in range(3) for w in (0, 1)] + [("run2", 3, 1), ("run2", 4, 1)])
+
+
+def test_a_runs_checkpoint_is_read_from_its_plan():
+    plan = ("!TransformWithStateInPySpark transformWithStateUDF(k#2L)#3, [k#2L], [k#4L, props#5], Append, NoTime, "
+            "state info [ checkpoint = file:/tmp/tmps0qlooep/ck/state, runId = 3e0259f0-4fcb-4052-a398-0af6f476131b, "
+            "opId = 0, ver = 0, numPartitions = 2] stateStoreCkptIds = None, 1795771277608, 0, 0, pandas, true, false")
+    assert checkpoint_in_plan(plan, "3e0259f0-4fcb-4052-a398-0af6f476131b") == "/tmp/tmps0qlooep/ck"
+    assert checkpoint_in_plan(plan, "another-run") is None
+    assert checkpoint_in_plan("No physical plan. Waiting for data.", "3e0259f0-4fcb-4052-a398-0af6f476131b") is None
 
 
 def test_control_plane_reads_each_keys_newest_record_across_runs_and_queries(tmp_path, monkeypatch):

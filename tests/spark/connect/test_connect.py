@@ -1,0 +1,264 @@
+"""Every operator on a Spark Connect session, static and streaming, against its oracle; the
+dead-letter readers, choose_threshold, the report readers, statistics counted exactly once
+across a restart, the controllers hearing their queries, and the clear refusals.
+
+Small data and one shared server (conftest.py): each streaming query is a few micro-batches.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from driftjoin import choose_threshold, invalid_records, similarity_join
+from driftjoin.distance import get_metric
+from driftjoin.hypercube import Side, StreamTuple
+from driftjoin.hypercube import oracle_pairs as equi_oracle
+from driftjoin.s3j.oracle import oracle_pairs
+from driftjoin.schemafree.document import flatten
+from driftjoin.spark.equi.api import equi_join, invalid_equi_records
+from driftjoin.spark.natural.api import invalid_documents, natural_join
+from driftjoin.spark.runtime.connect import ConnectUnsupported
+from driftjoin.spark.runtime.queries import last_commit, recorded_checkpoint
+from driftjoin.spark.runtime.stats import STAMP, read_stats
+from driftjoin.spark.topk.api import invalid_sets, topk_set_join
+from driftjoin.swoop import BaseTopK
+
+from ..helpers import write_batches
+
+pytestmark = pytest.mark.spark
+
+
+def _stream(spark, folder: Path, schema: str):
+    return spark.readStream.schema(schema).option("maxFilesPerTrigger", 1).json(str(folder))
+
+
+def _run(df, tmp_path: Path, name: str):
+    """Run a streaming DataFrame to the end of its input into Parquet; returns the query and rows."""
+    q = (df.writeStream.format("parquet").option("path", str(tmp_path / name))
+         .option("checkpointLocation", str(tmp_path / f"ck_{name}")).trigger(availableNow=True).start())
+    q.awaitTermination()
+    return q, df.sparkSession.read.parquet(str(tmp_path / name)).collect()
+
+
+def _recorded(metrics: Path, query_id: str, timeout: float = 60.0) -> str | None:
+    """The checkpoint the query tracker wrote down for ``query_id`` (it hears the query's progress
+    after the fact, through the client's listener bus)."""
+    deadline = time.time() + timeout
+    while time.time() < deadline:
+        found = recorded_checkpoint(str(metrics), query_id)
+        if found is not None:
+            return found
+        time.sleep(0.2)
+    return None
+
+
+def _vectors(n: int, seed: int) -> tuple[np.ndarray, np.ndarray]:
+    rng = np.random.default_rng(seed)
+    return rng.uniform(-1, 1, (n, 2)), rng.integers(0, 2, n).astype(np.int8)
+
+
+def test_similarity_join_static_and_streaming_equal_the_oracle_with_stamped_statistics(connect, tmp_path):
+    from driftjoin.app.report import summary
+
+    m = get_metric("euclidean")
+    X, side = _vectors(300, 1)
+    df = connect.createDataFrame([(i, X[i].tolist()) for i in range(len(X))], "id long, vector array<double>")
+    got = [(r.left_id, r.right_id, 0) for r in similarity_join(df, threshold=0.08, metric="euclidean", parallelism=2).collect()]
+    expected = oracle_pairs(np.arange(len(X)), np.zeros(len(X), np.int8), X, np.zeros(len(X), np.int64), m, 0.08, True)
+    assert len(got) == len(set(got)) and set(got) == expected
+
+    for s, name in ((0, "L"), (1, "R")):
+        idx = np.flatnonzero(side == s)
+        write_batches(tmp_path / name, [[{"id": int(i), "vector": X[i].tolist()} for i in part]
+                                        for part in np.array_split(idx, 3)])
+    metrics = tmp_path / "metrics"
+    schema = "id long, vector array<double>"
+    pairs = similarity_join(_stream(connect, tmp_path / "L", schema), _stream(connect, tmp_path / "R", schema),
+                            threshold=0.08, metric="euclidean", parallelism=3, dim=2, window=None, algorithm="s3j",
+                            metrics_dir=str(metrics), balance="greedy", balance_options={"monitoring_window": 0.1})
+    q, rows = _run(pairs, tmp_path, "out")
+    expected = oracle_pairs(np.arange(len(X)), side, X, np.zeros(len(X), np.int64), m, 0.08, False)
+    got = [(r.left_id, r.right_id, 0) for r in rows]
+    assert len(got) == len(set(got)) and set(got) == expected
+    assert _recorded(metrics, q.id) == str(tmp_path / "ck_out")
+    stats = list(read_stats(str(metrics), "computation"))
+    assert stats and all(s[STAMP]["query"] == q.id and s[STAMP]["run"] == q.runId for s in stats)
+    assert sum(s["pairs"] for s in stats) == len(expected)
+    totals, _ = summary(str(metrics))
+    assert totals["pairs_out"] == len(expected) and totals["records_in"] == len(X)
+
+
+def test_restart_from_a_checkpoint_counts_each_batch_once(connect, tmp_path):
+    """A batch run again after a restart (its commit removed, as a crash before the commit leaves
+    it) is counted once, from the run that committed it; a batch written but not committed is
+    not counted."""
+    m = get_metric("euclidean")
+    X, side = _vectors(240, 2)
+    files = [np.arange(i, len(X), 4) for i in range(4)]
+    write_batches(tmp_path / "in", [[{"id": int(i), "side": int(side[i]), "vector": X[i].tolist()} for i in f]
+                                    for f in files[:3]])
+    metrics = tmp_path / "metrics"
+
+    def run():
+        src = _stream(connect, tmp_path / "in", "id long, side int, vector array<double>")
+        pairs = similarity_join(src.where("side = 0"), src.where("side = 1"), threshold=0.1, metric="euclidean",
+                                parallelism=2, dim=2, window=None, algorithm="s3j", metrics_dir=str(metrics))
+        return _run(pairs, tmp_path, "out")
+
+    first, _ = run()
+    checkpoint = tmp_path / "ck_out"
+    assert last_commit(str(checkpoint)) == 2
+    (checkpoint / "commits" / "2").unlink()  # batch 2 ran, its commit is lost
+    write_batches(tmp_path / "in", [[{"id": int(i), "side": int(side[i]), "vector": X[i].tolist()} for i in files[3]]],
+                  start=3)
+    second, rows = run()
+    assert second.id == first.id and second.runId != first.runId
+    got = [(r.left_id, r.right_id, 0) for r in rows]
+    expected = oracle_pairs(np.arange(len(X)), side, X, np.zeros(len(X), np.int64), m, 0.1, False)
+    assert len(got) == len(set(got)) and set(got) == expected
+    assert _recorded(metrics, first.id) == str(checkpoint)
+    counted = list(read_stats(str(metrics), "computation"))
+    assert sorted({s[STAMP]["batch"] for s in counted}) == [0, 1, 2, 3]
+    assert {s[STAMP]["run"] for s in counted if s[STAMP]["batch"] == 2} == {second.runId}
+    assert sum(s["pairs"] for s in counted) == len(expected)
+    (checkpoint / "commits" / "3").unlink()  # written, never committed
+    assert sorted({s[STAMP]["batch"] for s in read_stats(str(metrics), "computation")}) == [0, 1, 2]
+
+
+def _sets(n: int, seed: int) -> list[dict]:
+    rnd = np.random.default_rng(seed)
+    vocab = [f"t{i}" for i in range(25)]
+    return [{"id": i, "tokens": sorted(set(rnd.choice(vocab, rnd.integers(1, 5)).tolist())), "ts": float(i)}
+            for i in range(n)]
+
+
+def _base(rows: list[dict], k: int, window: float) -> list[tuple]:
+    base = BaseTopK(k, "jaccard", window)
+    out = []
+    for r in sorted(rows, key=lambda r: (r["ts"], r["id"])):
+        out += [(c.kind, c.pair.first, c.pair.second, round(c.pair.sim, 12)) for c in base.insert(r["id"], r["tokens"], r["ts"])]
+    return out
+
+
+def _changes(rows) -> list[tuple]:
+    rows = sorted(rows, key=lambda r: r.seq)
+    return [(r.kind, r.left_id, r.right_id, round(r.similarity, 12)) for r in rows]
+
+
+def test_topk_set_join_static_and_streaming_equal_the_base_algorithm(connect, tmp_path):
+    from pyspark.sql import functions as F
+
+    rows = _sets(90, 3)
+    df = connect.createDataFrame([(r["id"], r["tokens"], r["ts"]) for r in rows], "id long, tokens array<string>, ts double")
+    df = df.withColumn("ts", F.col("ts").cast("timestamp"))
+    assert _changes(topk_set_join(df, k=3, similarity="jaccard", window="20 seconds", parallelism=2).collect()) == \
+        _base(rows, 3, 20.0)
+
+    write_batches(tmp_path / "in", [rows[:45], rows[45:]])
+    stream = _stream(connect, tmp_path / "in", "id long, tokens array<string>, ts double").withColumn(
+        "ts", F.col("ts").cast("timestamp"))
+    _, out = _run(topk_set_join(stream, k=3, similarity="jaccard", window="20 seconds", parallelism=2), tmp_path, "out")
+    assert _changes(out) == _base(rows, 3, 20.0)
+
+
+def _documents(n: int) -> dict[int, dict]:
+    rnd = np.random.default_rng(4)
+    return {i: {"a": int(rnd.integers(0, 3)), "b": {"c": int(rnd.integers(0, 2))}, **({"d": "x"} if i % 3 else {})}
+            for i in range(n)}
+
+
+def _natural_oracle(docs: dict[int, dict], window: int) -> set[tuple]:
+    flat = {i: flatten(d) for i, d in docs.items()}
+    pairs = set()
+    for a in docs:
+        for b in docs:
+            if a < b and a // window == b // window:
+                shared = flat[a].keys() & flat[b].keys()
+                if shared and all(flat[a][k] == flat[b][k] for k in shared):
+                    pairs.add((a, b, a // window))
+    return pairs
+
+
+def test_natural_join_static_and_streaming_equal_brute_force(connect, tmp_path):
+    docs = _documents(120)
+    expected = _natural_oracle(docs, 60)
+    df = connect.createDataFrame([(i, json.dumps(d)) for i, d in docs.items()], "id long, doc string")
+    got = [(r.left_id, r.right_id, r.window) for r in natural_join(df, window=60, partitions=2).collect()]
+    assert len(got) == len(set(got)) and set(got) == expected
+
+    write_batches(tmp_path / "in", [[{"id": i, "doc": json.dumps(docs[i])} for i in range(a, a + 40)] for a in (0, 40, 80)])
+    joined = natural_join(_stream(connect, tmp_path / "in", "id long, doc string"), window=60, partitions=2,
+                          metrics_dir=str(tmp_path / "metrics"))
+    _, rows = _run(joined, tmp_path, "out")
+    got = [(r.left_id, r.right_id, r.window) for r in rows]
+    assert len(got) == len(set(got)) and set(got) == expected
+
+
+def _keyed(n: int, seed: int) -> list[StreamTuple]:
+    rnd = np.random.default_rng(seed)
+    return [StreamTuple(Side(int(rnd.integers(0, 2))), int(rnd.zipf(1.6)) % 15, i, float(i)) for i in range(n)]
+
+
+def test_equi_join_static_and_streaming_equal_the_oracle_and_its_controller_hears_every_batch(connect, tmp_path):
+    stream = _keyed(400, 5)
+    rows = {s: [(t.tid, t.key, t.ts) for t in stream if t.side == s] for s in Side}
+    schema = "id long, k long, t double"
+    left, right = (connect.createDataFrame(rows[s], schema) for s in Side)
+    got = [(r.left_id, r.right_id) for r in equi_join(left, right, on="k", parallelism=2).collect()]
+    assert len(got) == len(set(got)) and set(got) == equi_oracle(stream)
+
+    for s, name in ((Side.R, "L"), (Side.S, "R")):
+        write_batches(tmp_path / name, [[dict(zip(("id", "k", "t"), r)) for r in part]
+                                        for part in (rows[s][: len(rows[s]) // 2], rows[s][len(rows[s]) // 2:])])
+    metrics = tmp_path / "metrics"
+    joined = equi_join(_stream(connect, tmp_path / "L", schema), _stream(connect, tmp_path / "R", schema), on="k",
+                       parallelism=2, metrics_dir=str(metrics))
+    q, out = _run(joined.select("left_id", "right_id"), tmp_path, "out")
+    got = [(r.left_id, r.right_id) for r in out]
+    assert len(got) == len(set(got)) and set(got) == equi_oracle(stream)
+    deadline = time.time() + 60
+    while len(list(read_stats(str(metrics), "equi_control"))) < 2 and time.time() < deadline:
+        time.sleep(0.2)
+    assert sorted(s["batch"] for s in read_stats(str(metrics), "equi_control")) == [0, 1]
+
+
+def test_dead_letter_readers(connect):
+    vectors = connect.createDataFrame([(1, [0.0, 0.0]), (2, None), (None, [0.1, 0.1]), (4, [0.0, float("nan")])],
+                                      "id long, vector array<double>")
+    assert {(r.id, r.reason) for r in invalid_records(vectors, metric="euclidean", dim=2).collect()} == {
+        (2, "missing vector"), (None, "missing id"), (4, "NaN, infinite or null element in vector")}
+    sets = connect.createDataFrame([(1, ["a"], 1.0), (2, [], 2.0)], "id long, tokens array<string>, ts double")
+    assert [r.reason for r in invalid_sets(sets.selectExpr("id", "tokens", "cast(ts as timestamp) as ts")).collect()] == \
+        ["empty set"]
+    docs = connect.createDataFrame([(1, '{"a": 1}'), (2, "{not json"), (None, '{"a": 2}')], "id long, doc string")
+    reasons = {r.id: r.reason for r in invalid_documents(docs).collect()}
+    assert set(reasons) == {2, None} and reasons[None] == "missing id" and reasons[2].startswith("unparsable JSON")
+    keyed = connect.createDataFrame([(1, 5), (2, None)], "id long, k long")
+    assert [(r.side, json.loads(r.raw)["id"], r.reason) for r in invalid_equi_records(keyed, keyed.limit(0), on="k").collect()] == \
+        [(0, 2, "null join key 'k'")]
+
+
+def test_choose_threshold_on_a_static_and_a_streaming_frame(connect, tmp_path):
+    X, _ = _vectors(200, 6)
+    expected = choose_threshold(X, selectivity=0.05, metric="euclidean", sample=200)
+    df = connect.createDataFrame([(i, X[i].tolist()) for i in range(len(X))], "id long, vector array<double>")
+    assert choose_threshold(df, selectivity=0.05, metric="euclidean", sample=200) == pytest.approx(expected)
+    write_batches(tmp_path / "in", [[{"id": i, "vector": X[i].tolist()} for i in range(len(X))]])
+    stream = connect.readStream.schema("id long, vector array<double>").json(str(tmp_path / "in"))
+    assert choose_threshold(stream, selectivity=0.05, metric="euclidean", sample=50, timeout=60) > 0
+
+
+def test_what_needs_the_driver_jvm_is_refused_with_what_to_do(connect):
+    from driftjoin import local_session
+    from driftjoin.control.autoscale import autoscale
+
+    with pytest.raises(ConnectUnsupported, match="dynamic allocation"):
+        autoscale(connect, "ds2")
+    with pytest.raises(ConnectUnsupported, match="remote"):
+        local_session()
+
