@@ -4,7 +4,7 @@ and stopped at the end, and a Connect session to it.
 The server is a separate JVM (local[2]) whose Python workers run this interpreter with this
 checkout on their path. It is skipped, saying why, when it cannot start here (no pyspark
 Connect client packages, no Java); under CI (``CI`` set) that fails instead, since CI must
-run these tests.
+run these tests. ``DRIFTJOIN_CONNECT=sc://host:port`` uses a server that is already running.
 
 The Connect session lives only while this folder's tests run: while it exists, PySpark routes
 ``pyspark.sql.functions`` to Spark Connect in the whole process, so it is stopped (and that
@@ -46,6 +46,10 @@ def connect_url():
         from google.rpc import status_pb2  # noqa: F401
     except ImportError as e:
         _unavailable(f"the Spark Connect client packages are missing ({e}): pip install 'pyspark[connect]'")
+    given = os.environ.get("DRIFTJOIN_CONNECT")
+    if given:  # a server started outside (scripts/connect-server.sh start): used, left running
+        yield given
+        return
     port = _free_port()
     run = tempfile.mkdtemp(prefix="driftjoin-connect-")
     env = {**os.environ, "DRIFTJOIN_CONNECT_RUN": run, "DRIFTJOIN_PYTHON": sys.executable}
