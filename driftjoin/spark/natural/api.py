@@ -65,8 +65,8 @@ from driftjoin.spark.natural.routers import route_documents
 from driftjoin.spark.natural.table import (
     doc_seq,
 )
-from driftjoin.spark.runtime.connect import master, shares_files
 from driftjoin.spark.runtime.columns import common_id_type
+from driftjoin.spark.runtime.connect import master, shares_files
 from driftjoin.spark.runtime.session import prepare_for_stateful, prepare_session
 from driftjoin.spark.runtime.static import run_static
 from driftjoin.spark.runtime.stats import read_stats

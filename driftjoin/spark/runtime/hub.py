@@ -76,7 +76,7 @@ class _Hub:
             if entry.on_terminated is not None:
                 self._call(key, entry.on_terminated, query)
             if entry.on_ended is not None:
-                self._call(key, lambda q: entry.on_ended(q, run), query)
+                self._call(key, lambda q, ended=entry.on_ended: ended(q, run), query)
 
     def started(self, query: str) -> None:
         for key, entry in self._snapshot():
