@@ -14,6 +14,7 @@ switch undone) before any classic test runs again.
 from __future__ import annotations
 
 import os
+import shutil
 import socket
 import subprocess
 import sys
@@ -65,6 +66,7 @@ def connect_url():
                      + ("timed out" if started is None else (started.stderr or started.stdout)[-1500:]))
     yield started.stdout.strip().splitlines()[-1]
     subprocess.run(["bash", *script, "stop", "--port", str(port)], env=env, capture_output=True, cwd=ROOT, timeout=120)
+    shutil.rmtree(run, ignore_errors=True)
 
 
 @pytest.fixture(scope="package")
