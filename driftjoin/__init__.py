@@ -24,6 +24,9 @@ _LAZY = {
     "invalid_documents": "driftjoin.spark.natural.api",
     "equi_join": "driftjoin.spark.equi.api",
     "invalid_equi_records": "driftjoin.spark.equi.api",
+    "explain_error": "driftjoin.spark.runtime.errors",
+    "SettingError": "driftjoin.spark.runtime.settings",
+    "PlanChangedError": "driftjoin.spark.runtime.plan_guard",
 }
 
 __all__ = sorted(_LAZY) + ["__version__"]

@@ -12,7 +12,6 @@ from pyspark.sql.pandas.types import to_arrow_schema
 
 from driftjoin.distance import check_threshold, get_metric
 from driftjoin.durations import parse_duration
-from driftjoin.s3j.baselines import ALGORITHMS
 from driftjoin.s3j.space import random_centroids
 from driftjoin.spark.runtime.columns import check_time_column, common_id_type
 from driftjoin.spark.runtime.session import (
@@ -38,6 +37,7 @@ from driftjoin.spark.similarity.s3j import (
     route_batches,
     route_members,
 )
+from driftjoin.spark.similarity.settings import SimilaritySettings
 
 log = logging.getLogger(__name__)
 
@@ -51,22 +51,14 @@ def _plan(left: DataFrame, right: DataFrame | None, *, threshold: float, metric:
           vector_col: str, metrics_dir: str | None, algorithm: str = "s3j", virtual_partitions: int = 500,
           time_basis: str = "batch", lateness: float = 0.0, partitions: int | None = None,
           balanced: bool = False, transport: str = "grouped") -> S3JPlan:
-    if algorithm not in ALGORITHMS:
-        raise ValueError(f"algorithm={algorithm!r}: choose one of {', '.join(ALGORITHMS)}")
-    if algorithm == "clusterjoin" and (not isinstance(virtual_partitions, int) or virtual_partitions < 1):
-        raise ValueError(f"virtual_partitions must be an integer >= 1 (ClusterJoin's default is 500), got {virtual_partitions!r}")
     m = get_metric(metric)
     t = check_threshold(m, threshold)
     parallelism, partitions = worker_placement(left.sparkSession, parallelism, partitions)
-    if isinstance(centroids, str) and centroids not in ("random", "sample"):
-        raise ValueError(f"centroids={centroids!r}: use 'random', 'sample' (static input) or an array of shape (parallelism, dim)")
     n_centroids = virtual_partitions if algorithm == "clusterjoin" else parallelism
     if not isinstance(centroids, str):
         c = np.asarray(centroids, dtype=np.float64)
-        if c.ndim != 2 or len(c) != n_centroids:
+        if len(c) != n_centroids:
             raise ValueError(f"centroids must have shape ({n_centroids}, dim) (one per {'virtual partition' if algorithm == 'clusterjoin' else 'worker'}), got {c.shape}")
-        if not np.isfinite(c).all():
-            raise ValueError("centroids must be finite numbers")
         dim = dim or c.shape[1]
     if dim is None:
         if left.isStreaming:
@@ -166,6 +158,7 @@ def similarity_join(
     JVM (measured slower than one row per pair on PySpark 4.3: kept to measure against).
     Rows that cannot be joined are skipped here and reported by :func:`invalid_records`.
     """
+    SimilaritySettings.check({n: v for n, v in locals().items() if n in SimilaritySettings.names()})
     metrics_dir = prepare_session(left.sparkSession, metrics_dir,
                                   need_metrics=balance != "none" and left.isStreaming and algorithm in ("s3j", "auto"))
     if right is not None and right.isStreaming != left.isStreaming:
@@ -174,17 +167,9 @@ def similarity_join(
         for name, what in ((ingest_col, "ingest_col"), (time_col, "time_col")):
             if df is not None and name is not None:
                 check_time_column(df, name, what)
-    if output not in OUTPUTS:
-        raise ValueError(f"output={output!r}: use 'pairs' (one row per pair), 'pairs-lean' (one row per pair without "
-                         "the provenance columns), 'grouped' (one row per record with arrays of partners) or "
-                         "'pairs-grouped'")
     time_basis, lateness = window_basis(left, right, time_col, ingest_col, watermark, window)
     if not left.isStreaming and time_col is None:
         window = None
-    if algorithm not in (*ALGORITHMS, "grid", "auto"):
-        raise ValueError(f"algorithm={algorithm!r}: choose one of auto, grid, {', '.join(ALGORITHMS)}")
-    if algorithm == "grid" and balance != "none":
-        raise ValueError("balance= moves S3J worksets: it needs algorithm='s3j' (or 'auto', which then uses S3J)")
     flexible = algorithm in ("auto", "grid") and balance == "none"
     plan = _plan(left, right, threshold=threshold, metric=metric, dim=dim, window=window, parallelism=parallelism,
                  centroids=centroids, bounds=bounds, seed=seed, vector_col=vector_col, metrics_dir=metrics_dir,
@@ -294,12 +279,6 @@ def _pair_columns(raw: DataFrame, plan: S3JPlan, output: str) -> DataFrame:
     )
 
 
-#: Settings of :func:`similarity_join` that do not change which rows are valid.
-_JOIN_ONLY = frozenset({"threshold", "window", "parallelism", "partitions", "watermark", "centroids", "bounds", "seed",
-                        "metrics_dir", "algorithm", "virtual_partitions", "balance", "balance_options", "output",
-                        "sample", "block_bytes"})
-
-
 def invalid_records(
     left: DataFrame,
     right: DataFrame | None = None,
@@ -322,9 +301,9 @@ def invalid_records(
     Records that arrive after their window closed are refused by the join itself and listed in
     its statistics (``late_rows``), since only the join knows its windows.
     """
-    unknown = set(join_settings) - _JOIN_ONLY
-    if unknown:
-        raise TypeError(f"invalid_records() got unexpected keyword argument(s) {sorted(unknown)}")
+    join_settings.pop("sample", None)
+    SimilaritySettings.check({"metric": metric, "dim": dim, "id_col": id_col, "vector_col": vector_col,
+                              "time_col": time_col, "ingest_col": ingest_col, **join_settings}, dead_letters=True)
     prepare_session(left.sparkSession)
     m = get_metric(metric)
     if dim is None:
