@@ -47,6 +47,7 @@ from driftjoin.spark.equi.operators import (
 from driftjoin.spark.equi.payload import JSON_OPTIONS, PayloadLayout
 from driftjoin.spark.runtime.columns import time_seconds
 from driftjoin.spark.runtime.plan_guard import PLAN_KEY
+from driftjoin.spark.runtime.plan_store import remember
 from driftjoin.spark.runtime.session import (
     prepare_for_stateful,
     prepare_session,
@@ -308,9 +309,7 @@ def equi_join(
     else:
         spark.conf.set("spark.sql.shuffle.partitions", str(plan.spark_partitions))
     pairs = _dispatched(data, plan) if plan.routing == "dispatcher" else _routed(data, plan)
-    if plan.output == "count":
-        return pairs
-    return plan.layout.unpack(pairs)
+    return remember(pairs if plan.output == "count" else plan.layout.unpack(pairs), plan)
 
 
 def _routed(data: DataFrame, plan: EquiPlan) -> DataFrame:

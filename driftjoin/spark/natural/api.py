@@ -67,6 +67,7 @@ from driftjoin.spark.natural.table import (
 )
 from driftjoin.spark.runtime.columns import common_id_type
 from driftjoin.spark.runtime.connect import master, shares_files
+from driftjoin.spark.runtime.plan_store import remember
 from driftjoin.spark.runtime.session import prepare_for_stateful, prepare_session
 from driftjoin.spark.runtime.static import run_static
 from driftjoin.spark.runtime.stats import read_stats
@@ -299,8 +300,8 @@ def natural_join(
             prepare_for_stateful(spark, plan.partitions)
             routed = parsed.groupBy("akey").transformWithStateInPandas(
                 AssignerProcessor(plan, id_is_str), routed_schema, "Append", "None")
-            return routed.groupBy("jkey").transformWithStateInPandas(
-                JoinerProcessor(plan, id_is_str), pair_schema, "Append", "None")
+            return remember(routed.groupBy("jkey").transformWithStateInPandas(
+                JoinerProcessor(plan, id_is_str), pair_schema, "Append", "None"), plan)
         spark.conf.set("spark.sql.shuffle.partitions", str(plan.partitions))
         routed = parsed.groupBy("akey").applyInPandas(
             lambda k, pdf: run_static(AssignerProcessor(plan, id_is_str, final=True), k, pdf), routed_schema)
@@ -317,8 +318,8 @@ def natural_join(
         prepare_for_stateful(spark, plan.partitions)
         attach_natural(spark, NaturalPartitionController(plan))
         routed = data.mapInArrow(lambda it: route_documents(plan, id_is_str, arrow_schema, it), routed_schema)
-        return routed.groupBy("jkey").transformWithStateInPandas(
-            JoinerProcessor(plan, id_is_str), pair_schema, "Append", "None")
+        return remember(routed.groupBy("jkey").transformWithStateInPandas(
+            JoinerProcessor(plan, id_is_str), pair_schema, "Append", "None"), plan)
     spark.conf.set("spark.sql.shuffle.partitions", str(plan.partitions))
     routed = data.mapInArrow(lambda it: route_documents(plan, id_is_str, arrow_schema, it), routed_schema)
     return routed.groupBy("jkey").applyInPandas(

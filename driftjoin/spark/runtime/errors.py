@@ -25,9 +25,9 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-#: Exception names that mean "change a setting or the input", not "something broke".
-SETTING_ERRORS = frozenset({"SettingError", "PlanChangedError", "ValueError", "TypeError", "FileNotFoundError",
-                            "AnalysisException"})
+#: Exception names that mean "change a setting", not "something broke": a bad value, a restart
+#: with other settings than the checkpoint's, a query Spark cannot analyse (a missing column).
+SETTING_ERRORS = frozenset({"SettingError", "PlanChangedError", "AnalysisException", "ParseException"})
 
 _TRACEBACK = "Traceback (most recent call last):"
 _EXCEPTION_LINE = re.compile(r"^(?:[A-Za-z_][\w]*\.)*([A-Za-z_]\w*(?:Error|Exception|Exit|Interrupt|Warning))(?::\s?(.*))?$")
@@ -40,13 +40,14 @@ _MARKERS = (_TRACEBACK, _TERMINATED, "\nCaused by:", "JVM stacktrace:")
 
 @dataclass(frozen=True)
 class Cause:
-    """The innermost error of a failure: the exception's class name and its message."""
+    """The innermost error of a failure: the exception's class name (empty when the text named
+    none) and its message."""
 
     kind: str
     message: str
 
     def __str__(self) -> str:
-        return f"{self.kind}: {self.message}" if self.message else self.kind
+        return ": ".join(part for part in (self.kind, self.message) if part)
 
     @property
     def is_setting(self) -> bool:
@@ -73,7 +74,7 @@ def root_cause(error: BaseException) -> Cause:
         if _spark_wrapper(e) or any(marker in text for marker in _MARKERS):
             found = cause_in_text(text)
             if found is not None:
-                return found
+                return found if found.kind else Cause(type(e).__name__, found.message)
         else:
             return Cause(type(e).__name__, _first_line(text))
     return Cause(type(error).__name__, _first_line(str(error)))
@@ -126,7 +127,7 @@ def _as_cause(line: str) -> Cause:
     nested = _EXCEPTION_LINE.match(_first_line(line))
     if nested:
         return Cause(nested.group(1), (nested.group(2) or "").strip())
-    return Cause("Error", _first_line(line))
+    return Cause("", _first_line(line))
 
 
 def _first_line(text: str) -> str:

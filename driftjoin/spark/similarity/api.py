@@ -14,6 +14,7 @@ from driftjoin.distance import check_threshold, get_metric
 from driftjoin.durations import parse_duration
 from driftjoin.s3j.space import random_centroids
 from driftjoin.spark.runtime.columns import check_time_column, common_id_type
+from driftjoin.spark.runtime.plan_store import remember
 from driftjoin.spark.runtime.session import (
     prepare_for_stateful,
     prepare_session,
@@ -221,7 +222,7 @@ def similarity_join(
             T.StructField("worker", T.IntegerType()), T.StructField("workset", T.LongType())]),
     ]))
     if grid is not None:  # one row per pair (checked above)
-        return _pair_columns(grid_pairs(data, grid, id_type=id_type, pair_schema=pair_schema), plan, output)
+        return remember(_pair_columns(grid_pairs(data, grid, id_type=id_type, pair_schema=pair_schema), plan, output), grid)
     if plan.algorithm == "s3j":
         routed_arrow = to_arrow_schema(routed_schema)
         routed = data.mapInArrow(lambda it: route_batches(plan, it, routed_arrow), routed_schema)
@@ -231,13 +232,13 @@ def similarity_join(
     if data.isStreaming:
         prepare_for_stateful(left.sparkSession, plan.partitions)
         if plan.fused:
-            return _pair_columns(routed.groupBy("key").transformWithStateInPandas(
-                FusedProcessor(plan), pair_schema, "Append", "None"), plan, output)
+            return remember(_pair_columns(routed.groupBy("key").transformWithStateInPandas(
+                FusedProcessor(plan), pair_schema, "Append", "None"), plan, output), plan)
         if plan.algorithm == "s3j":
             members = routed.groupBy("key").transformWithStateInPandas(
                 FormulationProcessor(plan), members_schema, "Append", "None")
-        return _pair_columns(members.groupBy("wkey").transformWithStateInPandas(
-            ComputationProcessor(plan), pair_schema, "Append", "None"), plan, output)
+        return remember(_pair_columns(members.groupBy("wkey").transformWithStateInPandas(
+            ComputationProcessor(plan), pair_schema, "Append", "None"), plan, output), plan)
     left.sparkSession.conf.set("spark.sql.shuffle.partitions", str(plan.partitions))
     pair_arrow = to_arrow_schema(pair_schema)
     if plan.fused:

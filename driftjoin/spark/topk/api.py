@@ -27,6 +27,7 @@ from pyspark.sql import types as T
 
 from driftjoin.durations import parse_duration
 from driftjoin.spark.runtime.columns import common_id_type, time_seconds
+from driftjoin.spark.runtime.plan_store import remember
 from driftjoin.spark.runtime.session import prepare_for_stateful, prepare_session
 from driftjoin.spark.runtime.static import run_static
 from driftjoin.spark.topk.operators import (
@@ -132,7 +133,7 @@ def topk_set_join(
             raw = sets.groupBy("key").transformWithStateInPandas(SwoopProcessor(plan), out_schema, "Append", "None")
         else:
             raw = sets.groupBy("key").applyInPandas(lambda key, pdf: run_static(SwoopProcessor(plan), key, pdf), out_schema)
-        return raw.withColumn("change_time", F.timestamp_micros("change_time"))
+        return remember(raw.withColumn("change_time", F.timestamp_micros("change_time")), plan)
     routed_schema = T.StructType([*set_schema.fields, T.StructField("owner", T.IntegerType())])
     worker_schema = T.StructType([
         T.StructField("mkey", T.IntegerType()), T.StructField("op", T.LongType()), T.StructField("time", T.DoubleType()),
@@ -149,7 +150,7 @@ def topk_set_join(
             lambda key, pdf: run_static(WorkerProcessor(plan), key, pdf), worker_schema)
         raw = changes.groupBy("mkey").applyInPandas(
             lambda key, pdf: run_static(MergeProcessor(plan), key, pdf), out_schema)
-    return raw.withColumn("change_time", F.timestamp_micros("change_time"))
+    return remember(raw.withColumn("change_time", F.timestamp_micros("change_time")), plan)
 
 
 def invalid_sets(left: DataFrame, right: DataFrame | None = None, *, tokens_col: str = "tokens", id_col: str = "id",
