@@ -138,7 +138,7 @@ def run(config: Path = typer.Argument(..., metavar="JOB.toml", help="TOML job fi
     if timeout < 0:
         raise SettingError("--timeout", "must be >= 0 (seconds; 0: no limit)", timeout)
     checkpoint = cfg.checkpoint
-    existed = checkpoint is not None and checkpoint.exists()
+    made = _first_missing(checkpoint) if checkpoint is not None else None
     scratch = Path(tempfile.mkdtemp(prefix="driftjoin-run-"))
     log_file = (checkpoint if checkpoint is not None else scratch) / "spark.log"
     ok = False
@@ -147,7 +147,7 @@ def run(config: Path = typer.Argument(..., metavar="JOB.toml", help="TOML job fi
                  log_file=log_file, scratch=scratch)
         ok = True
     finally:
-        _tidy(checkpoint, existed, scratch, ok)
+        _tidy(checkpoint, made, scratch, ok)
 
 
 def _run_job(cfg, *, timeout: float, available_now: bool, verbose: bool, log_level: str, log_file: Path,
@@ -183,20 +183,30 @@ def _run_job(cfg, *, timeout: float, available_now: bool, verbose: bool, log_lev
         spark.stop()
 
 
-def _tidy(checkpoint: Path | None, existed: bool, scratch: Path, ok: bool) -> None:
-    """After a run: a checkpoint folder this run made but never used (the query did not start)
-    holds only Spark's log; the log moves to the scratch folder and the folder goes. The scratch
+def _first_missing(path: Path) -> Path | None:
+    """The outermost folder of ``path`` that does not exist yet (None if ``path`` exists)."""
+    missing = None
+    for p in (path, *path.parents):
+        if p.exists():
+            break
+        missing = p
+    return missing
+
+
+def _tidy(checkpoint: Path | None, made: Path | None, scratch: Path, ok: bool) -> None:
+    """After a run: folders this run made for a checkpoint that no query used (it failed before
+    its query started) go, and Spark's log in them moves to the scratch folder. The scratch
     folder (a console sink's checkpoint and statistics) goes after a run that ended well, and
     stays with the log after a failure."""
     from driftjoin.spark.runtime import session
 
-    if checkpoint is not None and not existed and checkpoint.is_dir():
-        if {p.name for p in checkpoint.iterdir()} <= {"spark.log"}:
-            if (checkpoint / "spark.log").exists():
-                shutil.move(str(checkpoint / "spark.log"), scratch / "spark.log")
-                if session.LOG_FILE == str(checkpoint / "spark.log"):
-                    session.LOG_FILE = str(scratch / "spark.log")
-            checkpoint.rmdir()
+    if checkpoint is not None and made is not None and made.is_dir() and not (checkpoint / "pairs").exists():
+        log = checkpoint / "spark.log"
+        if log.exists():
+            shutil.move(str(log), scratch / "spark.log")
+            if session.LOG_FILE == str(log):
+                session.LOG_FILE = str(scratch / "spark.log")
+        shutil.rmtree(made, ignore_errors=True)
     if ok:
         shutil.rmtree(scratch, ignore_errors=True)
 

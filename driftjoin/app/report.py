@@ -70,10 +70,10 @@ def metrics_table(metrics_dir: str, query_id: str | None = None, run_id: str | N
     >>> spark = local_session(2)
     >>> df = spark.createDataFrame([(i, [float(i), 0.0]) for i in range(20)], "id long, vector array<double>")
     >>> metrics = tempfile.mkdtemp()
-    >>> similarity_join(df, threshold=1.5, metric="euclidean", parallelism=2, metrics_dir=metrics).count()
-    37
+    >>> similarity_join(df, threshold=1.0, metric="euclidean", parallelism=2, metrics_dir=metrics).count()
+    19
     >>> int(metrics_table(metrics)["pairs"].sum())
-    37
+    19
     """
     rows = []
     for s in _records(metrics_dir, query_id, run_id):
@@ -109,10 +109,16 @@ def workset_table(metrics_dir: str, query_id: str | None = None, run_id: str | N
 
     Examples
     --------
+    >>> import tempfile
+    >>> from driftjoin import local_session, similarity_join
     >>> from driftjoin.app.report import workset_table
-    >>> table = workset_table(metrics)  # the metrics_dir of the metrics_table example
-    >>> int(table["pairs"].sum())
-    37
+    >>> spark = local_session(2)
+    >>> df = spark.createDataFrame([(i, [float(i), 0.0]) for i in range(20)], "id long, vector array<double>")
+    >>> metrics = tempfile.mkdtemp()
+    >>> similarity_join(df, threshold=1.0, metric="euclidean", parallelism=2, metrics_dir=metrics).count()
+    19
+    >>> int(workset_table(metrics)["pairs"].sum())
+    19
     """
     rows = []
     for s in _records(metrics_dir, query_id, run_id):
@@ -158,10 +164,17 @@ def summary(metrics_dir: str, query_id: str | None = None, run_id: str | None = 
 
     Examples
     --------
+    >>> import tempfile
+    >>> from driftjoin import local_session, similarity_join
     >>> from driftjoin.app.report import summary
-    >>> totals, per_worker = summary(metrics)  # the metrics_dir of the metrics_table example
-    >>> totals["pairs_out"], sorted(per_worker.columns)[:3]
-    (37, ['comparisons', 'p50_latency_s', 'p99_latency_s'])
+    >>> spark = local_session(2)
+    >>> df = spark.createDataFrame([(i, [float(i), 0.0]) for i in range(20)], "id long, vector array<double>")
+    >>> metrics = tempfile.mkdtemp()
+    >>> similarity_join(df, threshold=1.0, metric="euclidean", parallelism=2, metrics_dir=metrics).count()
+    19
+    >>> totals, per_worker = summary(metrics)
+    >>> totals["pairs_out"], totals["records_in"]
+    (19, 20)
     """
     table = metrics_table(metrics_dir, query_id, run_id)
     records = _records(metrics_dir, query_id, run_id)
@@ -208,10 +221,15 @@ def plot_latency(metrics_dir: str, path: str | Path, title: str = "p99 latency p
 
     Examples
     --------
-    >>> import os
+    >>> import tempfile
+    >>> from driftjoin import local_session, similarity_join
     >>> from driftjoin.app.report import plot_latency
-    >>> png = plot_latency(metrics, os.path.join(metrics, "latency.png"))  # the metrics_table example's
-    >>> png.stat().st_size > 0
+    >>> spark = local_session(2)
+    >>> df = spark.createDataFrame([(i, [float(i), 0.0]) for i in range(20)], "id long, vector array<double>")
+    >>> metrics = tempfile.mkdtemp()
+    >>> similarity_join(df, threshold=1.0, metric="euclidean", parallelism=2, metrics_dir=metrics).count()
+    19
+    >>> plot_latency(metrics, f"{metrics}/latency.png").stat().st_size > 0
     True
     """
     import matplotlib

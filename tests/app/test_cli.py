@@ -4,9 +4,6 @@ each): every flag and key is checked first, and errors are one line naming the s
 
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -14,15 +11,6 @@ import pytest
 from driftjoin.app.demo import MARKER, prepare_out_dir
 from driftjoin.app.runner import JobConfig
 from driftjoin.spark.runtime.settings import SettingError
-
-REPO = Path(__file__).resolve().parents[2]
-
-
-def driftjoin(*args: str, cwd: Path | None = None, timeout: float = 120) -> subprocess.CompletedProcess:
-    """``driftjoin ARGS`` as a user runs it (this checkout first on the path)."""
-    env = {**os.environ, "PYTHONPATH": f"{REPO}{os.pathsep}{os.environ.get('PYTHONPATH', '')}", "COLUMNS": "120"}
-    return subprocess.run([sys.executable, "-m", "driftjoin.app.cli", *args], cwd=cwd, env=env, capture_output=True,
-                          text=True, timeout=timeout)
 
 
 def job(tmp_path: Path, join: str, source: str = 'kind = "generator"\ntotal = 100',
@@ -49,12 +37,12 @@ def job(tmp_path: Path, join: str, source: str = 'kind = "generator"\ntotal = 10
     (["threshold", "--selectivity", "2"], None, "selectivity must be in (0, 1]"),
     (["bench", "batch", "--limits", "s3j"], None, "--limits must be METHOD=SECONDS"),
 ])
-def test_bad_settings_fail_before_spark_with_one_line_naming_the_setting(tmp_path, args, toml, message):
+def test_bad_settings_fail_before_spark_with_one_line_naming_the_setting(tmp_path, args, toml, message, cli):
     if toml is not None:
         args = [*args, str(job(tmp_path, toml))]
     if args[0] == "demo":
         args = [*args, "--out", str(tmp_path / "demo")]
-    result = driftjoin(*args, cwd=tmp_path)
+    result = cli(*args, cwd=tmp_path)
     assert result.returncode == 2, result.stdout + result.stderr
     lines = (result.stdout + result.stderr).strip().splitlines()
     assert len(lines) == 1 and message in lines[0] and lines[0].startswith(f"driftjoin {args[0]}")
@@ -62,10 +50,10 @@ def test_bad_settings_fail_before_spark_with_one_line_naming_the_setting(tmp_pat
     assert not (tmp_path / "demo").exists() and not (tmp_path / "out").exists()
 
 
-def test_a_files_job_without_event_time_is_one_window_unless_processing_time_is_asked(tmp_path):
+def test_a_files_job_without_event_time_is_one_window_unless_processing_time_is_asked(tmp_path, cli):
     (tmp_path / "in").mkdir()
     files = 'kind = "files"\nleft = "in"\nschema = "id long, vector array<double>"'
-    result = driftjoin("run", str(job(tmp_path, 'threshold = 0.01\ndim = 2\nwindow = "1 minute"', files)), "--available-now")
+    result = cli("run", str(job(tmp_path, 'threshold = 0.01\ndim = 2\nwindow = "1 minute"', files)), "--available-now")
     assert result.returncode == 2
     assert "[join] window without time_col would window a files source by the wall clock" in result.stderr
     assert "processing_time = true" in result.stderr
@@ -91,30 +79,30 @@ def test_job_file_paths_are_relative_to_the_file_not_the_current_directory(tmp_p
         JobConfig.load(path)
 
 
-def test_help_shows_plain_flags_the_job_argument_choices_and_a_version():
-    run_help = driftjoin("run", "--help").stdout
+def test_help_shows_plain_flags_the_job_argument_choices_and_a_version(cli):
+    run_help = cli("run", "--help").stdout
     assert "run [OPTIONS] JOB.toml" in run_help and "{" not in run_help and "<bool>" not in run_help
     assert "--available-now  " in run_help and "--verbose" in run_help
-    threshold_help = " ".join(driftjoin("threshold", "--help").stdout.split())
+    threshold_help = " ".join(cli("threshold", "--help").stdout.split())
     assert "uniform, gaussian, skewed, pareto, drift" in threshold_help and "--verbose" in threshold_help
     assert "Vectors per side" in threshold_help and "angular" in threshold_help
     for command in (["bench", "selectivity"], ["bench", "parallelism"], ["bench", "batch"]):
-        assert "--verbose" in driftjoin(*command, "--help").stdout
-    assert "modelled" in " ".join(driftjoin("bench", "selectivity", "--help").stdout.split())
-    version = driftjoin("--version")
+        assert "--verbose" in cli(*command, "--help").stdout
+    assert "modelled" in " ".join(cli("bench", "selectivity", "--help").stdout.split())
+    version = cli("--version")
     assert version.returncode == 0 and version.stdout.strip().startswith("driftjoin 0.")
 
 
-def test_demo_refuses_a_folder_it_did_not_create_and_deletes_nothing(tmp_path):
+def test_demo_refuses_a_folder_it_did_not_create_and_deletes_nothing(tmp_path, cli):
     mine = tmp_path / "mine"
     mine.mkdir()
     (mine / "thesis.tex").write_text("years of work")
     (mine / "pairs").mkdir()
-    result = driftjoin("demo", "--out", str(mine))
+    result = cli("demo", "--out", str(mine))
     assert result.returncode == 2
     assert "thesis.tex" in result.stderr and "nothing was deleted" in result.stderr and "Traceback" not in result.stderr
     assert (mine / "thesis.tex").read_text() == "years of work" and (mine / "pairs").is_dir()
-    result = driftjoin("demo", "--out", str(mine / "thesis.tex"))
+    result = cli("demo", "--out", str(mine / "thesis.tex"))
     assert result.returncode == 2 and "--out is a file" in result.stderr
 
 
