@@ -17,8 +17,11 @@ a duration) so the settings classes hold checked, normalised values.
 from __future__ import annotations
 
 import math
+import numbers
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
+
+import numpy as np
 
 from driftjoin.durations import parse_duration
 
@@ -50,10 +53,10 @@ class SettingError(ValueError):
 
 
 def integer(name: str, value: Any, *, low: int | None = 1, high: int | None = None, what: str = "") -> int:
-    """An integer in ``[low, high]`` (``bool`` is not an integer here)."""
-    ok = isinstance(value, int) and not isinstance(value, bool)
+    """An integer in ``[low, high]`` (numpy integers too; ``bool`` is not an integer here)."""
+    ok = isinstance(value, numbers.Integral) and not isinstance(value, (bool, np.bool_))
     if ok and (low is None or value >= low) and (high is None or value <= high):
-        return value
+        return int(value)
     if high is None:
         need = f"must be an integer >= {low}" if low is not None else "must be an integer"
     else:
@@ -64,7 +67,7 @@ def integer(name: str, value: Any, *, low: int | None = 1, high: int | None = No
 def number(name: str, value: Any, *, low: float | None = None, high: float | None = None, low_open: bool = False,
            what: str = "") -> float:
     """A finite number in the given range (``low_open``: ``low`` itself is excluded)."""
-    ok = isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
+    ok = isinstance(value, numbers.Real) and not isinstance(value, (bool, np.bool_)) and math.isfinite(value)
     if ok:
         v = float(value)
         above = low is None or (v > low if low_open else v >= low)
