@@ -117,3 +117,23 @@ def test_the_first_readme_example_sets_a_trigger_that_a_laptop_keeps_up_with():
     readme = (REPO / "README.md").read_text()
     first = re.search(r"```python\n(.*?)```", readme, re.DOTALL).group(1)
     assert "similarity_join(" in first and re.search(r"\.trigger\(processingTime=", first)
+
+
+def test_an_autoscaler_window_reads_as_one_line():
+    from driftjoin.control.autoscale.controller import WindowRecord
+    from driftjoin.control.autoscale.metrics import WindowMetrics
+
+    metrics = WindowMetrics(time=0.0, duration=30.0, workers=2, input_rate=4000.0, processed_rate=3500.0, lag=12000.0,
+                            lag_change_rate=500.0)
+    line = str(WindowRecord(metrics, 2, 3))
+    assert "2 workers, 4,000 records/s in, 3,500 processed, lag 12,000 records, -> 3 workers" in line
+    assert "\n" not in line and "WindowMetrics(" not in line
+
+
+@pytest.mark.spark
+def test_natural_join_gives_window_start_and_end_for_a_duration_window(spark):
+    from driftjoin import natural_join
+
+    docs = spark.createDataFrame([(1, '{"a": 1}', 65.0), (2, '{"a": 1}', 70.0)], "id long, doc string, t double")
+    row = natural_join(docs, window="1 minute", time_col="t", partitions=2).collect()[0]
+    assert (row.window, str(row.window_start), str(row.window_end)) == (1, "1970-01-01 00:01:00", "1970-01-01 00:02:00")

@@ -3,8 +3,8 @@
 A streaming query restarted from a checkpoint keeps its state, but the settings it is rebuilt
 with are whatever the new code passes. Some settings decide where state lives and what it means
 (the number of workers, the threshold, the centroids, the window, the metric): if they changed,
-the old state would be read under the new meaning and pairs would be lost with no error (issue
-12 found 4,283 of 6,821 pairs after a restart with parallelism 5 instead of 2). Spark itself
+the old state would be read under the new meaning and pairs would be lost with no error (a
+restart with parallelism 5 instead of 2 found about two thirds of the pairs). Spark itself
 even keeps the old number of state partitions whatever the session says.
 
 So each operator describes its plan as a flat dict of JSON values (:meth:`settings` of the
@@ -24,6 +24,12 @@ The check only works if a key holding the old plan is visited. Keys chosen from 
 (one per worker) change with them, so every operator also routes a heartbeat to one key that
 never depends on the settings (:data:`PLAN_KEY`): it is visited on every batch that has data,
 whatever the settings, and it holds the plan from the first batch on.
+
+A batch runs only when input arrives, so the same plans are also kept beside the checkpoint and
+compared when the query starts (:mod:`driftjoin.spark.runtime.plan_store`, with :func:`compare`
+and :func:`refusal` from here); the check in the tasks stays for sessions without a driver-side
+listener (Spark Connect). Changed settings are named in the user's terms (:func:`describe`):
+``window`` rather than ``window_seconds``, "centroids differ" rather than two fingerprints.
 """
 
 from __future__ import annotations
