@@ -102,8 +102,8 @@ _PLAIN: dict[str, tuple[str, Any]] = {
                     + ", this query has " + ("two inputs" if new else "one input")),
     "float32": ("the vector type", lambda old, new: "checkpoint has " + ("array<float>" if old else "array<double>")
                 + ", this query has " + ("array<float>" if new else "array<double>")),
-    "state_format": ("state format", lambda old, new: f"the checkpoint was written by another driftjoin version "
-                                                      f"(format {old}; this one writes {new})"),
+    "state_format": ("state_format", lambda old, new: f"checkpoint has {old!r}, this query has {new!r} (the "
+                                                      "checkpoint was written by another driftjoin version)"),
     "columns": ("the input columns", lambda old, new: "differ from the checkpoint's"),
 }
 
