@@ -21,23 +21,30 @@ import pandas as pd
 
 from driftjoin.spark.runtime.stats import STAMP, histogram_quantile, read_stats
 
-#: Micro-batches at the start of each run whose latency is start-up, not steady state: the first
-#: batches of a run start the Python workers, load the state and compile the kernels.
+#: Micro-batches with data at the start of each run whose latency is start-up, not steady state:
+#: the first batches of a run start the Python workers, load the state and compile the kernels.
 STARTUP_BATCHES = 2
 
 
-def _stamp(record: dict) -> tuple[str | None, bool]:
-    """The run that wrote a statistics record and whether its batch is one of the run's first
-    :data:`STARTUP_BATCHES` (a static join's records have no run)."""
+def _run_of(record: dict) -> tuple[str | None, int | None]:
+    """The run that wrote a statistics record and its batch (a static join's records have none)."""
     stamp = record.get(STAMP)
-    if not stamp:
-        return None, False
-    first = stamp.get("first_batch")
-    return stamp.get("run"), first is not None and stamp["batch"] - first < STARTUP_BATCHES
+    return (stamp.get("run"), stamp.get("batch")) if stamp else (None, None)
 
 
 def _records(metrics_dir: str, query_id: str | None, run_id: str | None, operator: str = "computation") -> list[dict]:
-    return [s for s in read_stats(metrics_dir, operator, query_id=query_id) if run_id is None or _stamp(s)[0] == run_id]
+    return [s for s in read_stats(metrics_dir, operator, query_id=query_id) if run_id is None or _run_of(s)[0] == run_id]
+
+
+def _startup(records: list[dict]) -> set[tuple[str | None, int | None]]:
+    """The (run, batch) pairs that are one of their run's first :data:`STARTUP_BATCHES` batches
+    with data (a batch without data writes no statistics and starts nothing)."""
+    batches: dict[str | None, set[int]] = {}
+    for r in records:
+        run, batch = _run_of(r)
+        if run is not None:
+            batches.setdefault(run, set()).add(batch)
+    return {(run, b) for run, bs in batches.items() for b in sorted(bs)[:STARTUP_BATCHES]}
 
 
 def metrics_table(metrics_dir: str, query_id: str | None = None, run_id: str | None = None) -> pd.DataFrame:
@@ -60,7 +67,7 @@ def metrics_table(metrics_dir: str, query_id: str | None = None, run_id: str | N
     pandas.DataFrame
         Columns ``worker, seq, time, comparisons, pairs, memberships, state_bytes,
         p50_latency_s, p99_latency_s, latency_hist, run, startup`` (``startup``: the batch is
-        one of its run's first :data:`STARTUP_BATCHES`), sorted by time.
+        one of its run's first :data:`STARTUP_BATCHES` batches with data), sorted by time.
 
     Examples
     --------
@@ -76,14 +83,16 @@ def metrics_table(metrics_dir: str, query_id: str | None = None, run_id: str | N
     19
     """
     rows = []
-    for s in _records(metrics_dir, query_id, run_id):
+    records = _records(metrics_dir, query_id, run_id)
+    startup = _startup(records)
+    for s in records:
         hist = np.asarray(s["latency_hist"])
-        run, startup = _stamp(s)
+        run = _run_of(s)
         rows.append({
             "worker": s["worker"], "seq": s["seq"], "time": s["time"], "comparisons": s["comparisons"],
             "pairs": s["pairs"], "memberships": s["memberships"], "state_bytes": s["state_bytes"],
             "p50_latency_s": histogram_quantile(hist, 0.5), "p99_latency_s": histogram_quantile(hist, 0.99),
-            "latency_hist": hist, "run": run, "startup": startup,
+            "latency_hist": hist, "run": run[0], "startup": run in startup,
         })
     cols = ["worker", "seq", "time", "comparisons", "pairs", "memberships", "state_bytes", "p50_latency_s", "p99_latency_s",
             "latency_hist", "run", "startup"]
