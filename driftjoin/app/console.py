@@ -185,6 +185,5 @@ def print_summary(console: Console, spark, job, outcome: Outcome, title: str) ->
     if outcome.records and totals and not totals["records_in"] and not totals["late"]:
         nothing_valid = (f"nothing valid was read: {outcome.records:,} records read, none joined; dead letters: "
                          f"{rows['dead letters (all runs)']} (check dim, vector_col, id_col and the input's schema)")
-        console.print(f"[red]{nothing_valid}[/red]")
     return {"rows": rows, "totals": totals, "per_worker": [] if per_worker is None else per_worker.to_dict("records"),
             "nothing_valid": nothing_valid}
