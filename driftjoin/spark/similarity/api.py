@@ -146,7 +146,8 @@ def similarity_join(
     partitions:
         Spark state partitions the workers are placed on, 1 to ``parallelism`` (default: the
         smaller of ``parallelism`` and the cores): each stateful task costs about 100 ms per
-        micro-batch whatever it does, so workers sharing tasks lower a batch's fixed cost.
+        micro-batch whatever it does, so workers sharing tasks lower a batch's fixed cost. S3J
+        only: the grid has one state partition per worker.
     time_col, watermark:
         Event-time windows: the time column (timestamp, date, seconds or timestamp string) and
         how late a record may arrive (required on a stream unless the input has its own
@@ -164,7 +165,8 @@ def similarity_join(
         ``(parallelism, dim)``. Any choice is exact; it changes the balance only.
     metrics_dir:
         Where the operators write per-batch statistics (read by :mod:`driftjoin.app.report`);
-        on a cluster a location the driver and executors share.
+        on a cluster a location the driver and executors share. With ``balance`` in local mode
+        it defaults to ``<checkpoint>/driftjoin-metrics`` of the query.
     algorithm:
         ``"auto"`` (S3J or the grid, estimated on a sample: :mod:`driftjoin.grid.choice`),
         ``"s3j"`` (space partitioning and worksets), ``"grid"`` (1-Bucket-Theta with
