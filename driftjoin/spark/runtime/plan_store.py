@@ -39,6 +39,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from driftjoin.spark.runtime import hub
+from driftjoin.spark.runtime.connect import is_connect, session_key
 from driftjoin.spark.runtime.files import (
     filesystem,
     plain_path,
@@ -46,7 +47,7 @@ from driftjoin.spark.runtime.files import (
     write_whole,
 )
 from driftjoin.spark.runtime.plan_guard import compare, refusal
-from driftjoin.spark.runtime.queries import last_commit, session_key
+from driftjoin.spark.runtime.queries import last_commit
 from driftjoin.spark.runtime.static import MemoryHandle
 
 log = logging.getLogger("driftjoin")
@@ -82,7 +83,7 @@ def remember(df: Any, plan: Any) -> Any:
     """Keep ``plan`` (anything with ``guard(handle)``) for the start check of the query that will
     run ``df``, and return ``df`` tagged with it; a static DataFrame is returned as it is."""
     spark = df.sparkSession
-    if not df.isStreaming or getattr(spark, "_jsparkSession", None) is None:
+    if not df.isStreaming or is_connect(spark):
         return df
     guard = plan.guard(MemoryHandle())
     token = uuid.uuid4().hex[:16]
