@@ -25,6 +25,9 @@ _LAZY = {
     "equi_join": "driftjoin.spark.equi.api",
     "invalid_equi_records": "driftjoin.spark.equi.api",
     "user_metric": "driftjoin.metric.spaces",
+    "explain_error": "driftjoin.spark.runtime.errors",
+    "SettingError": "driftjoin.spark.runtime.settings",
+    "PlanChangedError": "driftjoin.spark.runtime.plan_guard",
 }
 
 __all__ = sorted(_LAZY) + ["__version__"]

@@ -1,57 +1,87 @@
 """The ``driftjoin`` command line: demo, run, threshold, bench.
 
-Errors print one line, ``driftjoin <command>: error: <message>``, and exit with 2 for a usage or
-configuration error (fix the command or the file) or 1 for a failure while running; Spark's own
-output goes to a log file unless ``--verbose`` (its path is printed on failure). ``--verbose``
-also shows Python tracebacks.
+Every command checks its flags and files before Spark starts (a mistake costs no session start)
+and prints an error as one line, ``driftjoin <command>: error: <message>``: exit code 2 for a
+setting to change (a flag, a key of the job file, a restart with other settings than the
+checkpoint's), 1 for a failure while running, with the path of Spark's log. The line of a failed
+query is its innermost driftjoin or Python error (:func:`driftjoin.spark.runtime.errors.explain_error`),
+not Spark's wrapping. Spark's own output goes to a log file unless ``--verbose``, which also shows
+Python tracebacks.
 """
 
 from __future__ import annotations
 
 import functools
+import shutil
+import tempfile
 from pathlib import Path
 from typing import Callable
 
 import typer
+from typer.core import TyperCommand
 
-app = typer.Typer(add_completion=False, pretty_exceptions_enable=False,
+from driftjoin.distance import METRICS
+from driftjoin.generators.vectors import DISTRIBUTIONS
+from driftjoin.spark.runtime.errors import root_cause
+from driftjoin.spark.runtime.settings import SettingError
+
+app = typer.Typer(add_completion=False, pretty_exceptions_enable=False, rich_markup_mode=None,
                   help="Exact, adaptive, distributed stream joins on Apache Spark.")
 
-VERBOSE = typer.Option(False, "--verbose", "-v", help="Show Spark's log and the Python workers' output on the console, and tracebacks.")
-LOG_LEVEL = typer.Option("WARN", help="Spark's log level (ERROR, WARN, INFO, DEBUG), in the log file or with --verbose on the console.")
+VERBOSE = typer.Option(False, "--verbose", "-v", help="Show Spark's log and the Python workers' output on the console, "
+                                                      "and Python tracebacks of errors.")
+LOG_LEVEL = typer.Option("WARN", help="Spark's log level (ERROR, WARN, INFO, DEBUG), in the log file or with --verbose "
+                                      "on the console.")
 
 
-class ConfigError(ValueError):
-    """A problem the user fixes in the command line or the job file (exit code 2)."""
+class _Usage(TyperCommand):
+    """A command whose usage line writes its required argument plainly (``run [OPTIONS] JOB.toml``)."""
+
+    def collect_usage_pieces(self, ctx):  # noqa: ANN001, ANN201 (click's signature)
+        return [p[1:-1] if p.startswith("{") and p.endswith("}") else p for p in super().collect_usage_pieces(ctx)]
 
 
-class RuntimeFailure(Exception):
-    """A query failed while running (exit code 1)."""
+class QueryFailed(Exception):
+    """A query of the command failed while running (its innermost error is the message)."""
 
 
-def short_message(error: BaseException) -> str:
-    """The one line of an exception a user needs: for Spark errors the first line of the cause
-    (the Python worker's exception line, not its traceback, nor the JVM stack)."""
-    text = str(error).split("JVM stacktrace:")[0].strip()
-    if "Traceback (most recent call last)" in text:
-        tail = text.split("Traceback (most recent call last)")[-1]
-        lines = [ln.strip() for ln in tail.splitlines() if ln.strip() and not ln.startswith((" ", "\t"))]
-        if lines:
-            return lines[-1].split(" SQLSTATE")[0]
-    first = next((ln.strip() for ln in text.splitlines() if ln.strip()), type(error).__name__)
-    return first if first != type(error).__name__ else f"{type(error).__name__}: {error!r}"
+class NothingValid(Exception):
+    """The job read records but none could be joined (every one a dead letter)."""
 
 
-def _is_config_error(error: BaseException) -> bool:
-    try:
-        from pyspark.errors import AnalysisException
-    except ImportError:  # pragma: no cover - pyspark is a dependency
-        AnalysisException = ()  # type: ignore[assignment]  # noqa: N806
-    return isinstance(error, (ValueError, TypeError, FileNotFoundError, AnalysisException))
+def _version(show: bool) -> None:
+    if show:
+        from driftjoin import __version__
+
+        typer.echo(f"driftjoin {__version__}")
+        raise typer.Exit()
+
+
+@app.callback()
+def main(version: bool = typer.Option(False, "--version", help="Print driftjoin's version and exit.",
+                                      callback=_version, is_eager=True)) -> None:
+    """Exact, adaptive, distributed stream joins on Apache Spark."""
+
+
+def _exit_code(error: BaseException) -> int:
+    if isinstance(error, (SettingError, ValueError, TypeError, FileNotFoundError)):
+        return 2
+    if type(error).__name__ in ("AnalysisException", "ParseException"):  # a query Spark cannot analyse
+        return 2
+    if isinstance(error, QueryFailed) or type(error).__module__.startswith(("pyspark", "py4j")):
+        return 2 if root_cause(error).is_setting else 1
+    return 1
+
+
+def _message(error: BaseException) -> str:
+    """The error's line: a setting's message as it is, else the innermost error with its name."""
+    if isinstance(error, (SettingError, ValueError, TypeError, FileNotFoundError, NothingValid)):
+        return str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
+    return str(root_cause(error))
 
 
 def friendly(command: str) -> Callable:
-    """Turn exceptions of a command into one line and an exit code (2: configuration, 1: runtime)."""
+    """Turn the exceptions of a command into one line and an exit code (2: a setting, 1: a failure)."""
     def wrap(fn: Callable) -> Callable:
         @functools.wraps(fn)
         def run(*args, **kwargs):
@@ -64,9 +94,9 @@ def friendly(command: str) -> Callable:
                     raise
                 from driftjoin.spark.runtime import session
 
-                typer.secho(f"driftjoin {command}: error: {short_message(e)}", err=True, fg=typer.colors.RED)
-                code = 2 if _is_config_error(e) else 1
-                if code == 1 and session.LOG_FILE:
+                typer.secho(f"driftjoin {command}: error: {_message(e)}", err=True, fg=typer.colors.RED)
+                code = _exit_code(e)
+                if code == 1 and session.LOG_FILE and Path(session.LOG_FILE).exists():
                     typer.echo(f"(Spark's log: {session.LOG_FILE}; --verbose shows it on the console)", err=True)
                 raise typer.Exit(code=code) from None
         return run
@@ -76,56 +106,74 @@ def friendly(command: str) -> Callable:
 @app.command()
 @friendly("demo")
 def demo(
-    out: Path = typer.Option(Path("driftjoin-demo"), help="Folder for pairs, checkpoint, metrics and the plot (new, empty, or an earlier demo's)."),
-    seconds: float = typer.Option(60.0, help="How long the generated streams run."),
-    rate: int = typer.Option(500, help="Records per second per stream."),
-    parallelism: int = typer.Option(2, help="Number of workers."),
-    window: str = typer.Option("20 seconds", help="Tumbling processing-time window."),
+    out: Path = typer.Option(Path("driftjoin-demo"), help="Folder for pairs, checkpoint, metrics and the plot (new, "
+                                                          "empty, or an earlier demo's)."),
+    seconds: float = typer.Option(60.0, help="How long the generated streams run (seconds, > 0)."),
+    rate: int = typer.Option(500, help="Records per second per stream (>= 1)."),
+    parallelism: int = typer.Option(2, help="Number of workers (>= 1)."),
+    window: str = typer.Option("20 seconds", help="Tumbling processing-time window, e.g. '20 seconds'."),
     verbose: bool = VERBOSE,
     log_level: str = LOG_LEVEL,
 ) -> None:
     """Stream two generated vector streams through the join and summarise."""
-    from driftjoin.app.demo import run_demo
+    from driftjoin.app.demo import check_demo, run_demo
 
+    check_demo(out, seconds=seconds, rate=rate, parallelism=parallelism, window=window)
     run_demo(out, seconds=seconds, rate=rate, parallelism=parallelism, window=window, verbose=verbose, log_level=log_level)
 
 
-@app.command()
+@app.command(cls=_Usage)
 @friendly("run")
-def run(config: Path = typer.Argument(..., help="TOML job file (see README)."),
-        timeout: float = typer.Option(0.0, help="Stop after this many seconds (0: until the input is drained, a bounded source is read, or Ctrl-C)."),
-        available_now: bool = typer.Option(False, "--available-now", help="Read what the source holds now, then end (like trigger = \"available-now\")."),
+def run(config: Path = typer.Argument(..., metavar="JOB.toml", help="TOML job file (see README)."),
+        timeout: float = typer.Option(0.0, help="Stop after this many seconds (0: until the input is drained, a "
+                                                "bounded source is read, or Ctrl-C)."),
+        available_now: bool = typer.Option(False, "--available-now", help="Read what the source holds now, then end "
+                                                                          "(like trigger = \"available-now\")."),
         verbose: bool = VERBOSE,
         log_level: str = LOG_LEVEL) -> None:
     """Run a similarity-join job described by a TOML config file: progress, then a summary."""
+    from driftjoin.app.runner import JobConfig
+
+    cfg = JobConfig.load(config)
+    if timeout < 0:
+        raise SettingError("--timeout", "must be >= 0 (seconds; 0: no limit)", timeout)
+    checkpoint = cfg.checkpoint
+    made = _first_missing(checkpoint) if checkpoint is not None else None
+    scratch = Path(tempfile.mkdtemp(prefix="driftjoin-run-"))
+    log_file = (checkpoint if checkpoint is not None else scratch) / "spark.log"
+    ok = False
+    try:
+        _run_job(cfg, timeout=timeout, available_now=available_now, verbose=verbose, log_level=log_level,
+                 log_file=log_file, scratch=scratch)
+        ok = True
+    finally:
+        _tidy(checkpoint, made, scratch, ok)
+
+
+def _run_job(cfg, *, timeout: float, available_now: bool, verbose: bool, log_level: str, log_file: Path,
+             scratch: Path) -> None:
     from rich.console import Console
 
     from driftjoin.app.console import print_summary, watch
-    from driftjoin.app.runner import JobConfig, start_job
+    from driftjoin.app.runner import start_job
     from driftjoin.spark.runtime.session import local_session
 
-    cfg = JobConfig.load(config)
     console = Console()
-    log_file = str(cfg.checkpoint / "spark.log") if cfg.checkpoint else None
-    spark = local_session(int(cfg.join.get("parallelism", 2)), "driftjoin-run", verbose=verbose, log_level=log_level,
-                          log_file=log_file)
+    spark = local_session(cfg.parallelism, "driftjoin-run", verbose=verbose, log_level=log_level, log_file=str(log_file))
     job = None
     try:
-        job = start_job(spark, cfg, available_now=available_now)
+        job = start_job(spark, cfg, available_now=available_now, scratch=scratch)
         limit = timeout or float(cfg.sink.get("timeout", 0)) or None
         if not job.available_now and limit is None and cfg.expected_records is None:
             console.print("[dim]runs until Ctrl-C (--available-now ends when the input is drained; --timeout SECONDS)[/dim]")
         outcome = watch(job.queries, console, total=cfg.expected_records, limit=limit)
         if outcome.error is not None:
-            raise RuntimeFailure(short_message(outcome.error))
-        extra: dict[str, object] = {"ended": outcome.reason, "micro-batches": outcome.batches, "records read": outcome.records}
-        if job.pairs_path:
-            extra["pairs in the sink"] = _count(spark, job.pairs_path)
-        if job.dead_letters_path:
-            extra["dead letters"] = _count(spark, job.dead_letters_path)
-        print_summary(console, job.metrics_dir, "driftjoin run summary", extra)
+            raise QueryFailed(str(outcome.error)) from outcome.error
+        result = print_summary(console, spark, job, outcome, "driftjoin run summary")
         if job.pairs_path:
             console.print(f"pairs (Parquet, read with spark.read.parquet): {job.pairs_path}")
+        if result["nothing_valid"]:
+            raise NothingValid(result["nothing_valid"])
         if outcome.reason == "interrupted":
             raise typer.Exit(code=130)
     finally:
@@ -135,53 +183,92 @@ def run(config: Path = typer.Argument(..., help="TOML job file (see README)."),
         spark.stop()
 
 
-def _count(spark, path: str) -> int:
-    """Rows of a Parquet sink, read through Spark (its log ignores files of failed attempts)."""
-    try:
-        return spark.read.parquet(path).count()
-    except Exception:  # nothing written yet
-        return 0
+def _first_missing(path: Path) -> Path | None:
+    """The outermost folder of ``path`` that does not exist yet (None if ``path`` exists)."""
+    missing = None
+    for p in (path, *path.parents):
+        if p.exists():
+            break
+        missing = p
+    return missing
+
+
+def _tidy(checkpoint: Path | None, made: Path | None, scratch: Path, ok: bool) -> None:
+    """After a run: folders this run made for a checkpoint that no query used (it failed before
+    its query started) go, and Spark's log in them moves to the scratch folder. The scratch
+    folder (a console sink's checkpoint and statistics) goes after a run that ended well, and
+    stays with the log after a failure."""
+    from driftjoin.spark.runtime import session
+
+    if checkpoint is not None and made is not None and made.is_dir() and not (checkpoint / "pairs").exists():
+        log = checkpoint / "spark.log"
+        if log.exists():
+            shutil.move(str(log), scratch / "spark.log")
+            if session.LOG_FILE == str(log):
+                session.LOG_FILE = str(scratch / "spark.log")
+        shutil.rmtree(made, ignore_errors=True)
+    if ok:
+        shutil.rmtree(scratch, ignore_errors=True)
 
 
 @app.command()
 @friendly("threshold")
 def threshold(
-    selectivity: float = typer.Option(..., help="Target selectivity, e.g. 0.001 for 0.1%."),
-    metric: str = typer.Option("angular"),
-    dim: int = typer.Option(2),
-    dist: str = typer.Option("uniform"),
-    sample: int = typer.Option(2000),
+    selectivity: float = typer.Option(..., help="Target selectivity: the fraction of pairs that join, e.g. 0.001 for 0.1%."),
+    metric: str = typer.Option("angular", help=f"Distance: {', '.join(sorted(METRICS))}."),
+    dim: int = typer.Option(2, help="Dimension of the generated vectors."),
+    dist: str = typer.Option("uniform", help=f"Distribution of the generated vectors: {', '.join(DISTRIBUTIONS)}."),
+    sample: int = typer.Option(2000, help="Vectors per side the threshold is estimated on."),
+    verbose: bool = VERBOSE,
 ) -> None:
     """Print the threshold that gives a selectivity on generated data of the given distribution."""
     from driftjoin.generators.vectors import generate_vectors
+    from driftjoin.spark.runtime.settings import choice, integer
     from driftjoin.spark.similarity.threshold import choose_threshold
 
+    choice("--dist", dist, DISTRIBUTIONS)
+    integer("--dim", dim, what="the vectors' dimension")
+    integer("--sample", sample, low=2)
     a = generate_vectors(dist, seed=0, stream=0, start=0, count=sample, dim=dim)
     b = generate_vectors(dist, seed=0, stream=1, start=0, count=sample, dim=dim)
     typer.echo(f"{choose_threshold(a, b, selectivity=selectivity, metric=metric, sample=sample):.6g}")
 
 
-bench_app = typer.Typer(add_completion=False, pretty_exceptions_enable=False, help="The paper's experiments (bench/ has more).")
+bench_app = typer.Typer(add_completion=False, pretty_exceptions_enable=False, rich_markup_mode=None,
+                        help="The paper's experiments (bench/ has more).")
 app.add_typer(bench_app, name="bench")
+
+MODELLED = ("throughput and p99 latency are modelled, not measured on Spark: the operators run in this process and "
+            "each worker's measured time is placed on its own core")
 
 
 @bench_app.command("selectivity")
 @friendly("bench selectivity")
 def bench_selectivity(scale: float = typer.Option(1.0, help="Multiply rates and durations (1.0 = the paper's)."),
-                      workers: int = typer.Option(5)) -> None:
-    """Table 2: S3J vs ClusterJoin over selectivities 10% .. 0.1%."""
+                      workers: int = typer.Option(5, help="Number of workers."),
+                      verbose: bool = VERBOSE) -> None:
+    """Table 2: S3J vs ClusterJoin over selectivities 10% .. 0.1% (modelled throughput and latency)."""
     from driftjoin.app.bench import bench_selectivity as run
+    from driftjoin.spark.runtime.settings import integer, number
 
+    number("--scale", scale, low=0, low_open=True)
+    integer("--workers", workers)
     run(scale, workers)
+    typer.echo(MODELLED)
 
 
 @bench_app.command("parallelism")
 @friendly("bench parallelism")
-def bench_parallelism(scale: float = typer.Option(1.0, help="Multiply rates and durations (1.0 = the paper's).")) -> None:
-    """Table 3: S3J vs ClusterJoin at parallelism 5, 10, 15, 20 (8,000 records/s, 0.1%)."""
+def bench_parallelism(scale: float = typer.Option(1.0, help="Multiply rates and durations (1.0 = the paper's)."),
+                      verbose: bool = VERBOSE) -> None:
+    """Table 3: S3J vs ClusterJoin at parallelism 5, 10, 15, 20 (8,000 records/s, 0.1%; modelled
+    throughput and latency)."""
     from driftjoin.app.bench import bench_parallelism as run
+    from driftjoin.spark.runtime.settings import number
 
+    number("--scale", scale, low=0, low_open=True)
     run(scale)
+    typer.echo(MODELLED)
 
 
 @bench_app.command("batch")
@@ -195,8 +282,9 @@ def bench_batch(sizes: str = typer.Option("10000,100000", help="Comma-separated 
                 limits: str = typer.Option("", help="Per-method timeouts overriding --timeout, e.g. 's3j=180,mllib=900'."),
                 lsh: str = typer.Option("", help="Fixed MLlib setting 'tables,bucket' (bucket length in thresholds) instead of "
                                                  "tuning, or 'reuse': the setting an earlier run tuned on the same data set and "
-                                                 "dimension (bench/results/lsh_tuning.json; tuned there if none).")) -> None:
-    """driftjoin's exact static joins vs MLlib's LSH join, FAISS and a numpy join, on the same data."""
+                                                 "dimension (bench/results/lsh_tuning.json; tuned there if none)."),
+                verbose: bool = VERBOSE) -> None:
+    """driftjoin's exact static joins vs MLlib's LSH join, FAISS and a numpy join, on the same data (measured)."""
     from driftjoin.app.bench import bench_batch as run
 
     setting: tuple[int, float] | str | None = None
@@ -207,15 +295,16 @@ def bench_batch(sizes: str = typer.Option("10000,100000", help="Comma-separated 
             tables, bucket = lsh.split(",")
             setting = (int(tables), float(bucket))
         except ValueError:
-            raise ConfigError(f"--lsh {lsh!r}: write it as TABLES,BUCKET, e.g. 8,2.0, or 'reuse'") from None
+            raise SettingError("--lsh", "must be TABLES,BUCKET, e.g. 8,2.0, or 'reuse'", lsh) from None
     try:
         limit_map = {m.strip(): float(v) for m, v in (item.split("=") for item in limits.split(",") if item.strip())}
     except ValueError:
-        raise ConfigError(f"--limits {limits!r}: write it as METHOD=SECONDS,..., e.g. s3j=180,mllib=900") from None
+        raise SettingError("--limits", "must be METHOD=SECONDS,..., e.g. s3j=180,mllib=900", limits) from None
     try:
         size_list, dim_list = [int(x) for x in sizes.split(",")], [int(x) for x in dims.split(",")]
     except ValueError:
-        raise ConfigError("--sizes and --dims are comma-separated integers, e.g. --sizes 10000,100000") from None
+        raise SettingError("--sizes and --dims", "are comma-separated integers, e.g. --sizes 10000,100000",
+                           show_value=False) from None
     run(size_list, dim_list, timeout=timeout, lsh_setting=setting, datasets=tuple(datasets.split(",")),
         methods=tuple(methods.split(",")), parallelism=parallelism, limits=limit_map)
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import math
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from rich.console import Console
 from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
@@ -29,6 +29,8 @@ class Outcome:
     records: int
     batches: int
     error: BaseException | None = None
+    #: the progress reports of the watched query, in batch order
+    reports: list = field(default_factory=list)
 
 
 def watch(queries: list, console: Console, *, total: int | None = None, limit: float | None = None,
@@ -75,7 +77,7 @@ def watch(queries: list, console: Console, *, total: int | None = None, limit: f
         failed = next((q for q in queries if q.exception() is not None), None)
         if failed is not None:
             reason, error = "failed", failed.exception()
-    return Outcome(reason, log.poll(), len(log.reports), error)
+    return Outcome(reason, log.poll(), len(log.with_input), error, log.progress)
 
 
 def _fmt(v: object) -> str:
@@ -84,28 +86,104 @@ def _fmt(v: object) -> str:
     return f"{v:,}" if isinstance(v, int) else str(v)
 
 
-def print_summary(console: Console, metrics_dir: str | None, title: str, extra: dict[str, object] | None = None) -> dict:
-    """The summary table (records in, pairs out, ratios, per-worker latency) and ``extra`` rows."""
-    from driftjoin.app.report import summary
+def keeping_up(reports: list[dict], trigger_seconds: float | None) -> str | None:
+    """Whether a stream kept up, from its progress reports after the start-up batches: ``"yes"``,
+    or ``"no: ..."`` saying by how much; None when there is nothing to tell (too few batches).
 
-    totals: dict = {}
+    With a processing-time trigger a micro-batch that takes longer than the trigger makes the
+    next one start late; back to back (no trigger), the stream falls behind when it processes
+    fewer records per second than arrive.
+    """
+    from driftjoin.app.report import STARTUP_BATCHES
+
+    steady = [p for p in reports if p.get("numInputRows")][STARTUP_BATCHES:]
+    if len(steady) < 2:
+        return None
+    durations = sorted(p["durationMs"].get("triggerExecution", 0) / 1000 for p in steady)
+    median = durations[len(durations) // 2]
+    if trigger_seconds and median > trigger_seconds:
+        return (f"no: the median micro-batch took {median:.1f} s, longer than the {trigger_seconds:g} s trigger "
+                "(use a longer trigger, fewer workers or a lower rate)")
+    arriving = sum(p.get("inputRowsPerSecond") or 0.0 for p in steady) / len(steady)
+    processed = sum(p["numInputRows"] for p in steady) / max(sum(durations), 1e-9)
+    if arriving and processed < 0.95 * arriving:
+        return (f"no: {processed:,.0f} records/s processed of {arriving:,.0f} arriving (use a trigger of a few seconds, "
+                "fewer workers or a lower rate)")
+    return "yes"
+
+
+def dead_letter_counts(spark, path: str | None, top: int = 3) -> str:
+    """The dead letters in a sink and their most common reasons (a reason's text up to its first
+    ``": "``, so values do not split it), e.g. ``"12 (not valid JSON 7, missing id 5)"``."""
+    if path is None:
+        return "not checked (generated input)"
+    from pyspark.sql import functions as F
+
+    try:
+        dead = spark.read.parquet(path)
+    except Exception:  # nothing written yet
+        return "0"
+    rows = (dead.groupBy(F.split(F.col("reason"), ": ").getItem(0).alias("reason")).count()
+            .orderBy(F.col("count").desc(), "reason").collect())
+    total = sum(r["count"] for r in rows)
+    if not total:
+        return "0"
+    shown = ", ".join(f"{r['reason']} {r['count']:,}" for r in rows[:top])
+    return f"{total:,} ({shown}{', ...' if len(rows) > top else ''})"
+
+
+def count_rows(spark, path: str) -> int:
+    """Rows of a Parquet sink, read through Spark (its log ignores files of failed attempts)."""
+    try:
+        return spark.read.parquet(path).count()
+    except Exception:  # nothing written yet
+        return 0
+
+
+def print_summary(console: Console, spark, job, outcome: Outcome, title: str) -> dict:
+    """The summary of a run: this run's counts (records read and joined, pairs, ratios, late
+    records), what the sinks hold over all runs of the checkpoint, whether the stream kept up,
+    and per worker the pairs and the steady-state and start-up latency.
+
+    ``job``: a started :class:`driftjoin.app.runner.Job` (or anything with its fields). The
+    returned dict has the rows and ``nothing_valid``: a message when records were read but none
+    was joined (every one a dead letter), else None.
+    """
+    from driftjoin.app.report import STARTUP_BATCHES, summary
+
+    main = job.queries[0]
+    totals, per_worker = summary(job.metrics_dir, run_id=str(main.runId)) if job.metrics_dir else ({}, None)
+    rows: dict[str, object] = {"ended": outcome.reason, "micro-batches (this run)": outcome.batches,
+                               "records read (this run)": outcome.records}
+    if totals:
+        rows["records joined (this run)"] = totals["records_in"]
+        rows["pairs out (this run)"] = totals["pairs_out"]
+        rows["duplication ratio (this run)"] = totals["duplication_ratio"]
+        rows["comparisons ratio (this run)"] = totals["comparisons_ratio"]
+        rows["late records (this run)"] = totals["late"]
+    if job.pairs_path:
+        rows["pairs in the sink (all runs)"] = count_rows(spark, job.pairs_path)
+    rows["dead letters (all runs)"] = dead_letter_counts(spark, job.dead_letters_path)
+    kept = None if job.available_now else keeping_up(outcome.reports, job.trigger_seconds)
+    if kept is not None:
+        rows["kept up with the trigger"] = kept
     table = Table(title=title)
     table.add_column("metric")
     table.add_column("value", justify="right")
-    per_worker = None
-    if metrics_dir:
-        totals, per_worker = summary(metrics_dir)
-        for k in ("records_in", "pairs_out", "duplication_ratio", "comparisons_ratio"):
-            table.add_row(k.replace("_", " "), _fmt(totals[k]))
-    for k, v in (extra or {}).items():
+    for k, v in rows.items():
         table.add_row(k, _fmt(v))
     console.print(table)
     if per_worker is not None and len(per_worker):
-        wt = Table(title="per worker")
-        for c in ("worker", "pairs", "comparisons", "p50 latency (s)", "p99 latency (s)"):
+        wt = Table(title=f"per worker (latency: steady state; start-up = the first {STARTUP_BATCHES} micro-batches)")
+        for c in ("worker", "pairs", "comparisons", "p50 latency (s)", "p99 latency (s)", "p99 at start-up (s)"):
             wt.add_column(c, justify="right")
         for _, r in per_worker.iterrows():
             wt.add_row(str(int(r.worker)), f"{int(r.pairs):,}", f"{int(r.comparisons):,}", _fmt(float(r.p50_latency_s)),
-                       _fmt(float(r.p99_latency_s)))
+                       _fmt(float(r.p99_latency_s)), _fmt(float(r.startup_p99_latency_s)))
         console.print(wt)
-    return {"totals": totals, "per_worker": [] if per_worker is None else per_worker.to_dict("records")}
+    nothing_valid = None
+    if outcome.records and totals and not totals["records_in"] and not totals["late"]:
+        nothing_valid = (f"nothing valid was read: {outcome.records:,} records read, none joined; dead letters: "
+                         f"{rows['dead letters (all runs)']} (check dim, vector_col, id_col and the input's schema)")
+    return {"rows": rows, "totals": totals, "per_worker": [] if per_worker is None else per_worker.to_dict("records"),
+            "nothing_valid": nothing_valid}

@@ -14,8 +14,12 @@ from __future__ import annotations
 
 import shutil
 from pathlib import Path
+from types import SimpleNamespace
 
 from rich.console import Console
+
+from driftjoin.spark.runtime.settings import SettingError, integer, number
+from driftjoin.spark.similarity.settings import SimilaritySettings
 
 #: Marks a folder made by the demo; only the demo's own entries in it are ever replaced.
 MARKER = ".driftjoin-demo"
@@ -48,18 +52,35 @@ def prepare_out_dir(out_dir: Path) -> None:
                                   + " here and leaves everything else alone\n")
 
 
+def check_demo(out_dir: Path, *, seconds: float, rate: int, parallelism: int, window: str,
+               selectivity: float = 0.001) -> None:
+    """Check the demo's flags before Spark starts (:class:`~driftjoin.spark.runtime.settings.SettingError`
+    naming the flag)."""
+    integer("--rate", rate, what="records per second per stream")
+    number("--seconds", seconds, low=0, low_open=True, what="how long the streams run")
+    if out_dir.exists() and not out_dir.is_dir():
+        raise SettingError("--out", "is a file; give a folder (new or empty) for the demo's output", str(out_dir))
+    try:
+        SimilaritySettings.check({"threshold": selectivity, "parallelism": parallelism, "window": window, "dim": 2,
+                                  "ingest_col": "ts"})
+    except SettingError as e:
+        raise e.spelled(f"--{e.name}") from None
+
+
 def run_demo(out_dir: Path, seconds: float = 60.0, rate: int = 500, parallelism: int = 2,
              selectivity: float = 0.001, window: str = "20 seconds", dist: str = "uniform",
              verbose: bool = False, log_level: str = "WARN") -> dict:
-    from driftjoin.app.console import print_summary, watch
+    """Run the demo into ``out_dir`` and print its summary; returns the summary's rows."""
+    from driftjoin.app.console import count_rows, print_summary, watch
     from driftjoin.app.report import plot_latency
     from driftjoin.spark.runtime.session import local_session
     from driftjoin.spark.similarity.api import similarity_join
 
+    check_demo(out_dir, seconds=seconds, rate=rate, parallelism=parallelism, window=window, selectivity=selectivity)
     console = Console()
     prepare_out_dir(out_dir)
     console.print(f"[bold]driftjoin demo[/bold]: 2 streams x {rate} records/s, 2-D {dist}, angular distance, "
-                  f"selectivity {selectivity:.2%}, {parallelism} workers, {window} windows, {seconds:.0f} s")
+                  f"selectivity {selectivity:.2%}, {parallelism} workers, {window} windows, {seconds:g} s")
     spark = local_session(parallelism, "driftjoin-demo", verbose=verbose, log_level=log_level,
                           log_file=str(out_dir / "spark.log"))
     total = int(rate * seconds)
@@ -75,13 +96,16 @@ def run_demo(out_dir: Path, seconds: float = 60.0, rate: int = 500, parallelism:
                             parallelism=parallelism, dim=2, ingest_col="ts", metrics_dir=metrics)
     query = (pairs.writeStream.format("parquet").option("path", str(out_dir / "pairs"))
              .option("checkpointLocation", str(out_dir / "checkpoint")).trigger(processingTime="1 second").start())
-    outcome = watch([query], console, total=2 * total, limit=seconds * 4 + 120)
-    if outcome.error is not None:
+    try:
+        outcome = watch([query], console, total=2 * total, limit=seconds * 4 + 120)
+        if outcome.error is not None:
+            raise outcome.error
+        job = SimpleNamespace(queries=[query], metrics_dir=metrics, pairs_path=str(out_dir / "pairs"),
+                              dead_letters_path=None, available_now=False, trigger_seconds=1.0)
+        result = print_summary(console, spark, job, outcome, "driftjoin demo summary")
+        plot = plot_latency(metrics, out_dir / "latency.png", f"driftjoin demo: p99 latency per worker ({parallelism} workers)")
+        console.print(f"latency plot: {plot}\npairs (Parquet, read with spark.read.parquet): {out_dir / 'pairs'}")
+        return {**result, "plot": str(plot), "pairs_in_sink": count_rows(spark, str(out_dir / "pairs")),
+                "ended": outcome.reason}
+    finally:
         spark.stop()
-        raise outcome.error
-    in_sink = spark.read.parquet(str(out_dir / "pairs")).count()
-    result = print_summary(console, metrics, "driftjoin demo summary", {"pairs in the sink": in_sink})
-    plot = plot_latency(metrics, out_dir / "latency.png", f"driftjoin demo: p99 latency per worker ({parallelism} workers)")
-    console.print(f"latency plot: {plot}\npairs (Parquet, read with spark.read.parquet): {out_dir / 'pairs'}")
-    spark.stop()
-    return {**result, "plot": str(plot), "pairs_in_sink": in_sink, "ended": outcome.reason}

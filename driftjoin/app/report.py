@@ -19,63 +19,228 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from driftjoin.spark.runtime.stats import LATENCY_BOUNDS, histogram_quantile, read_stats
+from driftjoin.spark.runtime.stats import STAMP, histogram_quantile, read_stats
+
+#: Micro-batches with data at the start of each run whose latency is start-up, not steady state:
+#: the first batches of a run start the Python workers, load the state and compile the kernels.
+STARTUP_BATCHES = 2
 
 
-def metrics_table(metrics_dir: str, query_id: str | None = None) -> pd.DataFrame:
-    """One row per (worker, batch): time, comparisons, pairs, memberships, state bytes, p50/p99.
+def _run_of(record: dict) -> tuple[str | None, int | None]:
+    """The run that wrote a statistics record and its batch (a static join's records have none)."""
+    stamp = record.get(STAMP)
+    return (stamp.get("run"), stamp.get("batch")) if stamp else (None, None)
 
-    Committed micro-batches only, each once (:func:`driftjoin.spark.runtime.stats.read_stats`);
-    ``query_id`` keeps one query's rows when several share ``metrics_dir``.
+
+def _records(metrics_dir: str, query_id: str | None, run_id: str | None, operator: str = "computation") -> list[dict]:
+    return [s for s in read_stats(metrics_dir, operator, query_id=query_id) if run_id is None or _run_of(s)[0] == run_id]
+
+
+def _startup(records: list[dict]) -> set[tuple[str | None, int | None]]:
+    """The (run, batch) pairs that are one of their run's first :data:`STARTUP_BATCHES` batches
+    with data (a batch without data writes no statistics and starts nothing)."""
+    batches: dict[str | None, set[int]] = {}
+    for r in records:
+        run, batch = _run_of(r)
+        if run is not None:
+            batches.setdefault(run, set()).add(batch)
+    return {(run, b) for run, bs in batches.items() for b in sorted(bs)[:STARTUP_BATCHES]}
+
+
+def metrics_table(metrics_dir: str, query_id: str | None = None, run_id: str | None = None) -> pd.DataFrame:
+    """One row per worker and micro-batch of a similarity join's statistics.
+
+    Committed micro-batches only, each once (:func:`driftjoin.spark.runtime.stats.read_stats`), so
+    the totals agree with an exactly-once sink.
+
+    Parameters
+    ----------
+    metrics_dir:
+        The ``metrics_dir`` the join wrote to (a path or a ``pyarrow.fs`` URI).
+    query_id:
+        Keep one streaming query's rows when several share ``metrics_dir``.
+    run_id:
+        Keep one run's rows (a restart from the checkpoint is a new run: ``query.runId``).
+
+    Returns
+    -------
+    pandas.DataFrame
+        Columns ``worker, seq, time, comparisons, pairs, memberships, state_bytes,
+        p50_latency_s, p99_latency_s, latency_hist, run, startup`` (``startup``: the batch is
+        one of its run's first :data:`STARTUP_BATCHES` batches with data), sorted by time.
+
+    Examples
+    --------
+    >>> import tempfile
+    >>> from driftjoin import local_session, similarity_join
+    >>> from driftjoin.app.report import metrics_table
+    >>> spark = local_session(2)
+    >>> df = spark.createDataFrame([(i, [float(i), 0.0]) for i in range(20)], "id long, vector array<double>")
+    >>> metrics = tempfile.mkdtemp()
+    >>> similarity_join(df, threshold=1.0, metric="euclidean", parallelism=2, metrics_dir=metrics).count()
+    19
+    >>> int(metrics_table(metrics)["pairs"].sum())
+    19
     """
     rows = []
-    for s in read_stats(metrics_dir, "computation", query_id=query_id):
+    records = _records(metrics_dir, query_id, run_id)
+    startup = _startup(records)
+    for s in records:
         hist = np.asarray(s["latency_hist"])
+        run = _run_of(s)
         rows.append({
             "worker": s["worker"], "seq": s["seq"], "time": s["time"], "comparisons": s["comparisons"],
             "pairs": s["pairs"], "memberships": s["memberships"], "state_bytes": s["state_bytes"],
             "p50_latency_s": histogram_quantile(hist, 0.5), "p99_latency_s": histogram_quantile(hist, 0.99),
-            "latency_hist": hist,
+            "latency_hist": hist, "run": run[0], "startup": run in startup,
         })
-    cols = ["worker", "seq", "time", "comparisons", "pairs", "memberships", "state_bytes", "p50_latency_s", "p99_latency_s", "latency_hist"]
+    cols = ["worker", "seq", "time", "comparisons", "pairs", "memberships", "state_bytes", "p50_latency_s", "p99_latency_s",
+            "latency_hist", "run", "startup"]
     return pd.DataFrame(rows, columns=cols).sort_values(["time", "worker"]).reset_index(drop=True)
 
 
-def workset_table(metrics_dir: str, query_id: str | None = None) -> pd.DataFrame:
-    """One row per (worker, batch, workset): new inner/outlier/outer members, comparisons, pairs."""
+def workset_table(metrics_dir: str, query_id: str | None = None, run_id: str | None = None) -> pd.DataFrame:
+    """One row per worker, micro-batch and workset of a similarity join's statistics.
+
+    Parameters
+    ----------
+    metrics_dir:
+        The ``metrics_dir`` the join wrote to.
+    query_id, run_id:
+        Keep one query's (one run's) rows, as in :func:`metrics_table`.
+
+    Returns
+    -------
+    pandas.DataFrame
+        Columns ``worker, seq, time, workset, inner, outlier, outer, comparisons, pairs``: the
+        workset's new inner, outlier and outer members in the batch, its distance computations
+        and joined pairs (a grid cell appears as a workset).
+
+    Examples
+    --------
+    >>> import tempfile
+    >>> from driftjoin import local_session, similarity_join
+    >>> from driftjoin.app.report import workset_table
+    >>> spark = local_session(2)
+    >>> df = spark.createDataFrame([(i, [float(i), 0.0]) for i in range(20)], "id long, vector array<double>")
+    >>> metrics = tempfile.mkdtemp()
+    >>> similarity_join(df, threshold=1.0, metric="euclidean", parallelism=2, metrics_dir=metrics).count()
+    19
+    >>> int(workset_table(metrics)["pairs"].sum())
+    19
+    """
     rows = []
-    for s in read_stats(metrics_dir, "computation", query_id=query_id):
+    for s in _records(metrics_dir, query_id, run_id):
         for g, (inner, outlier, outer, cmp_, pairs) in s["worksets"].items():
             rows.append({"worker": s["worker"], "seq": s["seq"], "time": s["time"], "workset": int(g),
                          "inner": inner, "outlier": outlier, "outer": outer, "comparisons": cmp_, "pairs": pairs})
     return pd.DataFrame(rows, columns=["worker", "seq", "time", "workset", "inner", "outlier", "outer", "comparisons", "pairs"])
 
 
-def summary(metrics_dir: str, query_id: str | None = None) -> tuple[dict, pd.DataFrame]:
-    """Totals (records, pairs, ratios) and a per-worker table (pairs, comparisons, p50/p99), of
-    the committed micro-batches (what the sink holds)."""
-    table = metrics_table(metrics_dir, query_id)
-    records = sum(s.get("records", 0) for s in read_stats(metrics_dir, "computation", query_id=query_id))
+def _quantiles(hists: list[np.ndarray]) -> tuple[float, float]:
+    if not hists:
+        return math.nan, math.nan
+    hist = np.sum(np.stack(hists), axis=0)
+    return histogram_quantile(hist, 0.5), histogram_quantile(hist, 0.99)
+
+
+def summary(metrics_dir: str, query_id: str | None = None, run_id: str | None = None) -> tuple[dict, pd.DataFrame]:
+    """The paper's metrics of a similarity join: totals and one row per worker.
+
+    Counts committed micro-batches only (what an exactly-once sink holds). Latency is split:
+    the first :data:`STARTUP_BATCHES` micro-batches of each run pay for starting the Python
+    workers, loading state and compiling, so their latency is reported apart from the steady
+    state's.
+
+    Parameters
+    ----------
+    metrics_dir:
+        The ``metrics_dir`` the join wrote to (a path or a ``pyarrow.fs`` URI).
+    query_id:
+        Keep one streaming query's statistics when several share ``metrics_dir``.
+    run_id:
+        Keep one run's statistics (``query.runId``); default: every run of the checkpoint.
+
+    Returns
+    -------
+    tuple[dict, pandas.DataFrame]
+        ``totals``: ``records_in`` (valid records the workers received), ``pairs_out``,
+        ``duplication_ratio`` (workset memberships per record), ``comparisons_ratio`` (distance
+        computations per pair), ``comparisons``, ``late`` (records that arrived after their
+        window closed), ``batches`` and ``startup_batches``. ``per_worker``: columns ``worker,
+        pairs, comparisons, p50_latency_s, p99_latency_s`` (steady state: nan when every batch
+        was a start-up batch) and ``startup_p99_latency_s``.
+
+    Examples
+    --------
+    >>> import tempfile
+    >>> from driftjoin import local_session, similarity_join
+    >>> from driftjoin.app.report import summary
+    >>> spark = local_session(2)
+    >>> df = spark.createDataFrame([(i, [float(i), 0.0]) for i in range(20)], "id long, vector array<double>")
+    >>> metrics = tempfile.mkdtemp()
+    >>> similarity_join(df, threshold=1.0, metric="euclidean", parallelism=2, metrics_dir=metrics).count()
+    19
+    >>> totals, per_worker = summary(metrics)
+    >>> totals["pairs_out"], totals["records_in"]
+    (19, 20)
+    """
+    table = metrics_table(metrics_dir, query_id, run_id)
+    records = _records(metrics_dir, query_id, run_id)
+    inputs = sum(s.get("records", 0) for s in records)
     pairs = int(table["pairs"].sum()) if len(table) else 0
     comparisons = int(table["comparisons"].sum()) if len(table) else 0
     memberships = int(table["memberships"].sum()) if len(table) else 0
     totals = {
-        "records_in": records,
+        "records_in": inputs,
         "pairs_out": pairs,
-        "duplication_ratio": memberships / records if records else math.nan,
+        "duplication_ratio": memberships / inputs if inputs else math.nan,
         "comparisons_ratio": comparisons / pairs if pairs else math.nan,
         "comparisons": comparisons,
+        "late": sum(s.get("late", 0) for s in records + _records(metrics_dir, query_id, run_id, "formulation")),
+        "batches": int(table["seq"].nunique()) if len(table) else 0,
+        "startup_batches": int(table.loc[table["startup"], "seq"].nunique()) if len(table) else 0,
     }
     per_worker = []
     for w, g in table.groupby("worker"):
-        hist = np.sum(np.stack(g["latency_hist"].to_numpy()), axis=0) if len(g) else np.zeros(len(LATENCY_BOUNDS) + 1)
+        p50, p99 = _quantiles(list(g.loc[~g["startup"], "latency_hist"]))
         per_worker.append({"worker": int(w), "pairs": int(g["pairs"].sum()), "comparisons": int(g["comparisons"].sum()),
-                           "p50_latency_s": histogram_quantile(hist, 0.5), "p99_latency_s": histogram_quantile(hist, 0.99)})
-    return totals, pd.DataFrame(per_worker)
+                           "p50_latency_s": p50, "p99_latency_s": p99,
+                           "startup_p99_latency_s": _quantiles(list(g.loc[g["startup"], "latency_hist"]))[1]})
+    columns = ["worker", "pairs", "comparisons", "p50_latency_s", "p99_latency_s", "startup_p99_latency_s"]
+    return totals, pd.DataFrame(per_worker, columns=columns)
 
 
 def plot_latency(metrics_dir: str, path: str | Path, title: str = "p99 latency per worker") -> Path:
-    """PNG of per-worker p99 latency over time (the paper's Figures 4 to 6)."""
+    """Draw each worker's p99 latency per micro-batch over time as a PNG (the paper's Figures 4 to 6).
+
+    Parameters
+    ----------
+    metrics_dir:
+        The ``metrics_dir`` the join wrote to.
+    path:
+        The PNG to write (its folder is created).
+    title:
+        The plot's title.
+
+    Returns
+    -------
+    pathlib.Path
+        ``path``.
+
+    Examples
+    --------
+    >>> import tempfile
+    >>> from driftjoin import local_session, similarity_join
+    >>> from driftjoin.app.report import plot_latency
+    >>> spark = local_session(2)
+    >>> df = spark.createDataFrame([(i, [float(i), 0.0]) for i in range(20)], "id long, vector array<double>")
+    >>> metrics = tempfile.mkdtemp()
+    >>> similarity_join(df, threshold=1.0, metric="euclidean", parallelism=2, metrics_dir=metrics).count()
+    19
+    >>> plot_latency(metrics, f"{metrics}/latency.png").stat().st_size > 0
+    True
+    """
     import matplotlib
 
     matplotlib.use("Agg")

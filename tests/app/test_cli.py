@@ -1,35 +1,109 @@
-"""The command line without Spark: the demo's output folder, one-line errors with exit codes,
-the TOML job file's keys (issue 12: found item 11 and the CLI ergonomics)."""
+"""The command line as a user meets it, through the real ``driftjoin`` entry point in a subprocess:
+what the console shows and the exit code. These fail before Spark starts (about half a second
+each): every flag and key is checked first, and errors are one line naming the setting."""
 
 from __future__ import annotations
 
-import pytest
-from typer.testing import CliRunner
+from pathlib import Path
 
-from driftjoin.app.cli import app, short_message
+import pytest
+
 from driftjoin.app.demo import MARKER, prepare_out_dir
 from driftjoin.app.runner import JobConfig
-
-runner = CliRunner()
-
-JOB = {
-    "source": {"kind": "files", "left": "in/L", "schema": "id long, vector array<double>"},
-    "join": {"threshold": 0.01, "dim": 2},
-    "sink": {"kind": "parquet", "path": "out/pairs", "checkpoint": "out/ck"},
-}
+from driftjoin.spark.runtime.settings import SettingError
 
 
-def test_demo_refuses_a_folder_it_did_not_create_and_deletes_nothing(tmp_path):
+def job(tmp_path: Path, join: str, source: str = 'kind = "generator"\ntotal = 100',
+        sink: str = 'path = "out/pairs"\ncheckpoint = "out/ck"') -> Path:
+    path = tmp_path / "job.toml"
+    path.write_text(f"[source]\n{source}\n[join]\n{join}\n[sink]\n{sink}\n")
+    return path
+
+
+@pytest.mark.parametrize("args, toml, message", [
+    (["demo", "--parallelism", "0"], None, "--parallelism must be an integer >= 1 (the number of workers), got 0"),
+    (["demo", "--seconds", "-5"], None, "--seconds must be a finite number > 0"),
+    (["demo", "--rate", "0"], None, "--rate must be an integer >= 1"),
+    (["demo", "--window", "soon"], None, "--window 'soon' is not a duration"),
+    (["run"], "threshold = 0.01\nparallelism = 0", "[join] parallelism must be an integer >= 1 (the number of workers), got 0"),
+    (["run"], 'threshold = 0.01\nparallelism = "two"', "[join] parallelism must be an integer >= 1 (the number of workers), got 'two'"),
+    (["run"], "threshold = -1", "[join] threshold must be a finite distance > 0"),
+    (["run"], "threshold = 0.01\ndim = 3", "[join] dim does not match the generator's vectors ([source] dim = 2)"),
+    (["run"], 'threshold = 0.01\nbalance_options = { split = true }', "[join] balance_options needs balance="),
+    (["run"], 'threshold = 0.01\nbalance = "s3j"\nbalance_options = { windows = 3 }',
+     "[join] balance_options has unknown key(s) 'windows'; valid keys: at, di_threshold"),
+    (["run"], "threshold = 0.01\ntreshold = 0.02", "[join] treshold is not a setting of similarity_join"),
+    (["threshold", "--selectivity", "0.01", "--dist", "normal"], None, "--dist must be one of 'uniform', 'gaussian'"),
+    (["threshold", "--selectivity", "2"], None, "selectivity must be in (0, 1]"),
+    (["bench", "batch", "--limits", "s3j"], None, "--limits must be METHOD=SECONDS"),
+])
+def test_bad_settings_fail_before_spark_with_one_line_naming_the_setting(tmp_path, args, toml, message, cli):
+    if toml is not None:
+        args = [*args, str(job(tmp_path, toml))]
+    if args[0] == "demo":
+        args = [*args, "--out", str(tmp_path / "demo")]
+    result = cli(*args, cwd=tmp_path)
+    assert result.returncode == 2, result.stdout + result.stderr
+    lines = (result.stdout + result.stderr).strip().splitlines()
+    assert len(lines) == 1 and message in lines[0] and lines[0].startswith(f"driftjoin {args[0]}")
+    # nothing was started: no demo folder, no checkpoint, no Spark log
+    assert not (tmp_path / "demo").exists() and not (tmp_path / "out").exists()
+
+
+def test_a_files_job_without_event_time_is_one_window_unless_processing_time_is_asked(tmp_path, cli):
+    (tmp_path / "in").mkdir()
+    files = 'kind = "files"\nleft = "in"\nschema = "id long, vector array<double>"'
+    result = cli("run", str(job(tmp_path, 'threshold = 0.01\ndim = 2\nwindow = "1 minute"', files)), "--available-now")
+    assert result.returncode == 2
+    assert "[join] window without time_col would window a files source by the wall clock" in result.stderr
+    assert "processing_time = true" in result.stderr
+    assert JobConfig.load(job(tmp_path, "threshold = 0.01\ndim = 2", files)).join["window"] is None
+    kept = JobConfig.load(job(tmp_path, 'threshold = 0.01\ndim = 2\nwindow = "1 minute"\nprocessing_time = true', files))
+    assert kept.join["window"] == "1 minute" and kept.processing_time
+    timed = JobConfig.load(job(tmp_path, 'threshold = 0.01\ndim = 2\ntime_col = "ts"\nwatermark = "5 s"', files))
+    assert "window" not in timed.join  # event time: the join's default window (1 minute)
+
+
+def test_job_file_paths_are_relative_to_the_file_not_the_current_directory(tmp_path, monkeypatch):
+    (tmp_path / "jobs" / "in").mkdir(parents=True)
+    path = tmp_path / "jobs" / "job.toml"
+    path.write_text('[source]\nkind = "files"\nleft = "in"\nschema = "id long, vector array<double>"\n'
+                    '[join]\nthreshold = 0.01\ndim = 2\nmetrics_dir = "m"\n[sink]\npath = "out/p"\ncheckpoint = "out/ck"\n')
+    monkeypatch.chdir(tmp_path)
+    cfg = JobConfig.load("jobs/job.toml")
+    base = tmp_path / "jobs"
+    assert (cfg.source["left"], cfg.sink["path"], cfg.sink["checkpoint"], cfg.join["metrics_dir"]) == (
+        str(base / "in"), str(base / "out/p"), str(base / "out/ck"), str(base / "m"))
+    path.write_text(path.read_text().replace('left = "in"', 'left = "missing"'))
+    with pytest.raises(SettingError, match=r"\[source\] left .*missing is not a directory \(relative paths start at"):
+        JobConfig.load(path)
+
+
+def test_help_shows_plain_flags_the_job_argument_choices_and_a_version(cli):
+    run_help = cli("run", "--help").stdout
+    assert "run [OPTIONS] JOB.toml" in run_help and "{" not in run_help and "<bool>" not in run_help
+    assert "--available-now  " in run_help and "--verbose" in run_help
+    threshold_help = " ".join(cli("threshold", "--help").stdout.split())
+    assert "uniform, gaussian, skewed, pareto, drift" in threshold_help and "--verbose" in threshold_help
+    assert "Vectors per side" in threshold_help and "angular" in threshold_help
+    for command in (["bench", "selectivity"], ["bench", "parallelism"], ["bench", "batch"]):
+        assert "--verbose" in cli(*command, "--help").stdout
+    assert "modelled" in " ".join(cli("bench", "selectivity", "--help").stdout.split())
+    version = cli("--version")
+    assert version.returncode == 0 and version.stdout.strip().startswith("driftjoin 0.")
+
+
+def test_demo_refuses_a_folder_it_did_not_create_and_deletes_nothing(tmp_path, cli):
     mine = tmp_path / "mine"
     mine.mkdir()
     (mine / "thesis.tex").write_text("years of work")
     (mine / "pairs").mkdir()
-    result = runner.invoke(app, ["demo", "--out", str(mine)])
-    assert result.exit_code == 2
-    assert "thesis.tex" in result.output and "nothing was deleted" in result.output and "Traceback" not in result.output
+    result = cli("demo", "--out", str(mine))
+    assert result.returncode == 2
+    assert "thesis.tex" in result.stderr and "nothing was deleted" in result.stderr and "Traceback" not in result.stderr
     assert (mine / "thesis.tex").read_text() == "years of work" and (mine / "pairs").is_dir()
-    with pytest.raises(ValueError, match="is a file"):
-        prepare_out_dir(mine / "thesis.tex")
+    result = cli("demo", "--out", str(mine / "thesis.tex"))
+    assert result.returncode == 2 and "--out is a file" in result.stderr
 
 
 def test_demo_replaces_only_its_own_entries(tmp_path):
@@ -49,48 +123,3 @@ def test_demo_replaces_only_its_own_entries(tmp_path):
     (old / "latency.png").write_bytes(b"png")
     prepare_out_dir(old)
     assert sorted(p.name for p in old.iterdir()) == [MARKER]
-
-
-@pytest.mark.parametrize("args, message", [
-    (["run", "/no/such/job.toml"], "does not exist"),
-    (["threshold", "--selectivity", "2"], "selectivity must be in (0, 1]"),
-    (["threshold", "--selectivity", "0.01", "--metric", "sqeuclidean"], "sqeuclidean"),
-    (["bench", "batch", "--sizes", "ten"], "comma-separated integers"),
-    (["bench", "batch", "--limits", "s3j"], "METHOD=SECONDS"),
-    (["bench", "batch", "--limits", "s3j=60,lsh=5"], "unknown methods ['lsh']"),
-    (["bench", "batch", "--lsh", "again"], "or 'reuse'"),
-])
-def test_cli_errors_are_one_line_and_exit_2(args, message):
-    result = runner.invoke(app, args)
-    assert result.exit_code == 2, result.output
-    assert message in result.output and "Traceback" not in result.output
-    assert len(result.output.strip().splitlines()) == 1
-
-
-def test_job_file_errors_name_the_key(tmp_path):
-    bad = tmp_path / "job.toml"
-    bad.write_text('[source]\nkind = "files"\n[join]\nthreshold = 0.1\nbalance_options = { split = true }\n'
-                   '[sink]\nkind = "console"\ntrigger = "-5 seconds"\n')
-    result = runner.invoke(app, ["run", str(bad)])
-    assert result.exit_code == 2 and "balance_options needs balance" in result.output
-    bad.write_text(bad.read_text().replace("balance_options", 'balance = "greedy"\nbalance_options'))
-    result = runner.invoke(app, ["run", str(bad)])
-    assert result.exit_code == 2 and "trigger must be positive" in result.output
-
-
-def test_join_section_takes_balance_keys():
-    raw = {**JOB, "join": {**JOB["join"], "algorithm": "s3j", "partitions": 1, "output": "grouped", "balance": "s3j",
-                           "balance_options": {"monitoring_window": 30, "at": "window", "split": True}}}
-    cfg = JobConfig.from_dict(raw)
-    assert cfg.join["balance_options"]["at"] == "window"
-    with pytest.raises(ValueError, match="unknown key.*balance_options: windows"):
-        JobConfig.from_dict({**raw, "join": {**raw["join"], "balance_options": {"windows": 3}}})
-    assert JobConfig.from_dict({**JOB, "source": {"kind": "generator", "total": 500}}).expected_records == 1000
-
-
-def test_short_message_keeps_the_line_that_matters():
-    worker = ("[PYTHON_EXCEPTION] An exception was thrown from the Python worker. Please see the stack trace below.\n"
-              "Traceback (most recent call last):\n  File \"worker.py\", line 3, in main\n    import driftjoin\n"
-              "ModuleNotFoundError: No module named 'driftjoin' SQLSTATE: 38000\n\nJVM stacktrace:\n\tat org.apache.spark.X")
-    assert short_message(RuntimeError(worker)) == "ModuleNotFoundError: No module named 'driftjoin'"
-    assert short_message(ValueError("first line\n\tat org.apache.Y")) == "first line"

@@ -21,6 +21,7 @@ import threading
 import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass
+from typing import Any
 
 from driftjoin.control.autoscale.actuator import ON_CONNECT, ClusterUnavailable, ExecutorActuator, RestartActuator
 from driftjoin.control.autoscale.collector import QueryMetricsCollector
@@ -42,6 +43,14 @@ class WindowRecord:
     error: str = ""
     #: the policy's target that ``before_scale`` vetoed (the joint plane balanced instead)
     vetoed: int | None = None
+
+    def __str__(self) -> str:
+        m = self.metrics
+        action = (f"-> {self.target} workers" if self.target is not None
+                  else f"vetoed {self.vetoed}" if self.vetoed is not None else "no change")
+        return (f"window ending {time.strftime('%H:%M:%S', time.localtime(m.time))}: {self.workers} workers, "
+                f"{m.input_rate:,.0f} records/s in, {m.processed_rate:,.0f} processed, lag {m.lag:,.0f} records, "
+                f"{action}{f' (error: {self.error})' if self.error else ''}")
 
     def row(self) -> dict:
         m = asdict(self.metrics)
@@ -123,6 +132,20 @@ class AutoscaleController:
             self.spark.streams.removeListener(self._listener)
             self._listener = None
 
+    def table(self) -> Any:
+        """The history as a pandas DataFrame, one row per monitoring window: ``time, workers,
+        target, input_rate, processed_rate, lag, lag_seconds, batch_duration, cpu_utilisation,
+        latency_p95, actuation_seconds, vetoed, error`` (``target``: the workers the policy
+        asked for, missing when it kept them)."""
+        import pandas as pd
+
+        columns = ["time", "workers", "target", "input_rate", "processed_rate", "lag", "lag_seconds", "batch_duration",
+                   "cpu_utilisation", "latency_p95", "actuation_seconds", "vetoed", "error"]
+        measured = ("input_rate", "processed_rate", "lag", "batch_duration", "cpu_utilisation", "latency_p95")
+        rows = [{**{c: getattr(r.metrics, c) for c in measured}, "lag_seconds": r.metrics.lag_seconds, "time": r.metrics.time, "workers": r.workers, "target": r.target,
+                 "actuation_seconds": r.actuation_seconds, "vetoed": r.vetoed, "error": r.error} for r in self.history]
+        return pd.DataFrame(rows, columns=columns)
+
     def workers(self) -> int:
         if self.dry_run and self._virtual is not None:
             return self._virtual
@@ -180,15 +203,61 @@ def autoscale(spark, policy: str | Policy = "ds2", *, min_workers: int = 1, max_
               **policy_options: float) -> AutoscaleController:
     """Attach an autoscaler to the streaming queries of ``spark`` and start it.
 
-    ``policy``: ``"dhalion"``, ``"ds2"``, ``"hpa-cpu"``, ``"hpa-varga"``, ``"batch-interval"``
-    or ``"spark-dynamic-allocation"`` (Spark decides; the controller measures), with its
-    settings as keyword arguments (e.g. ``target=0.7``, ``overprovisioning=0.2``). Workers are
-    executors; ``max_workers`` defaults to, and is capped at, the state partitions
-    (``state_partitions`` or the session's ``spark.sql.shuffle.partitions``). ``mode="live"``
-    changes the executors under the running query; ``mode="restart"`` stops and restarts it
-    from its checkpoint and needs ``start`` (a function that starts the query and returns it).
-    ``trigger_interval``: the query's processing-time trigger in seconds (for
-    ``batch-interval``). ``dry_run``: decide and record, change nothing (works in local mode).
+    Every ``monitoring_window`` seconds the controller measures the queries (rates, lag, queue
+    latency, stages, CPU) and lets the policy decide the number of workers (executors), then
+    changes them under the running query, or restarts it from its checkpoint.
+
+    Parameters
+    ----------
+    spark:
+        The session whose streaming queries are scaled.
+    policy:
+        ``"dhalion"``, ``"ds2"``, ``"hpa-cpu"``, ``"hpa-varga"``, ``"batch-interval"`` or
+        ``"spark-dynamic-allocation"`` (Spark decides; the controller measures), or a
+        :class:`~driftjoin.control.autoscale.policies.Policy`.
+    min_workers, max_workers:
+        The range of executors; ``max_workers`` defaults to, and is capped at, the state
+        partitions (``state_partitions`` or the session's ``spark.sql.shuffle.partitions``).
+    cooldown:
+        Seconds after an action before the next one.
+    monitoring_window:
+        Seconds between decisions.
+    mode:
+        ``"live"`` changes the executors under the running query; ``"restart"`` stops and
+        restarts it from its checkpoint and needs ``start``.
+    start:
+        A function that starts the query and returns it (the controller then holds it as
+        ``ctl.query``).
+    trigger_interval:
+        The query's processing-time trigger in seconds (for ``batch-interval``).
+    state_partitions:
+        The query's state partitions, when not the session's shuffle partitions.
+    dry_run:
+        Decide and record, change nothing (works in local mode).
+    executor_timeout:
+        Seconds to wait for executors to come or go.
+    **policy_options:
+        The policy's settings, e.g. ``target=0.7``, ``overprovisioning=0.2``.
+
+    Returns
+    -------
+    AutoscaleController
+        The running controller: ``ctl.history`` holds one record per monitoring window (each
+        prints as one line), ``ctl.table()`` the same as a DataFrame, ``ctl.stop()`` ends it.
+
+    Examples
+    --------
+    >>> import time
+    >>> from driftjoin import local_session
+    >>> from driftjoin.control.autoscale import autoscale
+    >>> spark = local_session(2)
+    >>> rate = spark.readStream.format("rate").option("rowsPerSecond", 200).load()
+    >>> ctl = autoscale(spark, "ds2", max_workers=2, monitoring_window=1, dry_run=True,
+    ...                 start=lambda: rate.writeStream.format("noop").start())
+    >>> time.sleep(4)
+    >>> ctl.stop(); ctl.query.stop()
+    >>> list(ctl.table().columns[:4]), len(ctl.history) > 0
+    (['time', 'workers', 'target', 'input_rate'], True)
     """
     refuse_on_connect(spark, "autoscale (it changes the executors of the session's application)", ON_CONNECT)
     pol = make_policy(policy, **policy_options) if isinstance(policy, str) else policy

@@ -47,6 +47,7 @@ from driftjoin.spark.equi.operators import (
 from driftjoin.spark.equi.payload import JSON_OPTIONS, PayloadLayout
 from driftjoin.spark.runtime.columns import time_seconds
 from driftjoin.spark.runtime.plan_guard import PLAN_KEY
+from driftjoin.spark.runtime.plan_store import remember
 from driftjoin.spark.runtime.session import (
     prepare_for_stateful,
     prepare_session,
@@ -263,38 +264,69 @@ def equi_join(
 ) -> DataFrame:
     """Exact equi-join of ``left`` and ``right`` on ``on``: every pair with equal keys, once.
 
-    ``left`` and ``right`` are both streaming or both static DataFrames. ``on`` names the key
-    column(s), present on both sides (integral widths may differ; other types must match).
-    ``parallelism``: workers (default ``spark.sql.shuffle.partitions``; the join sets the shuffle
-    partitions to ``partitions``). ``window``: a sliding-window join on event time ``time_col`` (one name or a
-    ``(left, right)`` pair; timestamp, date, or numeric seconds): a pair joins iff its times differ
-    by at most ``window`` (seconds or a duration like ``"10 seconds"``); ``window=None`` joins the
-    whole streams. ``lateness``: how far behind the largest time of earlier micro-batches a row may
-    be; later rows cannot be joined exactly and are dropped (counted as ``late`` in the workers'
-    statistics, with their rows). ``groups``: Join-Biclique's subgroups (1 to
-    ``parallelism // 2``, default 1). ``options``: SHC settings ``epsilon``, ``min_heavy``, ``cap``,
-    ``panes`` (see :class:`driftjoin.hypercube.StreamingHyperCube`). ``metrics_dir``: per-batch
-    statistics of each worker and of the control plane (:mod:`driftjoin.spark.runtime.stats`);
-    required for SHC on streams, whose control plane publishes its routing tables there (a
-    directory the driver and the executors share, the same on every restart). ``routing``:
-    ``"parallel"`` (stateless router tasks route from the tables the driver publishes between
-    micro-batches; only the workers hold state) or ``"dispatcher"`` (the paper's single
-    dispatcher task, which routes every row; kept for comparison). ``partitions``: the Spark
-    partitions (stateful tasks per micro-batch) the ``parallelism`` workers are placed on
-    round-robin, 1 to ``parallelism`` (default: the smaller of ``parallelism`` and the tasks Spark
-    runs at once, :func:`driftjoin.spark.runtime.session.task_slots`). Each stateful task costs a batch
-    about the same whatever it holds, so workers that share a task lower the batch's fixed cost;
-    the result does not depend on it. Both are stored with the checkpoint: a restart with other
-    values is refused.
+    Skew-resilient (Streaming HyperCube): heavy keys are spread over a grid of workers that the
+    driver adapts between micro-batches. Rows with a null key (or, for window joins, a missing,
+    NaN or infinite time) are skipped here and reported by :func:`invalid_equi_records`. Bad
+    settings raise ``ValueError``/``TypeError`` before any job runs.
 
-    Output (``output="rows"``): the key column(s) as named in ``on`` with the left side's values
-    and types, then the other left columns prefixed with ``prefixes[0]``, then the other right
-    columns prefixed with ``prefixes[1]``. ``output="count"``: ``batch, worker, pairs`` (one row
-    per worker and micro-batch; for benchmarks, the pairs are not materialised).
+    Parameters
+    ----------
+    left, right:
+        Both streaming or both static.
+    on:
+        The key column(s), present on both sides (integral widths may differ; other types must
+        match).
+    algorithm:
+        ``"shc"`` (Streaming HyperCube), ``"phj"`` (partitioned hash join) or ``"biclique"``
+        (Join-Biclique).
+    parallelism:
+        Workers (default ``spark.sql.shuffle.partitions``).
+    window:
+        A sliding-window join on event time ``time_col``: a pair joins iff its times differ by
+        at most ``window`` (seconds or a duration like ``"10 seconds"``); ``None`` joins the
+        whole streams.
+    groups:
+        Join-Biclique's subgroups (1 to ``parallelism // 2``, default 1).
+    time_col:
+        One name or a ``(left, right)`` pair; timestamp, date, or numeric seconds.
+    lateness:
+        How far behind the largest time of earlier micro-batches a row may be; later rows cannot
+        be joined exactly and are dropped (counted as ``late`` in the workers' statistics).
+    prefixes:
+        Prefixes of the other left and right columns in the output.
+    options:
+        SHC settings ``epsilon``, ``min_heavy``, ``cap``, ``panes``
+        (:class:`driftjoin.hypercube.StreamingHyperCube`).
+    metrics_dir:
+        Per-batch statistics of each worker and of the control plane; required for SHC on
+        streams, whose control plane publishes its routing tables there (a directory the driver
+        and the executors share, the same on every restart).
+    output:
+        ``"rows"`` (the joined rows) or ``"count"`` (``batch, worker, pairs``: one row per worker
+        and micro-batch, for benchmarks).
+    routing:
+        ``"parallel"`` (stateless router tasks route from the tables the driver publishes) or
+        ``"dispatcher"`` (the paper's single dispatcher task, kept for comparison).
+    partitions:
+        The Spark partitions the workers are placed on round-robin, 1 to ``parallelism``
+        (default: the smaller of ``parallelism`` and the tasks Spark runs at once): workers that
+        share a task lower a batch's fixed cost. Both are stored with the checkpoint.
 
-    Rows with a null key (or, for window joins, a missing, NaN or infinite time) are skipped here and reported
-    by :func:`invalid_equi_records`. Bad settings raise ``ValueError``/``TypeError`` before any job
-    runs.
+    Returns
+    -------
+    pyspark.sql.DataFrame
+        The key column(s) as named in ``on`` with the left side's values, then the other left
+        columns prefixed with ``prefixes[0]``, then the other right columns prefixed with
+        ``prefixes[1]`` (``output="rows"``).
+
+    Examples
+    --------
+    >>> from driftjoin import equi_join, local_session
+    >>> spark = local_session(2)
+    >>> orders = spark.createDataFrame([(1, "a"), (2, "b"), (3, "a")], "id long, customer string")
+    >>> people = spark.createDataFrame([("a", "Ada"), ("c", "Cy")], "customer string, name string")
+    >>> sorted((r.customer, r.left_id, r.right_name) for r in equi_join(orders, people, on="customer", parallelism=2).collect())
+    [('a', 1, 'Ada'), ('a', 3, 'Ada')]
     """
     prepare_session(left.sparkSession, metrics_dir)
     spec = _spec(left, right, on=on, algorithm=algorithm, parallelism=parallelism, window=window, groups=groups,
@@ -308,9 +340,7 @@ def equi_join(
     else:
         spark.conf.set("spark.sql.shuffle.partitions", str(plan.spark_partitions))
     pairs = _dispatched(data, plan) if plan.routing == "dispatcher" else _routed(data, plan)
-    if plan.output == "count":
-        return pairs
-    return plan.layout.unpack(pairs)
+    return remember(pairs if plan.output == "count" else plan.layout.unpack(pairs), plan)
 
 
 def _routed(data: DataFrame, plan: EquiPlan) -> DataFrame:
@@ -371,12 +401,32 @@ def invalid_equi_records(
     on: str | Sequence[str],
     time_col: str | tuple[str, str] | None = None,
 ) -> DataFrame:
-    """The dead-letter output: every input row :func:`equi_join` cannot join, with why.
+    """The dead-letter output of :func:`equi_join`: every input row it cannot join, with why.
 
-    Columns: ``side`` (0 left, 1 right), ``raw`` (the row as JSON) and ``reason`` (the first
-    problem found: a null key column, or a missing, NaN or infinite ``time_col`` when given). Pass the same
-    ``on`` and ``time_col`` as to the join. Stateless, so it runs as its own streaming query next
-    to the join. Late rows of window joins are reported in the join's statistics instead.
+    The reason is the first problem found: a null key column, or a missing, NaN or infinite
+    ``time_col`` when given. Stateless, so it runs as its own streaming query next to the join.
+    Late rows of window joins are reported in the join's statistics instead.
+
+    Parameters
+    ----------
+    left, right:
+        The join's inputs.
+    on, time_col:
+        As given to the join.
+
+    Returns
+    -------
+    pyspark.sql.DataFrame
+        ``side`` (0 left, 1 right), ``raw`` (the row as JSON) and ``reason``.
+
+    Examples
+    --------
+    >>> from driftjoin import invalid_equi_records, local_session
+    >>> spark = local_session(2)
+    >>> left = spark.createDataFrame([(1, "a"), (2, None)], "id long, k string")
+    >>> right = spark.createDataFrame([("a", 5)], "k string, v long")
+    >>> [(r.side, r.reason) for r in invalid_equi_records(left, right, on="k").collect()]
+    [(0, "null join key 'k'")]
     """
     prepare_session(left.sparkSession)
     names = _as_names(on)

@@ -67,6 +67,7 @@ from driftjoin.spark.natural.table import (
 )
 from driftjoin.spark.runtime.columns import common_id_type
 from driftjoin.spark.runtime.connect import master, shares_files
+from driftjoin.spark.runtime.plan_store import remember
 from driftjoin.spark.runtime.session import prepare_for_stateful, prepare_session
 from driftjoin.spark.runtime.static import run_static
 from driftjoin.spark.runtime.stats import read_stats
@@ -230,45 +231,71 @@ def natural_join(
 ) -> DataFrame:
     """Exact natural join of schema-free JSON documents per tumbling window, streaming or static.
 
-    ``docs`` has an id column (``id_col``, integer or string, unique) and a document column
-    (``doc_col``: JSON text, or a struct/map converted with ``to_json``). Two documents join
-    when they share at least one attribute and agree on every attribute they share (nested
-    objects are flattened to dotted paths, arrays are atomic values, nulls are absent; see
-    :mod:`driftjoin.schemafree.document`).
+    Two documents join when they share at least one attribute and agree on every attribute they
+    share (nested objects are flattened to dotted paths, arrays are atomic values, nulls are
+    absent; :mod:`driftjoin.schemafree.document`). Rows that cannot be joined are skipped;
+    :func:`invalid_documents` lists them. Per-window metrics go to ``metrics_dir``
+    (:func:`natural_join_metrics`).
 
-    ``other=None`` joins ``docs`` with itself: each unordered pair once, ``left_id < right_id``.
-    With ``other`` only pairs across the two inputs are produced: ``left_id`` from ``docs``,
-    ``right_id`` from ``other``.
+    Parameters
+    ----------
+    docs, other:
+        Inputs with an id column (integer or string, unique) and a document column, both
+        streaming or both static. ``other=None`` joins ``docs`` with itself: each unordered pair
+        once, ``left_id < right_id``; with ``other`` only pairs across the two inputs.
+    window:
+        A document count (``1000`` or ``CountWindow(1000)``; a micro-batch's documents in order
+        of ``time_col`` if given, then id), a duration (``"1 minute"``) over ``time_col`` (event
+        time) or, without it, over the micro-batch time, or ``TimeWindow(length, attribute)``
+        with the time in a JSON attribute. A static input with a duration and no ``time_col`` is
+        one window.
+    partitions:
+        Joiners (default ``spark.sql.shuffle.partitions``).
+    partitioner:
+        ``"value"`` (each document to one joiner by the values of attributes almost every
+        document carries, the others to all joiners; association groups where no such
+        attributes divide the work), or the paper's ``"ag"`` (association groups), ``"sc"``
+        (set cover), ``"ds"`` (disjoint sets).
+    local_join:
+        ``"fptree"``, ``"hash"`` or ``"nested"`` (all exact).
+    id_col, doc_col, time_col:
+        The columns: id, document (JSON text, or a struct/map converted with ``to_json``), and
+        the optional event time of duration windows.
+    watermark:
+        How late a document may arrive in event-time windows (default 0).
+    merged:
+        Also output the union of both documents as flat JSON.
+    sample:
+        Documents (a list or a static DataFrame like the stream) to fit the first partitioning
+        on before the start; without it a stream's first windows go to every joiner until the
+        first fit.
+    delta, theta, creators, expand:
+        The partitioner's refits: updated by ``delta`` and refitted between windows when
+        replication or maximal load grows by more than ``theta``.
+    sample_size, seed:
+        The documents drawn from a static input to fit on, and their seed.
+    metrics_dir:
+        Statistics and the published partitionings (a new temporary directory in local mode when
+        none is given; on a cluster a directory the driver and executors share).
+    routing:
+        ``"parallel"`` (every input task routes by the partitionings a controller on the driver
+        publishes) or ``"assigner"`` (the paper's single Assigner task).
 
-    ``window``: a document count (``1000`` or ``CountWindow(1000)``; documents of a micro-batch
-    are taken in order of ``time_col`` if given, then id), a duration (``"1 minute"``) over
-    ``time_col`` (event time; ``watermark`` = how late a document may arrive, default 0) or,
-    without ``time_col``, over the micro-batch time, or ``TimeWindow(length, attribute)`` with
-    the time in a JSON attribute. A static input with a duration and no ``time_col`` is one
-    window.
+    Returns
+    -------
+    pyspark.sql.DataFrame
+        ``left_id, right_id, window`` (the window's index: ``floor(time / length)`` or
+        ``position // size``), with a duration window also ``window_start, window_end``
+        (timestamps, as ``similarity_join`` gives them), and ``merged`` when ``merged=True``.
 
-    ``partitions`` joiners (default ``spark.sql.shuffle.partitions``) and a ``partitioner``:
-    ``"value"`` (default: each document to one joiner by the values of attributes almost every
-    document carries, the others to all joiners; association groups where no such attributes
-    divide the work; :mod:`driftjoin.schemafree.valuepart`), or the paper's ``"ag"``
-    association groups, ``"sc"`` set cover, ``"ds"`` disjoint sets, fitted on
-    ``sample`` (a list of documents or a static DataFrame), else, on a stream, on the first
-    window's first documents, updated by ``delta`` and refitted between windows when
-    replication or maximal load grows by more than ``theta``. ``local_join``: ``"fptree"``,
-    ``"hash"`` or ``"nested"``.
-
-    ``routing``: ``"parallel"`` (default) routes in every input task, by partitionings that a
-    controller on the driver (:class:`driftjoin.spark.natural.control.NaturalPartitionController`)
-    fits from the joiners' statistics and publishes in ``metrics_dir`` (a new temporary
-    directory when none is given, local mode only); a static input is fitted on a sample on
-    the driver (``sample``, else ``sample_size`` documents drawn from it) and routed in one
-    pass. ``"assigner"``: the paper's single Assigner, one task routing every document
-    sequentially (kept to measure against).
-
-    Output: ``left_id, right_id, window`` (window index: ``floor(time / length)`` or
-    ``position // size``), and ``merged`` (the union of both documents as flat JSON) when
-    ``merged=True``. Rows that cannot be joined are skipped; :func:`invalid_documents` lists
-    them. Per-window metrics go to ``metrics_dir`` (see :func:`natural_join_metrics`).
+    Examples
+    --------
+    >>> from driftjoin import local_session, natural_join
+    >>> spark = local_session(2)
+    >>> docs = spark.createDataFrame([(1, '{"city": "Graz", "zip": 8010}'), (2, '{"city": "Graz"}'),
+    ...                               (3, '{"city": "Wien", "zip": 1010}')], "id long, doc string")
+    >>> [(r.left_id, r.right_id) for r in natural_join(docs, window=100, partitions=2).collect()]
+    [(1, 2)]
     """
     if other is not None and other.isStreaming != docs.isStreaming:
         raise ValueError("docs and other must both be streaming or both static")
@@ -299,13 +326,13 @@ def natural_join(
             prepare_for_stateful(spark, plan.partitions)
             routed = parsed.groupBy("akey").transformWithStateInPandas(
                 AssignerProcessor(plan, id_is_str), routed_schema, "Append", "None")
-            return routed.groupBy("jkey").transformWithStateInPandas(
-                JoinerProcessor(plan, id_is_str), pair_schema, "Append", "None")
+            return _output(routed.groupBy("jkey").transformWithStateInPandas(
+                JoinerProcessor(plan, id_is_str), pair_schema, "Append", "None"), plan)
         spark.conf.set("spark.sql.shuffle.partitions", str(plan.partitions))
         routed = parsed.groupBy("akey").applyInPandas(
             lambda k, pdf: run_static(AssignerProcessor(plan, id_is_str, final=True), k, pdf), routed_schema)
-        return routed.groupBy("jkey").applyInPandas(
-            lambda k, pdf: run_static(JoinerProcessor(plan, id_is_str, final=True), k, pdf), pair_schema)
+        return _output(routed.groupBy("jkey").applyInPandas(
+            lambda k, pdf: run_static(JoinerProcessor(plan, id_is_str, final=True), k, pdf), pair_schema), plan)
     arrow_schema = pa.schema([pa.field(f.name, _ARROW[type(f.dataType)]) for f in routed_schema.fields])
     if streaming:
         from driftjoin.spark.natural.control import (
@@ -317,12 +344,23 @@ def natural_join(
         prepare_for_stateful(spark, plan.partitions)
         attach_natural(spark, NaturalPartitionController(plan))
         routed = data.mapInArrow(lambda it: route_documents(plan, id_is_str, arrow_schema, it), routed_schema)
-        return routed.groupBy("jkey").transformWithStateInPandas(
-            JoinerProcessor(plan, id_is_str), pair_schema, "Append", "None")
+        return _output(routed.groupBy("jkey").transformWithStateInPandas(
+            JoinerProcessor(plan, id_is_str), pair_schema, "Append", "None"), plan)
     spark.conf.set("spark.sql.shuffle.partitions", str(plan.partitions))
     routed = data.mapInArrow(lambda it: route_documents(plan, id_is_str, arrow_schema, it), routed_schema)
-    return routed.groupBy("jkey").applyInPandas(
-        lambda k, pdf: run_static(JoinerProcessor(plan, id_is_str, final=True), k, pdf), pair_schema)
+    return _output(routed.groupBy("jkey").applyInPandas(
+        lambda k, pdf: run_static(JoinerProcessor(plan, id_is_str, final=True), k, pdf), pair_schema), plan)
+
+
+def _output(pairs: DataFrame, plan: NaturalPlan) -> DataFrame:
+    """The user's columns: a duration window also as ``window_start`` and ``window_end``
+    timestamps (like ``similarity_join``'s), and the plan kept for the start check of a stream."""
+    if plan.window_kind == "time":
+        us = int(round(plan.length * 1e6))  # type: ignore[operator]
+        start = F.timestamp_micros(F.col("window") * F.lit(us)).alias("window_start")
+        end = F.timestamp_micros((F.col("window") + 1) * F.lit(us)).alias("window_end")
+        pairs = pairs.select("left_id", "right_id", "window", start, end, *(["merged"] if plan.merged else []))
+    return remember(pairs, plan)
 
 
 _ARROW = {T.IntegerType: pa.int32(), T.ByteType: pa.int8(), T.LongType: pa.int64(), T.StringType: pa.string(),
@@ -338,13 +376,32 @@ def invalid_documents(
     time_col: str | None = None,
     window: object = None,
 ) -> DataFrame:
-    """The dead-letter output: every input row :func:`natural_join` skips, with the reason.
+    """The dead-letter output of :func:`natural_join`: every input row it skips, with the reason.
 
-    Columns: ``side`` (0 ``docs``, 1 ``other``), ``id``, ``raw`` (the whole row as JSON) and
-    ``reason``: ``missing id``, ``missing document``, ``unparsable JSON: ...``, ``not a JSON
-    object (got ...)``, ``missing time`` (null ``time_col``), ``missing time attribute ...``
-    or ``time attribute ... is not a number`` (with ``window=TimeWindow(...)``). Pass the same
-    ``time_col``/``window`` as to the join. Stateless: it can run as its own streaming query.
+    Reasons: ``missing id``, ``missing document``, ``unparsable JSON: ...``, ``not a JSON
+    object (got ...)``, ``missing time`` (null ``time_col``), ``missing time attribute ...`` or
+    ``time attribute ... is not a number`` (with ``window=TimeWindow(...)``). Stateless: it can
+    run as its own streaming query.
+
+    Parameters
+    ----------
+    docs, other:
+        The join's inputs.
+    id_col, doc_col, time_col, window:
+        As given to the join (they decide which rows are valid).
+
+    Returns
+    -------
+    pyspark.sql.DataFrame
+        ``side`` (0 ``docs``, 1 ``other``), ``id``, ``raw`` (the whole row as JSON) and ``reason``.
+
+    Examples
+    --------
+    >>> from driftjoin import invalid_documents, local_session
+    >>> spark = local_session(2)
+    >>> docs = spark.createDataFrame([(1, '{"a": 1}'), (2, '[1, 2]'), (3, None)], "id long, doc string")
+    >>> sorted((r.id, r.reason) for r in invalid_documents(docs).collect())
+    [(2, 'not a JSON object (got array)'), (3, 'missing document')]
     """
     prepare_session(docs.sparkSession)
     kind, size, length, attribute = ("count", 1, None, None) if window is None else check_window(window, time_col)

@@ -25,6 +25,7 @@ from driftjoin.schemafree.window import CountWindow, TimeWindow
 from driftjoin.spark.runtime.heartbeats import heartbeat_batch
 from driftjoin.spark.runtime.keys import SlotPlan
 from driftjoin.spark.runtime.plan_guard import PlanGuard
+from driftjoin.spark.runtime.settings import choice, integer, number
 
 LOCAL_JOINS = ("fptree", "hash", "nested")
 #: ``"parallel"``: stateless routers in every input task, partitionings fitted by the control
@@ -136,24 +137,19 @@ def check_window(window: object, time_col: str | None) -> tuple[str, int | None,
 
 def check_settings(partitions: object, partitioner: object, local_join: object, delta: object,
                    theta: object, creators: object, sample_size: object, routing: object = "parallel") -> None:
-    if not isinstance(partitions, (int, np.integer)) or isinstance(partitions, bool) or partitions < 1:
-        raise ValueError(f"partitions must be an integer >= 1 (the number of joiners), got {partitions!r}")
-    if partitioner not in PARTITIONER_NAMES:
-        raise ValueError(f"unknown partitioner {partitioner!r}; use partitioner='ag' (association groups), 'sc' (set cover), 'ds' (disjoint sets) "
-                         "or 'value' (one joiner per document by the values of common attributes, else 'ag')")
-    if local_join not in LOCAL_JOINS:
-        raise ValueError(f"unknown local_join {local_join!r}; use local_join='fptree', 'hash' or 'nested'")
-    if not isinstance(delta, (int, np.integer)) or isinstance(delta, bool) or delta < 1:
-        raise ValueError(f"delta must be an integer >= 1 (sightings before an unknown pair gets a joiner), got {delta!r}")
-    if not isinstance(theta, (int, float)) or not math.isfinite(theta) or theta < 0:
-        raise ValueError(f"theta must be a finite number >= 0 (tolerated quality loss before a refit), got {theta!r}")
-    if not isinstance(creators, (int, np.integer)) or isinstance(creators, bool) or creators < 1:
-        raise ValueError(f"creators must be an integer >= 1, got {creators!r}")
-    if not isinstance(sample_size, (int, np.integer)) or isinstance(sample_size, bool) or sample_size < 1:
-        raise ValueError(f"sample_size must be an integer >= 1 (documents kept per window for a refit), got {sample_size!r}")
-    if routing not in ROUTINGS:
-        raise ValueError(f"unknown routing {routing!r}; use routing='parallel' (stateless routers, partitionings from "
-                         "the control plane) or 'assigner' (the paper's single Assigner)")
+    """The settings of ``natural_join`` that need no input, checked before Spark starts
+    (:class:`~driftjoin.spark.runtime.settings.SettingError` naming the first bad one)."""
+    integer("partitions", partitions, what="the number of joiners")
+    choice("partitioner", partitioner, PARTITIONER_NAMES,
+           what="'value': one joiner per document by the values of common attributes, else 'ag' (association "
+                "groups); 'sc': set cover; 'ds': disjoint sets")
+    choice("local_join", local_join, LOCAL_JOINS)
+    integer("delta", delta, what="sightings before an unknown pair gets a joiner")
+    number("theta", theta, low=0, what="tolerated quality loss before a refit")
+    integer("creators", creators)
+    integer("sample_size", sample_size, what="documents kept per window for a refit")
+    choice("routing", routing, ROUTINGS, what="'parallel': stateless routers, partitionings from the control plane; "
+                                              "'assigner': the paper's single Assigner")
 
 
 class InvalidDocument(ValueError):

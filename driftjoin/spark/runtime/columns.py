@@ -1,7 +1,9 @@
 """Input columns read the same way by every operator: ids, and times as epoch seconds with a reason when not.
 
-Ids (:func:`common_id_type`): integer id columns are read as ``long``, any other as ``string``, on both
-sides alike, so the two sides' ids compare and a pair's ids share one type.
+Ids (:func:`common_id_type`): integer id columns are read as ``long``, string ones as ``string`` (and
+integers beside strings as strings), on both sides alike, so the two sides' ids compare and a
+pair's ids share one type. Other types (double, decimal, timestamp...) are refused: read as
+strings they would come out as text such as ``'0.0'`` or ``'2024-01-01 00:00:00'``.
 
 A time column may be a timestamp, a date, a number of seconds or a string Spark can parse as a
 timestamp. Every row gets its time as a double and, when it has none, the reason as a string:
@@ -53,14 +55,20 @@ def time_seconds(df: DataFrame, name: str, what: str) -> tuple[Column, Column]:
 
 def common_id_type(left: DataFrame, right: DataFrame | None, id_col: str) -> T.DataType:
     """The type both sides' ids are read as: ``long`` if every side's ``id_col`` is an integer
-    column, else ``string``; fails before the start if a side lacks the column."""
+    column, else ``string``; fails before the start if a side lacks the column or its ids are
+    neither integers nor strings."""
     types = []
     for df in (left, right):
         if df is None:
             continue
         if id_col not in df.columns:
             raise ValueError(f"id_col={id_col!r} is not a column of the input; columns are {df.columns}")
-        types.append(df.schema[id_col].dataType)
+        dtype = df.schema[id_col].dataType
+        if not isinstance(dtype, (T.IntegralType, T.StringType)):
+            raise TypeError(f"id_col={id_col!r} has type {dtype.simpleString()}; ids must be integers or strings (a "
+                            f"{dtype.simpleString()} id would change its form): cast it first, e.g. "
+                            f"df.withColumn({id_col!r}, F.col({id_col!r}).cast('long'))")
+        types.append(dtype)
     if all(isinstance(t, T.IntegralType) for t in types):
         return T.LongType()
     return T.StringType()

@@ -3,8 +3,8 @@
 A streaming query restarted from a checkpoint keeps its state, but the settings it is rebuilt
 with are whatever the new code passes. Some settings decide where state lives and what it means
 (the number of workers, the threshold, the centroids, the window, the metric): if they changed,
-the old state would be read under the new meaning and pairs would be lost with no error (issue
-12 found 4,283 of 6,821 pairs after a restart with parallelism 5 instead of 2). Spark itself
+the old state would be read under the new meaning and pairs would be lost with no error (a
+restart with parallelism 5 instead of 2 found about two thirds of the pairs). Spark itself
 even keeps the old number of state partitions whatever the session says.
 
 So each operator describes its plan as a flat dict of JSON values (:meth:`settings` of the
@@ -24,6 +24,12 @@ The check only works if a key holding the old plan is visited. Keys chosen from 
 (one per worker) change with them, so every operator also routes a heartbeat to one key that
 never depends on the settings (:data:`PLAN_KEY`): it is visited on every batch that has data,
 whatever the settings, and it holds the plan from the first batch on.
+
+A batch runs only when input arrives, so the same plans are also kept beside the checkpoint and
+compared when the query starts (:mod:`driftjoin.spark.runtime.plan_store`, with :func:`compare`
+and :func:`refusal` from here); the check in the tasks stays for sessions without a driver-side
+listener (Spark Connect). Changed settings are named in the user's terms (:func:`describe`):
+``window`` rather than ``window_seconds``, "centroids differ" rather than two fingerprints.
 """
 
 from __future__ import annotations
@@ -64,12 +70,70 @@ def changes(stored: Mapping[str, Any], running: Mapping[str, Any]) -> dict[str, 
     return {n: (stored.get(n), running.get(n)) for n in names if stored.get(n) != running.get(n)}
 
 
+def _seconds(value: Any) -> str:
+    if value is None:
+        return "none"
+    return f"{value:g} s" if isinstance(value, (int, float)) else repr(value)
+
+
+_TIME_BASIS = {"event": "event time (time_col=)", "ingest": "ingestion time (ingest_col=)",
+               "batch": "the micro-batch time (no time_col= or ingest_col=)"}
+_TRANSPORT = {"flat": "'pairs'", "lean": "'pairs-lean'", "grouped": "'grouped' or 'pairs-grouped'"}
+
+#: Stored settings whose names or values are internal, said in the user's terms: a function of
+#: (checkpoint's value, this query's value) to the text after the name.
+_PLAIN: dict[str, tuple[str, Any]] = {
+    "centroids": ("centroids", lambda old, new: "differ (drawn from seed= and bounds= for parallelism and dim, "
+                                                "or given as centroids=)"),
+    "grid": ("the grid layout", lambda old, new: "differs (it follows parallelism and whether it is a self-join)"),
+    "window_seconds": ("window", lambda old, new: f"checkpoint has {_seconds(old)}, this query has {_seconds(new)}"),
+    "lateness": ("watermark", lambda old, new: f"checkpoint has {_seconds(old)}, this query has {_seconds(new)}"),
+    "time_basis": ("what decides a record's window", lambda old, new: f"checkpoint has {_TIME_BASIS.get(old, old)}, "
+                                                                      f"this query has {_TIME_BASIS.get(new, new)}"),
+    "stages": ("balance=", lambda old, new: "the checkpoint was written " + ("with" if old == 2 else "without")
+               + " a balancer, this query runs " + ("with" if new == 2 else "without") + " one"),
+    "transport": ("output=", lambda old, new: f"checkpoint has {_TRANSPORT.get(old, old)}, this query has "
+                                              f"{_TRANSPORT.get(new, new)}"),
+    "self_join": ("right=", lambda old, new: "checkpoint has " + ("a self-join (right=None)" if old else "two inputs")
+                  + ", this query has " + ("a self-join" if new else "two inputs")),
+    "two_stream": ("right=", lambda old, new: "checkpoint has " + ("two inputs" if old else "a self-join (right=None)")
+                   + ", this query has " + ("two inputs" if new else "a self-join")),
+    "two_streams": ("other=", lambda old, new: "checkpoint has " + ("two inputs" if old else "one input (other=None)")
+                    + ", this query has " + ("two inputs" if new else "one input")),
+    "float32": ("the vector type", lambda old, new: "checkpoint has " + ("array<float>" if old else "array<double>")
+                + ", this query has " + ("array<float>" if new else "array<double>")),
+    "state_format": ("state_format", lambda old, new: f"checkpoint has {old!r}, this query has {new!r} (the "
+                                                      "checkpoint was written by another driftjoin version)"),
+    "columns": ("the input columns", lambda old, new: "differ from the checkpoint's"),
+}
+
+
+def describe(name: str, old: Any, new: Any) -> str:
+    """One changed setting in the user's terms: ``threshold: checkpoint has 0.001, this query has 0.002``."""
+    if name in _PLAIN:
+        label, say = _PLAIN[name]
+        return f"{label}: {say(old, new)}"
+    return f"{name}: checkpoint has {old!r}, this query has {new!r}"
+
+
 def refusal(operator: str, diff: Mapping[str, tuple[Any, Any]]) -> str:
     """The message of :class:`PlanChangedError`: every changed setting and what to do."""
-    lines = "; ".join(f"{name}: checkpoint has {old!r}, this query has {new!r}" for name, (old, new) in diff.items())
+    lines = "; ".join(describe(name, old, new) for name, (old, new) in diff.items())
     return (f"{operator}: this query was restarted from a checkpoint written with other settings ({lines}). "
             "Its state cannot be read under the new settings without losing results. Restart it with the "
             "settings of the checkpoint, or start it from a new checkpoint location (a new query).")
+
+
+def compare(stored: Mapping[str, Any], settings: Mapping[str, Any], adoptable: frozenset[str],
+            defaults: Mapping[str, Any]) -> tuple[dict[str, tuple[Any, Any]], bool]:
+    """The refused changes of ``settings`` against a ``stored`` plan (a setting the stored plan
+    lacks is compared as its ``defaults`` value) and whether anything differs at all (adoptable
+    changes are then stored)."""
+    stored = {**defaults, **stored}
+    if stored == settings:
+        return {}, False
+    diff = changes(stored, settings)
+    return {n: d for n, d in diff.items() if n not in adoptable}, True
 
 
 class PlanGuard:
@@ -89,11 +153,8 @@ class PlanGuard:
         if not self.value.exists():
             self.value.update((encoded,))
             return
-        stored = {**self.defaults, **json.loads(self.value.get()[0])}
-        if stored == self.settings:
-            return
-        diff = changes(stored, self.settings)
-        refused = {n: d for n, d in diff.items() if n not in self.adoptable}
+        refused, differs = compare(json.loads(self.value.get()[0]), self.settings, self.adoptable, self.defaults)
         if refused:
             raise PlanChangedError(refusal(self.operator, refused))
-        self.value.update((encoded,))
+        if differs:
+            self.value.update((encoded,))

@@ -21,6 +21,7 @@ the operators' statistics exactly-once (:mod:`driftjoin.spark.runtime.queries`).
 
 from __future__ import annotations
 
+import atexit
 import logging
 import os
 import re
@@ -83,6 +84,18 @@ def _start_quiet_jvm(settings: dict[str, str], log_file: str) -> None:
     LOG_FILE = log_file
 
 
+def drop_quiet_log(path: str) -> None:
+    """Remove a default log file at exit unless it holds an error worth reading (so a process
+    that ran well leaves nothing in the temporary directory)."""
+    try:
+        with open(path, errors="replace") as f:
+            if any(" ERROR " in line or "Traceback" in line for line in f):
+                return
+        os.remove(path)
+    except OSError:
+        pass
+
+
 def _session(master: str, app_name: str, parallelism: int, conf: dict[str, str], *, verbose: bool | None,
              log_level: str, log_file: str | None, preload_workers: bool) -> SparkSession:
     """A session with :func:`_settings` and ``conf`` on ``master``, quiet unless ``verbose``."""
@@ -99,7 +112,10 @@ def _session(master: str, app_name: str, parallelism: int, conf: dict[str, str],
         verbose = os.environ.get("DRIFTJOIN_VERBOSE", "").lower() not in ("", "0", "false", "no")
     settings = {"spark.master": master, "spark.app.name": app_name, **_settings(parallelism, preload_workers), **conf}
     if not verbose and SparkContext._gateway is None:
-        _start_quiet_jvm(settings, log_file or os.path.join(tempfile.gettempdir(), f"driftjoin-spark-{os.getpid()}.log"))
+        if log_file is None:
+            log_file = os.path.join(tempfile.gettempdir(), f"driftjoin-spark-{os.getpid()}.log")
+            atexit.register(drop_quiet_log, log_file)
+        _start_quiet_jvm(settings, log_file)
     if not verbose:
         logging.getLogger("py4j").setLevel(logging.CRITICAL)
     builder = SparkSession.builder
@@ -120,19 +136,51 @@ def local_session(parallelism: int = 2, app_name: str = "driftjoin", *, cores: i
 
     UI off, adaptive execution off (it would coalesce the partitions that pin workers),
     shuffle partitions = ``parallelism``, RocksDB state store, and the Python workers started
-    with this interpreter so the venv's packages are found. ``preload_workers`` starts them from
-    :mod:`driftjoin.spark.runtime.worker_daemon`, which imports pandas, pyarrow and the operators once per
-    executor instead of once per Python worker (a first micro-batch or a restart pays it per task).
-    ``class_archive``: the driver JVM maps the archive of Spark's classes that
-    :mod:`driftjoin.spark.runtime.class_archive` builds (``scripts/setup.sh`` does), if there is one,
-    instead of loading them from the jars (a faster start; no effect without an archive).
-    ``conf``: further settings (e.g. ``spark.eventLog.enabled`` for a benchmark's stage times).
+    with this interpreter so the venv's packages are found. Quiet by default: Spark's console
+    output (its log, the Python workers' output) goes to a log file, whose path is in
+    :data:`LOG_FILE`. The redirection needs the JVM to be started here: in a process that
+    already runs a JVM only the log level is applied, and a session that exists is returned.
 
-    Quiet by default: Spark's console output (its log at ``log_level``, the Python workers'
-    output) goes to ``log_file`` (default ``<tmp>/driftjoin-spark-<pid>.log``; the path is in
-    :data:`LOG_FILE`). ``verbose=True`` (default: the ``DRIFTJOIN_VERBOSE`` environment
-    variable) shows it on the console as plain Spark does. The redirection needs the JVM to be
-    started here: in a process that already runs a JVM only the log level is applied.
+    Parameters
+    ----------
+    parallelism:
+        The number of workers of the joins: the session's shuffle partitions and default
+        parallelism.
+    app_name:
+        Spark's application name.
+    cores:
+        Cores of the ``local[N]`` master (default: ``parallelism`` up to this machine's cores).
+    driver_memory:
+        The driver JVM's heap.
+    verbose:
+        Show Spark's output on the console as plain Spark does (default: the
+        ``DRIFTJOIN_VERBOSE`` environment variable).
+    log_level:
+        Spark's log level.
+    log_file:
+        Where the console output goes (default ``<tmp>/driftjoin-spark-<pid>.log``, removed when
+        the process exits unless it holds an error).
+    preload_workers:
+        Start the Python workers from :mod:`driftjoin.spark.runtime.worker_daemon`, which
+        imports pandas, pyarrow and the operators once per executor instead of once per Python
+        worker (a first micro-batch or a restart pays it per task otherwise).
+    class_archive:
+        Map the archive of Spark's classes that :mod:`driftjoin.spark.runtime.class_archive`
+        builds (``scripts/setup.sh`` does), if there is one: a faster start.
+    conf:
+        Further settings (e.g. ``spark.eventLog.enabled`` for a benchmark's stage times).
+
+    Returns
+    -------
+    pyspark.sql.SparkSession
+        The session, with driftjoin's generator sources registered (``format("driftjoin")``).
+
+    Examples
+    --------
+    >>> from driftjoin import local_session
+    >>> spark = local_session(2)
+    >>> spark.read.format("driftjoin").option("total", 5).load().count()
+    5
     """
     master = f"local[{cores or min(os.cpu_count() or 2, max(2, parallelism))}]"
     java_options = f"-XX:+UseSerialGC -XX:TieredStopAtLevel=1 {class_archive_options(class_archive)}".strip()

@@ -15,6 +15,7 @@ from driftjoin.distance import MAX_MAGNITUDE
 
 REASON_MISSING_ID = "missing id"
 REASON_MISSING_VECTOR = "missing vector"
+REASON_EMPTY = "empty vector"
 REASON_NON_FINITE = "NaN, infinite or null element in vector"
 REASON_ZERO = "zero vector has no direction (angular/cosine)"
 REASON_TOO_LARGE = f"element magnitude above {MAX_MAGNITUDE:g}: distances would overflow; scale the vectors"
@@ -41,6 +42,7 @@ def validate(ids: pa.Array, vectors: pa.Array, dim: int, needs_nonzero: bool,
     missing_vec = vectors.is_null().to_numpy(zero_copy_only=False)
     reason[missing_vec & (reason == None)] = REASON_MISSING_VECTOR  # noqa: E711
     lengths = pc.list_value_length(vectors).fill_null(-1).to_numpy(zero_copy_only=False)
+    reason[(lengths == 0) & (reason == None)] = REASON_EMPTY  # noqa: E711
     reason[(lengths != dim) & (reason == None)] = reason_wrong_dim(dim)  # noqa: E711
     shaped = np.nonzero(reason == None)[0]  # noqa: E711
     mat = np.zeros((0, dim))

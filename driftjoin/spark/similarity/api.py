@@ -12,9 +12,9 @@ from pyspark.sql.pandas.types import to_arrow_schema
 
 from driftjoin.distance import check_threshold, get_metric
 from driftjoin.durations import parse_duration
-from driftjoin.s3j.baselines import ALGORITHMS
 from driftjoin.s3j.space import random_centroids
 from driftjoin.spark.runtime.columns import check_time_column, common_id_type
+from driftjoin.spark.runtime.plan_store import remember
 from driftjoin.spark.runtime.session import (
     prepare_for_stateful,
     prepare_session,
@@ -38,6 +38,7 @@ from driftjoin.spark.similarity.s3j import (
     route_batches,
     route_members,
 )
+from driftjoin.spark.similarity.settings import SimilaritySettings
 
 log = logging.getLogger(__name__)
 
@@ -51,22 +52,14 @@ def _plan(left: DataFrame, right: DataFrame | None, *, threshold: float, metric:
           vector_col: str, metrics_dir: str | None, algorithm: str = "s3j", virtual_partitions: int = 500,
           time_basis: str = "batch", lateness: float = 0.0, partitions: int | None = None,
           balanced: bool = False, transport: str = "grouped") -> S3JPlan:
-    if algorithm not in ALGORITHMS:
-        raise ValueError(f"algorithm={algorithm!r}: choose one of {', '.join(ALGORITHMS)}")
-    if algorithm == "clusterjoin" and (not isinstance(virtual_partitions, int) or virtual_partitions < 1):
-        raise ValueError(f"virtual_partitions must be an integer >= 1 (ClusterJoin's default is 500), got {virtual_partitions!r}")
     m = get_metric(metric)
     t = check_threshold(m, threshold)
     parallelism, partitions = worker_placement(left.sparkSession, parallelism, partitions)
-    if isinstance(centroids, str) and centroids not in ("random", "sample"):
-        raise ValueError(f"centroids={centroids!r}: use 'random', 'sample' (static input) or an array of shape (parallelism, dim)")
     n_centroids = virtual_partitions if algorithm == "clusterjoin" else parallelism
     if not isinstance(centroids, str):
         c = np.asarray(centroids, dtype=np.float64)
-        if c.ndim != 2 or len(c) != n_centroids:
+        if len(c) != n_centroids:
             raise ValueError(f"centroids must have shape ({n_centroids}, dim) (one per {'virtual partition' if algorithm == 'clusterjoin' else 'worker'}), got {c.shape}")
-        if not np.isfinite(c).all():
-            raise ValueError("centroids must be finite numbers")
         dim = dim or c.shape[1]
     if dim is None:
         if left.isStreaming:
@@ -118,54 +111,100 @@ def similarity_join(
     sample: object = None,
     block_bytes: int | None = None,
 ) -> DataFrame:
-    """Exact similarity join: every pair (same window) with ``distance <= threshold``.
+    """Exact similarity join: every pair of records of the same window with ``distance <= threshold``.
 
-    ``algorithm``: ``"auto"`` (the default: S3J or the grid, estimated on a sample, see
-    :mod:`driftjoin.grid.choice`), ``"s3j"`` (space partitioning + worksets), ``"grid"``
-    (1-Bucket-Theta grid with matrix-product block joins: embeddings of tens to hundreds of
-    dimensions), ``"clusterjoin"`` (the paper's baseline: ``virtual_partitions`` inner/outer
-    partitions, section 9.4) or ``"bruteforce"`` (every pair compared on one worker: the
-    oracle, for small data). ``sample``: vectors like a stream's (an array or a static
-    DataFrame) for ``auto`` to decide on; without it a stream is decided by ``dim``.
-    ``block_bytes``: memory bound of one matrix-product block of the grid (default 32 MB).
+    Streams and static DataFrames alike; exact for every setting below (the settings change
+    only the cost). Bad settings fail before anything runs with a
+    :class:`~driftjoin.spark.runtime.settings.SettingError` naming the setting; rows that
+    cannot be joined are skipped and reported by :func:`invalid_records`. A stream's plan is
+    stored with its checkpoint: a restart with other settings is refused when the query starts
+    (``PlanChangedError``), since the state could not be read under them.
 
-    ``balance``: ``"none"``, ``"s3j"`` (the paper's Algorithm 1) or ``"greedy"`` (LPT): a
-    controller on the driver (:class:`driftjoin.spark.similarity.control.BalanceController`) reads the statistics
-    in ``metrics_dir`` (default in local mode: ``<checkpoint>/driftjoin-metrics`` of the query) and
-    moves worksets between workers while the query runs, exactly.
-    ``balance_options`` are its settings (``monitoring_window``, ``di_threshold``,
-    ``latency_spread``, ``migration_factor``, ``split``, ``at``, ``load``). Streams only.
+    Parameters
+    ----------
+    left, right:
+        Inputs with an id column and a vector column, both streaming or both static.
+        ``right=None`` joins ``left`` with itself: each unordered pair once, ``left_id <
+        right_id``, never a record with itself (nor two records with the same id). Ids are
+        integers or strings; in a two-sided join ids should be unique per side (two records with
+        the same id both join, and give rows with the same ids).
+    threshold:
+        The largest distance of a joined pair (``choose_threshold`` picks one for a selectivity).
+    metric:
+        ``"angular"`` (angle / pi, in [0, 1]), ``"cosine"`` (1 - cos), ``"euclidean"``,
+        ``"manhattan"`` or ``"chebyshev"``.
+    id_col, vector_col:
+        The columns: an integer or string id; ``array<double>``, ``array<float>`` or an MLlib
+        ``Vector``.
+    window:
+        Tumbling window (``"1 minute"``): by event time with ``time_col``, else by ingestion time
+        (``ingest_col``, else the micro-batch time, so the pairs depend on when batches run).
+        ``None``: one unbounded window (its state grows without bound on a stream). A static
+        input without ``time_col`` is one window.
+    parallelism:
+        Logical workers (space partitions or grid cells); default ``spark.sql.shuffle.partitions``.
+    partitions:
+        Spark state partitions the workers are placed on, 1 to ``parallelism`` (default: the
+        smaller of ``parallelism`` and the cores): each stateful task costs about 100 ms per
+        micro-batch whatever it does, so workers sharing tasks lower a batch's fixed cost. S3J
+        only: the grid has one state partition per worker.
+    time_col, watermark:
+        Event-time windows: the time column (timestamp, date, seconds or timestamp string) and
+        how late a record may arrive (required on a stream unless the input has its own
+        ``withWatermark`` on the column). A record whose window has closed is *late*: not
+        joined, counted in the statistics (``late_rows``).
+    ingest_col:
+        The ingestion time column (default: the micro-batch time); it is also what latency is
+        measured from.
+    dim:
+        The vector dimension; required for a stream (centroids are drawn before any record
+        arrives), inferred from a static input (the most common length).
+    centroids, bounds, seed:
+        S3J's space partitioning: ``"random"`` (the paper: uniform over ``bounds`` per
+        dimension, from ``seed``), ``"sample"`` (static input) or an array of shape
+        ``(parallelism, dim)``. Any choice is exact; it changes the balance only.
+    metrics_dir:
+        Where the operators write per-batch statistics (read by :mod:`driftjoin.app.report`);
+        on a cluster a location the driver and executors share. With ``balance`` in local mode
+        it defaults to ``<checkpoint>/driftjoin-metrics`` of the query.
+    algorithm:
+        ``"auto"`` (S3J or the grid, estimated on a sample: :mod:`driftjoin.grid.choice`),
+        ``"s3j"`` (space partitioning and worksets), ``"grid"`` (1-Bucket-Theta with
+        matrix-product blocks: embeddings of tens to hundreds of dimensions), ``"clusterjoin"``
+        (the paper's baseline, ``virtual_partitions`` partitions) or ``"bruteforce"``.
+    virtual_partitions:
+        ClusterJoin's partitions.
+    balance, balance_options:
+        Live workset balancing of a stream (S3J): ``"none"``, ``"s3j"`` (the paper's Algorithm 1)
+        or ``"greedy"``; its settings ``monitoring_window``, ``di_threshold``,
+        ``latency_spread``, ``migration_factor``, ``split``, ``at``, ``load``
+        (:class:`driftjoin.spark.similarity.control.BalanceController`).
+    output:
+        ``"pairs"`` (one row per pair), ``"pairs-lean"`` (one row per pair, ids, distance and
+        window only: half the columns for Spark to move), ``"grouped"`` (one row per left record
+        and micro-batch with arrays of partners) or ``"pairs-grouped"``.
+    sample:
+        Vectors like a stream's (an array or a static DataFrame) for ``algorithm="auto"`` to
+        decide on; without it a stream is decided by ``dim``.
+    block_bytes:
+        Memory of one matrix-product block of the grid (default 32 MB).
 
-    ``parallelism`` is the number of logical workers (space partitions); ``partitions`` the Spark
-    state partitions they are placed on round-robin (default: the smaller of ``parallelism`` and
-    the cluster's cores). Each stateful task costs about 100 ms per micro-batch whatever it
-    does, so sharing partitions lowers a batch's fixed cost; both are stored with the checkpoint.
-    Without balancing, workset formulation and similarity computation run in one stateful stage.
-    The grid runs one stateful stage with one Spark state partition per worker (``partitions``
-    applies to S3J only).
+    Returns
+    -------
+    pyspark.sql.DataFrame
+        ``left_id, right_id, distance, window_start, window_end, ingest_time`` (the later
+        ingestion time of the two records), ``emit_time``, ``worker``, ``workset``; fewer or
+        other columns for the other ``output`` shapes.
 
-    ``right=None`` joins ``left`` with itself: each unordered pair once, ``left_id < right_id``.
-    Streams are windowed by processing time (the ingestion time: ``ingest_col`` if given, else
-    the micro-batch time) unless ``time_col`` names an event-time column, then by event time.
-    A window stays open until the largest time of earlier micro-batches is ``watermark`` past
-    its end (event time: required on a stream, or taken from the input's own ``withWatermark``;
-    ``ingest_col``: one window unless given); a record whose window has closed is *late*: not
-    joined, counted and listed (``late_rows``) in the statistics of ``metrics_dir``. A static
-    input is one window (or one per window of ``time_col``); ``window=None`` makes a stream one
-    unbounded window.
-
-    Output columns (``output="pairs"``): ``left_id, right_id, distance, window_start,
-    window_end, ingest_time`` (the later ingestion time of the two records), ``emit_time``,
-    ``worker``, ``workset``. ``output="grouped"``: one row per left record, worker and
-    micro-batch: ``left_id, right_ids, distances, window_start, window_end, ingest_times,
-    emit_time, worker`` (arrays in the same order), for users who need no row per pair.
-    ``output="pairs-lean"``: one row per pair with ``left_id, right_id, distance, window_start,
-    window_end`` only, for users who need no provenance: half the columns for Spark to take from
-    the Python workers, which is what bounds the throughput at low selectivity (the statistics
-    in ``metrics_dir`` keep the latencies either way). ``output="pairs-grouped"`` gives the pairs through the grouped transport exploded in the
-    JVM (measured slower than one row per pair on PySpark 4.3: kept to measure against).
-    Rows that cannot be joined are skipped here and reported by :func:`invalid_records`.
+    Examples
+    --------
+    >>> from driftjoin import local_session, similarity_join
+    >>> spark = local_session(2)
+    >>> df = spark.createDataFrame([(1, [0.0, 0.0]), (2, [0.0, 0.5]), (3, [3.0, 4.0])], "id long, vector array<double>")
+    >>> [(r.left_id, r.right_id) for r in similarity_join(df, threshold=1.0, metric="euclidean").collect()]
+    [(1, 2)]
     """
+    SimilaritySettings.check({n: v for n, v in locals().items() if n in SimilaritySettings.names()})
     metrics_dir = prepare_session(left.sparkSession, metrics_dir,
                                   need_metrics=balance != "none" and left.isStreaming and algorithm in ("s3j", "auto"))
     if right is not None and right.isStreaming != left.isStreaming:
@@ -174,17 +213,9 @@ def similarity_join(
         for name, what in ((ingest_col, "ingest_col"), (time_col, "time_col")):
             if df is not None and name is not None:
                 check_time_column(df, name, what)
-    if output not in OUTPUTS:
-        raise ValueError(f"output={output!r}: use 'pairs' (one row per pair), 'pairs-lean' (one row per pair without "
-                         "the provenance columns), 'grouped' (one row per record with arrays of partners) or "
-                         "'pairs-grouped'")
     time_basis, lateness = window_basis(left, right, time_col, ingest_col, watermark, window)
     if not left.isStreaming and time_col is None:
         window = None
-    if algorithm not in (*ALGORITHMS, "grid", "auto"):
-        raise ValueError(f"algorithm={algorithm!r}: choose one of auto, grid, {', '.join(ALGORITHMS)}")
-    if algorithm == "grid" and balance != "none":
-        raise ValueError("balance= moves S3J worksets: it needs algorithm='s3j' (or 'auto', which then uses S3J)")
     flexible = algorithm in ("auto", "grid") and balance == "none"
     plan = _plan(left, right, threshold=threshold, metric=metric, dim=dim, window=window, parallelism=parallelism,
                  centroids=centroids, bounds=bounds, seed=seed, vector_col=vector_col, metrics_dir=metrics_dir,
@@ -236,7 +267,7 @@ def similarity_join(
             T.StructField("worker", T.IntegerType()), T.StructField("workset", T.LongType())]),
     ]))
     if grid is not None:  # one row per pair (checked above)
-        return _pair_columns(grid_pairs(data, grid, id_type=id_type, pair_schema=pair_schema), plan, output)
+        return remember(_pair_columns(grid_pairs(data, grid, id_type=id_type, pair_schema=pair_schema), plan, output), grid)
     if plan.algorithm == "s3j":
         routed_arrow = to_arrow_schema(routed_schema)
         routed = data.mapInArrow(lambda it: route_batches(plan, it, routed_arrow), routed_schema)
@@ -246,13 +277,13 @@ def similarity_join(
     if data.isStreaming:
         prepare_for_stateful(left.sparkSession, plan.partitions)
         if plan.fused:
-            return _pair_columns(routed.groupBy("key").transformWithStateInPandas(
-                FusedProcessor(plan), pair_schema, "Append", "None"), plan, output)
+            return remember(_pair_columns(routed.groupBy("key").transformWithStateInPandas(
+                FusedProcessor(plan), pair_schema, "Append", "None"), plan, output), plan)
         if plan.algorithm == "s3j":
             members = routed.groupBy("key").transformWithStateInPandas(
                 FormulationProcessor(plan), members_schema, "Append", "None")
-        return _pair_columns(members.groupBy("wkey").transformWithStateInPandas(
-            ComputationProcessor(plan), pair_schema, "Append", "None"), plan, output)
+        return remember(_pair_columns(members.groupBy("wkey").transformWithStateInPandas(
+            ComputationProcessor(plan), pair_schema, "Append", "None"), plan, output), plan)
     left.sparkSession.conf.set("spark.sql.shuffle.partitions", str(plan.partitions))
     pair_arrow = to_arrow_schema(pair_schema)
     if plan.fused:
@@ -294,12 +325,6 @@ def _pair_columns(raw: DataFrame, plan: S3JPlan, output: str) -> DataFrame:
     )
 
 
-#: Settings of :func:`similarity_join` that do not change which rows are valid.
-_JOIN_ONLY = frozenset({"threshold", "window", "parallelism", "partitions", "watermark", "centroids", "bounds", "seed",
-                        "metrics_dir", "algorithm", "virtual_partitions", "balance", "balance_options", "output",
-                        "sample", "block_bytes"})
-
-
 def invalid_records(
     left: DataFrame,
     right: DataFrame | None = None,
@@ -312,19 +337,41 @@ def invalid_records(
     ingest_col: str | None = None,
     **join_settings: object,
 ) -> DataFrame:
-    """The dead-letter output: every input row :func:`similarity_join` cannot join, with why.
+    """The dead-letter output of :func:`similarity_join`: every input row it cannot join, with why.
 
-    Takes the same keyword arguments as :func:`similarity_join` (pass the same ones: the rows
-    refused depend on ``metric``, ``dim``, ``id_col``, ``vector_col``, ``time_col`` and
-    ``ingest_col``; the others are accepted and ignored), so a row is always either joined or
-    here, never both. Columns: ``side`` (0 left, 1 right), ``id``, ``raw`` (the row as JSON)
-    and ``reason``. Stateless, so it can run as its own streaming query next to the join.
+    A row is either joined or here, never both: both use one test (a missing id, a missing,
+    empty or null-element vector, the wrong dimension, a NaN or infinite element, a zero vector
+    for angular and cosine, an element above 1e150 for the other metrics, a missing or
+    unparsable time). Stateless, so it runs as its own streaming query next to the join.
     Records that arrive after their window closed are refused by the join itself and listed in
     its statistics (``late_rows``), since only the join knows its windows.
+
+    Parameters
+    ----------
+    left, right:
+        The join's inputs.
+    metric, dim, id_col, vector_col, time_col, ingest_col:
+        As given to the join: they decide which rows are valid.
+    **join_settings:
+        The join's other settings, accepted (and checked) so the same keyword arguments can be
+        passed to both; they do not change which rows are valid.
+
+    Returns
+    -------
+    pyspark.sql.DataFrame
+        ``side`` (0 left, 1 right), ``id``, ``raw`` (the row as JSON) and ``reason``.
+
+    Examples
+    --------
+    >>> from driftjoin import invalid_records, local_session
+    >>> spark = local_session(2)
+    >>> df = spark.createDataFrame([(1, [1.0, 0.0]), (2, [0.0, 0.0]), (None, [0.5, 0.5])], "id long, vector array<double>")
+    >>> [(r.id, r.reason) for r in invalid_records(df, dim=2).collect()]
+    [(2, 'zero vector has no direction (angular/cosine)'), (None, 'missing id')]
     """
-    unknown = set(join_settings) - _JOIN_ONLY
-    if unknown:
-        raise TypeError(f"invalid_records() got unexpected keyword argument(s) {sorted(unknown)}")
+    join_settings.pop("sample", None)
+    SimilaritySettings.check({"metric": metric, "dim": dim, "id_col": id_col, "vector_col": vector_col,
+                              "time_col": time_col, "ingest_col": ingest_col, **join_settings}, dead_letters=True)
     prepare_session(left.sparkSession)
     m = get_metric(metric)
     if dim is None:

@@ -67,14 +67,19 @@ def normalise(df: DataFrame, side: int, id_col: str, vector_col: str, id_type: T
 
 
 def infer_dim(inputs: list[DataFrame], vector_col: str) -> int:
-    """The vector length most rows of a static input have (a malformed first row cannot decide it)."""
+    """The vector length most rows of a static input have (a malformed first row cannot decide it).
+
+    An input with no non-empty vector (no rows at all, or none that can be joined) joins
+    nothing whatever the dimension: it is taken as 1, so an empty input gives an empty result,
+    and its rows are dead letters for their own reasons."""
     sizes = None
     for df in inputs:
         part = df.select(F.size(vector_column(df, vector_col)).alias("n"))
         sizes = part if sizes is None else sizes.unionByName(part)
     top = sizes.where(F.col("n") > 0).groupBy("n").count().orderBy(F.col("count").desc(), F.col("n")).limit(2).collect()
     if not top:
-        raise ValueError("cannot infer dim: the input has no non-empty vector; pass dim=")
+        log.info("similarity_join: the input has no non-empty vector, so no pairs; dim=1 assumed")
+        return 1
     if len(top) == 2 and top[0]["count"] == top[1]["count"]:
         raise ValueError(f"cannot infer dim: vectors of length {top[0]['n']} and {top[1]['n']} are equally "
                          "common; pass dim= (rows of the other length become dead letters)")

@@ -86,10 +86,44 @@ def choose_threshold(
     seed: int = 0,
     timeout: float = 60.0,
 ) -> float:
-    """The smallest threshold whose join selectivity on the sample reaches ``selectivity``.
+    """The smallest threshold whose join selectivity on a sample reaches ``selectivity``.
 
-    ``left``/``right`` are 2-D arrays of vectors or DataFrames, static (a sample is collected)
-    or streaming (the first records are read by a short query, for at most ``timeout`` seconds).
+    The selectivity of a join is the fraction of all pairs it returns; a threshold is easier to
+    choose as "0.1% of pairs" than as a distance, which depends on the data and the metric.
+
+    Parameters
+    ----------
+    left, right:
+        2-D arrays of vectors, or DataFrames: static (a sample is collected) or streaming (the
+        first ``4 x sample`` records are read by a short query, for at most ``timeout``
+        seconds; a source that starts at its end, such as Kafka with ``latest``, needs new
+        records). ``right=None``: the pairs of ``left`` with itself.
+    selectivity:
+        The fraction of pairs that should join, in (0, 1], e.g. 0.001 for 0.1%.
+    metric:
+        The distance, as given to ``similarity_join``.
+    vector_col:
+        The vector column of DataFrame inputs.
+    sample:
+        Vectors per side the threshold is estimated on.
+    seed:
+        The seed of the sample.
+    timeout:
+        Seconds a streaming input is read for at most.
+
+    Returns
+    -------
+    float
+        The threshold (a distance) to pass to ``similarity_join``.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from driftjoin import choose_threshold
+    >>> rng = np.random.default_rng(0)
+    >>> t = choose_threshold(rng.normal(size=(500, 2)), rng.normal(size=(500, 2)), selectivity=0.01, metric="euclidean")
+    >>> 0 < t < 1
+    True
     """
     if not 0 < selectivity <= 1:
         raise ValueError(f"selectivity must be in (0, 1], e.g. 0.001 for 0.1%, got {selectivity}")

@@ -25,12 +25,11 @@ from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
-from driftjoin.durations import parse_duration
 from driftjoin.spark.runtime.columns import common_id_type, time_seconds
+from driftjoin.spark.runtime.plan_store import remember
 from driftjoin.spark.runtime.session import prepare_for_stateful, prepare_session
 from driftjoin.spark.runtime.static import run_static
 from driftjoin.spark.topk.operators import (
-    ROUTED_DESIGNS,
     MergeProcessor,
     SwoopProcessor,
     TopKPlan,
@@ -39,7 +38,7 @@ from driftjoin.spark.topk.operators import (
     route_sets,
     valid_sets,
 )
-from driftjoin.swoop import SIMILARITIES
+from driftjoin.spark.topk.settings import TopKSettings
 
 
 def _input(df: DataFrame, side: int, id_col: str, tokens_col: str, time_col: str, id_type: T.DataType, with_raw: bool) -> DataFrame:
@@ -73,43 +72,68 @@ def topk_set_join(
     share_bound: bool = False,
     design: str = "owner",
 ) -> DataFrame:
-    """The continuous top-k most similar pairs of sets in a sliding window (SWOOP).
+    """The continuous top-k most similar pairs of sets in a sliding window (SWOOP), as a change stream.
 
-    ``right=None``: self-join of ``left``; otherwise pairs of one ``left`` (R) and one ``right``
-    (S) set. A pair is valid while both sets are in the window (the earlier set's time plus
-    ``window``). Tokens are compared as strings; duplicate tokens in a set are dropped.
-    Returns the change stream: ``kind, left_id, right_id, similarity, change_time, seq``
-    (``left_id`` is the later set of a self-join pair, or the R set). ``parallelism``: the
-    number of workers (Spark tasks) that find the pairs, and one more task merges their
-    top-k's. ``design`` (``parallelism > 1``): ``"owner"``, each worker indexes about ``1 / p``
-    of the window and joins every set with it; ``"probe"``, every worker indexes the whole
-    window and joins ``1 / p`` of the sets with it (less work per worker, ``p`` times the
-    memory; :mod:`driftjoin.swoop.partitioned`). The result is the same.
-    ``share_bound=True`` (a stream with ``parallelism > 1`` and ``metrics_dir``): the driver
-    combines the workers' stocks after every micro-batch into a bound that every worker prunes
-    with (:class:`driftjoin.spark.topk.control.SharedBoundController`); the result is the same.
+    A pair is valid while both sets are in the window (the earlier set's time plus ``window``).
+    The result is the stream of changes to the top-k, the same change by change for every
+    ``parallelism``; :func:`current_topk` replays it into the top-k. Rows that cannot be sets go
+    to :func:`invalid_sets`; sets the join refuses (a late set, a duplicate id of a set still in
+    the window) come out as change rows of kind ``late`` and ``duplicate``.
+
+    Parameters
+    ----------
+    left, right:
+        Inputs with an id, a token array and a time, both streaming or both static.
+        ``right=None``: the pairs of ``left`` with itself; otherwise pairs of one ``left`` (R)
+        and one ``right`` (S) set.
+    k:
+        How many pairs the top-k holds.
+    similarity:
+        ``"jaccard"``, ``"cosine"``, ``"dice"``, ``"overlap"`` or ``"hamming"``.
+    tokens_col, id_col, time_col:
+        The columns: ``array<string>`` or ``array<int/long>`` tokens (compared as strings;
+        duplicates in a set are dropped), an integer or string id, the set's time.
+    window:
+        The sliding window, e.g. ``"10 minutes"``.
+    metrics_dir:
+        Where the operators write per-batch statistics (needed by ``share_bound``).
+    parallelism:
+        Workers (Spark tasks) that find the pairs; one more task merges their top-k's.
+    share_bound:
+        A stream with ``parallelism > 1`` and ``metrics_dir``: the driver combines the workers'
+        stocks after every micro-batch into a bound that every worker prunes with
+        (:class:`driftjoin.spark.topk.control.SharedBoundController`); the result is the same.
+    design:
+        With ``parallelism > 1``: ``"owner"`` (each worker indexes about ``1 / p`` of the window
+        and joins every set with it) or ``"probe"`` (every worker indexes the whole window and
+        joins ``1 / p`` of the sets: less work per worker, ``p`` times the memory;
+        :mod:`driftjoin.swoop.partitioned`).
+
+    Returns
+    -------
+    pyspark.sql.DataFrame
+        ``kind`` (``enter``, ``leave``, ``late``, ``duplicate``), ``left_id`` (the later set of a
+        self-join pair, or the R set), ``right_id``, ``similarity``, ``change_time``, ``seq`` (the
+        change's position).
+
+    Examples
+    --------
+    >>> from driftjoin import local_session, topk_set_join
+    >>> spark = local_session(2)
+    >>> sets = spark.createDataFrame([(1, ["a", "b"], 0.0), (2, ["a", "b", "c"], 1.0), (3, ["x"], 2.0)],
+    ...                              "id long, tokens array<string>, ts double")
+    >>> [(r.kind, r.left_id, r.right_id) for r in topk_set_join(sets, k=1, window="1 minute").collect()]
+    [('enter', 2, 1)]
     """
-    if isinstance(k, bool) or not isinstance(k, int) or k < 1:
-        raise ValueError(f"k must be an integer >= 1, got {k!r}")
-    if isinstance(parallelism, bool) or not isinstance(parallelism, int) or parallelism < 1:
-        raise ValueError(f"parallelism must be an integer >= 1, got {parallelism!r}")
-    if similarity not in SIMILARITIES:
-        raise ValueError(f"similarity={similarity!r}: choose one of {', '.join(sorted(SIMILARITIES))}")
+    settings = TopKSettings.check({n: v for n, v in locals().items() if n not in ("left", "right")})
     if right is not None and right.isStreaming != left.isStreaming:
         raise ValueError("left and right must both be streaming or both static")
-    if design not in ROUTED_DESIGNS:
-        raise ValueError(f"design={design!r}: choose one of {', '.join(ROUTED_DESIGNS)}")
     prepare_session(left.sparkSession, metrics_dir)
     if share_bound:
-        if parallelism == 1:
-            raise ValueError("share_bound=True shares a bound between workers: it needs parallelism > 1")
-        if not metrics_dir:
-            raise ValueError("share_bound=True needs metrics_dir= (a directory the workers and the driver share: "
-                             "stocks go out and the bound comes back through it)")
         if not left.isStreaming:
             raise ValueError("share_bound=True applies to streams (the bound is published between micro-batches); "
                              "a static join runs in one batch")
-    plan = TopKPlan(k, similarity, parse_duration(window, "window"), right is not None, metrics_dir, parallelism,
+    plan = TopKPlan(k, similarity, settings.window_seconds, right is not None, metrics_dir, parallelism,
                     share_bound, design if parallelism > 1 else "owner")
     if share_bound:
         from driftjoin.spark.topk.control import SharedBoundController, attach
@@ -132,7 +156,7 @@ def topk_set_join(
             raw = sets.groupBy("key").transformWithStateInPandas(SwoopProcessor(plan), out_schema, "Append", "None")
         else:
             raw = sets.groupBy("key").applyInPandas(lambda key, pdf: run_static(SwoopProcessor(plan), key, pdf), out_schema)
-        return raw.withColumn("change_time", F.timestamp_micros("change_time"))
+        return remember(raw.withColumn("change_time", F.timestamp_micros("change_time")), plan)
     routed_schema = T.StructType([*set_schema.fields, T.StructField("owner", T.IntegerType())])
     worker_schema = T.StructType([
         T.StructField("mkey", T.IntegerType()), T.StructField("op", T.LongType()), T.StructField("time", T.DoubleType()),
@@ -149,17 +173,38 @@ def topk_set_join(
             lambda key, pdf: run_static(WorkerProcessor(plan), key, pdf), worker_schema)
         raw = changes.groupBy("mkey").applyInPandas(
             lambda key, pdf: run_static(MergeProcessor(plan), key, pdf), out_schema)
-    return raw.withColumn("change_time", F.timestamp_micros("change_time"))
+    return remember(raw.withColumn("change_time", F.timestamp_micros("change_time")), plan)
 
 
 def invalid_sets(left: DataFrame, right: DataFrame | None = None, *, tokens_col: str = "tokens", id_col: str = "id",
                  time_col: str = "ts") -> DataFrame:
-    """Rows that cannot be sets, with the reason: the dead-letter output of :func:`topk_set_join`.
+    """The dead-letter output of :func:`topk_set_join`: every row that cannot be a set, with why.
 
-    A missing, unparsable or non-finite timestamp, a missing id, missing tokens, an empty set, a
-    null token. Pass the same columns as to the join. Sets the join refuses because of the
-    window (late, duplicate id) are rows of its change stream instead (kinds ``late`` and
-    ``duplicate``), since only the join knows its window.
+    A missing, unparsable or non-finite time, a missing id, missing tokens, an empty set, a
+    null token. The join tests rows with the same code, so a row is in exactly one of the two
+    outputs. Sets the join refuses because of the window (late, duplicate id) are rows of its
+    change stream instead (kinds ``late`` and ``duplicate``), since only the join knows its
+    window. Stateless: it can run as its own streaming query.
+
+    Parameters
+    ----------
+    left, right:
+        The join's inputs.
+    tokens_col, id_col, time_col:
+        The columns, as given to the join.
+
+    Returns
+    -------
+    pyspark.sql.DataFrame
+        ``side`` (0 left, 1 right), ``id``, ``raw`` (the row as JSON) and ``reason``.
+
+    Examples
+    --------
+    >>> from driftjoin import invalid_sets, local_session
+    >>> spark = local_session(2)
+    >>> sets = spark.createDataFrame([(1, ["a"], 0.0), (2, [], 1.0), (3, ["b"], None)], "id long, tokens array<string>, ts double")
+    >>> sorted((r.id, r.reason) for r in invalid_sets(sets).collect())
+    [(2, 'empty set'), (3, 'missing time (ts)')]
     """
     prepare_session(left.sparkSession)
     id_type = common_id_type(left, right, id_col)
@@ -172,7 +217,27 @@ def invalid_sets(left: DataFrame, right: DataFrame | None = None, *, tokens_col:
 
 
 def current_topk(changes: DataFrame) -> DataFrame:
-    """The top-k after the last change of a (static) change stream: pairs whose last event is 'enter'."""
+    """The top-k after the last change of a change stream: the pairs whose last change is ``enter``.
+
+    Parameters
+    ----------
+    changes:
+        A static DataFrame of :func:`topk_set_join`'s changes (e.g. its Parquet sink read back).
+
+    Returns
+    -------
+    pyspark.sql.DataFrame
+        ``left_id, right_id, similarity, change_time``, most similar first.
+
+    Examples
+    --------
+    >>> from driftjoin import current_topk, local_session, topk_set_join
+    >>> spark = local_session(2)
+    >>> sets = spark.createDataFrame([(1, ["a", "b"], 0.0), (2, ["a", "b", "c"], 1.0), (3, ["a", "c"], 2.0)],
+    ...                              "id long, tokens array<string>, ts double")
+    >>> [(r.left_id, r.right_id) for r in current_topk(topk_set_join(sets, k=2, window="1 minute")).collect()]
+    [(2, 1), (3, 2)]
+    """
     from pyspark.sql.window import Window
 
     pairs = changes.where(F.col("kind").isin("enter", "leave"))

@@ -97,10 +97,6 @@ STATE_FORMAT = 4
 #: either way).
 ADOPTABLE = frozenset({"metrics_dir", "share_bound"})
 
-#: The partitioned designs the operator runs (:mod:`driftjoin.swoop.partitioned`; both route a
-#: set by its owner).
-ROUTED_DESIGNS = ("owner", "probe")
-
 #: The merge stage's one key (also worker 0's slot key; the stages have separate state).
 MERGE_KEY = 0
 #: The decision name of the shared bound under ``<metrics_dir>/control/``.

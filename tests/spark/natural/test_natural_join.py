@@ -219,8 +219,8 @@ def test_bad_documents_go_to_dead_letters_and_valid_ones_still_join(spark):
     [
         ({"partitions": 0}, "partitions must be an integer >= 1"),
         ({"partitions": 2.5}, "partitions must be an integer >= 1"),
-        ({"partitioner": "hypercube"}, "unknown partitioner 'hypercube'; use partitioner='ag'"),
-        ({"local_join": "bnl"}, "unknown local_join 'bnl'; use local_join='fptree', 'hash' or 'nested'"),
+        ({"partitioner": "hypercube"}, "partitioner must be one of .*'ag'.*got 'hypercube'"),
+        ({"local_join": "bnl"}, "local_join must be one of 'fptree', 'hash', 'nested', got 'bnl'"),
         ({"window": "soon"}, "is not a duration.*document count"),
         ({"window": 0}, "at least 1 document"),
         ({"window": True}, "is not a window"),

@@ -207,7 +207,8 @@ def test_driftjoin_run_ends_when_drained_with_a_summary(tmp_path):
     assert "drained" in out and "pairs in the sink" in out and "per worker" in out
     assert "TransformWithStateInPandas" not in out and "\tat " not in out and "Traceback" not in out
     row = {line.split("│")[1].strip(): line.split("│")[2].strip() for line in out.splitlines() if line.count("│") == 3}
-    assert row["pairs out"] == row["pairs in the sink"] and row["records in"] == "800"
+    assert row["pairs out (this run)"] == row["pairs in the sink (all runs)"] and row["records joined (this run)"] == "800"
+    assert row["dead letters (all runs)"] == "0"
     assert "TransformWithStateInPandas" in (tmp_path / "out" / "ck" / "spark.log").read_text(errors="replace")
 
 

@@ -201,5 +201,5 @@ def test_output_shapes_agree(spark):
     assert all(len(r.right_ids) == len(r.distances) == len(r.ingest_times) for r in grouped)
     with pytest.raises(ValueError, match="'pairs-lean'"):
         similarity_join(df, output="grouped", algorithm="grid", **kw)
-    with pytest.raises(ValueError, match="output="):
+    with pytest.raises(ValueError, match="output must be one of"):
         similarity_join(df, output="rows", **kw)

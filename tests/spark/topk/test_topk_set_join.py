@@ -160,7 +160,7 @@ def test_bad_settings_fail_fast(spark):
         topk_set_join(df.withColumn("tokens", F.lit("x")), k=3)
     with pytest.raises(ValueError, match="parallelism must be"):
         topk_set_join(df, k=3, parallelism=0)
-    with pytest.raises(ValueError, match="design='token': choose one of owner, probe"):
+    with pytest.raises(ValueError, match="design must be one of 'owner', 'probe'"):
         topk_set_join(df, k=3, parallelism=2, design="token")
     with pytest.raises(ValueError, match="needs parallelism > 1"):
         topk_set_join(df, k=3, share_bound=True, metrics_dir="/tmp/m")

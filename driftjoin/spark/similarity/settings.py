@@ -1,0 +1,193 @@
+"""The settings of ``similarity_join``, checked before Spark starts (:mod:`driftjoin.spark.runtime.settings`).
+
+:meth:`SimilaritySettings.check` is the one gate of every entry point: ``similarity_join`` and
+``invalid_records`` call it first, ``driftjoin run`` calls it on the job file's ``[join]`` table
+and ``driftjoin demo`` on its flags, all before a Spark session is needed. It needs no data and no
+Spark: each value alone, then the values against each other (``balance_options`` without
+``balance``, ``partitions`` above ``parallelism``, centroids of the wrong shape...). What depends
+on the input (its columns and their types, whether it is a stream, the dimension of a static
+input) is checked by the join when it sees the input, still before any job runs.
+
+A new setting is one more field and one more line in :meth:`SimilaritySettings.check`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import MISSING, dataclass, field, fields
+from typing import Any
+
+import numpy as np
+
+from driftjoin.distance import check_threshold, get_metric
+from driftjoin.spark.runtime.settings import (
+    SettingError,
+    choice,
+    core,
+    duration,
+    flag,
+    integer,
+    number,
+    options,
+    text,
+)
+
+#: ``algorithm=`` values: ``auto`` chooses between the two exact methods S3J and the grid;
+#: ClusterJoin and brute force are the paper's baselines.
+ALGORITHMS = ("auto", "s3j", "grid", "clusterjoin", "bruteforce")
+#: ``balance=`` policies of the workset balancer.
+BALANCE = ("none", "s3j", "greedy")
+#: ``output=`` shapes.
+OUTPUTS = ("pairs", "pairs-lean", "grouped", "pairs-grouped")
+
+#: The keys of ``balance_options`` (the workset balancer's settings) and their checks.
+BALANCE_OPTIONS = {
+    "monitoring_window": lambda n, v: number(n, v, low=0, low_open=True, what="seconds between balancing rounds"),
+    "di_threshold": lambda n, v: number(n, v, low=0, what="relative degree of imbalance that triggers a rebalance"),
+    "latency_spread": lambda n, v: number(n, v, low=0, what="a worker's p99 latency this far from the others' "
+                                                            "mean triggers a rebalance (0.5 = 50%)"),
+    "migration_factor": lambda n, v: number(n, v, low=0, what="cost of moving a workset per byte"),
+    "split": flag,
+    "at": lambda n, v: choice(n, v, ("window", "any"), what="'window': only when a new window has started"),
+    "load": lambda n, v: choice(n, v, ("comparisons", "cost_model")),
+}
+
+
+def _centroids(value: Any) -> str | np.ndarray:
+    if isinstance(value, str):
+        return choice("centroids", value, ("random", "sample"),
+                      what="or an array of shape (parallelism, dim)")
+    try:
+        c = np.asarray(value, dtype=np.float64)
+    except (TypeError, ValueError):
+        raise SettingError("centroids", "must be 'random', 'sample' or an array of shape (parallelism, dim)",
+                           show_value=False) from None
+    if c.ndim != 2 or not c.size:
+        raise SettingError("centroids", f"must have shape (parallelism, dim), got an array of shape {c.shape}",
+                           show_value=False)
+    if not np.isfinite(c).all():
+        raise SettingError("centroids", "must be finite numbers", show_value=False)
+    return c
+
+
+def _bounds(value: Any) -> tuple[float, float]:
+    if isinstance(value, (list, tuple)) and len(value) == 2:
+        lo, hi = (number("bounds", v, what="the range centroids are drawn from") for v in value)
+        if lo < hi:
+            return lo, hi
+    raise SettingError("bounds", "must be two finite numbers (low, high) with low < high: the range of your data "
+                                 "per dimension, where random centroids are drawn", value)
+
+
+@dataclass(frozen=True)
+class SimilaritySettings:
+    """The checked settings of one ``similarity_join`` (see its docstring for each)."""
+
+    #: None only in the settings of ``invalid_records`` (which joins nothing)
+    threshold: float | None = None
+    metric: str = "angular"
+    id_col: str = "id"
+    vector_col: str = "vector"
+    window: str | float | None = "1 minute"
+    parallelism: int | None = None
+    partitions: int | None = None
+    time_col: str | None = None
+    watermark: str | float | None = None
+    ingest_col: str | None = None
+    dim: int | None = None
+    centroids: Any = "random"
+    bounds: tuple[float, float] = (-1.0, 1.0)
+    seed: int = 0
+    metrics_dir: str | None = None
+    algorithm: str = "auto"
+    virtual_partitions: int = 500
+    balance: str = "none"
+    balance_options: Mapping[str, Any] = field(default_factory=dict)
+    output: str = "pairs"
+    block_bytes: int | None = None
+    #: derived: the window and the watermark in seconds (None: one unbounded window / none given)
+    window_seconds: float | None = None
+    lateness: float | None = None
+
+    @classmethod
+    def names(cls) -> tuple[str, ...]:
+        """The settings a caller may give (the derived fields are not among them)."""
+        return tuple(f.name for f in fields(cls) if f.name not in ("window_seconds", "lateness"))
+
+    @classmethod
+    def check(cls, given: Mapping[str, Any], *, dead_letters: bool = False) -> SimilaritySettings:
+        """Check the settings ``given`` (name to value; the others take their defaults).
+
+        Raises :class:`SettingError` naming the first bad one; unknown names are refused too (a
+        typo must not be ignored). ``dead_letters``: for ``invalid_records``, which takes the
+        join's settings but needs no threshold.
+
+        >>> SimilaritySettings.check({"threshold": 0.01, "parallelism": 2}).window_seconds
+        60.0
+        >>> SimilaritySettings.check({"threshold": 0.01, "parallelism": 0})
+        Traceback (most recent call last):
+        ...
+        driftjoin.spark.runtime.settings.SettingError: parallelism must be an integer >= 1 (the number of workers), got 0
+        """
+        unknown = sorted(set(given) - set(cls.names()))
+        if unknown:
+            raise SettingError(unknown[0], f"is not a setting of similarity_join; settings are: {', '.join(cls.names())}",
+                               show_value=False)
+        if "threshold" not in given and not dead_letters:
+            raise SettingError("threshold", "is required (a distance: pairs with distance <= threshold join)",
+                               show_value=False)
+        s = {f.name: f.default if f.default_factory is MISSING else f.default_factory() for f in fields(cls)}
+        s.update(given)
+        metric = core("metric", lambda: get_metric(s["metric"])) if isinstance(s["metric"], str) else None
+        if metric is None:
+            raise SettingError("metric", "must be the name of a distance, e.g. 'angular' or 'euclidean'", s["metric"])
+        if "threshold" in given:
+            s["threshold"] = core("threshold", lambda: check_threshold(metric, s["threshold"]))
+        for name in ("id_col", "vector_col"):
+            text(name, s[name], what="a column of the input")
+        for name in ("time_col", "ingest_col"):
+            text(name, s[name], optional=True, what="a column of the input")
+        text("metrics_dir", s["metrics_dir"], optional=True, what="a directory for the operators' statistics")
+        window_seconds = duration("window", s["window"], optional=True)
+        lateness = duration("watermark", s["watermark"], allow_zero=True, optional=True)
+        if lateness is not None and s["time_col"] is None and s["ingest_col"] is None:
+            raise SettingError("watermark", "needs time_col= (an event-time column) or ingest_col=", show_value=False)
+        if s["parallelism"] is not None:
+            integer("parallelism", s["parallelism"], what="the number of workers")
+        if s["partitions"] is not None:
+            high = s["parallelism"]
+            integer("partitions", s["partitions"], high=high,
+                    what="the Spark state partitions the workers share" + (", at most parallelism" if high else ""))
+        if s["dim"] is not None:
+            integer("dim", s["dim"], what="the vector dimension")
+        integer("seed", s["seed"], low=0)
+        s["bounds"] = _bounds(s["bounds"])
+        s["algorithm"] = choice("algorithm", s["algorithm"], ALGORITHMS)
+        integer("virtual_partitions", s["virtual_partitions"], what="ClusterJoin's partitions")
+        if s["block_bytes"] is not None:
+            integer("block_bytes", s["block_bytes"], low=1 << 16, what="memory of one matrix-product block of the grid")
+        choice("output", s["output"], OUTPUTS, what="'pairs': one row per pair; 'grouped': one row per left record")
+        choice("balance", s["balance"], BALANCE, what="the workset balancer's policy")
+        s["balance_options"] = options("balance_options", s["balance_options"], BALANCE_OPTIONS)
+        if s["balance_options"] and s["balance"] == "none":
+            raise SettingError("balance_options", "needs balance='s3j' or 'greedy' (without a balancer they would be "
+                                                  "ignored)", show_value=False)
+        if s["balance"] != "none" and s["algorithm"] not in ("s3j", "auto"):
+            raise SettingError("balance", f"moves S3J worksets: it needs algorithm='s3j' (or 'auto', which then uses "
+                                          f"S3J), not {s['algorithm']!r}", show_value=False)
+        if s["algorithm"] == "grid" and s["output"] == "grouped":
+            raise SettingError("output", "'grouped' is not available when the grid algorithm joins (it emits one row "
+                                         "per pair): use output='pairs' or 'pairs-lean', or algorithm='s3j'",
+                               show_value=False)
+        s["centroids"] = _centroids(s["centroids"])
+        if isinstance(s["centroids"], np.ndarray):
+            c = s["centroids"]
+            per = "virtual partition" if s["algorithm"] == "clusterjoin" else "worker"
+            n = s["virtual_partitions"] if s["algorithm"] == "clusterjoin" else s["parallelism"]
+            if n is not None and len(c) != n:
+                raise SettingError("centroids", f"must have shape ({n}, dim) (one per {per}), got {c.shape}",
+                                   show_value=False)
+            if s["dim"] is not None and c.shape[1] != s["dim"]:
+                raise SettingError("centroids", f"have {c.shape[1]} dimensions but dim={s['dim']}", show_value=False)
+        return cls(**{**s, "window_seconds": window_seconds, "lateness": lateness})
+
