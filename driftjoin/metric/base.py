@@ -43,7 +43,8 @@ class Routing:
 
 @dataclass
 class WorkerStats:
-    """What a worker did: candidate pairs it looked at, distances it computed, pairs it emitted."""
+    """What a worker did: candidate pairs its store enumerated (each one filtered), distances (or exact
+    overlaps) it computed, pairs it emitted."""
 
     candidates: int = 0
     comparisons: int = 0

@@ -110,8 +110,9 @@ def choose(space: Space, threshold: float, sample: Values, *, n_workers: int, ex
 
     Example::
 
-        >>> sp = LevenshteinSpace()
-        >>> words = sp.prepare([f"name{i % 50}x{i}" for i in range(300)])
+        >>> import random
+        >>> r, sp = random.Random(0), LevenshteinSpace()
+        >>> words = sp.prepare(["".join(r.choices("abcdefghijklmnopqrstuvwxyz", k=r.randint(4, 10))) for _ in range(300)])
         >>> choose(sp, 1, words, n_workers=2)[0]
         'passjoin'
     """

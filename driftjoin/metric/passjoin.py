@@ -252,34 +252,37 @@ class PassJoinWorker(WorkerJoin):
                                                      | ((S.side[rs] == R.side[rrec]) & np.less(S.id[rs], R.id[rrec]))))
             ok &= ~equal_length | first
         keep = np.nonzero(ok)[0]
-        self.stats.candidates += len(keep)
+        self.stats.candidates += len(es)
         if len(keep) == 0:
             return MetricPairs.empty(S.id.dtype)
         d = _edit_distances(vs[keep], vr[keep], self.tau)
         self.stats.comparisons += len(keep)
         hit = keep[d <= self.tau]
         d = d[d <= self.tau]
-        final = np.zeros(len(hit), bool)
-        i_of, pos_s, pos_r, size = sr.cols["i"][es[hit]], sr.cols["pos"][es[hit]], rr.cols["pos"][er[hit]], sr.cols["size"][es[hit]]
-        for k, (s, r, i, ps, pr, z) in enumerate(zip(vs[hit].tolist(), vr[hit].tolist(), i_of.tolist(), pos_s.tolist(),
-                                                     pos_r.tolist(), size.tolist())):
-            final[k] = s[ps : ps + z] == r[pr : pr + z] and not self._earlier_match(s, r, i)
+        final = self._smallest_match(vs[hit], vr[hit], sr.cols["i"][es[hit]], sr.cols["pos"][es[hit]], rr.cols["pos"][er[hit]],
+                                     sr.cols["size"][es[hit]])
         hit, d = hit[final], d[final]
         return MetricPairs.oriented(S, rs[hit], R, rrec[hit], d, self.self_join)
 
-    def _earlier_match(self, s: str, r: str, index: int) -> bool:
-        """Whether a segment ``j < index`` of ``s`` occurs in ``r`` at a selected position."""
-        if index == 0:
-            return False
-        n, l = np.int64(len(r)), np.int64(len(s))
-        js = np.arange(index, dtype=np.int64)
-        start, size = segment_layout(np.full(index, l), js, self.tau)
-        lo, hi = selected_range(np.full(index, n), np.full(index, l), js, self.tau)
-        for p, z, a, b in zip(start.tolist(), size.tolist(), lo.tolist(), hi.tolist()):
-            seg = s[p : p + z]
-            if any(r[q : q + z] == seg for q in range(a, b + 1)):
-                return True
-        return False
+    def _smallest_match(self, s: np.ndarray, r: np.ndarray, index: np.ndarray, pos_s: np.ndarray, pos_r: np.ndarray,
+                        size: np.ndarray) -> np.ndarray:
+        """Per pair within ``tau``: whether segment ``index`` of ``s`` is the text at ``pos_r`` in ``r``
+        (not a hash collision) and no segment ``j < index`` of ``s`` occurs in ``r`` at a selected position."""
+        k, m = len(s), self.tau + 1
+        ls = np.repeat(np.fromiter(map(len, s), np.int64, k), m)
+        lr = np.repeat(np.fromiter(map(len, r), np.int64, k), m)
+        js = np.tile(np.arange(m, dtype=np.int64), k)
+        start, seg = segment_layout(ls, js, self.tau)
+        lo, hi = selected_range(lr, ls, js, self.tau)
+        start, seg, lo, hi = (x.reshape(k, m).tolist() for x in (start, seg, lo, hi))
+        out = np.zeros(k, bool)
+        for q, (a, b, i, ps, pr, z) in enumerate(zip(s.tolist(), r.tolist(), index.tolist(), pos_s.tolist(), pos_r.tolist(),
+                                                     size.tolist())):
+            if a[ps : ps + z] != b[pr : pr + z]:
+                continue
+            st, sz, lq, hq = start[q], seg[q], lo[q], hi[q]
+            out[q] = not any(b[p : p + sz[j]] == a[st[j] : st[j] + sz[j]] for j in range(i) for p in range(lq[j], hq[j] + 1))
+        return out
 
     def expire_before(self, window: int) -> None:
         self.store.expire_before(window)

@@ -171,25 +171,23 @@ class PrefixWorker(WorkerJoin):
         return pairs
 
     def _verify(self, a: Run, ia: np.ndarray, b: Run, ib: np.ndarray) -> MetricPairs:
-        A, B = a.records, b.records
-        x, y = A.value, B.value
-        ra, rb, pa, pb = a.rec[ia], b.rec[ib], a.cols["pos"][ia], b.cols["pos"][ib]
-        n, m = x.sizes[ra], y.sizes[rb]
-        alpha = self.bounds.alpha(n + m)
-        ok = candidate_filter(self, A, ra, B, rb) & (np.minimum(n - pa, m - pb) >= alpha) \
-            & (x.codes[x.indptr[ra] + pa] == y.codes[y.indptr[rb] + pb])
-        k = np.nonzero(ok)[0]
-        self.stats.candidates += len(k)
-        if len(k) == 0:
-            return MetricPairs.empty(A.id.dtype)
         from driftjoin.metric import kernels
 
-        k = k[kernels.prefix_candidates(x.indptr, x.codes, y.indptr, y.codes, ra[k], rb[k], pa[k], pb[k], alpha[k])]
+        A, B = a.records, b.records
+        x, y = A.value, B.value
+        ra, rb = a.rec[ia], b.rec[ib]
+        table = self.bounds.alpha(np.arange(int(x.sizes.max(initial=0)) + int(y.sizes.max(initial=0)) + 1))
+        k = np.nonzero(kernels.prefix_candidates(x.indptr, x.codes, y.indptr, y.codes, ra, rb, a.cols["pos"][ia],
+                                                 b.cols["pos"][ib], table))[0]
+        k = k[candidate_filter(self, A, ra[k], B, rb[k])]
+        self.stats.candidates += len(ia)
         self.stats.comparisons += len(k)
-        o = np.fromiter((len(p & q) for p, q in zip(x.tokens[ra[k]], y.tokens[rb[k]])), np.int64, len(k))
-        d = 1.0 - JACCARD.sim_array(n[k], m[k], o)
+        ra, rb = ra[k], rb[k]
+        n, m = x.sizes[ra], y.sizes[rb]
+        o = np.fromiter((len(p & q) for p, q in zip(x.tokens[ra], y.tokens[rb])), np.int64, len(k))
+        d = 1.0 - JACCARD.sim_array(n, m, o)
         hit = d <= self.t
-        return MetricPairs.oriented(A, ra[k[hit]], B, rb[k[hit]], d[hit], self.self_join)
+        return MetricPairs.oriented(A, ra[hit], B, rb[hit], d[hit], self.self_join)
 
     def expire_before(self, window: int) -> None:
         self.store.expire_before(window)

@@ -168,7 +168,7 @@ class S3JWorker(WorkerJoin):
         A, B = a.records, b.records
         ra, rb = a.rec[ia], b.rec[ib]
         ok = candidate_filter(self, A, ra, B, rb)
-        self.stats.candidates += int(ok.sum())
+        self.stats.candidates += len(ia)
         ra, rb = ra[ok], rb[ok]
         both_inner = (a.cols["role"][ia[ok]] == INNER) & (b.cols["role"][ib[ok]] == INNER)
         self.stats.comparisons += int((~both_inner).sum())
