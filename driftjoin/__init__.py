@@ -24,6 +24,7 @@ _LAZY = {
     "invalid_documents": "driftjoin.spark.natural.api",
     "equi_join": "driftjoin.spark.equi.api",
     "invalid_equi_records": "driftjoin.spark.equi.api",
+    "user_metric": "driftjoin.metric.spaces",
 }
 
 __all__ = sorted(_LAZY) + ["__version__"]

@@ -37,8 +37,22 @@ from __future__ import annotations
 
 import math
 from abc import ABC, abstractmethod
+from collections.abc import Callable
 
 import numpy as np
+
+
+def least_overlap(accepts: Callable[[int], bool], estimate: float, top: int) -> int:
+    """The smallest overlap ``o`` in ``[0, top]`` that ``accepts`` (a predicate non-decreasing in
+    ``o``), or ``top + 1`` when none does; a walk from a closed-form ``estimate`` to the boundary,
+    so the answer is exact for the float predicate itself (shared with the metric join's Jaccard
+    bounds, :mod:`driftjoin.metric.prefix`)."""
+    o = top + 1 if estimate > top else max(0, math.ceil(estimate))
+    while o > 0 and accepts(o - 1):
+        o -= 1
+    while o <= top and not accepts(o):
+        o += 1
+    return o
 
 
 class WellBehavedSimilarity(ABC):
@@ -66,15 +80,8 @@ class WellBehavedSimilarity(ABC):
         """
         if tau <= 0:
             return 0
-        top = min(l_r, l_s)
-        estimate = self._overlap_estimate(l_r, l_s, tau)
-        o = top + 1 if estimate > top else max(0, math.ceil(estimate))
         sim = self.sim
-        while o > 0 and sim(l_r, l_s, o - 1) >= tau:
-            o -= 1
-        while o <= top and sim(l_r, l_s, o) < tau:
-            o += 1
-        return o
+        return least_overlap(lambda o: sim(l_r, l_s, o) >= tau, self._overlap_estimate(l_r, l_s, tau), min(l_r, l_s))
 
     @abstractmethod
     def sim_array(self, l_r: int, l_s: np.ndarray, o: np.ndarray) -> np.ndarray:

@@ -4,7 +4,7 @@
 - nothing under ``driftjoin.spark.runtime`` or ``driftjoin.spark.sources`` imports an operator package
   or the applications;
 - no core (``s3j, grid, swoop, schemafree, hypercube, checkpointing, generators, distance, clock,
-  durations, blockjoin``) imports ``pyspark`` or ``driftjoin.spark``, nor the applications;
+  durations, blockjoin, metric, windows``) imports ``pyspark`` or ``driftjoin.spark``, nor the applications;
 - ``driftjoin.control`` does not import an operator package; nothing but ``driftjoin.app`` imports
   ``driftjoin.app``;
 - no module imports a private name (``_x``) of another module;
@@ -22,7 +22,7 @@ ROOT = Path(__file__).resolve().parents[2]
 PACKAGE = ROOT / "driftjoin"
 OPERATORS = ("similarity", "topk", "natural", "equi")
 CORES = ("s3j", "grid", "swoop", "schemafree", "hypercube", "checkpointing", "generators", "distance", "clock",
-         "durations", "blockjoin")
+         "durations", "blockjoin", "metric", "windows")
 
 
 def _module_name(path: Path) -> str:

@@ -1,0 +1,200 @@
+"""Prefix filtering for Jaccard distance, distributed and streaming (AllPairs: Bayardo, Ma, Srikant,
+WWW 2007; PPJoin's position filter: Xiao, Wang, Lin, Yu, WWW 2008).
+
+The join predicate is ``1 - o / (n + m - o) <= t`` in float64 for sets of sizes ``n``, ``m`` with
+overlap ``o`` (the distance of :class:`~driftjoin.metric.spaces.JaccardSpace`, ``t`` in [0, 1)).
+:class:`JaccardBounds` turns it into overlap bounds with SWOOP's exact walk
+(:func:`driftjoin.swoop.similarity.least_overlap`), so every bound is exact for the float predicate:
+
+- ``alpha(n + m)``: the least overlap that joins sets of sizes ``n``, ``m`` (it depends on the sum);
+- ``o_min(n)``: the least overlap any partner needs with a set of size ``n`` (partner ``m = o``:
+  ``1 - o / n <= t``; a larger partner needs more, rounding being monotone).
+
+**Prefix filter.** With every set's codes sorted by the global token order
+(:mod:`driftjoin.metric.tokens`: rare first), a set of size ``n`` has the *prefix* of its first
+``n - o_min(n) + 1`` codes. If two sets share ``o >= o_min`` codes, the smallest shared code is
+in both prefixes (each set has at most ``n - o_min`` unshared codes, so the smallest shared one
+is among its first ``n - o_min + 1``).
+
+**Distribution.** A set is routed to the worker of each distinct code of its prefix (a 61-bit
+mix of the code, modulo the workers) with the code's position; a worker stores these entries per
+window and pairs entries of the same code (:mod:`driftjoin.metric.store`). A candidate met at
+code ``w`` (positions ``i`` in x, ``j`` in y) is emitted iff: the two codes are ``w`` (a group
+collision adds candidates, never pairs); x's codes before ``i`` and y's before ``j`` share none,
+i.e. ``w`` is the *smallest* common prefix code, so each pair meets at exactly one code, one
+worker; the size and position filter ``min(n - i, m - j) >= alpha(n + m)`` (nothing before the
+meeting code is shared, so at most that many codes are); the overlap of the code lists reaches
+``alpha(n + m)``; and the overlap of the exact token sets passes the predicate. Overlaps of codes
+are never below overlaps of tokens (:mod:`driftjoin.metric.tokens`), so no filter loses a pair.
+Each set meets every other set of its window that shares a prefix code, whichever arrives first.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from driftjoin.metric.base import STATE_FORMAT, Routing, Strategy, WorkerJoin, candidate_filter, check_format, side_classes
+from driftjoin.metric.records import MetricPairs, MetricRecords
+from driftjoin.metric.store import Run, RunStore
+from driftjoin.metric.tokens import TokenSets
+from driftjoin.swoop.similarity import JACCARD, least_overlap
+from driftjoin.windows import Windowing
+
+_MASK61 = np.uint64((1 << 61) - 1)
+
+
+class JaccardBounds:
+    """Exact overlap bounds of the Jaccard-distance predicate for threshold ``t`` (module docstring).
+
+    Example::
+
+        >>> b = JaccardBounds(0.5)
+        >>> b.alpha(np.array([4, 6])).tolist(), b.prefix_length(np.array([1, 4])).tolist()
+        ([2, 2], [1, 3])
+    """
+
+    def __init__(self, t: float) -> None:
+        self.t = float(t)
+        self._alpha = np.zeros(0, np.int64)
+        self._prefix = np.zeros(0, np.int64)
+
+    def accepts(self, n: int, m: int, o: int) -> bool:
+        return 1.0 - JACCARD.sim(n, m, o) <= self.t
+
+    def alpha(self, total: np.ndarray) -> np.ndarray:
+        """Least overlap that joins two sets whose sizes add up to ``total``."""
+        total = np.asarray(total, np.int64)
+        if len(total) and total.max() >= len(self._alpha):
+            self._alpha = np.array([self._least(s) for s in range(2 * int(total.max()) + 2)], np.int64)
+        return self._alpha[total]
+
+    def prefix_length(self, size: np.ndarray) -> np.ndarray:
+        """``n - o_min(n) + 1``: the prefix of a set of ``n`` codes."""
+        size = np.asarray(size, np.int64)
+        if len(size) and size.max() >= len(self._prefix):
+            self._prefix = np.array([self._prefix_of(n) for n in range(2 * int(size.max()) + 2)], np.int64)
+        return self._prefix[size]
+
+    def _least(self, total: int) -> int:
+        if total < 2:  # no two non-empty sets
+            return 1
+        t = self.t
+        return least_overlap(lambda o: 1.0 - JACCARD.sim(total // 2, total - total // 2, o) <= t,
+                             (1 - t) * total / (2 - t), total // 2)
+
+    def _prefix_of(self, n: int) -> int:
+        if n == 0:
+            return 0
+        t = self.t
+        return n - least_overlap(lambda o: 1.0 - JACCARD.sim(n, o, o) <= t, (1 - t) * n, n) + 1
+
+
+def prefix_entries(sets: TokenSets, bounds: JaccardBounds) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """``(record, position, code)`` of the distinct codes in every set's prefix."""
+    plen = np.minimum(bounds.prefix_length(sets.sizes), sets.sizes)
+    rec = np.repeat(np.arange(len(sets), dtype=np.int64), plen)
+    pos = np.arange(int(plen.sum()), dtype=np.int64) - np.repeat(np.cumsum(plen) - plen, plen)
+    flat = sets.indptr[rec] + pos
+    code = sets.codes[flat]
+    first = (pos == 0) | (code != sets.codes[np.maximum(flat - 1, 0)])
+    return rec[first], pos[first], code[first]
+
+
+def code_group(code: np.ndarray) -> np.ndarray:
+    """A 61-bit mix of a code (splitmix64 finaliser): the store group and, modulo p, the worker."""
+    z = code.astype(np.uint64)
+    z = (z ^ (z >> np.uint64(30))) * np.uint64(0xBF58476D1CE4E5B9)
+    z = (z ^ (z >> np.uint64(27))) * np.uint64(0x94D049BB133111EB)
+    z ^= z >> np.uint64(31)
+    return (z & _MASK61).astype(np.int64)
+
+
+class PrefixStrategy(Strategy):
+    """Prefix filtering over ``n_workers`` workers for Jaccard distance ``<= threshold``.
+
+    Values are :class:`~driftjoin.metric.tokens.TokenSets` prepared by a
+    :class:`~driftjoin.metric.spaces.JaccardSpace` (whose token order every worker shares).
+
+    Example::
+
+        >>> from driftjoin.metric.spaces import JaccardSpace
+        >>> from driftjoin.metric.engine import MetricEngine
+        >>> sets = JaccardSpace().prepare([["a", "b", "c"], ["a", "b", "d"], ["a", "b", "c", "d"]])
+        >>> s = PrefixStrategy(0.3, 2, self_join=True, windows=Windowing.unbounded())
+        >>> sorted(MetricEngine(s).process(MetricRecords.of([1, 2, 3], sets)).tuples())
+        [(1, 3, 0), (2, 3, 0)]
+    """
+
+    name = "prefix"
+
+    def __init__(self, threshold: float, n_workers: int, *, self_join: bool, windows: Windowing) -> None:
+        self.threshold = float(threshold)
+        self.n_workers = int(n_workers)
+        self.self_join = self_join
+        self.windows = windows
+        self.bounds = JaccardBounds(self.threshold)
+
+    def route(self, batch: MetricRecords) -> Routing:
+        rec, _, code = prefix_entries(batch.value, self.bounds)
+        key = np.unique(rec * self.n_workers + code_group(code) % self.n_workers)
+        row = key // self.n_workers
+        return Routing(row, key % self.n_workers, np.zeros(len(row), np.int8))
+
+    def worker(self, index: int) -> "PrefixWorker":
+        return PrefixWorker(self.threshold, index, self.n_workers, self.self_join, self.windows)
+
+
+class PrefixWorker(WorkerJoin):
+    """The prefix entries of the codes of one worker, per window (module docstring)."""
+
+    def __init__(self, threshold: float, index: int, n_workers: int, self_join: bool, windows: Windowing) -> None:
+        super().__init__(self_join, windows)
+        self.t, self.index, self.n_workers = float(threshold), index, n_workers
+        self.bounds = JaccardBounds(self.t)
+        self.store = RunStore(side_classes(self_join, [(0, 0)]))
+
+    def add(self, batch: MetricRecords, role: np.ndarray) -> MetricPairs:
+        rec, pos, code = prefix_entries(batch.value, self.bounds)
+        group = code_group(code)
+        mine = group % self.n_workers == self.index
+        rec, pos, group = rec[mine], pos[mine], group[mine]
+        win = batch.window[rec]
+        out: list[MetricPairs] = []
+        for w in np.unique(win).tolist():
+            sel = win == w
+            run = Run.build(batch, group[sel], batch.side[rec[sel]].astype(np.int64) << 1, rec[sel], {"pos": pos[sel]})
+            for other, ia, ib in self.store.candidates(w, run):
+                out.append(self._verify(run, ia, other, ib))
+            self.store.add(w, run)
+        pairs = MetricPairs.concat(out, batch.id.dtype)
+        self.stats.pairs += len(pairs)
+        return pairs
+
+    def _verify(self, a: Run, ia: np.ndarray, b: Run, ib: np.ndarray) -> MetricPairs:
+        from driftjoin.metric import kernels
+
+        A, B = a.records, b.records
+        x, y = A.value, B.value
+        ra, rb = a.rec[ia], b.rec[ib]
+        table = self.bounds.alpha(np.arange(int(x.sizes.max(initial=0)) + int(y.sizes.max(initial=0)) + 1))
+        k = np.nonzero(kernels.prefix_candidates(x.indptr, x.codes, y.indptr, y.codes, ra, rb, a.cols["pos"][ia],
+                                                 b.cols["pos"][ib], table))[0]
+        k = k[candidate_filter(self, A, ra[k], B, rb[k])]
+        self.stats.candidates += len(ia)
+        self.stats.comparisons += len(k)
+        ra, rb = ra[k], rb[k]
+        n, m = x.sizes[ra], y.sizes[rb]
+        o = np.fromiter((len(p & q) for p, q in zip(x.tokens[ra], y.tokens[rb])), np.int64, len(k))
+        d = 1.0 - JACCARD.sim_array(n, m, o)
+        hit = d <= self.t
+        return MetricPairs.oriented(A, ra[hit], B, rb[hit], d[hit], self.self_join)
+
+    def expire_before(self, window: int) -> None:
+        self.store.expire_before(window)
+
+    def state(self) -> dict:
+        return {"format": STATE_FORMAT, "windows": self.store.state()}
+
+    def restore(self, state: dict) -> None:
+        check_format(state)
+        self.store.restore(state["windows"])

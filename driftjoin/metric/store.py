@@ -1,0 +1,178 @@
+"""The state of one worker of a metric join: per window, *entries* grouped by key, in sorted runs.
+
+Every strategy stores records under keys and pairs records that share a key: S3J under their
+workset, PassJoin under a segment, prefix filtering under a prefix token. An entry is
+``(group, class, record)`` plus strategy columns; ``class`` (2 bits) says which entries may pair
+(e.g. S3J: never two outer members; PassJoin: a segment with a substring; a two-stream join: only
+different sides), given as a set of unordered class pairs.
+
+When a batch's entries arrive (one :class:`Run` per window), :meth:`RunStore.candidates` yields
+every allowed pair of a new entry with a stored entry of the same group, and every allowed
+unordered pair of two new entries, each exactly once: each stored run is searched once per
+ordered class pair, and two new entries pair once (classes ``a < b``: from the ``a`` side;
+equal classes: ``i < j`` in the run's order). Then :meth:`RunStore.add` stores the run.
+
+Runs (as in :mod:`driftjoin.s3j.compute`): a window holds a few runs sorted by composite key
+``group << 2 | class``; the last two merge while the older is less than twice the newer, so a
+window of n entries has O(log n) runs and no batch re-sorts the whole window. State is a plain
+dict of arrays per window (:meth:`RunStore.state`), so a runtime can persist it window by window.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from driftjoin.metric.records import MetricRecords
+
+CLASS_BITS = 2
+#: Groups must be below this (they share an int64 with the class).
+GROUP_LIMIT = 1 << 61
+#: Candidate pairs yielded at once (bounds memory).
+CHUNK = 1 << 21
+
+
+@dataclass
+class Run:
+    """Entries of one window sorted by composite key; ``rec`` indexes ``records``."""
+
+    records: MetricRecords
+    key: np.ndarray
+    rec: np.ndarray
+    cols: dict[str, np.ndarray] = field(default_factory=dict)
+
+    def __len__(self) -> int:
+        return len(self.key)
+
+    @staticmethod
+    def build(records: MetricRecords, group: np.ndarray, cls: np.ndarray, rec: np.ndarray,
+              cols: dict[str, np.ndarray] | None = None) -> "Run":
+        """Entries ``(group, cls, records[rec], cols)``; records that no entry uses are dropped."""
+        group = np.asarray(group, np.int64)
+        key = (group << CLASS_BITS) | np.asarray(cls, np.int64)
+        order = np.argsort(key, kind="stable")
+        used, rec = np.unique(np.asarray(rec, np.int64)[order], return_inverse=True)
+        return Run(records.take(used), key[order], rec.astype(np.int64),
+                   {k: np.asarray(v)[order] for k, v in (cols or {}).items()})
+
+    @property
+    def group(self) -> np.ndarray:
+        return self.key >> CLASS_BITS
+
+    @property
+    def cls(self) -> np.ndarray:
+        return self.key & ((1 << CLASS_BITS) - 1)
+
+    @staticmethod
+    def merged(a: "Run", b: "Run") -> "Run":
+        key = np.concatenate([a.key, b.key])
+        order = np.argsort(key, kind="stable")
+        rec = np.concatenate([a.rec, b.rec + len(a.records)])
+        return Run(MetricRecords.concat([a.records, b.records]), key[order], rec[order],
+                   {k: np.concatenate([a.cols[k], b.cols[k]])[order] for k in a.cols})
+
+    def arrays(self) -> tuple:
+        return (self.records.arrays(), self.key, self.rec, self.cols)
+
+    @staticmethod
+    def from_arrays(arrays: tuple) -> "Run":
+        rec_arrays, key, rec, cols = arrays
+        return Run(MetricRecords(*rec_arrays), key, rec, cols)
+
+
+def unordered(pairs: Iterable[tuple[int, int]]) -> frozenset[tuple[int, int]]:
+    """Class pairs as a set of sorted tuples."""
+    return frozenset((min(a, b), max(a, b)) for a, b in pairs)
+
+
+class RunStore:
+    """Runs of entries per window (module docstring)."""
+
+    def __init__(self, allowed: Iterable[tuple[int, int]]) -> None:
+        self.allowed = unordered(allowed)
+        self.windows: dict[int, list[Run]] = {}
+
+    def __len__(self) -> int:
+        return sum(len(r) for runs in self.windows.values() for r in runs)
+
+    def runs(self) -> Iterator[tuple[int, Run]]:
+        for w, runs in self.windows.items():
+            for r in runs:
+                yield w, r
+
+    def candidates(self, window: int, new: Run) -> Iterator[tuple[Run, np.ndarray, np.ndarray]]:
+        """``(other, ia, ib)``: entries ``new[ia]`` pair with ``other[ib]``, where ``other`` is a
+        stored run of ``window`` or ``new`` itself; every allowed pair exactly once."""
+        ordered = self.allowed | {(b, a) for a, b in self.allowed}
+        for run in self.windows.get(window, ()):
+            for ca, cb in sorted(ordered):
+                for ia, ib in _cross(new, ca, run, cb):
+                    yield run, ia, ib
+        for ca, cb in sorted(self.allowed):
+            pairs = _within(new, ca) if ca == cb else _cross(new, ca, new, cb)
+            for ia, ib in pairs:
+                yield new, ia, ib
+
+    def add(self, window: int, run: Run) -> None:
+        """Store a run; merge the last two while the older is less than twice the newer."""
+        if len(run) == 0:
+            return
+        runs = self.windows.setdefault(window, [])
+        runs.append(run)
+        while len(runs) >= 2 and len(runs[-2]) < 2 * len(runs[-1]):
+            newer, older = runs.pop(), runs.pop()
+            runs.append(Run.merged(older, newer))
+
+    def expire_before(self, window: int) -> None:
+        for w in [w for w in self.windows if w < window]:
+            del self.windows[w]
+
+    def state(self) -> dict[int, list[tuple]]:
+        """Per window, the runs as plain arrays."""
+        return {w: [r.arrays() for r in runs] for w, runs in self.windows.items()}
+
+    def restore(self, state: dict[int, list[tuple]]) -> None:
+        self.windows = {w: [Run.from_arrays(a) for a in runs] for w, runs in state.items()}
+
+
+def _cross(a: Run, ca: int, b: Run, cb: int) -> Iterator[tuple[np.ndarray, np.ndarray]]:
+    """Entries of class ``ca`` in ``a`` with the entries of class ``cb`` and the same group in ``b``."""
+    if len(a) == 0 or len(b) == 0:
+        return
+    idx = np.nonzero(a.cls == ca)[0]
+    if len(idx) == 0:
+        return
+    target = ((a.key[idx] >> CLASS_BITS) << CLASS_BITS) | cb
+    lo = np.searchsorted(b.key, target, side="left")
+    hi = np.searchsorted(b.key, target, side="right")
+    yield from _expand(idx, lo, hi)
+
+
+def _within(a: Run, c: int) -> Iterator[tuple[np.ndarray, np.ndarray]]:
+    """Unordered pairs of entries of class ``c`` with equal keys in ``a`` (``i < j``)."""
+    idx = np.nonzero(a.cls == c)[0]
+    if len(idx) < 2:
+        return
+    hi = np.searchsorted(a.key, a.key[idx], side="right")
+    yield from _expand(idx, idx + 1, hi)
+
+
+def _expand(idx: np.ndarray, lo: np.ndarray, hi: np.ndarray) -> Iterator[tuple[np.ndarray, np.ndarray]]:
+    """``(idx[k], j)`` for every ``j`` in ``[lo[k], hi[k])``, in chunks of about :data:`CHUNK` pairs."""
+    count = np.maximum(hi - lo, 0)
+    keep = count > 0
+    idx, lo, count = idx[keep], lo[keep], count[keep]
+    if len(idx) == 0:
+        return
+    ends = np.cumsum(count)
+    start = 0
+    while start < len(idx):
+        base = ends[start - 1] if start else 0
+        stop = max(start + 1, int(np.searchsorted(ends, base + CHUNK, side="right")))
+        c = count[start:stop]
+        n = int(c.sum())
+        offsets = np.repeat(np.cumsum(c) - c, c)
+        yield np.repeat(idx[start:stop], c), np.repeat(lo[start:stop], c) + (np.arange(n, dtype=np.int64) - offsets)
+        start = stop
