@@ -3,7 +3,7 @@
 Algorithms (``algorithm=``): ``"shc"`` Streaming HyperCube (Qiu, Papadias, Yi; EDBT 2019),
 ``"phj"`` the parallel hash join, ``"biclique"`` Join-Biclique (Lin et al., SIGMOD 2015). All
 three report every pair of a left row and a right row with equal join keys exactly once, and
-with ``window=W`` only pairs whose event times differ by at most W. Rows are routed by stateless
+with ``within=W`` only pairs whose event times differ by at most W. Rows are routed by stateless
 parallel tasks from the routing tables of the driver-side control plane
 (:mod:`driftjoin.spark.equi.operators`, :mod:`driftjoin.spark.equi.control`), or with
 ``routing="dispatcher"`` by the paper's single dispatcher (:mod:`driftjoin.spark.equi.dispatch`).
@@ -17,6 +17,7 @@ then every other left column as ``<left prefix><name>`` and every other right co
 from __future__ import annotations
 
 import math
+import warnings
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
@@ -162,7 +163,7 @@ def _seconds(value: Any, what: str, *, zero_ok: bool) -> float:
     return parse_duration(value, what)
 
 
-def _spec(left: DataFrame, right: DataFrame, *, on: Any, algorithm: str, parallelism: Any, window: Any,
+def _spec(left: DataFrame, right: DataFrame, *, on: Any, algorithm: str, parallelism: Any, within: Any,
           groups: Any, time_col: Any, lateness: Any, prefixes: Any, options: Mapping[str, Any] | None,
           metrics_dir: str | None, output: str, routing: str = "parallel", partitions: Any = None) -> _Spec:
     if not isinstance(left, DataFrame) or not isinstance(right, DataFrame):
@@ -188,16 +189,16 @@ def _spec(left: DataFrame, right: DataFrame, *, on: Any, algorithm: str, paralle
     _check_columns(left, names, "on", "left")
     _check_columns(right, names, "on", "right")
     key_type = _key_type(left, right, names)
-    if window is None:
+    if within is None:
         if time_col is not None:
-            raise ValueError("time_col= is only used by window joins; also pass window= (e.g. window='10 seconds') or drop time_col")
+            raise ValueError("time_col= is only used by interval joins; also pass within= (e.g. within='10 seconds') or drop time_col")
         if lateness not in (0, 0.0, None):
-            raise ValueError("lateness= is only used by window joins; also pass window= or drop lateness")
+            raise ValueError("lateness= is only used by interval joins; also pass within= or drop lateness")
         window_s, lateness_s, times = None, 0.0, (None, None)
     else:
-        window_s = _seconds(window, "window", zero_ok=True)
+        window_s = _seconds(within, "within", zero_ok=True)
         if time_col is None:
-            raise ValueError("window= needs time_col= (the event-time column of both sides, or a (left, right) pair of names)")
+            raise ValueError("within= needs time_col= (the event-time column of both sides, or a (left, right) pair of names)")
         times = (time_col, time_col) if isinstance(time_col, str) else tuple(time_col)
         if len(times) != 2 or not all(isinstance(t, str) for t in times):
             raise ValueError(f"time_col={time_col!r}: give one column name, or a (left, right) pair of names")
@@ -250,6 +251,7 @@ def equi_join(
     on: str | Sequence[str],
     algorithm: str = "shc",
     parallelism: int | None = None,
+    within: str | float | None = None,
     window: str | float | None = None,
     groups: int | None = None,
     time_col: str | tuple[str, str] | None = None,
@@ -266,10 +268,12 @@ def equi_join(
     ``left`` and ``right`` are both streaming or both static DataFrames. ``on`` names the key
     column(s), present on both sides (integral widths may differ; other types must match).
     ``parallelism``: workers (default ``spark.sql.shuffle.partitions``; the join sets the shuffle
-    partitions to ``partitions``). ``window``: a sliding-window join on event time ``time_col`` (one name or a
+    partitions to ``partitions``). ``within``: an interval join on event time ``time_col`` (one name or a
     ``(left, right)`` pair; timestamp, date, or numeric seconds): a pair joins iff its times differ
-    by at most ``window`` (seconds or a duration like ``"10 seconds"``); ``window=None`` joins the
-    whole streams. ``lateness``: how far behind the largest time of earlier micro-batches a row may
+    by at most ``within`` (seconds or a duration like ``"10 seconds"``; the README's table of
+    windows); ``within=None`` joins the whole streams. ``window=`` is the old spelling of
+    ``within=`` (deprecated: ``window=`` means tumbling windows in the other operators).
+    ``lateness``: how far behind the largest time of earlier micro-batches a row may
     be; later rows cannot be joined exactly and are dropped (counted as ``late`` in the workers'
     statistics, with their rows). ``groups``: Join-Biclique's subgroups (1 to
     ``parallelism // 2``, default 1). ``options``: SHC settings ``epsilon``, ``min_heavy``, ``cap``,
@@ -292,12 +296,20 @@ def equi_join(
     columns prefixed with ``prefixes[1]``. ``output="count"``: ``batch, worker, pairs`` (one row
     per worker and micro-batch; for benchmarks, the pairs are not materialised).
 
-    Rows with a null key (or, for window joins, a missing, NaN or infinite time) are skipped here and reported
+    Rows with a null key (or, for interval joins, a missing, NaN or infinite time) are skipped here and reported
     by :func:`invalid_equi_records`. Bad settings raise ``ValueError``/``TypeError`` before any job
     runs.
     """
     prepare_session(left.sparkSession, metrics_dir)
-    spec = _spec(left, right, on=on, algorithm=algorithm, parallelism=parallelism, window=window, groups=groups,
+    if window is not None:
+        if within is not None:
+            raise ValueError("equi_join takes within= (pairs whose times differ by at most that much); window= is its "
+                             "old spelling: give within= only")
+        warnings.warn(f"equi_join(window={window!r}) joins pairs whose times differ by at most that much, which every "
+                      f"driftjoin operator now calls within=: write within={window!r} (window= means tumbling windows "
+                      "in similarity_join and natural_join)", DeprecationWarning, stacklevel=2)
+        within = window
+    spec = _spec(left, right, on=on, algorithm=algorithm, parallelism=parallelism, within=within, groups=groups,
                  time_col=time_col, lateness=lateness, prefixes=prefixes, options=options,
                  metrics_dir=metrics_dir, output=output, routing=routing, partitions=partitions)
     plan = spec.plan
@@ -376,7 +388,7 @@ def invalid_equi_records(
     Columns: ``side`` (0 left, 1 right), ``raw`` (the row as JSON) and ``reason`` (the first
     problem found: a null key column, or a missing, NaN or infinite ``time_col`` when given). Pass the same
     ``on`` and ``time_col`` as to the join. Stateless, so it runs as its own streaming query next
-    to the join. Late rows of window joins are reported in the join's statistics instead.
+    to the join. Late rows of interval joins are reported in the join's statistics instead.
     """
     prepare_session(left.sparkSession)
     names = _as_names(on)

@@ -210,6 +210,8 @@ def natural_join(
     other: DataFrame | None = None,
     *,
     window: object = "1 minute",
+    slide: object = None,
+    within: object = None,
     partitions: int | None = None,
     partitioner: str = "value",
     local_join: str = "fptree",
@@ -245,7 +247,8 @@ def natural_join(
     ``time_col`` (event time; ``watermark`` = how late a document may arrive, default 0) or,
     without ``time_col``, over the micro-batch time, or ``TimeWindow(length, attribute)`` with
     the time in a JSON attribute. A static input with a duration and no ``time_col`` is one
-    window.
+    window. Windows are tumbling only: ``slide=`` (sliding windows) and ``within=`` (an interval
+    join), which ``similarity_join`` takes (the README's table of windows), are refused.
 
     ``partitions`` joiners (default ``spark.sql.shuffle.partitions``) and a ``partitioner``:
     ``"value"`` (default: each document to one joiner by the values of attributes almost every
@@ -272,6 +275,10 @@ def natural_join(
     """
     if other is not None and other.isStreaming != docs.isStreaming:
         raise ValueError("docs and other must both be streaming or both static")
+    if slide is not None or within is not None:
+        raise ValueError("natural_join joins per tumbling window (window= a duration, a document count or TimeWindow): "
+                         "slide= (sliding windows) and within= (an interval join) are not offered; drop them, or join "
+                         "within a time band with similarity_join or equi_join, which take within=")
     prepare_session(docs.sparkSession, metrics_dir)
     plan = _make_plan(docs, other, window=window, partitions=partitions, partitioner=partitioner, local_join=local_join,
                       time_col=time_col, watermark=watermark, merged=merged, delta=delta, theta=theta, creators=creators,

@@ -14,12 +14,14 @@ both are reported, never silently lost. :func:`current_topk` replays a change st
 Parquet sink read back) into the current top-k. Rows that cannot be sets at all (a missing,
 unparsable or non-finite time, a missing id, no tokens, a null token) go to
 :func:`invalid_sets` with a reason; both functions test rows with the same code, so a row is
-in exactly one of the two outputs. The plan (k, similarity, window, self or two-stream, the
+in exactly one of the two outputs. The plan (k, similarity, within, self or two-stream, the
 parallelism) is stored with the checkpoint (:mod:`driftjoin.spark.runtime.plan_guard`). The change
 stream is the same, change by change, for every parallelism.
 """
 
 from __future__ import annotations
+
+import warnings
 
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
@@ -67,7 +69,8 @@ def topk_set_join(
     tokens_col: str = "tokens",
     id_col: str = "id",
     time_col: str = "ts",
-    window: str = "10 minutes",
+    within: str | float | None = None,
+    window: str | float | None = None,
     metrics_dir: str | None = None,
     parallelism: int = 1,
     share_bound: bool = False,
@@ -76,8 +79,12 @@ def topk_set_join(
     """The continuous top-k most similar pairs of sets in a sliding window (SWOOP).
 
     ``right=None``: self-join of ``left``; otherwise pairs of one ``left`` (R) and one ``right``
-    (S) set. A pair is valid while both sets are in the window (the earlier set's time plus
-    ``window``). Tokens are compared as strings; duplicate tokens in a set are dropped.
+    (S) set. ``within`` (default ``"10 minutes"``; the README's table of windows): a pair is valid
+    while both sets are in the window, from the later set's time until the earlier set's time
+    plus ``within``, so the pairs that ever compete are those whose times differ by at most
+    ``within``, as in every driftjoin operator that takes ``within=``. ``window=`` is the old
+    spelling (deprecated; it keeps its meaning: times that differ by less than ``window``).
+    Tokens are compared as strings; duplicate tokens in a set are dropped.
     Returns the change stream: ``kind, left_id, right_id, similarity, change_time, seq``
     (``left_id`` is the later set of a self-join pair, or the R set). ``parallelism``: the
     number of workers (Spark tasks) that find the pairs, and one more task merges their
@@ -109,8 +116,9 @@ def topk_set_join(
         if not left.isStreaming:
             raise ValueError("share_bound=True applies to streams (the bound is published between micro-batches); "
                              "a static join runs in one batch")
-    plan = TopKPlan(k, similarity, parse_duration(window, "window"), right is not None, metrics_dir, parallelism,
-                    share_bound, design if parallelism > 1 else "owner")
+    window_seconds, within_seconds = _band(within, window)
+    plan = TopKPlan(k, similarity, window_seconds, right is not None, metrics_dir, parallelism,
+                    share_bound, design if parallelism > 1 else "owner", within_seconds)
     if share_bound:
         from driftjoin.spark.topk.control import SharedBoundController, attach
 
@@ -150,6 +158,20 @@ def topk_set_join(
         raw = changes.groupBy("mkey").applyInPandas(
             lambda key, pdf: run_static(MergeProcessor(plan), key, pdf), out_schema)
     return raw.withColumn("change_time", F.timestamp_micros("change_time"))
+
+
+def _band(within: str | float | None, window: str | float | None) -> tuple[float | None, float | None]:
+    """``(window_seconds, within_seconds)`` of the plan: ``within`` (default ten minutes), or the
+    deprecated ``window`` with a warning that says what to write."""
+    if window is None:
+        return None, parse_duration("10 minutes" if within is None else within, "within", allow_zero=True)
+    if within is not None:
+        raise ValueError("topk_set_join takes within= (pairs whose times differ by at most that much); window= is "
+                         "its old spelling: give within= only")
+    warnings.warn(f"topk_set_join(window={window!r}) is the time band of a pair, which every driftjoin operator now "
+                  f"calls within=: write within={window!r} (pairs whose times differ by at most that much; window= "
+                  "keeps its old meaning, less than that much, until it is removed)", DeprecationWarning, stacklevel=3)
+    return parse_duration(window, "window"), None
 
 
 def invalid_sets(left: DataFrame, right: DataFrame | None = None, *, tokens_col: str = "tokens", id_col: str = "id",
