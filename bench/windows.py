@@ -47,18 +47,22 @@ def windowing(settings: dict):
 
 
 def stream_records(rate: int, seconds: float):
-    """The generator source's records of both streams in time order: ids, sides, prepared
-    vectors, times (seconds)."""
+    """The generator source's records of both streams (vectors drawn chunk by chunk as the source
+    draws them, ids per stream), in time order: ids, sides, prepared vectors, times (seconds from
+    the start; the Spark runs' windows are aligned to the wall clock instead)."""
     from driftjoin.distance import get_metric
     from driftjoin.generators.vectors import generate_vectors
+    from driftjoin.spark.sources.generator import CHUNK
 
     m = get_metric("angular")
     n = int(rate * seconds)
-    vec = np.vstack([generate_vectors("uniform", seed=7, stream=s, start=0, count=n, dim=2) for s in (0, 1)])
+    vec = np.vstack([np.vstack([generate_vectors("uniform", seed=7, stream=s, start=c, count=CHUNK, dim=2,
+                                                 times=np.arange(c, c + CHUNK) / rate) for c in range(0, n, CHUNK)])[:n]
+                     for s in (0, 1)])
     side = np.repeat([0, 1], n).astype(np.int8)
     ts = np.concatenate([np.arange(n) / rate, np.arange(n) / rate])
     order = np.argsort(ts, kind="stable")
-    return np.arange(2 * n), side[order], m.prepare(vec[order]), ts[order]
+    return np.concatenate([np.arange(n), np.arange(n)])[order], side[order], m.prepare(vec[order]), ts[order]
 
 
 def core_run(settings: dict, rate: int, seconds: float, selectivity: float, parallelism: int) -> dict:

@@ -12,7 +12,7 @@ Example (see README for every key)::
     [join]
     threshold = 0.001
     metric = "angular"
-    window = "1 minute"
+    window = "1 minute"         # or window + slide = "20 seconds" (sliding), or within = "30 seconds"
     parallelism = 2
     balance = "s3j"             # optional: "none" (default), "s3j" or "greedy"
     balance_options = { monitoring_window = 30, at = "window" }
@@ -36,7 +36,7 @@ from pyspark.sql import DataFrame, SparkSession
 
 from driftjoin.durations import parse_duration
 
-_JOIN_KEYS = {"threshold", "metric", "window", "parallelism", "dim", "id_col", "vector_col", "time_col",
+_JOIN_KEYS = {"threshold", "metric", "window", "slide", "within", "parallelism", "dim", "id_col", "vector_col", "time_col",
               "watermark", "ingest_col", "centroids", "seed", "bounds", "metrics_dir", "algorithm", "virtual_partitions",
               "balance", "balance_options", "partitions", "output", "block_bytes"}
 #: The settings of the workset balancer (driftjoin.spark.similarity.control.BalanceController).

@@ -1,7 +1,8 @@
 """Sliding windows and interval joins on the vector paths (S3J: compiled pair loop and block kernel;
 the grid) against a brute-force oracle of the definitions: times on and one tick beside every
 window boundary, micro-batch boundaries, self- and two-stream joins, streams out of order within
-the lateness, state restored from its persisted form mid-stream, closed windows dropped."""
+the lateness, state restored from its persisted form mid-stream, worksets moved and split
+inside open windows, closed windows dropped."""
 
 from __future__ import annotations
 
@@ -20,6 +21,7 @@ from driftjoin.s3j import compute
 from driftjoin.s3j.compute import restore_worker, worker_state
 from driftjoin.s3j.engine import S3JEngine
 from driftjoin.s3j.records import Records, expand
+from driftjoin.s3j.routing import site_gid
 from driftjoin.s3j.space import random_centroids
 from driftjoin.s3j.workset import OUTER, formulation_state, restore_formulation
 from driftjoin.windows import Windowing
@@ -74,16 +76,25 @@ def boundary_times(draw, w: Windowing, n: int) -> np.ndarray:
     return np.array(draw(st.lists(st.one_of(near, st.integers(0, 79)), min_size=n, max_size=n)), dtype=np.int64)
 
 
-def run_stream(engine, windows, ids, side, vec, times, arrival, cuts, lateness, restore_at=None, stats=None):
+def run_stream(engine, windows, ids, side, vec, times, arrival, cuts, lateness, restore_at=None, stats=None,
+               rebalance_at=None):
     """Feed records in ``arrival`` order, cut into micro-batches, with the window clock: late
     records refused, closed windows expired before each batch. Returns emitted keys and the
-    late ids (and appends each batch's comparisons per workset to ``stats``)."""
+    late ids (and appends each batch's comparisons per workset to ``stats``). ``restore_at``:
+    the batch before which the state is restored from its persisted form; ``rebalance_at``:
+    the batch before which every workset moves to another worker and the first splits in two."""
     clock = WindowClock(windows, lateness)
     got, late_ids = [], []
     bounds = [0, *sorted(set(c for c in cuts if 0 < c < len(ids))), len(ids)]
     for k, (a, b) in enumerate(zip(bounds, bounds[1:])):
         if restore_at == k:
             engine = restored(engine)
+        if rebalance_at == k:
+            known = [(j << 32) | w for j, f in enumerate(engine.formulation) for w in range(f.n_worksets)]
+            moved = {g: (i + 1) % len(engine.workers) for i, g in enumerate(known)}
+            if known:
+                moved.update({site_gid(known[0], i, j): (i + j) % len(engine.workers) for i in range(2) for j in range(i, 2)})
+            engine.set_assignment(moved, {known[0]: 2} if known else {})
         rows = arrival[a:b]
         first = clock.first_open()
         if first is not None:
@@ -137,9 +148,11 @@ def test_s3j_windows_equal_the_oracle(monkeypatch, data, metric, dim, p, blocks)
     vec = m.prepare(rng.integers(-2, 3, (len(ids), dim)).astype(np.float64) + (1e-3 if metric == "angular" else 0.0))
     t = data.draw(st.sampled_from([0.5, 1.0, 2.0])) if metric != "angular" else 0.25
     restore_at = data.draw(st.one_of(st.none(), st.integers(1, 4)))
+    rebalance_at = data.draw(st.one_of(st.none(), st.integers(1, 4)))
     monkeypatch.setattr(compute, "BLAS_MIN_PAIRS", 1 if blocks else 10**18)
     eng = S3JEngine(random_centroids(p, dim, int(rng.integers(1000))), m, t, self_join=self_join, dim=dim, windows=windows)
-    got, late, _ = run_stream(eng, windows, ids, side, vec, times, arrival, cuts, lateness, restore_at)
+    got, late, _ = run_stream(eng, windows, ids, side, vec, times, arrival, cuts, lateness, restore_at,
+                              rebalance_at=rebalance_at)
     assert late == []
     expected = oracle(ids, side, vec, times, m, t, self_join, kind, length, slide, within)
     assert Counter(got) == expected
