@@ -168,7 +168,7 @@ def similarity_join(
 
     Output columns (``output="pairs"``): ``left_id, right_id, distance, window_start,
     window_end, ingest_time`` (the later ingestion time of the two records), ``emit_time``,
-    ``worker``, ``workset``. ``output="grouped"``: one row per left record, worker and
+    ``worker``, ``workset``. ``output="grouped"``: one row per left record, window, worker and
     micro-batch: ``left_id, right_ids, distances, window_start, window_end, ingest_times,
     emit_time, worker`` (arrays in the same order), for users who need no row per pair.
     ``output="pairs-lean"``: one row per pair with ``left_id, right_id, distance, window_start,

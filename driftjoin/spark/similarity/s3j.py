@@ -375,14 +375,16 @@ class _Computation:
         return self._emit_flat(pairs, emit)
 
     def _emit_grouped(self, pairs: Any, emit: float) -> Iterator[pd.DataFrame]:
-        """One row per left record: its partners' ids, distances, ingestion times, worksets as
-        arrays. The arrays are Arrow list arrays inside the pandas frame (``pd.ArrowDtype``), so
-        they reach the JVM without a per-element conversion."""
+        """One row per left record and window: its partners' ids, distances, ingestion times,
+        worksets as arrays (a record of a sliding window has a row per window it pairs in). The
+        arrays are Arrow list arrays inside the pandas frame (``pd.ArrowDtype``), so they reach
+        the JVM without a per-element conversion."""
         if not len(pairs):
             return
-        order = np.argsort(pairs.left_id, kind="stable")
-        left = pairs.left_id[order]
-        starts = np.flatnonzero(np.r_[True, left[1:] != left[:-1]])
+        order = np.argsort(pairs.window, kind="stable")
+        order = order[np.argsort(pairs.left_id[order], kind="stable")]  # by left id, then window
+        left, window = pairs.left_id[order], pairs.window[order]
+        starts = np.flatnonzero(np.r_[True, (left[1:] != left[:-1]) | (window[1:] != window[:-1])])
         emit_us = int(round(emit * 1e6))
         columns = {"right_ids": pairs.right_id[order], "distances": pairs.distance[order],
                    "ingest_us": np.round(pairs.ingest[order] * 1e6).astype(np.int64), "worksets": pairs.workset[order]}
@@ -392,7 +394,7 @@ class _Computation:
             rows = starts[lo:hi]
             offsets = pa.array((bounds[lo:hi + 1] - bounds[lo]).astype(np.int32))
             part = slice(bounds[lo], bounds[hi])
-            frame = {"left_id": left[rows], "window": pairs.window[order][rows],
+            frame = {"left_id": left[rows], "window": window[rows],
                      "emit_us": np.full(len(rows), emit_us, dtype=np.int64),
                      "worker": np.full(len(rows), self.worker, dtype=np.int32)}
             for name, values in columns.items():

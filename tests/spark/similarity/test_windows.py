@@ -57,6 +57,8 @@ def test_duplicates_one_second_apart_across_a_minute_boundary(spark):
     rows = similarity_join(df, window="1 minute", slide="20 seconds", algorithm="grid",
                            **{k: v for k, v in common.items() if k != "algorithm"}).collect()
     assert sorted((r.window_start.timestamp(), r.window_end.timestamp()) for r in rows) == [(20.0, 80.0), (40.0, 100.0)]
+    grouped = similarity_join(df, window="1 minute", slide="20 seconds", output="grouped", **common).collect()
+    assert sorted((r.left_id, r.window_start.timestamp(), list(r.right_ids)) for r in grouped) == [(1, 20.0, [2]), (1, 40.0, [2])]
 
 
 def test_bad_window_settings_fail_before_the_start(spark):
