@@ -99,7 +99,7 @@ def _equi(spark, rate: float):
 
     # the single dispatcher (the pipeline measured when this query was added); the parallel
     # routing needs a metrics_dir that stays the same across the --kill restart
-    return equi_join(keyed(0), keyed(1), on="k", window="10 seconds", time_col="ts", parallelism=2,
+    return equi_join(keyed(0), keyed(1), on="k", within="10 seconds", time_col="ts", parallelism=2,
                      routing="dispatcher").writeStream
 
 

@@ -1,7 +1,8 @@
 """Crash harness: SIGKILL the driver of a running join again and again, restart it from its
 checkpoint, and check at the end that every result came out exactly once.
 
-One harness for every operator (``--operator similarity|topk|natural|equi``; the adapters are in
+One harness for every operator (``--operator similarity|topk|natural|equi``, and the window kinds
+``similarity-sliding|similarity-within``; the adapters are in
 ``bench/crash_operators.py``: input producer, job, oracle comparison). A producer writes
 JSON-lines input files at a steady rate until the last crash (each record carries its own time,
 so windows do not depend on when a batch ran). The job (this file with ``--job``) runs the join
@@ -20,6 +21,7 @@ file of their later record) next to the batches after which the job was killed.
 
     .venv/bin/python bench/crash_harness.py --operator topk --crashes 10
     .venv/bin/python bench/crash_harness.py --operator similarity --crashes 10 --balance greedy
+    .venv/bin/python bench/crash_harness.py --operator similarity-within --crashes 10
 """
 
 from __future__ import annotations
@@ -298,8 +300,8 @@ def main() -> None:
     ap.add_argument("--balance", choices=["none", "greedy", "s3j"], default="none", help="similarity only")
     ap.add_argument("--seed", type=int, default=1)
     args = ap.parse_args()
-    if args.balance != "none" and args.operator != "similarity":
-        ap.error("--balance applies to --operator similarity")
+    if args.balance != "none" and not args.operator.startswith("similarity"):
+        ap.error("--balance applies to --operator similarity (any window kind)")
     if args.job:
         job(OPERATORS[args.operator](), Path(args.job), args.final, args.balance, args.files_per_batch)
     else:

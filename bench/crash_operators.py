@@ -8,15 +8,18 @@ often it is in the sink and how often the oracle has it, and the input file of t
 record, so that a lost or repeated result can be traced to the micro-batch that read it.
 
 - ``similarity``: ``similarity_join`` of two vector inputs (angular, 20-second windows over the
-  ingestion time, 2 workers), oracle :func:`driftjoin.s3j.oracle.oracle_pairs`.
-- ``topk``: ``topk_set_join`` self-join (Jaccard, k = 30, 20-second window); the change stream
+  ingestion time, 2 workers), oracle :func:`driftjoin.s3j.oracle.oracle_pairs`;
+  ``similarity-sliding``: 20-second windows every 10 seconds, each pair once per window holding
+  both; ``similarity-within``: the interval join ``within="5 seconds"``, each pair whose times
+  differ by at most 5 s once (brute-force oracles of the definitions).
+- ``topk``: ``topk_set_join`` self-join (Jaccard, k = 30, pairs within 20 seconds); the change stream
   (ordered by ``seq``) must be exactly the change stream of :class:`driftjoin.swoop.BaseTopK`
   fed the same sets in timestamp order, each change once.
 - ``natural``: ``natural_join`` self-join of server-log documents, 10-second event-time windows,
   3 joiners; oracle: every pair of a window that :func:`driftjoin.schemafree.document.joinable`
   accepts.
 - ``equi``: ``equi_join`` (Streaming HyperCube, 3 workers) of two inputs with Zipf keys whose
-  hot set moves, 2-second window join; oracle: a plain hash join with the window predicate.
+  hot set moves, pairs within 2 seconds; oracle: a plain hash join with the time predicate.
 
 Times are multiples of 1/1024 s, exact in a double, so window boundaries are the same numbers
 in Spark and in the oracle.
@@ -113,6 +116,8 @@ class Adapter:
 class Similarity(Adapter):
     name, sources, per_file = "similarity", ("S",), 100
     threshold, window = 0.01, 20.0
+    #: the window settings of the join
+    windows: dict[str, str] = {"window": "20 seconds"}
 
     def records(self, source, f, now):
         rng = np.random.default_rng(f)
@@ -129,7 +134,7 @@ class Similarity(Adapter):
 
         left, right = split_sides(read("S").withColumn("ts", F.col("ts").cast("timestamp")))
         return similarity_join(left, right, threshold=self.threshold, metric="angular", parallelism=2, dim=2,
-                               window=f"{self.window:g} seconds", ingest_col="ts", metrics_dir=metrics_dir, balance=balance,
+                               **self.windows, ingest_col="ts", metrics_dir=metrics_dir, balance=balance,
                                balance_options={"monitoring_window": 2.0, "di_threshold": 0.02} if balance != "none" else None)
 
     def compare(self, spark, work):
@@ -146,6 +151,48 @@ class Similarity(Adapter):
         got = Counter((r.left_id, r.right_id, int(r.window_start.timestamp() // self.window))
                       for r in spark.read.parquet(str(work / "out")).select("left_id", "right_id", "window_start").collect())
         return Comparison(got, expected, lambda item: max(item[0], item[1]) // 2 // self.per_file)
+
+
+class SimilarityPairs(Similarity):
+    """A window kind whose oracle counts pairs by brute force over the two sides' records."""
+
+    def times_key(self, t_left: float, t_right: float) -> list:
+        """One item per time the pair comes out: the window starts holding both, or ``[None]``."""
+        raise NotImplementedError
+
+    def compare(self, spark, work):
+        from driftjoin.distance import get_metric
+
+        rows = [r for _, r in read_lines(work, "S")]
+        m = get_metric("angular")
+        vec = m.prepare(np.array([r["vector"] for r in rows]))
+        side = np.array([r["side"] for r in rows])
+        left, right = np.nonzero(side == 0)[0], np.nonzero(side == 1)[0]
+        expected: Counter = Counter()
+        for a, b in zip(*np.nonzero(m.pairwise(vec[left], vec[right]) <= self.threshold)):
+            x, y = rows[left[a]], rows[right[b]]
+            for key in self.times_key(x["ts"], y["ts"]):
+                expected[(x["id"], y["id"], key)] += 1
+        got = Counter((r.left_id, r.right_id, None if r.window_start is None else r.window_start.timestamp())
+                      for r in spark.read.parquet(str(work / "out")).select("left_id", "right_id", "window_start").collect())
+        return Comparison(got, expected, lambda item: max(item[0], item[1]) // 2 // self.per_file)
+
+
+class SimilaritySliding(SimilarityPairs):
+    name = "similarity-sliding"
+    windows = {"window": "20 seconds", "slide": "10 seconds"}
+
+    def times_key(self, t_left, t_right):
+        lo, hi = min(t_left, t_right), max(t_left, t_right)
+        return [k * 10.0 for k in range(int(lo // 10) - 2, int(lo // 10) + 1) if k * 10.0 <= lo and hi < k * 10.0 + 20.0]
+
+
+class SimilarityWithin(SimilarityPairs):
+    name = "similarity-within"
+    windows = {"within": "5 seconds"}
+
+    def times_key(self, t_left, t_right):
+        return [None] if abs(t_left - t_right) <= 5.0 else []
 
 
 class TopK(Adapter):
@@ -167,12 +214,12 @@ class TopK(Adapter):
         from driftjoin import topk_set_join
 
         sets = read("S").withColumn("ts", F.col("ts").cast("timestamp"))
-        return topk_set_join(sets, k=self.k, similarity="jaccard", window=f"{self.window:g} seconds", metrics_dir=metrics_dir)
+        return topk_set_join(sets, k=self.k, similarity="jaccard", within=f"{self.window:g} seconds", metrics_dir=metrics_dir)
 
     def compare(self, spark, work):
         from driftjoin.swoop import BaseTopK
 
-        base = BaseTopK(self.k, "jaccard", self.window)
+        base = BaseTopK(self.k, "jaccard", self.window + 0.5e-6)  # within= is inclusive: half a microsecond longer
         changes: list[tuple] = []
         by_set: list[int] = []
         for _, r in sorted(read_lines(work, "S"), key=lambda x: x[1]["ts"]):
@@ -261,7 +308,7 @@ class Equi(Adapter):
         from driftjoin import equi_join
 
         left, right = split_sides(read("S"))
-        return equi_join(left, right, on="k", algorithm="shc", parallelism=3, window=self.window, time_col="t",
+        return equi_join(left, right, on="k", algorithm="shc", parallelism=3, within=self.window, time_col="t",
                          lateness="5 seconds", metrics_dir=metrics_dir)
 
     def compare(self, spark, work):
@@ -280,4 +327,6 @@ class Equi(Adapter):
         return Comparison(got, expected, lambda item: max(item[0], item[1]) // self.per_file, {"late": late})
 
 
-OPERATORS: dict[str, Callable[[], Adapter]] = {"similarity": Similarity, "topk": TopK, "natural": Natural, "equi": Equi}
+OPERATORS: dict[str, Callable[[], Adapter]] = {
+    "similarity": Similarity, "similarity-sliding": SimilaritySliding, "similarity-within": SimilarityWithin,
+    "topk": TopK, "natural": Natural, "equi": Equi}

@@ -7,6 +7,8 @@ stateful operator), and the resident memory of the whole process tree (driver, J
 workers). Writes bench/results/soak.json and soak.png and prints the curve.
 
     .venv/bin/python bench/soak.py --minutes 30
+    .venv/bin/python bench/soak.py --minutes 10 --within "30 seconds"      # an interval join
+    .venv/bin/python bench/soak.py --minutes 10 --slide "10 seconds"       # sliding windows
 """
 
 from __future__ import annotations
@@ -46,6 +48,8 @@ def main() -> None:
     ap.add_argument("--minutes", type=float, default=30.0)
     ap.add_argument("--rate", type=int, default=300, help="records/s per stream")
     ap.add_argument("--window", default="30 seconds")
+    ap.add_argument("--slide", default=None, help="sliding windows: a window starts every SLIDE")
+    ap.add_argument("--within", default=None, help="an interval join instead of windows (--window is then unused)")
     ap.add_argument("--every", type=float, default=30.0)
     ap.add_argument("--out", default="bench/out/soak")
     args = ap.parse_args()
@@ -62,7 +66,8 @@ def main() -> None:
                 .option("max_records_per_batch", 4 * args.rate).load())
 
     metrics = str(out / "metrics")
-    pairs = similarity_join(stream(0), stream(1), threshold=0.002, metric="angular", window=args.window,
+    windows = {"within": args.within} if args.within else {"window": args.window, "slide": args.slide}
+    pairs = similarity_join(stream(0), stream(1), threshold=0.002, metric="angular", **windows,
                             parallelism=2, dim=2, ingest_col="ts", metrics_dir=metrics)
     q = (pairs.writeStream.format("noop").option("checkpointLocation", str(out / "ck"))
          .trigger(processingTime="1 second").start())

@@ -130,6 +130,11 @@ class Windowing:
         """One window that never closes (a static join)."""
         return Windowing(UNBOUNDED, 1, 1, None, 0)
 
+    def settings(self) -> dict[str, int | str | None]:
+        """The windowing as JSON values (what a plan stored with a checkpoint compares)."""
+        return {"window_kind": self.kind, "window_ticks": self.length, "slide_ticks": self.slide,
+                "within_ticks": self.within, "window_offset_ticks": self.offset}
+
     def copies(self, times: np.ndarray) -> WindowCopies:
         """The window copies of records at ``times`` (int64 ticks), grouped by record."""
         t = np.asarray(times, dtype=np.int64)

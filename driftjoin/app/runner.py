@@ -14,7 +14,7 @@ Example (the README lists every key)::
     metric = "angular"
     time_col = "ts"             # event time: the same pairs on every run
     watermark = "10 seconds"
-    window = "1 minute"
+    window = "1 minute"         # or window + slide = "20 seconds" (sliding), or within = "30 seconds"
     parallelism = 2
 
     [sink]

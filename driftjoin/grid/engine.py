@@ -3,7 +3,8 @@
 ``GridEngine.process(batch)`` routes a batch with the layout (stateless, like the Spark
 router) and runs each worker's :class:`~driftjoin.grid.worker.GridWorker` on its copies.
 Records carry their vectors *raw* (as the user gave them, float32 or float64): workers
-prepare them for the metric in float64.
+prepare them for the metric in float64. Batches are window copies
+(:func:`driftjoin.s3j.records.expand`); ``windows`` says how a window accepts a pair.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from driftjoin.grid.layout import GridLayout, choose_layout
 from driftjoin.grid.worker import CellCounters, GridWorker
 from driftjoin.s3j.compute import Pairs
 from driftjoin.s3j.records import Records
+from driftjoin.windows import Windowing
 
 
 @dataclass
@@ -37,9 +39,10 @@ class GridEngine:
     """Grid routing + per-worker block joins, in one process."""
 
     def __init__(self, metric: Metric, threshold: float, *, self_join: bool, parallelism: int,
-                 layout: GridLayout | None = None, block_bytes: int | None = None) -> None:
+                 layout: GridLayout | None = None, block_bytes: int | None = None,
+                 windows: Windowing | None = None) -> None:
         self.layout = layout or choose_layout(parallelism, self_join)
-        self.workers = [GridWorker(self.layout, w, metric, threshold, block_bytes=block_bytes)
+        self.workers = [GridWorker(self.layout, w, metric, threshold, block_bytes=block_bytes, windows=windows)
                         for w in range(self.layout.parallelism)]
 
     def expire_before(self, window: int) -> None:

@@ -17,7 +17,10 @@ half the state), and prepared in float64 when a batch is joined.
 
 The pair rules are the oracle's: a self-join reports each unordered pair once with
 ``left_id < right_id`` and never pairs a record with itself or two records with the same id; a
-two-stream join reports ``(left, right)``.
+two-stream join reports ``(left, right)``. Records are window copies (:mod:`driftjoin.windows`):
+each window is joined on its own, and in an interval join a candidate pair must also be one the
+window accepts (never two ghost copies, times at most ``within`` apart), so the copies of a
+record never pair twice.
 
 Each record is prepared for the metric once, when it arrives: a window's table keeps the
 prepared float64 matrix beside the raw vectors, so a batch prepares only its own records.
@@ -36,10 +39,11 @@ from driftjoin.blockjoin import BlockJoin, BlockStats
 from driftjoin.distance import Metric
 from driftjoin.grid.layout import GridLayout
 from driftjoin.s3j.compute import Pairs
-from driftjoin.s3j.records import Records
+from driftjoin.s3j.records import Records, keeps_times
+from driftjoin.windows import Windowing
 
 #: Format of the worker state (a checkpoint written with another format is refused).
-GRID_STATE_FORMAT = 2
+GRID_STATE_FORMAT = 3
 
 
 @dataclass
@@ -74,14 +78,20 @@ class Table:
 
 
 class GridWorker:
-    """The state of one grid worker: its cells and the records of its open windows."""
+    """The state of one grid worker: its cells and the records of its open windows.
+
+    ``windows``: the join's windowing (None: tumbling); an interval join's records keep their
+    times and ghost flags and only accepted pairs join.
+    """
 
     def __init__(self, layout: GridLayout, worker: int, metric: Metric, threshold: float, *,
-                 block_bytes: int | None = None) -> None:
+                 block_bytes: int | None = None, windows: Windowing | None = None) -> None:
         self.layout = layout
         self.worker = worker
         self.metric = metric
         self.threshold = threshold
+        self.windowing = windows
+        self.interval = keeps_times(windows)
         self.kernel = BlockJoin(metric, threshold) if block_bytes is None else BlockJoin(metric, threshold, block_bytes)
         self.cells = layout.worker_cells(worker)
         self.windows: dict[int, Table] = {}
@@ -104,6 +114,10 @@ class GridWorker:
 
     def add(self, records: Records, bucket: np.ndarray, counters: CellCounters | None = None) -> Pairs:
         """Join new records (``records.vec`` raw, as given) with the stored ones and each other; store them."""
+        if self.interval and not records.timed:
+            raise ValueError("an interval join's records need their times and ghost flags")
+        if not self.interval and records.timed:
+            records = records.without_times()
         out = []
         for w in np.unique(records.window):
             sel = np.nonzero(records.window == w)[0]
@@ -157,9 +171,14 @@ class GridWorker:
                     b_rec = a_rec
                 else:
                     res = self.kernel.join(a_prep[ia], b_prep[ib])
+                pa, pb, dist = ia[res.ia], ib[res.ib], res.dist
+                if self.interval:
+                    ok = self.windowing.accept(a_rec.time[pa], a_rec.ghost[pa], b_rec.time[pb], b_rec.ghost[pb])
+                    pa, pb, dist = pa[ok], pb[ok], dist[ok]
+                    res.stats.pairs = len(pa)
                 if counters is not None:
                     counters.add(cid, res.stats)
-                out.append(self._pairs(a_rec, ia[res.ia], b_rec, ib[res.ib], res.dist, cid))
+                out.append(self._pairs(a_rec, pa, b_rec, pb, dist, cid))
         self._store(window, new, new_bucket, prep_new, table)
         return Pairs.concat(out, new.id.dtype)
 
@@ -188,8 +207,7 @@ def grid_state(w: GridWorker) -> dict:
     return {
         "format": GRID_STATE_FORMAT,
         "layout": layout_fingerprint(w.layout),
-        "windows": {k: (t.bucket, (t.records.id, t.records.side, t.records.vec, t.records.ingest, t.records.window))
-                    for k, t in w.windows.items()},
+        "windows": {k: (t.bucket, t.records.arrays()) for k, t in w.windows.items()},
     }
 
 

@@ -10,7 +10,11 @@ to roles:
 - inner x outlier, inner x outer, outlier x outlier, outlier x outer: compared;
 - outer x outer: never paired (that pair, if it joins, is met in another workset).
 
-Only records of different streams pair in a two-stream join. The distance of every emitted
+Only records of different streams pair in a two-stream join. Each window (a record's window
+copy, :mod:`driftjoin.windows`) is joined on its own; in an interval join a pair of copies must
+also be one the window accepts (never two ghosts, times at most ``within`` apart), tested on
+every path a pair can take: the compiled loop, the block kernel's candidates and the inner x
+inner bound pairs. The distance of every emitted
 pair is computed for the output column; an inner x inner pair is dropped only if rounding puts
 its computed distance above the threshold, so the output is exactly ``{dist <= threshold}`` as
 the oracle computes it. Comparisons (the paper's count) exclude inner x inner pairs.
@@ -30,8 +34,9 @@ import numpy as np
 
 from driftjoin.blockjoin import BlockJoin
 from driftjoin.distance import Metric
-from driftjoin.s3j.records import Records
+from driftjoin.s3j.records import Records, keeps_times
 from driftjoin.s3j.workset import INNER, OUTER
+from driftjoin.windows import Windowing
 
 
 @dataclass
@@ -97,12 +102,18 @@ class MemberTable:
 
 
 class SimilarityWorker:
-    """The state of one worker: member tables of open windows, keyed by window index."""
+    """The state of one worker: member tables of open windows, keyed by window index.
 
-    def __init__(self, metric: Metric, threshold: float, self_join: bool) -> None:
+    ``windows``: the join's windowing; an interval join's members keep their times and ghost
+    flags and only accepted pairs join. None: each window joins all its pairs (tumbling).
+    """
+
+    def __init__(self, metric: Metric, threshold: float, self_join: bool, windows: Windowing | None = None) -> None:
         self.metric = metric
         self.threshold = threshold
         self.self_join = self_join
+        self.windowing = windows
+        self.interval = keeps_times(windows)
         self.windows: dict[int, list[MemberTable]] = {}
         #: runs merged away since the runtime last emptied this list: (window, run)
         self.retired: list[tuple[int, MemberTable]] = []
@@ -135,6 +146,10 @@ class SimilarityWorker:
         """
         if store is None:
             store = np.ones(len(workset), dtype=bool)
+        if self.interval and not records.timed:
+            raise ValueError("an interval join's members need their times and ghost flags")
+        if not self.interval and records.timed:
+            records = records.without_times()
         out: list[Pairs] = []
         for w in np.unique(records.window):
             sel = np.nonzero(records.window == w)[0]
@@ -156,6 +171,7 @@ class SimilarityWorker:
         found = np.zeros(len(groups), np.int64)
         kernels = _kernels()
         code, two = kernels.METRIC_CODES[self.metric.name], not self.self_join
+        within = self.windowing.within if self.interval else 0
         out: list[Pairs] = []
         for table in self.windows.get(window, ()):
             old_lo = np.searchsorted(table.workset, groups, side="left")
@@ -166,15 +182,15 @@ class SimilarityWorker:
             for a_start, a_cnt, b_cnt in ((new_start, new_inner, old_cnt), (new_start + new_inner, new_count - new_inner, old_inner)):
                 big = self._blas_groups(groups, a_cnt, b_cnt)
                 out += self._blocks(groups[big], rec, role, a_start[big], a_cnt[big], old, table.role, old_lo[big], b_cnt[big], counters)
-                found_here = kernels.cross_candidates(rec.vec, role, rec.side, a_start, np.where(big, 0, a_cnt), old.vec,
-                                                      table.role, old.side, old_lo, b_cnt, cross, False, store, two, code,
-                                                      self.threshold, comparisons)
+                found_here = kernels.cross_candidates(rec.vec, role, rec.side, *_times(rec), a_start, np.where(big, 0, a_cnt),
+                                                      old.vec, table.role, old.side, *_times(old), old_lo, b_cnt, cross, False,
+                                                      store, two, self.interval, within, code, self.threshold, comparisons)
                 out.append(self._accept(groups, rec, old, found_here, found))
         big = self._blas_groups(groups, new_inner, new_count)
         out += self._blocks(groups[big], rec, role, new_start[big], new_inner[big], rec, role, new_start[big], new_count[big], counters, store)
-        found_here = kernels.cross_candidates(rec.vec, role, rec.side, new_start, np.where(big, 0, new_inner), rec.vec, role,
-                                              rec.side, new_start, new_count, cross, True, store, two, code, self.threshold,
-                                              comparisons)
+        found_here = kernels.cross_candidates(rec.vec, role, rec.side, *_times(rec), new_start, np.where(big, 0, new_inner),
+                                              rec.vec, role, rec.side, *_times(rec), new_start, new_count, cross, True, store,
+                                              two, self.interval, within, code, self.threshold, comparisons)
         out.append(self._accept(groups, rec, rec, found_here, found))
         if counters is not None:
             _accumulate(counters.comparisons, groups, comparisons)
@@ -219,7 +235,7 @@ class SimilarityWorker:
                 res = self._kernel.join(a.vec[ra], b.vec[t0 : t0 + nb])
                 ia, ib = ra[res.ia], t0 + res.ib
                 if counters is not None:
-                    _accumulate_n(counters.comparisons, g, _compared(a, a_role, ra, b, b_role, np.arange(t0, t0 + nb), self.self_join))
+                    _accumulate_n(counters.comparisons, g, self._compared(a, a_role, ra, b, b_role, np.arange(t0, t0 + nb)))
             else:  # pairs inside the non-outer prefix, then prefix x the outer suffix
                 rs = np.arange(s0 + na, t0 + nb)
                 inner = self._kernel.join(a.vec[ra])
@@ -230,8 +246,8 @@ class SimilarityWorker:
                 ia, ib = ia[keep], ib[keep]
                 if counters is not None:
                     ra, rs = ra[store[ra]], rs[store[rs]]
-                    within = _compared(a, a_role, ra, a, a_role, ra, self.self_join, same=True)
-                    _accumulate_n(counters.comparisons, g, within + _compared(a, a_role, ra, a, a_role, rs, self.self_join))
+                    inside = self._compared(a, a_role, ra, a, a_role, ra, same=True)
+                    _accumulate_n(counters.comparisons, g, inside + self._compared(a, a_role, ra, a, a_role, rs))
             out.append(self._evaluate(np.full(len(ia), g, dtype=np.int64), a, a_role, ia, b, b_role, ib, counters, count=False))
         return out
 
@@ -261,6 +277,8 @@ class SimilarityWorker:
         cross = (gid & CROSS_BIT) != 0
         if cross.any():
             ok &= ~(cross & ((ca >> 2) == (cb >> 2)))
+        if self.interval:
+            ok &= self.windowing.accept(a.time[ia], a.ghost[ia], b.time[ib], b.ghost[ib])
         gid, ia, ib, ra, rb = gid[ok], ia[ok], ib[ok], ra[ok], rb[ok]
         if counters is not None and count:
             compared = ~((ra == INNER) & (rb == INNER))
@@ -276,6 +294,14 @@ class SimilarityWorker:
         if counters is not None:
             _accumulate_gids(counters.pairs, gid)
         return self._oriented(a, ia, b, ib, left, right, dist, gid)
+
+    def _compared(self, a: Records, a_role: np.ndarray, ra: np.ndarray, b: Records, b_role: np.ndarray, rb: np.ndarray,
+                  same: bool = False) -> int:
+        """The comparisons :meth:`_evaluate` counts over all pairs of ``ra x rb`` (``same``: the
+        unordered pairs of ``ra`` with itself), without enumerating them."""
+        if self.interval:
+            return _compared_timed(a, a_role, ra, b, b_role, rb, self.self_join, self.windowing.within, same)
+        return _compared(a, a_role, ra, b, b_role, rb, self.self_join, same)
 
     def _accept(self, groups: np.ndarray, a: Records, b: Records, candidates: tuple, found: np.ndarray) -> Pairs:
         """The pairs of the kernel's candidates: the sure ones as they are, the unsure ones (a
@@ -317,6 +343,17 @@ CROSS_BIT = 1 << 31
 #: (:mod:`driftjoin.s3j.kernels`). Measured crossover on the 2-core machine: about 64 x 64
 #: members in 2 to 128 dimensions (a block-kernel call costs ~0.3 ms of fixed work).
 BLAS_MIN_PAIRS = 4096
+
+
+def _times(rec: Records) -> tuple[np.ndarray, np.ndarray]:
+    """A run's times and ghost flags for the compiled loop (empty, and unread, without times)."""
+    if rec.timed:
+        return rec.time, rec.ghost
+    return _NO_TIMES, _NO_GHOSTS
+
+
+_NO_TIMES = np.zeros(0, np.int64)
+_NO_GHOSTS = np.zeros(0, bool)
 
 
 def _kernels():
@@ -364,6 +401,34 @@ def _compared(a: Records, a_role: np.ndarray, ra: np.ndarray, b: Records, b_role
     return total
 
 
+def _compared_timed(a: Records, a_role: np.ndarray, ra: np.ndarray, b: Records, b_role: np.ndarray, rb: np.ndarray,
+                    self_join: bool, within: int, same: bool = False) -> int:
+    """:func:`_compared` for an interval join: only pairs the window accepts (not two ghosts,
+    times at most ``within`` apart) count, found per pair of member classes (role, side, ghost)
+    by a binary search of the sorted times of the other class."""
+    w = np.ones((3, 2, 3, 2), dtype=np.int64)
+    w[OUTER, :, OUTER, :] = 0
+    w[INNER, :, INNER, :] = 0
+    if not self_join:
+        w[:, 0, :, 0] = 0
+        w[:, 1, :, 1] = 0
+
+    def classes(rec: Records, role: np.ndarray, rows: np.ndarray) -> dict[tuple[int, int, bool], np.ndarray]:
+        key = ((role[rows] & 3).astype(np.int64) * 2 + rec.side[rows]) * 2 + rec.ghost[rows]
+        return {(int(k) // 4, int(k) // 2 % 2, bool(k % 2)): np.sort(rec.time[rows[key == k]]) for k in np.unique(key)}
+
+    ca, cb = classes(a, a_role, ra), classes(b, b_role, rb)
+    total = 0
+    for (r1, s1, g1), ta in ca.items():
+        for (r2, s2, g2), tb in cb.items():
+            if w[r1, s1, r2, s2] and not (g1 and g2):
+                total += int((np.searchsorted(tb, ta + within, "right") - np.searchsorted(tb, ta - within, "left")).sum())
+    if same:  # every member meets itself once in the ordered count: take those out, halve
+        diag = sum(len(t) for (r, s, g), t in ca.items() if w[r, s, r, s] and not g)
+        total = (total - diag) // 2
+    return total
+
+
 def _accumulate_n(bucket: dict[int, int], gid: int, n: int) -> None:
     if n:
         bucket[gid] = bucket.get(gid, 0) + n
@@ -379,7 +444,7 @@ def _accumulate_gids(bucket: dict[int, int], gids: np.ndarray) -> None:
 
 def run_arrays(t: MemberTable) -> tuple:
     """A run as plain arrays (what a runtime persists)."""
-    return (t.workset, t.role, (t.records.id, t.records.side, t.records.vec, t.records.ingest, t.records.window))
+    return (t.workset, t.role, t.records.arrays())
 
 
 def run_from_arrays(arrays: tuple, label: int | None = None) -> MemberTable:

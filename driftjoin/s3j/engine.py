@@ -6,6 +6,8 @@ formulation (one :class:`WorksetFormulation` per space partition) and similarity
 ``(space partition, local workset) -> worker``; new worksets go to the worker of the space
 partition that created them, section 7.5). The Spark adapter runs the same objects inside
 ``transformWithStateInPandas``; this class runs them in one process for tests and benchmarks.
+Batches are window copies (:func:`driftjoin.s3j.records.expand`); ``windows`` says how a
+window accepts a pair (an interval join's copies carry their times and ghost flags).
 """
 
 from __future__ import annotations
@@ -23,6 +25,7 @@ from driftjoin.s3j.records import Records
 from driftjoin.s3j.routing import WorksetRouter
 from driftjoin.s3j.space import SpacePartitioner
 from driftjoin.s3j.workset import WorksetFormulation
+from driftjoin.windows import Windowing
 
 @dataclass
 class BatchStats:
@@ -55,8 +58,10 @@ class S3JEngine:
         dim: int,
         algorithm: str = "s3j",
         parallelism: int | None = None,
+        windows: Windowing | None = None,
     ) -> None:
-        """``centroids``: one per worker for S3J; the virtual partition centroids for ClusterJoin."""
+        """``centroids``: one per worker for S3J; the virtual partition centroids for ClusterJoin;
+        ``windows``: the join's windowing (None: tumbling windows given by the records)."""
         if algorithm not in ALGORITHMS:
             raise ValueError(f"algorithm must be one of {', '.join(ALGORITHMS)}, got {algorithm!r}")
         self.metric = metric
@@ -66,8 +71,9 @@ class S3JEngine:
         self.p = parallelism or self.space.n_partitions
         self.router = (ClusterJoinRouter(centroids, metric, threshold, self.p) if algorithm == "clusterjoin"
                        else BruteForceRouter() if algorithm == "bruteforce" else None)
-        self.formulation = [WorksetFormulation(metric, threshold, dim) for _ in range(self.space.n_partitions)] if self.router is None else []
-        self.workers = [SimilarityWorker(metric, threshold, self_join) for _ in range(self.p)]
+        self.formulation = ([WorksetFormulation(metric, threshold, dim, windows) for _ in range(self.space.n_partitions)]
+                            if self.router is None else [])
+        self.workers = [SimilarityWorker(metric, threshold, self_join, windows) for _ in range(self.p)]
         self.routers = [WorksetRouter(j) for j in range(len(self.formulation))]
         self._version = 0
 

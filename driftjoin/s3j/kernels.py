@@ -12,6 +12,11 @@ distance within a billionth of the threshold, where a different summation order 
 other way) is *unsure* and the caller decides it with the oracle's own function, so rounding
 can never add or drop a pair. Inner x inner pairs are in without a comparison (the t/2 bound)
 unless their distance rounds above the threshold, exactly as before.
+
+Interval joins (``interval=True``): before anything else is counted or computed, a pair of
+copies must be one the window accepts (:meth:`driftjoin.windows.Windowing.accept`): never two
+ghost copies, and times (integer ticks) at most ``within`` apart. The test is exact integer
+arithmetic and applies to every pair the loop meets, inner x inner bound pairs included.
 """
 
 from __future__ import annotations
@@ -54,17 +59,19 @@ def _distance(a: np.ndarray, i: int, b: np.ndarray, j: int, metric: int) -> floa
 
 
 @njit(cache=True)
-def cross_candidates(a_vec: np.ndarray, a_role: np.ndarray, a_side: np.ndarray, a_start: np.ndarray, a_cnt: np.ndarray,
-                     b_vec: np.ndarray, b_role: np.ndarray, b_side: np.ndarray, b_start: np.ndarray, b_cnt: np.ndarray,
-                     cross: np.ndarray, triangle: bool, a_store: np.ndarray, two_stream: bool, metric: int,
+def cross_candidates(a_vec: np.ndarray, a_role: np.ndarray, a_side: np.ndarray, a_time: np.ndarray, a_ghost: np.ndarray,
+                     a_start: np.ndarray, a_cnt: np.ndarray, b_vec: np.ndarray, b_role: np.ndarray, b_side: np.ndarray,
+                     b_time: np.ndarray, b_ghost: np.ndarray, b_start: np.ndarray, b_cnt: np.ndarray, cross: np.ndarray,
+                     triangle: bool, a_store: np.ndarray, two_stream: bool, interval: bool, within: int, metric: int,
                      threshold: float, comparisons: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """Pairs ``(i, j, group, distance, unsure)`` of ``a[i]`` and ``b[j]`` that join (or may: unsure).
 
     Group ``g`` pairs ``a[a_start[g] : a_start[g] + a_cnt[g]]`` with ``b[b_start[g] : ...]``.
     ``triangle``: ``a`` and ``b`` are the same rows (new members among themselves): only
     ``i < j`` with both ``a_store``. ``cross[g]``: a cross-part site of a split workset (only
-    members of different parts pair). ``comparisons[g]`` is incremented per compared pair (all
-    but inner x inner).
+    members of different parts pair). ``interval``: only pairs the interval window accepts
+    (``a_time``/``b_time`` ticks, ``a_ghost``/``b_ghost``; unread otherwise, may be empty).
+    ``comparisons[g]`` is incremented per compared pair (all but inner x inner).
     """
     lo = threshold * (1.0 - MARGIN)
     hi = threshold * (1.0 + MARGIN)
@@ -94,6 +101,12 @@ def cross_candidates(a_vec: np.ndarray, a_role: np.ndarray, a_side: np.ndarray, 
                     continue
                 if cross[g] and pa == (b_role[j] >> 2):
                     continue
+                if interval:
+                    if a_ghost[i] and b_ghost[j]:
+                        continue
+                    dt = a_time[i] - b_time[j]
+                    if dt > within or dt < -within:
+                        continue
                 if not (ra == INNER and rb == INNER):
                     comparisons[g] += 1
                 d = _distance(a_vec, i, b_vec, j, metric)
@@ -127,5 +140,6 @@ def warm_up() -> None:
     z = np.zeros(1, np.int64)
     v = np.zeros((1, 1))
     r = np.zeros(1, np.int8)
-    cross_candidates(v, r, r, z, z, v, r, r, z, z, np.zeros(1, np.bool_), False, np.ones(1, np.bool_), False,
+    g = np.zeros(1, np.bool_)
+    cross_candidates(v, r, r, z, g, z, z, v, r, r, z, g, z, z, g, False, np.ones(1, np.bool_), False, False, 0,
                      EUCLIDEAN, 1.0, z.copy())

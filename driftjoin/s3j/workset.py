@@ -24,7 +24,9 @@ within ``dist(y, x) + dist(x, c_a) <= 2t`` of ``c_a`` so y is in a's outer set, 
 in b's outer set (a < b). An outer-partition record r and an inner record y of workset b meet
 only in b (outer x outer pairs are never compared).
 
-Worksets persist across windows; the outer buffer holds records of open windows only.
+Worksets persist across windows; the outer buffer holds records of open windows only. Records
+are window copies (:mod:`driftjoin.windows`): formulation does not look at windows, and keeps a
+copy's time and ghost flag only for an interval join, whose pairs are accepted on them.
 """
 
 from __future__ import annotations
@@ -36,7 +38,8 @@ import numpy as np
 
 from driftjoin.distance import BOUND_SLACK, Metric
 from driftjoin.s3j import centroids
-from driftjoin.s3j.records import Records
+from driftjoin.s3j.records import Records, keeps_times
+from driftjoin.windows import Windowing
 
 if TYPE_CHECKING:  # scipy is imported when a tree is built (routers never build one)
     from scipy.spatial import cKDTree
@@ -70,14 +73,19 @@ class Memberships:
 
 
 class WorksetFormulation:
-    """The state of one space partition: workset centroids and the outer buffer."""
+    """The state of one space partition: workset centroids and the outer buffer.
 
-    def __init__(self, metric: Metric, threshold: float, dim: int) -> None:
+    ``windows``: the join's windowing (None: tumbling); records keep their times only for an
+    interval join.
+    """
+
+    def __init__(self, metric: Metric, threshold: float, dim: int, windows: Windowing | None = None) -> None:
         self.metric = metric.partition_metric
         self.t = metric.partition_threshold(threshold)
         self.dim = dim
+        self.keep_times = keeps_times(windows)
         self.centroids = np.zeros((0, dim), dtype=np.float64)
-        self.outer_buffer = Records.empty(dim)
+        self.outer_buffer = Records.empty(dim, timed=self.keep_times)
         self._index: tuple[int, cKDTree | None] | None = None
 
     @property
@@ -93,8 +101,10 @@ class WorksetFormulation:
     def formulate(self, batch: Records, is_outer: np.ndarray) -> Memberships:
         """Assign a batch of records (in arrival order) to worksets; returns the new memberships."""
         reach = self.metric.key_threshold(2.0 * self.t * (1.0 + BOUND_SLACK))
+        if batch.timed and not self.keep_times:
+            batch = batch.without_times()
         if len(self.outer_buffer) == 0 and self.outer_buffer.id.dtype != batch.id.dtype:
-            self.outer_buffer = Records.empty(self.dim, batch.id.dtype)
+            self.outer_buffer = Records.empty(self.dim, batch.id.dtype, self.keep_times)
         inner_rows = np.nonzero(~is_outer)[0]
         outer_rows = np.nonzero(is_outer)[0]
         k_before = self.n_worksets
@@ -206,12 +216,7 @@ STATE_FORMAT = 2
 
 def formulation_state(f: WorksetFormulation) -> dict:
     """The formulation state as plain arrays (what the Spark operator checkpoints)."""
-    b = f.outer_buffer
-    return {
-        "format": STATE_FORMAT,
-        "centroids": f.centroids,
-        "buffer": (b.id, b.side, b.vec, b.ingest, b.window),
-    }
+    return {"format": STATE_FORMAT, "centroids": f.centroids, "buffer": f.outer_buffer.arrays()}
 
 
 def restore_formulation(f: WorksetFormulation, state: dict) -> WorksetFormulation:

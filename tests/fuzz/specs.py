@@ -22,7 +22,6 @@ from driftjoin.spark.equi.api import equi_join, invalid_equi_records
 from driftjoin.spark.runtime.stats import read_stats
 from driftjoin.spark.natural.api import invalid_documents, natural_join
 from driftjoin.spark.similarity.api import invalid_records, similarity_join
-from driftjoin.s3j.oracle import oracle_pairs
 from driftjoin.spark.topk.api import invalid_sets, topk_set_join
 from driftjoin.swoop import BaseTopK, DuplicateSetError, LateSetError
 
@@ -58,17 +57,21 @@ def _settings(draw, **choices: st.SearchStrategy) -> dict[str, Any]:
 
 
 class SimilaritySpec(OperatorSpec):
-    """similarity_join of two streams, event-time windows of 10 s, watermark 5 s."""
+    """similarity_join of two streams on event time, watermark 5 s: tumbling windows of 10 s,
+    sliding windows of 10 s every 5 s, or an interval join within 5 s."""
 
     name = "similarity_join"
     schema = "id long, vector array<double>, ts string"
     two_sides = True
-    WINDOW, LATENESS = 10.0, 5.0
+    WINDOW, SLIDE, WITHIN, LATENESS = 10.0, 5.0, 5.0, 5.0
+    WINDOWS = {"tumbling": {"window": "10 seconds"}, "sliding": {"window": "10 seconds", "slide": "5 seconds"},
+               "interval": {"within": "5 seconds"}}
 
     def case(self) -> st.SearchStrategy[Case]:
         @st.composite
         def generate(draw) -> Case:
-            s = _settings(draw, metric=st.sampled_from(["euclidean", "angular"]), threshold=st.sampled_from([0.1, 0.3, 0.5]))
+            s = _settings(draw, metric=st.sampled_from(["euclidean", "angular"]), threshold=st.sampled_from([0.1, 0.3, 0.5]),
+                          windows=st.sampled_from(sorted(self.WINDOWS)))
             n = draw(st.integers(1, 60), label="rows")
             coord = st.integers(-10, 10).map(lambda v: v / 10)
             lines, valid = [], {}
@@ -109,7 +112,7 @@ class SimilaritySpec(OperatorSpec):
     def join(self, left, right, case, metrics_dir, streaming):
         s = case.settings
         return similarity_join(left, right, threshold=s["threshold"], metric=s["metric"], dim=2, parallelism=2,
-                               window="10 seconds", time_col="ts", watermark="5 seconds", metrics_dir=metrics_dir)
+                               **self.WINDOWS[s["windows"]], time_col="ts", watermark="5 seconds", metrics_dir=metrics_dir)
 
     def dead_letters(self, left, right, case):
         return invalid_records(left, right, metric=case.settings["metric"], dim=2, time_col="ts")
@@ -118,24 +121,44 @@ class SimilaritySpec(OperatorSpec):
         late = Counter(r["id"] for s in read_stats(metrics_dir, "formulation") for r in s.get("late_rows", []))
         return Outcome(Counter((r.left_id, r.right_id) for r in output), Counter(r.id for r in dead), late)
 
+    def windows_of(self, kind: str, t: float) -> list[float]:
+        """The starts of the windows holding time ``t`` (an interval join: its home bucket's), earliest first."""
+        if kind == "tumbling":
+            return [math.floor(t / self.WINDOW) * self.WINDOW]
+        if kind == "interval":  # buckets of width within: [b within, (b + 1) within)
+            return [math.floor(t / self.WITHIN) * self.WITHIN]
+        return [k * self.SLIDE for k in range(math.floor(t / self.SLIDE) - 3, math.floor(t / self.SLIDE) + 1)
+                if k * self.SLIDE <= t < k * self.SLIDE + self.WINDOW]
+
     def expect(self, case, streaming):
         s = case.settings
+        kind = s["windows"]
+        length = self.WITHIN if kind == "interval" else self.WINDOW
         batches = kept_batches(case, streaming)
-        late = _late_rows(batches, lambda r: (math.floor(r["_ts"] / self.WINDOW) + 1) * self.WINDOW, self.LATENESS,
-                          lambda r: r["_ts"])
+        # late: the earliest window (an interval join's home bucket) ended at or before the frontier
+        late = _late_rows(batches, lambda r: self.windows_of(kind, r["_ts"])[0] + length, self.LATENESS, lambda r: r["_ts"])
         kept = [r for b in batches for r in b if r["id"] not in late]
         m = get_metric(s["metric"])
-        pairs = oracle_pairs(np.array([r["id"] for r in kept]), np.array([r["side"] for r in kept], np.int8),
-                             m.prepare(np.array([r["vector"] for r in kept]).reshape(-1, 2)),
-                             np.array([math.floor(r["_ts"] / self.WINDOW) for r in kept], np.int64), m, s["threshold"], False)
-        return Outcome(Counter((a, b) for a, b, _ in pairs), dead_ids(case), Counter(late))
+        pairs: Counter = Counter()
+        for a in kept:
+            for b in kept:
+                if a["side"] != 0 or b["side"] != 1:
+                    continue
+                d = m.pairwise(m.prepare(np.array([a["vector"]])), m.prepare(np.array([b["vector"]])))[0, 0]
+                if d > s["threshold"]:
+                    continue
+                if kind == "interval":
+                    pairs[(a["id"], b["id"])] += abs(a["_ts"] - b["_ts"]) <= self.WITHIN + 1e-9
+                else:
+                    pairs[(a["id"], b["id"])] += len(set(self.windows_of(kind, a["_ts"])) & set(self.windows_of(kind, b["_ts"])))
+        return Outcome(+pairs, dead_ids(case), Counter(late))
 
 
 # --------------------------------------------------------------------------------------------
 
 
 class TopKSpec(OperatorSpec):
-    """topk_set_join of one stream (Jaccard), sliding window of 20 s."""
+    """topk_set_join of one stream (Jaccard), pairs within 20 s."""
 
     name = "topk_set_join"
     schema = "id long, tokens array<string>, ts string"
@@ -185,7 +208,7 @@ class TopKSpec(OperatorSpec):
         return generate()
 
     def join(self, left, right, case, metrics_dir, streaming):
-        return topk_set_join(left, k=case.settings["k"], window="20 seconds")
+        return topk_set_join(left, k=case.settings["k"], within="20 seconds")
 
     def dead_letters(self, left, right, case):
         return invalid_sets(left)
@@ -198,7 +221,8 @@ class TopKSpec(OperatorSpec):
         return Outcome(Counter(p for p, kind in last.items() if kind == "enter"), Counter(r.id for r in dead), refused)
 
     def expect(self, case, streaming):
-        base, refused = BaseTopK(case.settings["k"], "jaccard", self.WINDOW), Counter()
+        # within= is inclusive: Base's strict window is half a microsecond longer
+        base, refused = BaseTopK(case.settings["k"], "jaccard", self.WINDOW + 0.5e-6), Counter()
         for batch in kept_batches(case, streaming):
             for r in sorted(batch, key=lambda r: (r["_ts"], r["id"])):
                 try:
@@ -214,7 +238,7 @@ class TopKSpec(OperatorSpec):
 
 
 class EquiSpec(OperatorSpec):
-    """equi_join of two streams on a small key, window join of 5 s with a drawn lateness."""
+    """equi_join of two streams on a small key, pairs within 5 s, with a drawn lateness."""
 
     name = "equi_join"
     schema = "id long, k long, t double"
@@ -253,7 +277,7 @@ class EquiSpec(OperatorSpec):
 
     def join(self, left, right, case, metrics_dir, streaming):
         s = case.settings
-        return equi_join(left, right, on="k", algorithm=s["algorithm"], parallelism=2, window=self.WINDOW, time_col="t",
+        return equi_join(left, right, on="k", algorithm=s["algorithm"], parallelism=2, within=self.WINDOW, time_col="t",
                          lateness=s["lateness"], metrics_dir=metrics_dir)
 
     def dead_letters(self, left, right, case):

@@ -3,7 +3,7 @@
 Algorithms (``algorithm=``): ``"shc"`` Streaming HyperCube (Qiu, Papadias, Yi; EDBT 2019),
 ``"phj"`` the parallel hash join, ``"biclique"`` Join-Biclique (Lin et al., SIGMOD 2015). All
 three report every pair of a left row and a right row with equal join keys exactly once, and
-with ``window=W`` only pairs whose event times differ by at most W. Rows are routed by stateless
+with ``within=W`` only pairs whose event times differ by at most W. Rows are routed by stateless
 parallel tasks from the routing tables of the driver-side control plane
 (:mod:`driftjoin.spark.equi.operators`, :mod:`driftjoin.spark.equi.control`), or with
 ``routing="dispatcher"`` by the paper's single dispatcher (:mod:`driftjoin.spark.equi.dispatch`).
@@ -17,6 +17,7 @@ then every other left column as ``<left prefix><name>`` and every other right co
 from __future__ import annotations
 
 import math
+import warnings
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
@@ -163,7 +164,7 @@ def _seconds(value: Any, what: str, *, zero_ok: bool) -> float:
     return parse_duration(value, what)
 
 
-def _spec(left: DataFrame, right: DataFrame, *, on: Any, algorithm: str, parallelism: Any, window: Any,
+def _spec(left: DataFrame, right: DataFrame, *, on: Any, algorithm: str, parallelism: Any, within: Any,
           groups: Any, time_col: Any, lateness: Any, prefixes: Any, options: Mapping[str, Any] | None,
           metrics_dir: str | None, output: str, routing: str = "parallel", partitions: Any = None) -> _Spec:
     if not isinstance(left, DataFrame) or not isinstance(right, DataFrame):
@@ -189,16 +190,16 @@ def _spec(left: DataFrame, right: DataFrame, *, on: Any, algorithm: str, paralle
     _check_columns(left, names, "on", "left")
     _check_columns(right, names, "on", "right")
     key_type = _key_type(left, right, names)
-    if window is None:
+    if within is None:
         if time_col is not None:
-            raise ValueError("time_col= is only used by window joins; also pass window= (e.g. window='10 seconds') or drop time_col")
+            raise ValueError("time_col= is only used by interval joins; also pass within= (e.g. within='10 seconds') or drop time_col")
         if lateness not in (0, 0.0, None):
-            raise ValueError("lateness= is only used by window joins; also pass window= or drop lateness")
+            raise ValueError("lateness= is only used by interval joins; also pass within= or drop lateness")
         window_s, lateness_s, times = None, 0.0, (None, None)
     else:
-        window_s = _seconds(window, "window", zero_ok=True)
+        window_s = _seconds(within, "within", zero_ok=True)
         if time_col is None:
-            raise ValueError("window= needs time_col= (the event-time column of both sides, or a (left, right) pair of names)")
+            raise ValueError("within= needs time_col= (the event-time column of both sides, or a (left, right) pair of names)")
         times = (time_col, time_col) if isinstance(time_col, str) else tuple(time_col)
         if len(times) != 2 or not all(isinstance(t, str) for t in times):
             raise ValueError(f"time_col={time_col!r}: give one column name, or a (left, right) pair of names")
@@ -251,6 +252,7 @@ def equi_join(
     on: str | Sequence[str],
     algorithm: str = "shc",
     parallelism: int | None = None,
+    within: str | float | None = None,
     window: str | float | None = None,
     groups: int | None = None,
     time_col: str | tuple[str, str] | None = None,
@@ -265,7 +267,7 @@ def equi_join(
     """Exact equi-join of ``left`` and ``right`` on ``on``: every pair with equal keys, once.
 
     Skew-resilient (Streaming HyperCube): heavy keys are spread over a grid of workers that the
-    driver adapts between micro-batches. Rows with a null key (or, for window joins, a missing,
+    driver adapts between micro-batches. Rows with a null key (or, for interval joins, a missing,
     NaN or infinite time) are skipped here and reported by :func:`invalid_equi_records`. Bad
     settings raise ``ValueError``/``TypeError`` before any job runs.
 
@@ -281,10 +283,13 @@ def equi_join(
         (Join-Biclique).
     parallelism:
         Workers (default ``spark.sql.shuffle.partitions``).
+    within:
+        An interval join on event time ``time_col``: a pair joins iff its times differ by at
+        most ``within`` (seconds or a duration like ``"10 seconds"``; the README's table of
+        windows); ``None`` joins the whole streams.
     window:
-        A sliding-window join on event time ``time_col``: a pair joins iff its times differ by
-        at most ``window`` (seconds or a duration like ``"10 seconds"``); ``None`` joins the
-        whole streams.
+        The old spelling of ``within`` (deprecated: ``window=`` means tumbling windows in the
+        other operators).
     groups:
         Join-Biclique's subgroups (1 to ``parallelism // 2``, default 1).
     time_col:
@@ -329,7 +334,15 @@ def equi_join(
     [('a', 1, 'Ada'), ('a', 3, 'Ada')]
     """
     prepare_session(left.sparkSession, metrics_dir)
-    spec = _spec(left, right, on=on, algorithm=algorithm, parallelism=parallelism, window=window, groups=groups,
+    if window is not None:
+        if within is not None:
+            raise ValueError("equi_join takes within= (pairs whose times differ by at most that much); window= is its "
+                             "old spelling: give within= only")
+        warnings.warn(f"equi_join(window={window!r}) joins pairs whose times differ by at most that much, which every "
+                      f"driftjoin operator now calls within=: write within={window!r} (window= means tumbling windows "
+                      "in similarity_join and natural_join)", DeprecationWarning, stacklevel=2)
+        within = window
+    spec = _spec(left, right, on=on, algorithm=algorithm, parallelism=parallelism, within=within, groups=groups,
                  time_col=time_col, lateness=lateness, prefixes=prefixes, options=options,
                  metrics_dir=metrics_dir, output=output, routing=routing, partitions=partitions)
     plan = spec.plan
@@ -405,7 +418,7 @@ def invalid_equi_records(
 
     The reason is the first problem found: a null key column, or a missing, NaN or infinite
     ``time_col`` when given. Stateless, so it runs as its own streaming query next to the join.
-    Late rows of window joins are reported in the join's statistics instead.
+    Late rows of interval joins are reported in the join's statistics instead.
 
     Parameters
     ----------

@@ -211,6 +211,8 @@ def natural_join(
     other: DataFrame | None = None,
     *,
     window: object = "1 minute",
+    slide: object = None,
+    within: object = None,
     partitions: int | None = None,
     partitioner: str = "value",
     local_join: str = "fptree",
@@ -248,7 +250,9 @@ def natural_join(
         of ``time_col`` if given, then id), a duration (``"1 minute"``) over ``time_col`` (event
         time) or, without it, over the micro-batch time, or ``TimeWindow(length, attribute)``
         with the time in a JSON attribute. A static input with a duration and no ``time_col`` is
-        one window.
+        one window. Windows are tumbling only: ``slide=`` (sliding windows) and ``within=`` (an
+        interval join), which ``similarity_join`` takes (the README's table of windows), are
+        refused.
     partitions:
         Joiners (default ``spark.sql.shuffle.partitions``).
     partitioner:
@@ -299,6 +303,10 @@ def natural_join(
     """
     if other is not None and other.isStreaming != docs.isStreaming:
         raise ValueError("docs and other must both be streaming or both static")
+    if slide is not None or within is not None:
+        raise ValueError("natural_join joins per tumbling window (window= a duration, a document count or TimeWindow): "
+                         "slide= (sliding windows) and within= (an interval join) are not offered; drop them, or join "
+                         "within a time band with similarity_join or equi_join, which take within=")
     prepare_session(docs.sparkSession, metrics_dir)
     plan = _make_plan(docs, other, window=window, partitions=partitions, partitioner=partitioner, local_join=local_join,
                       time_col=time_col, watermark=watermark, merged=merged, delta=delta, theta=theta, creators=creators,

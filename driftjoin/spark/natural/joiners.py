@@ -25,7 +25,6 @@ from pyspark.sql.streaming.stateful_processor import (
     StatefulProcessorHandle,
 )
 
-from driftjoin.clock import WindowClock
 from driftjoin.schemafree.document import Document, merged_document
 from driftjoin.schemafree.fptree import AttributeOrder
 from driftjoin.schemafree.joiner import owner
@@ -206,8 +205,7 @@ class Joiner:
                 for w, n in info["windows"].items():
                     present[int(w)] += n
             doc_windows = docs["window"].to_numpy(dtype=np.int64)
-        clock = WindowClock(plan.length if plan.window_kind != "count" else None, plan.watermark, st.seen)
-        first = clock.first_open() if explicit is None else None
+        first = _first_open(plan, st.seen) if explicit is None else None
         late_windows = {w for w in present if first is not None and w < first}
         on_time = sorted(w for w in present if w not in late_windows)
         for w in on_time:
@@ -295,9 +293,8 @@ class Joiner:
         elif plan.window_kind == "count":
             frontier = st.count // plan.size  # type: ignore[operator]
         else:
-            clock.advance(max((i["max_time"] for i in infos if i["max_time"] is not None), default=-math.inf))
-            st.seen = clock.seen
-            frontier = clock.first_open()
+            st.seen = max([st.seen, *(i["max_time"] for i in infos if i["max_time"] is not None)])
+            frontier = _first_open(plan, st.seen)
         closed = sorted(w for w in st.fits if frontier is not None and w < frontier)
         if explicit is None and not final and st.newest in closed and st.newest not in decide:
             decide[st.newest] = st.fits[st.newest]  # type: ignore[index]
@@ -328,6 +325,15 @@ class Joiner:
             st.orders.pop(w, None)
         st.lineage = lineage
         return JoinerBatch(out, stats, added, closed)
+
+
+def _first_open(plan: NaturalPlan, seen: float) -> int | None:
+    """The oldest open window of a time or attribute window (None: count windows, or no time yet):
+    a window ``[w L, (w + 1) L)`` closes once the largest time of earlier batches, less the
+    watermark, reaches its end (the rule of :mod:`driftjoin.clock` in the documents' own units)."""
+    if plan.window_kind == "count" or not math.isfinite(seen):
+        return None
+    return math.floor((seen - plan.watermark) / plan.length)
 
 
 def _pairs_frame(plan: NaturalPlan, out: dict[str, list], id_is_str: bool) -> pd.DataFrame:

@@ -42,6 +42,8 @@ from typing import Any
 import numpy as np
 from pyspark.sql.types import BinaryType, StructField, StructType
 
+from driftjoin.windows import TICKS_PER_SECOND
+
 #: The grouping key that holds the plan of an operator whose other keys depend on its settings.
 #: Worker keys are small non-negative ints (:func:`driftjoin.spark.runtime.keys.slot_keys`).
 PLAN_KEY = -1
@@ -76,6 +78,10 @@ def _seconds(value: Any) -> str:
     return f"{value:g} s" if isinstance(value, (int, float)) else repr(value)
 
 
+def _ticks(value: Any) -> str:
+    return _seconds(value / TICKS_PER_SECOND if isinstance(value, (int, float)) else value)
+
+
 _TIME_BASIS = {"event": "event time (time_col=)", "ingest": "ingestion time (ingest_col=)",
                "batch": "the micro-batch time (no time_col= or ingest_col=)"}
 _TRANSPORT = {"flat": "'pairs'", "lean": "'pairs-lean'", "grouped": "'grouped' or 'pairs-grouped'"}
@@ -87,6 +93,17 @@ _PLAIN: dict[str, tuple[str, Any]] = {
                                                 "or given as centroids=)"),
     "grid": ("the grid layout", lambda old, new: "differs (it follows parallelism and whether it is a self-join)"),
     "window_seconds": ("window", lambda old, new: f"checkpoint has {_seconds(old)}, this query has {_seconds(new)}"),
+    "window_kind": ("the kind of window", lambda old, new: f"checkpoint has {old!r}, this query has {new!r} "
+                                                           "('tumbling': window=, 'sliding': window= and slide=, "
+                                                           "'interval': within=, 'unbounded': window=None)"),
+    "window_ticks": ("window", lambda old, new: f"checkpoint has {_ticks(old)}, this query has {_ticks(new)}"),
+    "slide_ticks": ("slide", lambda old, new: f"checkpoint has {_ticks(old)}, this query has {_ticks(new)}"),
+    "within_ticks": ("within", lambda old, new: f"checkpoint has {_ticks(old)}, this query has {_ticks(new)}"),
+    "window_offset_ticks": ("the windows' start offset", lambda old, new: f"checkpoint has {_ticks(old)}, "
+                                                                          f"this query has {_ticks(new)}"),
+    "within_seconds": ("within", lambda old, new: f"checkpoint has {_seconds(old)}, this query has {_seconds(new)}"),
+    "design": ("design", lambda old, new: f"checkpoint has {old or 'owner'!r}, this query has {new or 'owner'!r}"),
+    "parallelism": ("parallelism", lambda old, new: f"checkpoint has {old or 1}, this query has {new or 1}"),
     "lateness": ("watermark", lambda old, new: f"checkpoint has {_seconds(old)}, this query has {_seconds(new)}"),
     "time_basis": ("what decides a record's window", lambda old, new: f"checkpoint has {_TIME_BASIS.get(old, old)}, "
                                                                       f"this query has {_TIME_BASIS.get(new, new)}"),

@@ -11,7 +11,6 @@ from pyspark.sql import types as T
 from pyspark.sql.pandas.types import to_arrow_schema
 
 from driftjoin.distance import check_threshold, get_metric
-from driftjoin.durations import parse_duration
 from driftjoin.s3j.space import random_centroids
 from driftjoin.spark.runtime.columns import check_time_column, common_id_type
 from driftjoin.spark.runtime.plan_store import remember
@@ -24,12 +23,14 @@ from driftjoin.spark.runtime.static import static_arrow_udf
 from driftjoin.spark.similarity.choice import grid_plan
 from driftjoin.spark.similarity.grid import grid_pairs
 from driftjoin.spark.similarity.inputs import (
+    DEFAULT_WINDOW,
+    JoinWindows,
     infer_dim,
+    join_windows,
     normalise,
     vector_column,
-    window_basis,
 )
-from driftjoin.spark.similarity.plan import S3JPlan, member_schema
+from driftjoin.spark.similarity.plan import S3JPlan, member_schema, window_bounds_us
 from driftjoin.spark.similarity.s3j import (
     ComputationProcessor,
     FormulationProcessor,
@@ -39,6 +40,7 @@ from driftjoin.spark.similarity.s3j import (
     route_members,
 )
 from driftjoin.spark.similarity.settings import SimilaritySettings
+from driftjoin.windows import Windowing
 
 log = logging.getLogger(__name__)
 
@@ -48,10 +50,9 @@ OUTPUTS = {"pairs": "flat", "pairs-lean": "lean", "grouped": "grouped", "pairs-g
 
 
 def _plan(left: DataFrame, right: DataFrame | None, *, threshold: float, metric: str, dim: int | None,
-          window: str | None, parallelism: int | None, centroids: object, bounds: tuple[float, float], seed: int,
+          windows: JoinWindows, parallelism: int | None, centroids: object, bounds: tuple[float, float], seed: int,
           vector_col: str, metrics_dir: str | None, algorithm: str = "s3j", virtual_partitions: int = 500,
-          time_basis: str = "batch", lateness: float = 0.0, partitions: int | None = None,
-          balanced: bool = False, transport: str = "grouped") -> S3JPlan:
+          partitions: int | None = None, balanced: bool = False, transport: str = "grouped") -> S3JPlan:
     m = get_metric(metric)
     t = check_threshold(m, threshold)
     parallelism, partitions = worker_placement(left.sparkSession, parallelism, partitions)
@@ -79,9 +80,8 @@ def _plan(left: DataFrame, right: DataFrame | None, *, threshold: float, metric:
         c = random_centroids(n_centroids, dim, seed, *bounds)
     elif c.shape[1] != dim:
         raise ValueError(f"centroids have {c.shape[1]} dimensions but dim={dim}")
-    window_seconds = None if window is None else parse_duration(window, "window")
-    return S3JPlan(m.name, t, dim, parallelism, c, right is None, window_seconds, metrics_dir, algorithm,
-                   time_basis, lateness, partitions, balanced, transport)
+    return S3JPlan(m.name, t, dim, parallelism, c, right is None, windows.windows, metrics_dir, algorithm,
+                   windows.time_basis, windows.lateness, partitions, balanced, transport)
 
 
 def similarity_join(
@@ -92,7 +92,9 @@ def similarity_join(
     metric: str = "angular",
     id_col: str = "id",
     vector_col: str = "vector",
-    window: str | None = "1 minute",
+    window: str | None = DEFAULT_WINDOW,
+    slide: str | None = None,
+    within: str | None = None,
     parallelism: int | None = None,
     partitions: int | None = None,
     time_col: str | None = None,
@@ -120,6 +122,16 @@ def similarity_join(
     stored with its checkpoint: a restart with other settings is refused when the query starts
     (``PlanChangedError``), since the state could not be read under them.
 
+    Windows (:mod:`driftjoin.windows`; the table in the README): ``window="1 minute"`` (the
+    default) joins the records of each tumbling window; with ``slide="20 seconds"`` the windows
+    slide (Spark's ``window()`` convention: one starts every ``slide``) and a pair comes out once
+    for each window that holds both records, with that window's ``window_start`` /
+    ``window_end``. ``within="30 seconds"`` (instead of ``window``) is an interval join: every
+    pair whose times differ by at most 30 seconds, exactly once, wherever the records fall
+    against any boundary; ``window_start`` / ``window_end`` are then null. It is the right
+    choice for deduplication, where a tumbling window misses the duplicates of records one
+    second apart on either side of a boundary.
+
     Parameters
     ----------
     left, right:
@@ -136,11 +148,13 @@ def similarity_join(
     id_col, vector_col:
         The columns: an integer or string id; ``array<double>``, ``array<float>`` or an MLlib
         ``Vector``.
-    window:
-        Tumbling window (``"1 minute"``): by event time with ``time_col``, else by ingestion time
+    window, slide, within:
+        ``window``: tumbling window (``"1 minute"``), sliding with ``slide`` (at most ``window``);
+        ``within`` instead of ``window``: an interval join (pairs whose times differ by at most
+        that much, each once). By event time with ``time_col``, else by ingestion time
         (``ingest_col``, else the micro-batch time, so the pairs depend on when batches run).
-        ``None``: one unbounded window (its state grows without bound on a stream). A static
-        input without ``time_col`` is one window.
+        ``window=None``: one unbounded window (its state grows without bound on a stream). A
+        static input without ``time_col`` is one window.
     parallelism:
         Logical workers (space partitions or grid cells); default ``spark.sql.shuffle.partitions``.
     partitions:
@@ -213,14 +227,13 @@ def similarity_join(
         for name, what in ((ingest_col, "ingest_col"), (time_col, "time_col")):
             if df is not None and name is not None:
                 check_time_column(df, name, what)
-    time_basis, lateness = window_basis(left, right, time_col, ingest_col, watermark, window)
-    if not left.isStreaming and time_col is None:
-        window = None
+    windows = join_windows(left, right, window=window, slide=slide, within=within, time_col=time_col,
+                           ingest_col=ingest_col, watermark=watermark)
     flexible = algorithm in ("auto", "grid") and balance == "none"
-    plan = _plan(left, right, threshold=threshold, metric=metric, dim=dim, window=window, parallelism=parallelism,
+    plan = _plan(left, right, threshold=threshold, metric=metric, dim=dim, windows=windows, parallelism=parallelism,
                  centroids=centroids, bounds=bounds, seed=seed, vector_col=vector_col, metrics_dir=metrics_dir,
                  algorithm="s3j" if algorithm in ("auto", "grid") else algorithm,
-                 virtual_partitions=virtual_partitions, time_basis=time_basis, lateness=lateness,
+                 virtual_partitions=virtual_partitions,
                  partitions=partitions, balanced=balance != "none" and left.isStreaming,
                  transport=OUTPUTS[output])
     grid = grid_plan(left, right, plan, algorithm=algorithm if flexible else "s3j", vector_col=vector_col,
@@ -252,6 +265,7 @@ def similarity_join(
         T.StructField("key", T.IntegerType()), T.StructField("outer", T.BooleanType()),
         T.StructField("side", T.ByteType()), T.StructField("id", id_type), T.StructField("vec", T.BinaryType()),
         T.StructField("ingest", T.DoubleType()), T.StructField("window", T.LongType()),
+        T.StructField("time", T.LongType()), T.StructField("ghost", T.BooleanType()),
     ])
     members_schema = member_schema(id_type)
     pair_schema = (T.StructType([
@@ -299,13 +313,14 @@ def _pair_columns(raw: DataFrame, plan: S3JPlan, output: str) -> DataFrame:
     ``output="pairs"``: one row per pair (grouped rows are exploded here, in the JVM);
     ``"grouped"``: one row per left record and micro-batch with its partners in arrays.
     """
-    window_seconds = plan.window_seconds
-    if window_seconds is None:
+    bounds = window_bounds_us(plan.windows)
+    if bounds is None:
         start = end = F.lit(None).cast("timestamp")
     else:
-        us = int(round(window_seconds * 1e6))
-        start = F.timestamp_micros(F.col("window") * F.lit(us))
-        end = F.timestamp_micros((F.col("window") + 1) * F.lit(us))
+        step, offset = bounds
+        first = F.col("window") * F.lit(step) + F.lit(offset)
+        start = F.timestamp_micros(first)
+        end = F.timestamp_micros(first + F.lit(plan.windows.length))
     if output == "grouped":
         return raw.select(
             "left_id", F.col("right_ids"), F.col("distances"), start.alias("window_start"), end.alias("window_end"),
@@ -383,7 +398,7 @@ def invalid_records(
     if right is not None:
         inputs.append(normalise(right, 1, id_col, vector_col, id_type, ingest_col, time_col, True))
     data = inputs[0] if len(inputs) == 1 else inputs[0].unionByName(inputs[1])
-    plan = S3JPlan(m.name, 1.0, dim, 1, np.zeros((1, dim)), right is None, None, None)
+    plan = S3JPlan(m.name, 1.0, dim, 1, np.zeros((1, dim)), right is None, Windowing.unbounded(), None)
     schema = T.StructType([
         T.StructField("side", T.ByteType()), T.StructField("id", id_type),
         T.StructField("raw", T.StringType()), T.StructField("reason", T.StringType()),

@@ -88,7 +88,7 @@ def grid_plan(left: Any, right: Any, plan: Any, *, algorithm: str, vector_col: s
     if choice.algorithm != "grid":
         return None
     f32 = all(is_float32(df, vector_col) for df in (left, right) if df is not None)
-    return GridPlan(plan.metric, plan.threshold, plan.dim, plan.parallelism, plan.self_join, plan.window_seconds,
+    return GridPlan(plan.metric, plan.threshold, plan.dim, plan.parallelism, plan.self_join, plan.windows,
                     plan.metrics_dir, choose_layout(plan.parallelism, plan.self_join), f32, block_bytes, choice.as_dict(),
                     plan.time_basis, plan.lateness, plan.partitions, plan.transport == "lean")
 

@@ -11,8 +11,11 @@ the id to its bucket and copies the record once to every worker that holds a cel
 (or column). Like the S3J routers it sends one heartbeat row per task to every worker key and to
 the plan key, so every key runs on every batch with data, stores and checks the plan
 (:mod:`driftjoin.spark.runtime.plan_guard`: a restart whose settings, or whose ``auto`` choice, differ is
-refused) and closes windows by the same frontier (:mod:`driftjoin.clock`); records of closed
-windows are late, listed in the statistics (``late_rows``) by the worker that counts them. Vectors travel as the
+refused) and closes windows by the same frontier (:mod:`driftjoin.clock`); records whose earliest
+window has closed are late, listed in the statistics (``late_rows``) by the worker that counts
+them. Records are routed as window copies (:func:`~driftjoin.spark.similarity.plan.window_copies`:
+a copy per window, with its time in ticks and ghost flag), all copies of a record to the same
+workers (the bucket is a hash of the id). Vectors travel as the
 user gave them: ``array<float>`` input stays float32 through Arrow, the shuffle and the state
 (half the bytes of float64); the worker prepares them for the metric in float64.
 
@@ -36,7 +39,7 @@ from pyspark.sql.streaming.stateful_processor import (
     StatefulProcessorHandle,
 )
 
-from driftjoin.clock import WindowClock, batch_max
+from driftjoin.clock import WindowClock, batch_max, tick_of
 from driftjoin.distance import get_metric
 from driftjoin.grid.layout import GridLayout
 from driftjoin.grid.worker import (
@@ -60,11 +63,13 @@ from driftjoin.spark.runtime.vectors import from_binary, to_binary
 from driftjoin.spark.similarity.plan import (
     ADOPTABLE,
     classify,
+    first_copies,
     late_records,
     pair_frames,
-    record_arrays,
-    window_of,
+    window_clock,
+    window_copies,
 )
+from driftjoin.windows import Windowing
 
 
 @dataclass(frozen=True)
@@ -76,7 +81,7 @@ class GridPlan(SlotPlan):
     dim: int
     parallelism: int
     self_join: bool
-    window_seconds: float | None
+    windows: Windowing
     metrics_dir: str | None
     layout: GridLayout
     float32: bool = False
@@ -95,7 +100,7 @@ class GridPlan(SlotPlan):
                 "metric": self.metric, "threshold": self.threshold, "dim": self.dim, "parallelism": self.parallelism,
                 "partitions": self.partitions or self.parallelism,
                 "grid": list(layout_fingerprint(self.layout)), "float32": self.float32, "self_join": self.self_join,
-                "window_seconds": self.window_seconds, "time_basis": self.time_basis, "lateness": self.lateness,
+                **self.windows.settings(), "time_basis": self.time_basis, "lateness": self.lateness,
                 "metrics_dir": self.metrics_dir}
 
     def guard(self, handle: StatefulProcessorHandle) -> PlanGuard:
@@ -107,7 +112,7 @@ class GridPlan(SlotPlan):
 
 
 def route_grid(plan: GridPlan, batches: Iterator[pa.RecordBatch], schema: pa.Schema) -> Iterator[pa.RecordBatch]:
-    """Validate, window and copy each record to the workers of its grid row (or column); heartbeats last."""
+    """Validate, give window copies and copy each to the workers of its grid row (or column); heartbeats last."""
     keys = np.asarray(plan.keys, dtype=np.int32)
     seen = -np.inf
     for batch in batches:
@@ -115,17 +120,19 @@ def route_grid(plan: GridPlan, batches: Iterator[pa.RecordBatch], schema: pa.Sch
         idx = np.nonzero(reason == None)[0]  # noqa: E711
         if not len(idx):
             continue
-        ids = batch.column("id").take(pa.array(idx))
         side = batch.column("side").to_numpy(zero_copy_only=False)[idx].astype(np.int8)
         ingest = batch.column("ingest").to_numpy(zero_copy_only=False)[idx].astype(np.float64)
         basis = batch.column("time").to_numpy(zero_copy_only=False)[idx].astype(np.float64)
         seen = max(seen, batch_max(basis))
-        window = window_of(plan, basis)
-        row, worker, bucket = plan.layout.route(ids.to_numpy(zero_copy_only=False), side)
+        # ids: the rows' indices in the batch; vectors as given (the workers prepare them)
+        rec = window_copies(plan, Records(idx, side, mat, ingest, np.zeros(len(idx), np.int64)), basis)
+        ids = batch.column("id").take(pa.array(rec.id))
+        row, worker, bucket = plan.layout.route(ids.to_numpy(zero_copy_only=False), rec.side)
         take = pa.array(row)
         yield pa.RecordBatch.from_arrays(
-            [pa.array(keys[worker], pa.int32()), pa.array(bucket, pa.int32()), pa.array(side[row], pa.int8()),
-             ids.take(take), to_binary(mat[row], plan.dtype), pa.array(ingest[row]), pa.array(window[row])],
+            [pa.array(keys[worker], pa.int32()), pa.array(bucket, pa.int32()), pa.array(rec.side[row], pa.int8()),
+             ids.take(take), to_binary(rec.vec[row], plan.dtype), pa.array(rec.ingest[row]),
+             pa.array(rec.window[row]), pa.array(rec.time[row]), pa.array(rec.ghost[row])],
             schema=schema,
         )
     yield heartbeat_batch(schema, [*plan.keys, PLAN_KEY], {"side": HEARTBEAT, "ingest": seen})
@@ -140,8 +147,9 @@ class GridProcessor(OperatorProcessor):
 
     def _new(self, worker: int) -> tuple[GridWorker, WindowClock]:
         plan = self.plan
-        return (GridWorker(plan.layout, worker, get_metric(plan.metric), plan.threshold, block_bytes=plan.block_bytes),
-                WindowClock(plan.window_seconds, plan.lateness))
+        return (GridWorker(plan.layout, worker, get_metric(plan.metric), plan.threshold, block_bytes=plan.block_bytes,
+                           windows=plan.windows),
+                window_clock(plan))
 
     def _rebuild(self, worker: int, meta: Meta, chunks: Chunks, stale: tuple | None) -> tuple[GridWorker, WindowClock]:
         """The worker from its chunks (one per window and batch); a stale cached table whose chunks
@@ -182,19 +190,21 @@ class GridProcessor(OperatorProcessor):
             vec=from_binary(pdf["vec"].to_numpy(), plan.dim, plan.dtype),
             ingest=pdf["ingest"].to_numpy(dtype=np.float64),
             window=pdf["window"].to_numpy(dtype=np.int64),
+            time=pdf["time"].to_numpy(dtype=np.int64),
+            ghost=pdf["ghost"].to_numpy(dtype=bool),
         )
         bucket = pdf["bucket"].to_numpy(dtype=np.int32)
         home = _home(plan.layout, rec.side, bucket) == worker
-        late = clock.late(rec.window)
-        late_rows = late_records(rec, late & home)
+        late = clock.late(rec.time)
+        late_rows = late_records(rec, late & home & first_copies(plan, rec))
         on_time = np.nonzero(~late)[0]
         rec, bucket, home = rec.take(on_time), bucket[on_time], home[on_time]
         counters = CellCounters()
         pairs = core.add(rec, bucket, counters)
         for w, new, b in core.added:  # one chunk per window and batch: what the batch stored
-            core.windows[w].chunks.append(loaded.chunks.add(w, (record_arrays(new), b)))
+            core.windows[w].chunks.append(loaded.chunks.add(w, (new.arrays(), b)))
         core.added.clear()
-        clock.advance(top)
+        clock.advance(tick_of(top))
         self.state.save(key, loaded, core.state_bytes(), {"clock": clock.seen})
         emit = time.time()
         if plan.metrics_dir and (len(rec) or late_rows):
@@ -245,7 +255,7 @@ def grid_pairs(data: Any, plan: GridPlan, *, id_type: Any, pair_schema: Any) -> 
     routed_schema = T.StructType([
         T.StructField("wkey", T.IntegerType()), T.StructField("bucket", T.IntegerType()), T.StructField("side", T.ByteType()),
         T.StructField("id", id_type), T.StructField("vec", T.BinaryType()), T.StructField("ingest", T.DoubleType()),
-        T.StructField("window", T.LongType()),
+        T.StructField("window", T.LongType()), T.StructField("time", T.LongType()), T.StructField("ghost", T.BooleanType()),
     ])
     routed_arrow = to_arrow_schema(routed_schema)
     routed = data.mapInArrow(lambda it: route_grid(plan, it, routed_arrow), routed_schema)

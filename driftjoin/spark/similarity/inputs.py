@@ -3,13 +3,15 @@
 Both sides are brought to the columns the operators read (:func:`normalise`: ``side, id,
 vector, ingest, time, time_reason[, raw]``); a vector column may be ``array<double>``,
 ``array<float>`` or an MLlib ``Vector``. A static input without ``dim=`` takes the most common
-vector length (:func:`infer_dim`); :func:`window_basis` says what decides a record's window and how
-late a record may arrive.
+vector length (:func:`infer_dim`); :func:`join_windows` turns the window settings into the join's
+:class:`~driftjoin.windows.Windowing`, what decides a record's windows and how late a record may
+arrive.
 """
 
 from __future__ import annotations
 
 import logging
+from dataclasses import dataclass
 
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
@@ -17,6 +19,8 @@ from pyspark.sql import types as T
 
 from driftjoin.durations import parse_duration
 from driftjoin.spark.runtime.columns import time_seconds
+from driftjoin.spark.similarity.settings import DEFAULT_WINDOW
+from driftjoin.windows import TICKS_PER_SECOND, UNBOUNDED, Windowing, windowing
 
 log = logging.getLogger("driftjoin.spark.similarity")
 
@@ -96,21 +100,55 @@ def declared_watermark(inputs: list[DataFrame], column: str) -> float | None:
     return delays.pop() / 1000.0 if delays else None
 
 
-def window_basis(left: DataFrame, right: DataFrame | None, time_col: str | None, ingest_col: str | None,
-              watermark: str | None, window: str | None) -> tuple[str, float]:
-    """What decides a record's window (``event``, ``ingest`` or ``batch``) and its allowed lateness.
 
-    A window stays open until the largest time of earlier batches passes its end by the
-    lateness (:mod:`driftjoin.clock`). Event time (``time_col``) needs ``watermark=`` on a stream,
-    or a watermark the input already carries on that column (``withWatermark``), which is then
-    used as it is; an ingestion-time column (``ingest_col``) allows one window of lateness
-    unless ``watermark=`` says otherwise; the micro-batch time never runs backwards.
+
+@dataclass(frozen=True)
+class JoinWindows:
+    """The windows of a join: which windows a record belongs to (``windows``), what time decides it
+    (``time_basis``: ``"event"`` for ``time_col``, ``"ingest"`` for ``ingest_col``, ``"batch"``
+    for the micro-batch time) and how far behind the largest time of earlier micro-batches a
+    window still takes records (``lateness``, seconds)."""
+
+    windows: Windowing
+    time_basis: str
+    lateness: float
+
+
+def join_windows(left: DataFrame, right: DataFrame | None = None, *, window: str | float | None = DEFAULT_WINDOW,
+                 slide: str | float | None = None, within: str | float | None = None, time_col: str | None = None,
+                 ingest_col: str | None = None, watermark: str | float | None = None) -> JoinWindows:
+    """The windows of a similarity join from its settings; fails before the start with what to change.
+
+    Parameters
+    ----------
+    left, right : the inputs (``right=None``: a self-join); their streaming-ness and their
+        declared watermarks (``withWatermark``) count.
+    window : tumbling window length (with ``slide``: sliding); None: one unbounded window.
+    slide : the slide of sliding windows (Spark's ``window()`` convention), at most ``window``.
+    within : an interval join: pairs whose times differ by at most this much, each once.
+    time_col, ingest_col : the event-time column, or a column of ingestion times; neither: the
+        micro-batch time.
+    watermark : how late a record may be (event time: required on a stream unless the input
+        carries a watermark; ``ingest_col``: default one window, or one bucket of ``within``).
+
+    A static input without ``time_col`` is one unbounded window (its rows share one time).
+
+    Example::
+
+        >>> jw = join_windows(spark.range(1), window="1 minute", slide="20 seconds")  # doctest: +SKIP
+        >>> jw.windows.kind, jw.time_basis  # doctest: +SKIP
+        ('sliding', 'batch')
     """
+    if within is not None and window is DEFAULT_WINDOW:
+        window = None
+    windows = windowing(window, slide, within)
+    if not left.isStreaming and time_col is None:
+        windows = Windowing.unbounded()
     column = time_col or ingest_col
     if column is None:
         if watermark is not None:
             raise ValueError("watermark= needs time_col= (an event-time column) or ingest_col=")
-        return "batch", 0.0
+        return JoinWindows(windows, "batch", 0.0)
     inputs = [d for d in (left, right) if d is not None]
     declared = declared_watermark(inputs, column)
     if watermark is not None:
@@ -125,5 +163,5 @@ def window_basis(left: DataFrame, right: DataFrame | None, time_col: str | None,
             raise ValueError("event-time windows on a stream need watermark= (how late a record may arrive), e.g. watermark='10 seconds'")
         lateness = 0.0
     else:
-        lateness = parse_duration(window, "window") if window is not None else 0.0
-    return ("event" if time_col else "ingest"), lateness
+        lateness = 0.0 if windows.kind == UNBOUNDED else windows.length / TICKS_PER_SECOND
+    return JoinWindows(windows, "event" if time_col else "ingest", lateness)

@@ -3,7 +3,8 @@ output frames.
 
 The S3J operators (:mod:`~driftjoin.spark.similarity.s3j`) and the grid
 (:mod:`~driftjoin.spark.similarity.grid`) read the same input rows with the same test
-(:func:`classify`), give each record its window the same way (:func:`window_of`) and emit pairs in
+(:func:`classify`), give each record its window copies the same way (:func:`window_copies`:
+:mod:`driftjoin.windows` on the plan's :class:`~driftjoin.windows.Windowing`) and emit pairs in
 the same frames (:func:`pair_frames`), so ``similarity_join`` has one output schema and one
 dead-letter output whichever algorithm runs.
 """
@@ -19,11 +20,13 @@ import pyarrow as pa
 from pyspark.sql import types as T
 from pyspark.sql.streaming.stateful_processor import StatefulProcessorHandle
 
+from driftjoin.clock import WindowClock, tick_of, ticks
 from driftjoin.distance import get_metric
-from driftjoin.s3j.records import Records
+from driftjoin.s3j.records import Records, expand
 from driftjoin.spark.runtime.keys import SlotPlan
 from driftjoin.spark.runtime.plan_guard import PlanGuard, digest
 from driftjoin.spark.runtime.vectors import validate
+from driftjoin.windows import INTERVAL, UNBOUNDED, Windowing
 
 #: Pairs per output DataFrame: bounds the Arrow buffers between the Python worker and the JVM.
 OUTPUT_CHUNK = 200_000
@@ -41,7 +44,7 @@ TRANSPORTS = ("flat", "grouped", "lean")
 
 
 #: Version of the operators' state (stored with the plan: a checkpoint written with another is refused).
-STATE_FORMAT = 3
+STATE_FORMAT = 4
 
 
 #: Plan settings a restarted query may change (they do not touch state).
@@ -58,12 +61,13 @@ class S3JPlan(SlotPlan):
     parallelism: int
     centroids: np.ndarray
     self_join: bool
-    window_seconds: float | None
+    #: the windows of the join (:func:`driftjoin.spark.similarity.inputs.join_windows`)
+    windows: Windowing
     metrics_dir: str | None
     algorithm: str = "s3j"
     #: what defines a record's window: "event" (time_col), "ingest" (ingest_col) or "batch"
     time_basis: str = "batch"
-    #: how far behind the largest time of earlier batches a window may still take records
+    #: how far behind the largest time of earlier batches a window may still take records (seconds)
     lateness: float = 0.0
     #: Spark state partitions the workers are placed on (round-robin); None: one per worker
     partitions: int | None = None
@@ -84,18 +88,36 @@ class S3JPlan(SlotPlan):
                 "metric": self.metric, "threshold": self.threshold, "dim": self.dim,
                 "parallelism": self.parallelism, "partitions": self.partitions or self.parallelism,
                 "stages": 1 if self.fused else 2, "transport": self.transport, "centroids": digest(self.centroids),
-                "self_join": self.self_join,
-                "window_seconds": self.window_seconds, "time_basis": self.time_basis, "lateness": self.lateness,
-                "metrics_dir": self.metrics_dir}
+                "self_join": self.self_join, **self.windows.settings(), "time_basis": self.time_basis,
+                "lateness": self.lateness, "metrics_dir": self.metrics_dir}
 
     def guard(self, handle: StatefulProcessorHandle) -> PlanGuard:
         return PlanGuard(handle, "similarity_join", self.settings(), ADOPTABLE)
 
 
-def window_of(plan: S3JPlan, basis: np.ndarray) -> np.ndarray:
-    if plan.window_seconds is None:
-        return np.zeros(len(basis), dtype=np.int64)
-    return np.floor(basis / plan.window_seconds).astype(np.int64)
+def window_clock(plan: Any) -> WindowClock:
+    """A new clock of the plan's windows and lateness (any plan with ``windows`` and ``lateness``)."""
+    return WindowClock(plan.windows, tick_of(plan.lateness))
+
+
+def window_copies(plan: Any, rec: Records, basis: np.ndarray) -> Records:
+    """The window copies of records whose window-deciding times are ``basis`` (seconds)."""
+    rec.time = ticks(basis)
+    return expand(rec, plan.windows)
+
+
+def first_copies(plan: Any, rec: Records) -> np.ndarray:
+    """Which copies are their record's copy of its earliest window (each record has one)."""
+    return rec.window == plan.windows.first_window(rec.time)
+
+
+def window_bounds_us(windows: Windowing) -> tuple[int, int] | None:
+    """``(step, offset)`` so that window ``k`` starts at ``k * step + offset`` microseconds
+    (ticks are microseconds; its end: plus the window length); None when pairs have no window to
+    report (an unbounded join, or an interval join, whose buckets are an implementation detail)."""
+    if windows.kind in (UNBOUNDED, INTERVAL):
+        return None
+    return windows.slide, windows.offset
 
 
 def classify(plan: S3JPlan, batch: pa.RecordBatch) -> tuple[np.ndarray, np.ndarray]:
@@ -115,7 +137,7 @@ def classify(plan: S3JPlan, batch: pa.RecordBatch) -> tuple[np.ndarray, np.ndarr
 
 
 def late_records(rec: Records, late: np.ndarray) -> list[dict[str, Any]]:
-    """The late records as the statistics list them (each record once: its own copy)."""
+    """The late records as the statistics list them (``late`` marks one copy of each record)."""
     return [{"side": int(s), "id": i.item() if hasattr(i, "item") else i, "window": int(w), "ingest": float(t)}
             for s, i, w, t in zip(rec.side[late], rec.id[late], rec.window[late], rec.ingest[late])]
 
@@ -150,16 +172,15 @@ def pair_frames(pairs: Any, worker: int, emit: float, lean: bool = False) -> Ite
         yield pd.DataFrame(frame, copy=False)
 
 
-def record_arrays(r: Records) -> tuple:
-    return (r.id, r.side, r.vec, r.ingest, r.window)
-
-
 def member_schema(id_type: T.DataType) -> T.StructType:
     """The rows from the formulation to the computation (and from the stateless ClusterJoin and
-    brute-force routers): one workset membership of a record each."""
+    brute-force routers): one workset membership of a window copy each. ``time`` (ticks) and
+    ``ghost`` hold the copy's time and ghost flag where the computation reads them (an interval
+    join's pairs, the late test after a stateless router), else 0 and false."""
     return T.StructType([
         T.StructField("wkey", T.IntegerType()), T.StructField("workset", T.LongType()), T.StructField("role", T.ByteType()),
         T.StructField("side", T.ByteType()), T.StructField("id", id_type), T.StructField("vec", T.BinaryType()),
         T.StructField("ingest", T.DoubleType()), T.StructField("window", T.LongType()),
+        T.StructField("time", T.LongType()), T.StructField("ghost", T.BooleanType()),
         T.StructField("store", T.BooleanType()),
     ])

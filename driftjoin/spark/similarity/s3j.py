@@ -16,8 +16,15 @@ stateful stage and to :data:`~driftjoin.spark.runtime.plan_guard.PLAN_KEY`, carr
 time of its rows; each formulation key forwards the batch's largest time to every worker key
 the same way. So every key runs on every batch that has data, stores and checks the plan
 (:mod:`driftjoin.spark.runtime.plan_guard`) and closes windows by the same frontier
-(:mod:`driftjoin.clock`). Records of closed windows are *late*: rejected, counted and listed in
-the statistics (``late_rows``), never joined with part of their window.
+(:mod:`driftjoin.clock`). Records whose earliest window has closed are *late*: rejected (every
+copy), counted and listed in the statistics (``late_rows``) once, never joined with part of
+their windows.
+
+Windows (:mod:`driftjoin.windows`): the routers give each record its window copies before
+space partitioning (a sliding window's copy per window holding it, an interval join's home and
+ghost copies), and every row after them is a copy with its window, time in ticks and ghost
+flag. Each window is an independent S3J join of its copies; an interval join's workers accept
+only the pairs its windowing accepts (:mod:`driftjoin.s3j.compute`).
 """
 
 from __future__ import annotations
@@ -37,7 +44,7 @@ from pyspark.sql.streaming.stateful_processor import (
 )
 from pyspark.sql.types import BinaryType, StructField, StructType
 
-from driftjoin.clock import WindowClock, batch_max
+from driftjoin.clock import WindowClock, batch_max, tick_of
 from driftjoin.distance import get_metric
 from driftjoin.s3j.baselines import BruteForceRouter, ClusterJoinRouter
 from driftjoin.s3j.compute import (
@@ -69,11 +76,12 @@ from driftjoin.spark.similarity.plan import (
     STATE_FORMAT,
     S3JPlan,
     classify,
+    first_copies,
     late_records,
     member_schema,
     pair_frames,
-    record_arrays,
-    window_of,
+    window_clock,
+    window_copies,
 )
 
 _BLOB = StructType([StructField("blob", BinaryType(), False)])
@@ -83,8 +91,9 @@ GROUPED_CHUNK = 20_000
 MEMBER_CHUNK = 100_000
 
 
-def _prepared(plan: S3JPlan, batch: pa.RecordBatch) -> tuple[np.ndarray, Records, float] | None:
-    """Valid rows' indices, their records (vectors prepared) and their largest window time."""
+def _prepared(plan: S3JPlan, batch: pa.RecordBatch) -> tuple[Records, float] | None:
+    """The valid rows' window copies (ids: the rows' indices in the batch; vectors prepared) and
+    the largest window-deciding time of the rows (seconds)."""
     reason, mat = classify(plan, batch)
     idx = np.nonzero(reason == None)[0]  # noqa: E711
     if not len(idx):
@@ -93,7 +102,8 @@ def _prepared(plan: S3JPlan, batch: pa.RecordBatch) -> tuple[np.ndarray, Records
     ingest = batch.column("ingest").to_numpy(zero_copy_only=False)[idx].astype(np.float64)
     basis = batch.column("time").to_numpy(zero_copy_only=False)[idx].astype(np.float64)
     side = batch.column("side").to_numpy(zero_copy_only=False)[idx].astype(np.int8)
-    return idx, Records(idx, side, metric.prepare(mat), ingest, window_of(plan, basis)), batch_max(basis)
+    rec = Records(idx, side, metric.prepare(mat), ingest, np.zeros(len(idx), np.int64))
+    return window_copies(plan, rec, basis), batch_max(basis)
 
 
 def route_members(plan: S3JPlan, batches: Iterator[pa.RecordBatch], schema: pa.Schema) -> Iterator[pa.RecordBatch]:
@@ -102,20 +112,21 @@ def route_members(plan: S3JPlan, batches: Iterator[pa.RecordBatch], schema: pa.S
     router = (ClusterJoinRouter(plan.centroids, metric, plan.threshold, plan.parallelism)
               if plan.algorithm == "clusterjoin" else BruteForceRouter())
     keys = np.asarray(plan.keys, dtype=np.int32)
-    names = ["wkey", "workset", "role", "side", "id", "vec", "ingest", "window", "store"]
+    names = ["wkey", "workset", "role", "side", "id", "vec", "ingest", "window", "time", "ghost", "store"]
     seen = -np.inf
     for batch in batches:
         prepared = _prepared(plan, batch)
         if prepared is None:
             continue
-        _, rec, top = prepared
+        rec, top = prepared
         seen = max(seen, top)
         m, owner = router.route(rec)
         r = rec.take(m.row)
         yield pa.RecordBatch.from_arrays(
             [pa.array(keys[owner], pa.int32()), pa.array(m.workset, pa.int64()), pa.array(m.role, pa.int8()),
              pa.array(r.side, pa.int8()), batch.column("id").take(pa.array(r.id)), to_binary(r.vec),
-             pa.array(r.ingest), pa.array(r.window), pa.array(np.ones(len(r), dtype=bool))],
+             pa.array(r.ingest), pa.array(r.window), pa.array(r.time), pa.array(r.ghost),
+             pa.array(np.ones(len(r), dtype=bool))],
             names=names,
         )
     yield heartbeat_batch(schema, [*plan.keys, PLAN_KEY], {"side": HEARTBEAT, "ingest": seen})
@@ -126,27 +137,28 @@ def route_batches(plan: S3JPlan, batches: Iterator[pa.RecordBatch], schema: pa.S
     metric = get_metric(plan.metric)
     space = SpacePartitioner(plan.centroids, metric, metric.partition_threshold(plan.threshold))
     keys = np.asarray(plan.keys, dtype=np.int32)
-    names = ["key", "outer", "side", "id", "vec", "ingest", "window"]
+    names = ["key", "outer", "side", "id", "vec", "ingest", "window", "time", "ghost"]
     seen = -np.inf
     for batch in batches:
         prepared = _prepared(plan, batch)
         if prepared is None:
             continue
-        idx, rec, top = prepared
+        rec, top = prepared
         seen = max(seen, top)
-        vec, ingest, window = rec.vec, rec.ingest, rec.window
-        routing = space.route(vec)
-        rows = idx[routing.row]
-        take = pa.array(rows)
+        routing = space.route(rec.vec)
+        copy = routing.row
+        take = pa.array(rec.id[copy])
         yield pa.RecordBatch.from_arrays(
             [
                 pa.array(keys[routing.partition], pa.int32()),
                 pa.array(routing.outer),
                 batch.column("side").take(take).cast(pa.int8()),
                 batch.column("id").take(take),
-                to_binary(vec[routing.row]),
-                pa.array(ingest[routing.row]),
-                pa.array(window[routing.row]),
+                to_binary(rec.vec[copy]),
+                pa.array(rec.ingest[copy]),
+                pa.array(rec.window[copy]),
+                pa.array(rec.time[copy]),
+                pa.array(rec.ghost[copy]),
             ],
             names=names,
         )
@@ -174,6 +186,8 @@ def _records(pdf: pd.DataFrame, dim: int) -> Records:
         vec=from_binary(pdf["vec"].to_numpy(), dim),
         ingest=pdf["ingest"].to_numpy(dtype=np.float64),
         window=pdf["window"].to_numpy(dtype=np.int64),
+        time=pdf["time"].to_numpy(dtype=np.int64),
+        ghost=pdf["ghost"].to_numpy(dtype=bool),
     )
 
 
@@ -207,8 +221,8 @@ class _Formulation:
 
     @staticmethod
     def empty(plan: S3JPlan, partition: int) -> "_Formulation":
-        return _Formulation(plan, partition, WorksetFormulation(get_metric(plan.metric), plan.threshold, plan.dim),
-                            WorksetRouter(partition), WindowClock(plan.window_seconds, plan.lateness))
+        return _Formulation(plan, partition, WorksetFormulation(get_metric(plan.metric), plan.threshold, plan.dim, plan.windows),
+                            WorksetRouter(partition), window_clock(plan))
 
     @staticmethod
     def rebuild(plan: S3JPlan, partition: int, meta: Meta, chunks: Chunks, stale: "_Formulation | None") -> "_Formulation":
@@ -226,7 +240,7 @@ class _Formulation:
         empty = self.core.outer_buffer
         restore_formulation(self.core, {"format": FORMULATION_FORMAT,
                                         "centroids": np.vstack(centroids) if centroids else self.core.centroids,
-                                        "buffer": record_arrays(Records.concat(buffered) if buffered else empty)})
+                                        "buffer": (Records.concat(buffered) if buffered else empty).arrays()})
 
     def run(self, pdf: pd.DataFrame, top: float, seq: int, chunks: Chunks) -> tuple[Records, Any, dict[str, Any]]:
         """Formulate the batch's records: (members' records, routed memberships, statistics).
@@ -246,21 +260,23 @@ class _Formulation:
                 self.pieces.pop(g, None)
         pdf = pdf.sort_values("ingest", kind="stable").reset_index(drop=True)
         batch, outer = _records(pdf, plan.dim), pdf["outer"].to_numpy(dtype=bool)
-        late = self.clock.late(batch.window)
-        late_rows = late_records(batch, late & ~outer)
+        late = self.clock.late(batch.time)
+        late_rows = late_records(batch, late & ~outer & first_copies(plan, batch))
         on_time = np.nonzero(~late)[0]
         batch, outer = batch.take(on_time), outer[on_time]
+        if not self.core.keep_times:  # only an interval join's pairs need them after the late test
+            batch = batch.without_times()
         k_before = self.core.n_worksets
         m = self.core.formulate(batch, outer)
         if self.core.n_worksets > k_before:
             self._add(chunks, CENTROIDS, self.core.centroids[k_before:])
         buffered = batch.take(np.nonzero(outer)[0])
         for w in np.unique(buffered.window).tolist():
-            self._add(chunks, int(w), record_arrays(buffered.take(np.nonzero(buffered.window == w)[0])))
+            self._add(chunks, int(w), buffered.take(np.nonzero(buffered.window == w)[0]).arrays())
         rec = m.records.take(m.row)
         # new worksets stay on the worker that created them (7.5) until the balancer moves them
         routed = self.router.route(global_workset(self.partition, m.workset), m.role, rec.window, rec.id)
-        self.clock.advance(top)
+        self.clock.advance(tick_of(top))
         stats = {
             "partition": self.partition, "seq": seq, "time": time.time(),
             "records": int((~outer).sum()), "outer_copies": int(outer.sum()),
@@ -295,8 +311,8 @@ class _Computation:
 
     @staticmethod
     def empty(plan: S3JPlan, worker: int) -> "_Computation":
-        return _Computation(plan, worker, SimilarityWorker(get_metric(plan.metric), plan.threshold, plan.self_join),
-                            WindowClock(plan.window_seconds, plan.lateness))
+        return _Computation(plan, worker, SimilarityWorker(get_metric(plan.metric), plan.threshold, plan.self_join, plan.windows),
+                            window_clock(plan))
 
     @staticmethod
     def rebuild(plan: S3JPlan, worker: int, meta: Meta, chunks: Chunks, stale: "_Computation | None") -> "_Computation":
@@ -318,12 +334,14 @@ class _Computation:
         if first is not None:
             self.core.expire_before(first)
             chunks.drop_groups(lambda g: g >= first)
-        # only a stateless router (ClusterJoin, brute force) sends late records this far; the
-        # formulation has rejected them already otherwise
-        late = self.clock.late(rec.window)
-        late_rows = late_records(rec, late & ((role & 3) != OUTER))
-        on_time = np.nonzero(~late)[0]
-        rec, workset, role, store = rec.take(on_time), workset[on_time], role[on_time], store[on_time]
+        # only a stateless router (ClusterJoin, brute force) sends late records this far (with
+        # their times); the formulation has rejected them already otherwise
+        late_rows: list[dict[str, Any]] = []
+        if self.plan.algorithm != "s3j":
+            late = self.clock.late(rec.time)
+            late_rows = late_records(rec, late & ((role & 3) != OUTER) & first_copies(self.plan, rec))
+            on_time = np.nonzero(~late)[0]
+            rec, workset, role, store = rec.take(on_time), workset[on_time], role[on_time], store[on_time]
         counters = WorksetCounters()
         pairs = self.core.add(rec, workset, role, counters, store=store)
         for w, run in self.core.retired:
@@ -335,7 +353,7 @@ class _Computation:
                 if run.label is None:
                     run.label = chunks.add(w, run_arrays(run))
                     written += run.nbytes()
-        self.clock.advance(top)
+        self.clock.advance(tick_of(top))
         emit = time.time()
         stats = None
         if len(rec) or late_rows:
@@ -357,14 +375,16 @@ class _Computation:
         return self._emit_flat(pairs, emit)
 
     def _emit_grouped(self, pairs: Any, emit: float) -> Iterator[pd.DataFrame]:
-        """One row per left record: its partners' ids, distances, ingestion times, worksets as
-        arrays. The arrays are Arrow list arrays inside the pandas frame (``pd.ArrowDtype``), so
-        they reach the JVM without a per-element conversion."""
+        """One row per left record and window: its partners' ids, distances, ingestion times,
+        worksets as arrays (a record of a sliding window has a row per window it pairs in). The
+        arrays are Arrow list arrays inside the pandas frame (``pd.ArrowDtype``), so they reach
+        the JVM without a per-element conversion."""
         if not len(pairs):
             return
-        order = np.argsort(pairs.left_id, kind="stable")
-        left = pairs.left_id[order]
-        starts = np.flatnonzero(np.r_[True, left[1:] != left[:-1]])
+        order = np.argsort(pairs.window, kind="stable")
+        order = order[np.argsort(pairs.left_id[order], kind="stable")]  # by left id, then window
+        left, window = pairs.left_id[order], pairs.window[order]
+        starts = np.flatnonzero(np.r_[True, (left[1:] != left[:-1]) | (window[1:] != window[:-1])])
         emit_us = int(round(emit * 1e6))
         columns = {"right_ids": pairs.right_id[order], "distances": pairs.distance[order],
                    "ingest_us": np.round(pairs.ingest[order] * 1e6).astype(np.int64), "worksets": pairs.workset[order]}
@@ -374,7 +394,7 @@ class _Computation:
             rows = starts[lo:hi]
             offsets = pa.array((bounds[lo:hi + 1] - bounds[lo]).astype(np.int32))
             part = slice(bounds[lo], bounds[hi])
-            frame = {"left_id": left[rows], "window": pairs.window[order][rows],
+            frame = {"left_id": left[rows], "window": window[rows],
                      "emit_us": np.full(len(rows), emit_us, dtype=np.int64),
                      "worker": np.full(len(rows), self.worker, dtype=np.int32)}
             for name, values in columns.items():
@@ -450,12 +470,14 @@ def _reported(stats: dict[str, Any]) -> dict[str, Any] | None:
 
 def _member_frames(plan: S3JPlan, rec: Records, routed: Any) -> Iterator[pd.DataFrame]:
     wkey = np.asarray(plan.keys, dtype=np.int32)[routed.worker]
+    time = rec.time if rec.timed else np.zeros(len(rec), np.int64)
+    ghost = rec.ghost if rec.timed else np.zeros(len(rec), bool)
     for lo in range(0, len(routed.row), MEMBER_CHUNK):  # bounded Arrow arrays (2 GB each at most)
         sl = slice(lo, lo + MEMBER_CHUNK)
         yield pd.DataFrame({
             "wkey": wkey[sl], "workset": routed.gid[sl], "role": routed.role[sl], "side": rec.side[sl],
             "id": rec.id[sl], "vec": binary_rows(rec.vec[sl]), "ingest": rec.ingest[sl],
-            "window": rec.window[sl], "store": routed.store[sl],
+            "window": rec.window[sl], "time": time[sl], "ghost": ghost[sl], "store": routed.store[sl],
         }, copy=False)
 
 

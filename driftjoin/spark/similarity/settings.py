@@ -20,6 +20,7 @@ from typing import Any
 import numpy as np
 
 from driftjoin.distance import check_threshold, get_metric
+from driftjoin.windows import Windowing, windowing
 from driftjoin.spark.runtime.settings import (
     SettingError,
     choice,
@@ -79,6 +80,15 @@ def _bounds(value: Any) -> tuple[float, float]:
                                  "per dimension, where random centroids are drawn", value)
 
 
+class _DefaultWindow(str):
+    """The default ``window=`` of :func:`~driftjoin.similarity_join`, told apart from one the user
+    writes (``within=`` replaces the default window, but refuses a window given with it)."""
+
+
+#: ``window=`` when the user gives none: one-minute tumbling windows, unless ``within=`` is given.
+DEFAULT_WINDOW = _DefaultWindow("1 minute")
+
+
 @dataclass(frozen=True)
 class SimilaritySettings:
     """The checked settings of one ``similarity_join`` (see its docstring for each)."""
@@ -88,7 +98,9 @@ class SimilaritySettings:
     metric: str = "angular"
     id_col: str = "id"
     vector_col: str = "vector"
-    window: str | float | None = "1 minute"
+    window: str | float | None = DEFAULT_WINDOW
+    slide: str | float | None = None
+    within: str | float | None = None
     parallelism: int | None = None
     partitions: int | None = None
     time_col: str | None = None
@@ -105,14 +117,14 @@ class SimilaritySettings:
     balance_options: Mapping[str, Any] = field(default_factory=dict)
     output: str = "pairs"
     block_bytes: int | None = None
-    #: derived: the window and the watermark in seconds (None: one unbounded window / none given)
-    window_seconds: float | None = None
+    #: derived: the windows (:mod:`driftjoin.windows`) and the watermark in seconds (None: none given)
+    windows: Windowing | None = None
     lateness: float | None = None
 
     @classmethod
     def names(cls) -> tuple[str, ...]:
         """The settings a caller may give (the derived fields are not among them)."""
-        return tuple(f.name for f in fields(cls) if f.name not in ("window_seconds", "lateness"))
+        return tuple(f.name for f in fields(cls) if f.name not in ("windows", "lateness"))
 
     @classmethod
     def check(cls, given: Mapping[str, Any], *, dead_letters: bool = False) -> SimilaritySettings:
@@ -122,8 +134,8 @@ class SimilaritySettings:
         typo must not be ignored). ``dead_letters``: for ``invalid_records``, which takes the
         join's settings but needs no threshold.
 
-        >>> SimilaritySettings.check({"threshold": 0.01, "parallelism": 2}).window_seconds
-        60.0
+        >>> SimilaritySettings.check({"threshold": 0.01, "window": "1 minute", "slide": "20 seconds"}).windows.kind
+        'sliding'
         >>> SimilaritySettings.check({"threshold": 0.01, "parallelism": 0})
         Traceback (most recent call last):
         ...
@@ -148,7 +160,8 @@ class SimilaritySettings:
         for name in ("time_col", "ingest_col"):
             text(name, s[name], optional=True, what="a column of the input")
         text("metrics_dir", s["metrics_dir"], optional=True, what="a directory for the operators' statistics")
-        window_seconds = duration("window", s["window"], optional=True)
+        window = None if s["within"] is not None and s["window"] is DEFAULT_WINDOW else s["window"]
+        windows = core("window", lambda: windowing(window, s["slide"], s["within"]))
         lateness = duration("watermark", s["watermark"], allow_zero=True, optional=True)
         if lateness is not None and s["time_col"] is None and s["ingest_col"] is None:
             raise SettingError("watermark", "needs time_col= (an event-time column) or ingest_col=", show_value=False)
@@ -189,5 +202,5 @@ class SimilaritySettings:
                                    show_value=False)
             if s["dim"] is not None and c.shape[1] != s["dim"]:
                 raise SettingError("centroids", f"have {c.shape[1]} dimensions but dim={s['dim']}", show_value=False)
-        return cls(**{**s, "window_seconds": window_seconds, "lateness": lateness})
+        return cls(**{**s, "windows": windows, "lateness": lateness})
 

@@ -14,17 +14,20 @@ both are reported, never silently lost. :func:`current_topk` replays a change st
 Parquet sink read back) into the current top-k. Rows that cannot be sets at all (a missing,
 unparsable or non-finite time, a missing id, no tokens, a null token) go to
 :func:`invalid_sets` with a reason; both functions test rows with the same code, so a row is
-in exactly one of the two outputs. The plan (k, similarity, window, self or two-stream, the
+in exactly one of the two outputs. The plan (k, similarity, within, self or two-stream, the
 parallelism) is stored with the checkpoint (:mod:`driftjoin.spark.runtime.plan_guard`). The change
 stream is the same, change by change, for every parallelism.
 """
 
 from __future__ import annotations
 
+import warnings
+
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
+from driftjoin.durations import parse_duration
 from driftjoin.spark.runtime.columns import common_id_type, time_seconds
 from driftjoin.spark.runtime.plan_store import remember
 from driftjoin.spark.runtime.session import prepare_for_stateful, prepare_session
@@ -66,7 +69,8 @@ def topk_set_join(
     tokens_col: str = "tokens",
     id_col: str = "id",
     time_col: str = "ts",
-    window: str = "10 minutes",
+    within: str | float | None = None,
+    window: str | float | None = None,
     metrics_dir: str | None = None,
     parallelism: int = 1,
     share_bound: bool = False,
@@ -74,7 +78,10 @@ def topk_set_join(
 ) -> DataFrame:
     """The continuous top-k most similar pairs of sets in a sliding window (SWOOP), as a change stream.
 
-    A pair is valid while both sets are in the window (the earlier set's time plus ``window``).
+    A pair is valid while both sets are in the window: from the later set's time until the
+    earlier set's time plus ``within``, so the pairs that ever compete are those whose times
+    differ by at most ``within``, as in every driftjoin operator that takes ``within=`` (the
+    README's table of windows).
     The result is the stream of changes to the top-k, the same change by change for every
     ``parallelism``; :func:`current_topk` replays it into the top-k. Rows that cannot be sets go
     to :func:`invalid_sets`; sets the join refuses (a late set, a duplicate id of a set still in
@@ -93,8 +100,11 @@ def topk_set_join(
     tokens_col, id_col, time_col:
         The columns: ``array<string>`` or ``array<int/long>`` tokens (compared as strings;
         duplicates in a set are dropped), an integer or string id, the set's time.
+    within:
+        The time band of a pair, e.g. ``"10 minutes"`` (the default).
     window:
-        The sliding window, e.g. ``"10 minutes"``.
+        The old spelling of ``within`` (deprecated; it keeps its meaning: times that differ by
+        less than ``window``).
     metrics_dir:
         Where the operators write per-batch statistics (needed by ``share_bound``).
     parallelism:
@@ -122,10 +132,10 @@ def topk_set_join(
     >>> spark = local_session(2)
     >>> sets = spark.createDataFrame([(1, ["a", "b"], 0.0), (2, ["a", "b", "c"], 1.0), (3, ["x"], 2.0)],
     ...                              "id long, tokens array<string>, ts double")
-    >>> [(r.kind, r.left_id, r.right_id) for r in topk_set_join(sets, k=1, window="1 minute").collect()]
+    >>> [(r.kind, r.left_id, r.right_id) for r in topk_set_join(sets, k=1, within="1 minute").collect()]
     [('enter', 2, 1)]
     """
-    settings = TopKSettings.check({n: v for n, v in locals().items() if n not in ("left", "right")})
+    TopKSettings.check({n: v for n, v in locals().items() if n not in ("left", "right")})
     if right is not None and right.isStreaming != left.isStreaming:
         raise ValueError("left and right must both be streaming or both static")
     prepare_session(left.sparkSession, metrics_dir)
@@ -133,8 +143,9 @@ def topk_set_join(
         if not left.isStreaming:
             raise ValueError("share_bound=True applies to streams (the bound is published between micro-batches); "
                              "a static join runs in one batch")
-    plan = TopKPlan(k, similarity, settings.window_seconds, right is not None, metrics_dir, parallelism,
-                    share_bound, design if parallelism > 1 else "owner")
+    window_seconds, within_seconds = _band(within, window)
+    plan = TopKPlan(k, similarity, window_seconds, right is not None, metrics_dir, parallelism,
+                    share_bound, design if parallelism > 1 else "owner", within_seconds)
     if share_bound:
         from driftjoin.spark.topk.control import SharedBoundController, attach
 
@@ -174,6 +185,17 @@ def topk_set_join(
         raw = changes.groupBy("mkey").applyInPandas(
             lambda key, pdf: run_static(MergeProcessor(plan), key, pdf), out_schema)
     return remember(raw.withColumn("change_time", F.timestamp_micros("change_time")), plan)
+
+
+def _band(within: str | float | None, window: str | float | None) -> tuple[float | None, float | None]:
+    """``(window_seconds, within_seconds)`` of the plan: ``within`` (default ten minutes), or the
+    deprecated ``window`` with a warning that says what to write."""
+    if window is None:
+        return None, parse_duration("10 minutes" if within is None else within, "within", allow_zero=True)
+    warnings.warn(f"topk_set_join(window={window!r}) is the time band of a pair, which every driftjoin operator now "
+                  f"calls within=: write within={window!r} (pairs whose times differ by at most that much; window= "
+                  "keeps its old meaning, less than that much, until it is removed)", DeprecationWarning, stacklevel=3)
+    return parse_duration(window, "window"), None
 
 
 def invalid_sets(left: DataFrame, right: DataFrame | None = None, *, tokens_col: str = "tokens", id_col: str = "id",
@@ -235,7 +257,7 @@ def current_topk(changes: DataFrame) -> DataFrame:
     >>> spark = local_session(2)
     >>> sets = spark.createDataFrame([(1, ["a", "b"], 0.0), (2, ["a", "b", "c"], 1.0), (3, ["a", "c"], 2.0)],
     ...                              "id long, tokens array<string>, ts double")
-    >>> [(r.left_id, r.right_id) for r in current_topk(topk_set_join(sets, k=2, window="1 minute")).collect()]
+    >>> [(r.left_id, r.right_id) for r in current_topk(topk_set_join(sets, k=2, within="1 minute")).collect()]
     [(2, 1), (3, 2)]
     """
     from pyspark.sql.window import Window

@@ -89,6 +89,7 @@ from driftjoin.swoop.partitioned import (
     owner_of,
     owners_of_ints,
 )
+from driftjoin.windows import TICKS_PER_SECOND
 
 #: Version of the operator's state; a checkpoint written with another is refused.
 STATE_FORMAT = 4
@@ -112,12 +113,26 @@ CHANGE_COLUMNS = ("kind", "left_id", "right_id", "similarity", "change_time", "s
 class TopKPlan(SlotPlan):
     k: int
     similarity: str
-    window_seconds: float
+    #: the band of the deprecated ``window=``: a pair is valid while its later set's time is less
+    #: than ``window_seconds`` after its earlier set's (None with ``within_seconds``)
+    window_seconds: float | None
     two_stream: bool
     metrics_dir: str | None
     parallelism: int = 1
     share_bound: bool = False
     design: str = "owner"
+    #: ``within=``: a pair is valid while its sets' times differ by at most this much
+    within_seconds: float | None = None
+
+    @property
+    def band(self) -> float:
+        """SWOOP's window ``w`` (a pair is valid while ``t_later < t_earlier + w``): ``within``
+        plus half a tick, so that times at Spark's resolution (whole ticks) differ by at most
+        ``within`` exactly when they pass SWOOP's strict test, with half a tick of margin for the
+        rounding of times in seconds."""
+        if self.within_seconds is None:
+            return self.window_seconds
+        return self.within_seconds + 0.5 / TICKS_PER_SECOND
 
     def settings(self) -> dict[str, Any]:
         """The plan as stored with the checkpoint (:mod:`driftjoin.spark.runtime.plan_guard`); the
@@ -126,6 +141,8 @@ class TopKPlan(SlotPlan):
         settings = {"operator": "topk_set_join", "state_format": STATE_FORMAT, "k": self.k,
                     "similarity": self.similarity, "window_seconds": self.window_seconds,
                     "two_stream": self.two_stream, "metrics_dir": self.metrics_dir}
+        if self.within_seconds is not None:  # (so a checkpoint of window= keeps its plan)
+            settings["within_seconds"] = self.within_seconds
         if self.parallelism > 1:
             settings["parallelism"] = self.parallelism
         if self.share_bound:
@@ -293,7 +310,7 @@ class SwoopProcessor(_Processor):
         plan = self.plan
         t0 = time.perf_counter()
         loaded = self.state.load(
-            key, lambda: _Single(Swoop(plan.k, plan.similarity, plan.window_seconds, two_stream=plan.two_stream)),
+            key, lambda: _Single(Swoop(plan.k, plan.similarity, plan.band, two_stream=plan.two_stream)),
             lambda snap: snap, lambda value, logged: value.apply(logged))
         self._refuse_legacy(loaded)
         single: _Single = loaded.value.value
@@ -397,7 +414,7 @@ class WorkerProcessor(_Processor):
         t0 = time.perf_counter()
         w = plan.slot_of(key)
         loaded = self.state.load(
-            key, lambda: _Worker(WORKERS[plan.design](plan.k, plan.similarity, plan.window_seconds, w,
+            key, lambda: _Worker(WORKERS[plan.design](plan.k, plan.similarity, plan.band, w,
                                                          plan.parallelism, two_stream=plan.two_stream)),
             lambda snap: snap, lambda value, change: value.apply(change))
         self._refuse_legacy(loaded)

@@ -34,22 +34,21 @@ class TopKSettings:
     tokens_col: str = "tokens"
     id_col: str = "id"
     time_col: str = "ts"
-    window: str | float = "10 minutes"
+    within: str | float | None = None
+    window: str | float | None = None
     metrics_dir: str | None = None
     parallelism: int = 1
     share_bound: bool = False
     design: str = "owner"
-    #: derived: the window in seconds
-    window_seconds: float = 0.0
 
     @classmethod
     def check(cls, given: Mapping[str, Any]) -> TopKSettings:
         """Check the settings ``given`` (name to value); raises :class:`SettingError` naming the first bad one.
 
-        >>> TopKSettings.check({"k": 10, "window": "1 minute"}).window_seconds
-        60.0
+        >>> TopKSettings.check({"k": 10, "within": "1 minute"}).within
+        '1 minute'
         """
-        names = [f.name for f in fields(cls) if f.name != "window_seconds"]
+        names = [f.name for f in fields(cls)]
         unknown = sorted(set(given) - set(names))
         if unknown:
             raise SettingError(unknown[0], f"is not a setting of topk_set_join; settings are: {', '.join(names)}",
@@ -65,11 +64,15 @@ class TopKSettings:
         integer("parallelism", s["parallelism"], what="the workers that find the pairs")
         flag("share_bound", s["share_bound"])
         choice("design", s["design"], DESIGNS, what="with parallelism > 1")
-        window = duration("window", s["window"])
+        duration("within", s["within"], allow_zero=True, optional=True)
+        duration("window", s["window"], optional=True)
+        if s["within"] is not None and s["window"] is not None:
+            raise SettingError("window", "is the old spelling of within= (pairs whose times differ by at most that "
+                                         "much): give within= only", show_value=False)
         if s["share_bound"] and s["parallelism"] == 1:
             raise SettingError("share_bound", "shares a bound between workers: it needs parallelism > 1",
                                show_value=False)
         if s["share_bound"] and not s["metrics_dir"]:
             raise SettingError("share_bound", "needs metrics_dir= (a directory the workers and the driver share: stocks "
                                               "go out and the bound comes back through it)", show_value=False)
-        return cls(**{**s, "window_seconds": window})
+        return cls(**s)

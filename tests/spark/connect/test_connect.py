@@ -138,8 +138,8 @@ def _sets(n: int, seed: int) -> list[dict]:
             for i in range(n)]
 
 
-def _base(rows: list[dict], k: int, window: float) -> list[tuple]:
-    base = BaseTopK(k, "jaccard", window)
+def _base(rows: list[dict], k: int, within: float) -> list[tuple]:
+    base = BaseTopK(k, "jaccard", within + 0.5e-6)  # within= is inclusive: Base's strict window half a microsecond longer
     out = []
     for r in sorted(rows, key=lambda r: (r["ts"], r["id"])):
         out += [(c.kind, c.pair.first, c.pair.second, round(c.pair.sim, 12)) for c in base.insert(r["id"], r["tokens"], r["ts"])]
@@ -157,13 +157,13 @@ def test_topk_set_join_static_and_streaming_equal_the_base_algorithm(connect, tm
     rows = _sets(90, 3)
     df = connect.createDataFrame([(r["id"], r["tokens"], r["ts"]) for r in rows], "id long, tokens array<string>, ts double")
     df = df.withColumn("ts", F.col("ts").cast("timestamp"))
-    assert _changes(topk_set_join(df, k=3, similarity="jaccard", window="20 seconds", parallelism=2).collect()) == \
+    assert _changes(topk_set_join(df, k=3, similarity="jaccard", within="20 seconds", parallelism=2).collect()) == \
         _base(rows, 3, 20.0)
 
     write_batches(tmp_path / "in", [rows[:45], rows[45:]])
     stream = _stream(connect, tmp_path / "in", "id long, tokens array<string>, ts double").withColumn(
         "ts", F.col("ts").cast("timestamp"))
-    _, out = _run(topk_set_join(stream, k=3, similarity="jaccard", window="20 seconds", parallelism=2), tmp_path, "out")
+    _, out = _run(topk_set_join(stream, k=3, similarity="jaccard", within="20 seconds", parallelism=2), tmp_path, "out")
     assert _changes(out) == _base(rows, 3, 20.0)
 
 

@@ -325,7 +325,7 @@ def test_streaming_several_batches_equal_oracle_exactly_once(spark, tmp_path, al
         def read(name):
             return spark.readStream.schema(schema).option("maxFilesPerTrigger", 1).json(str(src / name))
 
-        kw = {"window": window, "time_col": "t"} if window is not None else {}
+        kw = {"within": window, "time_col": "t"} if window is not None else {}
         joined = equi_join(read("L"), read("R"), on="k", algorithm=algorithm, parallelism=4, routing=routing,
                            groups=2 if algorithm == "biclique" else None, metrics_dir=str(metrics), **kw)
         q = (joined.writeStream.format("parquet").option("path", str(tmp_path / "out"))
@@ -432,7 +432,7 @@ def test_static_exact_at_each_parallelism(spark, p) -> None:
     runs += [("biclique", "parallel", None)] if p >= 2 else [("shc", "dispatcher", None)]
     runs += [("shc", "parallel", WINDOW)] if p == 8 else []
     for algorithm, routing, window in runs:
-        kw = {"window": window, "time_col": "t"} if window is not None else {}
+        kw = {"within": window, "time_col": "t"} if window is not None else {}
         out = equi_join(left, right, on="k", algorithm=algorithm, parallelism=p, routing=routing,
                         options={"min_heavy": 2} if algorithm == "shc" else None, **kw)
         got = [(r.left_id, r.right_id) for r in out.select("left_id", "right_id").collect()]
@@ -449,7 +449,7 @@ def test_static_join_matches_spark_join_with_typed_columns_and_composite_key(spa
               float(i) / 3) for i in range(120)]
     ldf = spark.createDataFrame(left, "id int, grp string, k int, at timestamp, amount decimal(10,2), blob binary, arr array<int>")
     rdf = spark.createDataFrame(right, "id long, grp string, k long, at timestamp, score double")
-    for kw in ({}, {"window": "5 seconds", "time_col": "at"}):
+    for kw in ({}, {"within": "5 seconds", "time_col": "at"}):
         out = equi_join(ldf, rdf, on=["grp", "k"], algorithm="shc", parallelism=3, options={"min_heavy": 2}, **kw)
         assert out.columns == ["grp", "k", "left_id", "left_at", "left_amount", "left_blob", "left_arr",
                                "right_id", "right_at", "right_score"]
@@ -464,6 +464,16 @@ def test_static_join_matches_spark_join_with_typed_columns_and_composite_key(spa
         assert len(want) > 100
         assert len(got) == len(want) and sorted(map(tuple, got)) == sorted(map(tuple, want))
     assert dict(out.dtypes)["k"] == "int" and dict(out.dtypes)["right_id"] == "bigint"
+
+
+def test_window_is_the_deprecated_spelling_of_within(spark) -> None:
+    ldf = spark.createDataFrame([(1, 1, 0.0), (2, 1, 10.0)], "id int, k int, t double")
+    rdf = spark.createDataFrame([(3, 1, 5.0), (4, 1, 15.000001)], "id int, k int, t double")
+    with pytest.warns(DeprecationWarning, match="write within=5"):
+        old = equi_join(ldf, rdf, on="k", window=5, time_col="t", parallelism=2)
+    new = equi_join(ldf, rdf, on="k", within=5, time_col="t", parallelism=2)
+    pairs = sorted((r.left_id, r.right_id) for r in new.collect())
+    assert pairs == [(1, 3), (2, 3)] and sorted((r.left_id, r.right_id) for r in old.collect()) == pairs
 
 
 def test_static_string_keys_bad_rows_and_custom_prefixes(spark) -> None:
@@ -494,10 +504,11 @@ def test_static_string_keys_bad_rows_and_custom_prefixes(spark) -> None:
         ({"algorithm": "biclique", "groups": 0}, "groups must be an integer"),
         ({"algorithm": "biclique", "parallelism": 1}, "Join-Biclique needs parallelism >= 2"),
         ({"groups": 2}, "groups= is a Join-Biclique setting"),
-        ({"window": "10 seconds"}, "window= needs time_col="),
-        ({"window": "soon", "time_col": "t"}, "is not a duration"),
-        ({"window": 5, "time_col": "v"}, "time_col='v' of the left input is string"),
-        ({"time_col": "t"}, "time_col= is only used by window joins"),
+        ({"within": "10 seconds"}, "within= needs time_col="),
+        ({"within": "soon", "time_col": "t"}, "is not a duration"),
+        ({"within": 5, "time_col": "v"}, "time_col='v' of the left input is string"),
+        ({"time_col": "t"}, "time_col= is only used by interval joins"),
+        ({"within": 5, "window": 5, "time_col": "t"}, "give within= only"),
         ({"on": "v"}, "join key 'v' is string on the left and int on the right"),
         ({"prefixes": ("", "")}, "prefixes="),
         ({"prefixes": ("", "right_")}, r"output columns \['right_t'\] would appear twice"),

@@ -235,6 +235,8 @@ def test_bad_documents_go_to_dead_letters_and_valid_ones_still_join(spark):
         ({"time_col": "nope", "window": "1 minute"}, "time_col='nope' is not a column"),
         ({"sample": []}, "sample= holds no valid JSON object"),
         ({"sample": ['{"a": 1}'], "sample_size": 0}, "sample_size must be an integer >= 1"),
+        ({"window": "1 minute", "slide": "20 seconds"}, "per tumbling window.*slide= .*not offered"),
+        ({"within": "30 seconds"}, "per tumbling window.*within= .*not offered"),
     ],
 )
 def test_bad_settings_fail_before_the_job_starts(docs_spark, kwargs, message):

@@ -51,7 +51,7 @@ def test_equi_join_refuses_another_parallelism_and_dead_letters_infinite_times(s
                 .option("maxFilesPerTrigger", 1).json(str(tmp_path / name)))
 
     def start(p, algorithm="shc", routing="parallel"):
-        joined = equi_join(read("L"), read("R"), on="k", algorithm=algorithm, parallelism=p, window=1000.0, time_col="t",
+        joined = equi_join(read("L"), read("R"), on="k", algorithm=algorithm, parallelism=p, within=1000.0, time_col="t",
                            routing=routing, metrics_dir=str(tmp_path / "metrics"))
         return run_available_now(joined.select("k", "left_id", "right_id"), tmp_path / "out", tmp_path / "ck")
 

@@ -11,9 +11,10 @@ from driftjoin.spark.runtime.errors import explain_error
 from driftjoin.spark.runtime.plan_guard import digest, refusal
 from driftjoin.spark.runtime.plan_store import PLAN_FILE, Planned, refused
 from driftjoin.spark.similarity.api import similarity_join
+from driftjoin.windows import windowing
 
 SETTINGS = {"operator": "similarity_join", "threshold": 0.001, "parallelism": 2, "centroids": digest([[0.0, 1.0]]),
-            "window_seconds": 60.0, "time_basis": "batch", "metrics_dir": "/a"}
+            **windowing("1 minute").settings(), "time_basis": "batch", "metrics_dir": "/a"}
 
 
 def _planned(**changed) -> Planned:
@@ -22,11 +23,13 @@ def _planned(**changed) -> Planned:
 
 def test_refusal_names_settings_in_the_users_terms():
     stored = [_planned().stored()]
-    reason, _ = refused(stored, [_planned(threshold=0.002, centroids=digest([[1.0, 0.0]]), window_seconds=20.0,
-                                          time_basis="event")])
+    reason, _ = refused(stored, [_planned(threshold=0.002, centroids=digest([[1.0, 0.0]]), time_basis="event",
+                                          **windowing("20 seconds", "5 seconds").settings())])
     assert "threshold: checkpoint has 0.001, this query has 0.002" in reason
     assert "centroids: differ (drawn from seed= and bounds=" in reason and SETTINGS["centroids"] not in reason
     assert "window: checkpoint has 60 s, this query has 20 s" in reason
+    assert "slide: checkpoint has 60 s, this query has 5 s" in reason
+    assert "the kind of window: checkpoint has 'tumbling', this query has 'sliding'" in reason
     assert "checkpoint has the micro-batch time (no time_col= or ingest_col=), this query has event time (time_col=)" in reason
     assert refused(stored, [_planned(metrics_dir="/b")]) == (None, True)  # adopted, and stored again
     assert refused(stored, [_planned()]) == (None, False)

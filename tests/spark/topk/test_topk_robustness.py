@@ -27,7 +27,7 @@ def test_bad_sets_are_dead_letters_refused_sets_are_named_and_a_restart_cannot_c
     dup = {"id": 5, "tokens": ["t1", "t2"], "ts": _ts(30)}  # id 5 (ts 5 s) is still in the 60 s window
     write_batches(tmp_path / "in", [good[:30] + bad[:3], good[30:] + bad[3:] + [dup]])
     stream = spark.readStream.schema(SCHEMA).option("maxFilesPerTrigger", 1).json(str(tmp_path / "in"))
-    q = run_available_now(topk_set_join(stream, k=5, window="1 minute"), tmp_path / "out", tmp_path / "ck")
+    q = run_available_now(topk_set_join(stream, k=5, within="1 minute"), tmp_path / "out", tmp_path / "ck")
     dq = run_available_now(invalid_sets(stream), tmp_path / "dead", tmp_path / "ck_dead")
     assert q.exception() is None and dq.exception() is None
     out = spark.read.parquet(str(tmp_path / "out"))
@@ -35,10 +35,10 @@ def test_bad_sets_are_dead_letters_refused_sets_are_named_and_a_restart_cannot_c
     dead = {r.id: r.reason for r in spark.read.parquet(str(tmp_path / "dead")).collect()}
     assert dead == {100: "null token", 101: "null token", 102: "unparsable time (ts): yesterday",
                     103: "missing time (ts)", 104: "empty set"}
-    base = BaseTopK(5, "jaccard", 60.0)
+    base = BaseTopK(5, "jaccard", 60.0 + 0.5e-6)  # within= is inclusive: Base's strict window half a microsecond longer
     for r in good:
         base.insert(r["id"], r["tokens"], 1704067200.0 + r["id"])
     assert {(r.left_id, r.right_id) for r in current_topk(out).collect()} == {(p.first, p.second) for p in base.topk()}
     write_batches(tmp_path / "in", [[{"id": 200, "tokens": ["t1"], "ts": _ts(61)}]], start=2)
     with pytest.raises(Exception, match=r"k: checkpoint has 5, this query has 10"):
-        run_available_now(topk_set_join(stream, k=10, window="1 minute"), tmp_path / "out", tmp_path / "ck")
+        run_available_now(topk_set_join(stream, k=10, within="1 minute"), tmp_path / "out", tmp_path / "ck")

@@ -23,11 +23,12 @@ def _stream_rows(n=300, seed=3):
     return [{"id": i, "tokens": rnd.sample(vocab[: 10 + i % 30], rnd.randint(1, 6)), "ts": float(i) * 0.5} for i in range(n)]
 
 
-def _base_changes(batches, k, similarity, window, two_stream=False):
+def _base_changes(batches, k, similarity, within, two_stream=False):
     """Base's change stream over micro-batches of rows, each in the operator's insert order
     (time, side, id, tokens), as (kind, left_id, right_id, similarity, change time in
-    microseconds); refused sets as (kind, id, None, None, their time)."""
-    base = BaseTopK(k, similarity, window, two_stream=two_stream)
+    microseconds); refused sets as (kind, id, None, None, their time). ``within`` is inclusive
+    at Spark's resolution: Base's strict window is half a microsecond longer."""
+    base = BaseTopK(k, similarity, within + 0.5e-6, two_stream=two_stream)
     out = []
     side_of = (lambda r: r["side"]) if two_stream else (lambda r: None)
     for rows in batches:
@@ -58,7 +59,7 @@ def test_streaming_self_join_changes_equal_base(spark, tmp_path, parallelism, de
     write_batches(tmp_path / "in", [rows[:100], rows[100:200], rows[200:], [late, {"id": 9998, "tokens": [], "ts": 200.0}, dup]])
     stream = (spark.readStream.schema("id long, tokens array<string>, ts double").option("maxFilesPerTrigger", 1)
               .json(str(tmp_path / "in")).withColumn("ts", F.col("ts").cast("timestamp")))
-    changes = topk_set_join(stream, k=5, similarity="jaccard", window="20 seconds", parallelism=parallelism,
+    changes = topk_set_join(stream, k=5, similarity="jaccard", within="20 seconds", parallelism=parallelism,
                             design=design)
     q = run_available_now(changes, tmp_path / "out", tmp_path / "ck")
     assert q.exception() is None
@@ -83,7 +84,7 @@ def test_static_two_stream_changes_equal_base(spark, parallelism, design):
     df = spark.createDataFrame([(r["id"], r["tokens"], r["ts"]) for r in rows], "id long, tokens array<string>, ts double")
     df = df.withColumn("ts", F.col("ts").cast("timestamp"))
     left, right = df.where("id % 2 = 0"), df.where("id % 2 = 1")
-    changes = topk_set_join(left, right, k=4, similarity="cosine", window="15 seconds", parallelism=parallelism,
+    changes = topk_set_join(left, right, k=4, similarity="cosine", within="15 seconds", parallelism=parallelism,
                             design=design)
     expected, _ = _base_changes([rows], 4, "cosine", 15.0, two_stream=True)
     assert _spark_changes(changes) == expected
@@ -94,7 +95,7 @@ def test_static_string_ids_and_tied_times_equal_base(spark, parallelism, design)
     """String ids (routed one by one), many sets per timestamp (the insert order decides ties)."""
     rows = [{**r, "id": f"s{r['id']:03d}", "ts": float(int(r["ts"]) // 3)} for r in _stream_rows(150, seed=8)]
     df = spark.createDataFrame([(r["id"], r["tokens"], r["ts"]) for r in rows], "id string, tokens array<string>, ts double")
-    changes = topk_set_join(df, k=6, similarity="dice", window="10 seconds", parallelism=parallelism, design=design)
+    changes = topk_set_join(df, k=6, similarity="dice", within="10 seconds", parallelism=parallelism, design=design)
     expected, _ = _base_changes([rows], 6, "dice", 10.0)
     assert _spark_changes(changes) == expected
 
@@ -105,16 +106,16 @@ def test_restart_with_another_parallelism_or_design_is_refused(spark, tmp_path):
     write_batches(tmp_path / "in", [rows[:30], rows[30:]])
     stream = (spark.readStream.schema("id long, tokens array<string>, ts double").option("maxFilesPerTrigger", 1)
               .json(str(tmp_path / "in")).withColumn("ts", F.col("ts").cast("timestamp")))
-    q = run_available_now(topk_set_join(stream, k=3, window="20 seconds", parallelism=2), tmp_path / "out", tmp_path / "ck")
+    q = run_available_now(topk_set_join(stream, k=3, within="20 seconds", parallelism=2), tmp_path / "out", tmp_path / "ck")
     assert q.exception() is None
     write_batches(tmp_path / "in", [[{"id": 1000, "tokens": ["t1"], "ts": 100.0}]], start=2)
-    # the plan stored in worker key 0 refuses another parallelism; Spark itself refuses the
-    # single operator on a checkpoint of the two-stage pipeline (another operator count)
+    # the plan stored with the checkpoint refuses another parallelism or design when the query
+    # starts, the single operator (parallelism=1) on a checkpoint of the two-stage pipeline too
     for other, design, message in ((4, "owner", r"parallelism: checkpoint has 2, this query has 4"),
-                                   (2, "probe", r"design: checkpoint has None, this query has 'probe'"),
-                                   (1, "owner", r"STREAMING_STATEFUL_OPERATOR_NOT_MATCH_IN_STATE_METADATA")):
+                                   (2, "probe", r"design: checkpoint has 'owner', this query has 'probe'"),
+                                   (1, "owner", r"parallelism: checkpoint has 2, this query has 1")):
         with pytest.raises(Exception, match=message):
-            run_available_now(topk_set_join(stream, k=3, window="20 seconds", parallelism=other, design=design),
+            run_available_now(topk_set_join(stream, k=3, within="20 seconds", parallelism=other, design=design),
                               tmp_path / "out", tmp_path / "ck")
 
 
@@ -134,7 +135,7 @@ def test_streaming_shared_bound_is_published_adopted_and_exact(spark, tmp_path):
               .json(str(tmp_path / "in")).withColumn("ts", F.col("ts").cast("timestamp")))
 
     def run():
-        changes = topk_set_join(stream, k=3, window="30 seconds", parallelism=2, share_bound=True, metrics_dir=metrics)
+        changes = topk_set_join(stream, k=3, within="30 seconds", parallelism=2, share_bound=True, metrics_dir=metrics)
         assert run_available_now(changes, tmp_path / "out", tmp_path / "ck").exception() is None
 
     run()
@@ -168,3 +169,18 @@ def test_bad_settings_fail_fast(spark):
         topk_set_join(df, k=3, parallelism=2, share_bound=True)
     with pytest.raises(ValueError, match="applies to streams"):
         topk_set_join(df, k=3, parallelism=2, share_bound=True, metrics_dir="/tmp/m")
+
+
+def test_within_is_inclusive_and_window_its_deprecated_spelling(spark):
+    """Sets exactly ``within`` apart compete, one microsecond more never; ``window=`` still works
+    with its old meaning (times less than ``window`` apart) and warns with what to write."""
+    t0 = 1_700_000_000.0
+    df = spark.createDataFrame([(1, ["a", "b"], t0), (2, ["a", "b"], t0 + 10.0), (3, ["a", "b"], t0 + 20.000001)],
+                               "id long, tokens array<string>, ts double")
+    entered = [(r.left_id, r.right_id) for r in topk_set_join(df, k=5, within="10 seconds").collect() if r.kind == "enter"]
+    assert entered == [(2, 1)]
+    with pytest.warns(DeprecationWarning, match=r"write within='10 seconds'"):
+        old = topk_set_join(df, k=5, window="10 seconds")
+    assert [r for r in old.collect() if r.kind == "enter"] == []
+    with pytest.raises(ValueError, match="give within= only"):
+        topk_set_join(df, k=5, within="10 seconds", window="10 seconds")
