@@ -24,7 +24,8 @@ comes, maybe days later. This module checks them when the query starts, before a
 
 Failing a query from its listener uses Spark's own failure path: the query's death cause is set
 to a ``StreamingQueryException`` (``STREAM_FAILED``) and the query is stopped from another
-thread, so ``awaitTermination()`` raises it. Spark Connect sessions have no listener in the driver
+thread once its own thread has left the start callbacks (an interrupt inside a Python callback
+would break the session's listener), so ``awaitTermination()`` raises it. Spark Connect sessions have no listener in the driver
 process; there the in-task guard alone refuses a change, at the first batch.
 """
 
@@ -34,6 +35,7 @@ import json
 import logging
 import re
 import threading
+import time
 import uuid
 from dataclasses import dataclass
 from typing import Any
@@ -182,4 +184,23 @@ def _fail(spark: Any, query: Any, execution: Any, reason: str) -> None:
         getattr(execution, "streamDeathCause_$eq")(error)
     except Exception as e:  # a Spark without this path: the query still stops, with the reason logged
         log.error("driftjoin: %s (the query was stopped; it could not be failed: %s)", message, e)
-    threading.Thread(target=query.stop, name="driftjoin-refuse", daemon=True).start()
+    threading.Thread(target=_stop_after_start, args=(query,), name="driftjoin-refuse", daemon=True).start()
+
+
+#: A query's status until its thread has returned from the listeners' start callbacks.
+_STARTING = "Initializing StreamExecution"
+
+
+def _stop_after_start(query: Any, timeout: float = 60.0) -> None:
+    """Stop ``query`` once its thread has left the start callbacks. Stopping interrupts the
+    query's thread; interrupted inside a Python listener's callback, it breaks the Py4J
+    callback connection and the session's listeners hear no later query start."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        try:
+            if query.status["message"] != _STARTING:
+                break
+        except Exception:  # the query is gone already
+            break
+        time.sleep(0.05)
+    query.stop()

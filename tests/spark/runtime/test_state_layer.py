@@ -24,6 +24,7 @@ from driftjoin.spark.runtime import state as state_layer
 from driftjoin.spark.runtime.queries import TaskQuery
 from driftjoin.spark.runtime.state import ChunkedState, StateCache
 from driftjoin.spark.similarity.plan import S3JPlan
+from driftjoin.windows import windowing
 from driftjoin.spark.similarity.s3j import (
     ComputationProcessor,
     FormulationProcessor,
@@ -34,7 +35,8 @@ from driftjoin.spark.similarity.s3j import (
 INPUT = pa.schema([("side", pa.int8()), ("id", pa.int64()), ("vector", pa.list_(pa.float64())), ("ingest", pa.float64()),
                    ("time", pa.float64()), ("time_reason", pa.string())])
 ROUTED = pa.schema([("key", pa.int32()), ("outer", pa.bool_()), ("side", pa.int8()), ("id", pa.int64()),
-                    ("vec", pa.binary()), ("ingest", pa.float64()), ("window", pa.int64())])
+                    ("vec", pa.binary()), ("ingest", pa.float64()), ("window", pa.int64()), ("time", pa.int64()),
+                    ("ghost", pa.bool_())])
 
 
 class _Value:
@@ -165,7 +167,7 @@ def test_cache_with_failures_and_replays_equals_oracle_and_no_cache(streaming_ca
     batches = [[(int(side[i]), i, X[i].tolist(), float(t[i])) for i in range(a, b)] for a, b in zip(bounds, bounds[1:])]
     fail = data.draw(st.sets(st.integers(0, cuts - 1)))
     m = get_metric("euclidean")
-    plan = S3JPlan("euclidean", 0.15, 2, 3, random_centroids(3, 2, seed % 7), False, 30.0, None, partitions=2,
+    plan = S3JPlan("euclidean", 0.15, 2, 3, random_centroids(3, 2, seed % 7), False, windowing("30 seconds"), None, partitions=2,
                    time_basis="ingest", lateness=0.0, balanced=two_stage)
     expected = {(a, b) for a, b, _ in oracle_pairs(np.arange(n), side.astype(np.int8), X, np.floor(t / 30).astype(np.int64),
                                                    m, 0.15, False)}
