@@ -286,9 +286,13 @@ def _control_stats(metrics, batches: int, timeout: float = 120.0) -> list[dict]:
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("window", [None, WINDOW], ids=["full", "window"])
-@pytest.mark.parametrize("algorithm, routing", [("shc", "parallel"), ("phj", "parallel"), ("biclique", "parallel"),
-                                                ("shc", "dispatcher")])
+# SHC, which moves state, in both routings and both kinds of join; PHJ and Join-Biclique (which
+# never move state) once each, one full-stream and one interval join
+@pytest.mark.parametrize("algorithm, routing, window", [
+    ("shc", "parallel", None), ("shc", "parallel", WINDOW), ("shc", "dispatcher", WINDOW),
+    ("phj", "parallel", None), ("biclique", "parallel", WINDOW)],
+    ids=["shc-parallel-full", "shc-parallel-window", "shc-dispatcher-window", "phj-parallel-full",
+         "biclique-parallel-window"])
 def test_streaming_several_batches_equal_oracle_exactly_once(spark, tmp_path, algorithm, routing, window) -> None:
     """Zipf keys whose hot set moves, over several micro-batches: three (SHC promotes, demotes and
     halves grids, moving state; PHJ and Join-Biclique never move state), six for SHC's window
@@ -421,7 +425,7 @@ def test_streaming_exact_at_each_parallelism(spark, tmp_path, algorithm, p) -> N
     assert {s["worker"] for s in read_stats(str(tmp_path / "metrics"), "equi_worker")} == set(range(p))
 
 
-@pytest.mark.parametrize("p", [1, 2, 4, 8])
+@pytest.mark.parametrize("p", [1, 8])
 def test_static_exact_at_each_parallelism(spark, p) -> None:
     """Every algorithm on a static skewed input against the oracle (the dispatcher at p = 1, a
     window join at p = 8; SHC makes grids at p = 8)."""
@@ -591,7 +595,7 @@ def _read_zipf(spark, tmp_path, name: str, files: int | None = None):
     return reader.json(str(tmp_path / "in" / name) + ("" if files is None else f"/b00[0-{files - 1}].json"))
 
 
-@pytest.mark.parametrize("algorithm, partitions", [("shc", 1), ("shc", 3), ("shc", 4), ("biclique", 1)])
+@pytest.mark.parametrize("algorithm, partitions", [("shc", 1), ("shc", 3), ("biclique", 1)])
 def test_streaming_exact_whatever_the_workers_share_spark_partitions(spark, tmp_path, algorithm, partitions) -> None:
     """``partitions=``: the 4 workers share 1, 3 or 4 Spark state partitions (stateful tasks per
     batch); the pairs are the oracle's, once each, and the query ran that many stateful tasks."""
