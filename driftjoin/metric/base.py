@@ -18,11 +18,13 @@ under ``"windows"``, so a runtime can persist it in chunks; :meth:`WorkerJoin.re
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
 
 from driftjoin.metric.records import MetricPairs, MetricRecords
+from driftjoin.metric.store import Run, RunStore
 from driftjoin.windows import Windowing
 
 #: Version of the state dicts of the metric workers.
@@ -74,6 +76,44 @@ class WorkerJoin(ABC):
     @abstractmethod
     def restore(self, state: dict) -> None:
         """Load :meth:`state` output."""
+
+
+class RunJoin(WorkerJoin):
+    """A worker whose state is a :class:`~driftjoin.metric.store.RunStore`: a batch becomes one run
+    of entries per window, each joined with the stored runs of its window whose classes may pair
+    (:meth:`verify` keeps the qualifying pairs) and then stored, so each pair of entries is
+    looked at once, when its later entry arrives."""
+
+    def __init__(self, self_join: bool, windows: Windowing, classes: list[tuple[int, int]]) -> None:
+        super().__init__(self_join, windows)
+        self.store = RunStore(side_classes(self_join, classes))
+
+    def join_runs(self, batch: MetricRecords, window: np.ndarray, build: Callable[[np.ndarray], Run]) -> MetricPairs:
+        """Join the entries of ``batch`` whose windows are ``window``: ``build(sel)`` makes the run
+        of the entries ``sel`` (one window's)."""
+        out: list[MetricPairs] = []
+        for w in np.unique(window).tolist():
+            run = build(window == w)
+            for other, ia, ib in self.store.candidates(w, run):
+                out.append(self.verify(run, ia, other, ib))
+            self.store.add(w, run)
+        pairs = MetricPairs.concat(out, batch.id.dtype)
+        self.stats.pairs += len(pairs)
+        return pairs
+
+    @abstractmethod
+    def verify(self, a: Run, ia: np.ndarray, b: Run, ib: np.ndarray) -> MetricPairs:
+        """The qualifying pairs among the candidate entries ``a[ia]``, ``b[ib]`` (``a`` the new run)."""
+
+    def expire_before(self, window: int) -> None:
+        self.store.expire_before(window)
+
+    def state(self) -> dict:
+        return {"format": STATE_FORMAT, "windows": self.store.state()}
+
+    def restore(self, state: dict) -> None:
+        check_format(state)
+        self.store.restore(state["windows"])
 
 
 class Strategy(ABC):

@@ -41,9 +41,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from driftjoin.metric.base import STATE_FORMAT, Routing, Strategy, WorkerJoin, candidate_filter, check_format, side_classes
+from driftjoin.metric.base import Routing, RunJoin, Strategy, candidate_filter
 from driftjoin.metric.records import MetricPairs, MetricRecords
-from driftjoin.metric.store import Run, RunStore
+from driftjoin.metric.store import Run
 from driftjoin.windows import Windowing
 
 SEG = 0
@@ -207,32 +207,21 @@ class PassJoinStrategy(Strategy):
         return PassJoinWorker(self.tau, index, self.n_workers, self.self_join, self.windows)
 
 
-class PassJoinWorker(WorkerJoin):
+class PassJoinWorker(RunJoin):
     """The entries of the keys of one worker, per window; pairs each SEG with each SUB of a key."""
 
     def __init__(self, tau: int, index: int, n_workers: int, self_join: bool, windows: Windowing) -> None:
-        super().__init__(self_join, windows)
+        super().__init__(self_join, windows, [(SEG, SUB)])
         self.tau, self.index, self.n_workers = tau, index, n_workers
-        self.store = RunStore(side_classes(self_join, [(SEG, SUB)]))
 
     def add(self, batch: MetricRecords, role: np.ndarray) -> MetricPairs:
         e = entries(batch.value, self.tau)
         e = e.take(worker_of(e.group, self.n_workers) == self.index)
-        win = batch.window[e.rec]
-        out: list[MetricPairs] = []
-        for w in np.unique(win).tolist():
-            sel = win == w
-            cls = e.cls[sel] | (batch.side[e.rec[sel]].astype(np.int64) << 1)
-            run = Run.build(batch, e.group[sel], cls, e.rec[sel],
-                            {"l": e.l[sel], "i": e.i[sel], "pos": e.pos[sel], "size": e.size[sel]})
-            for other, ia, ib in self.store.candidates(w, run):
-                out.append(self._verify(run, ia, other, ib))
-            self.store.add(w, run)
-        pairs = MetricPairs.concat(out, batch.id.dtype)
-        self.stats.pairs += len(pairs)
-        return pairs
+        return self.join_runs(batch, batch.window[e.rec], lambda sel: Run.build(
+            batch, e.group[sel], e.cls[sel] | (batch.side[e.rec[sel]].astype(np.int64) << 1), e.rec[sel],
+            {"l": e.l[sel], "i": e.i[sel], "pos": e.pos[sel], "size": e.size[sel]}))
 
-    def _verify(self, a: Run, ia: np.ndarray, b: Run, ib: np.ndarray) -> MetricPairs:
+    def verify(self, a: Run, ia: np.ndarray, b: Run, ib: np.ndarray) -> MetricPairs:
         """Candidates pair one SEG and one SUB entry (the allowed classes): check each as (s, r)."""
         s_in_a = (a.cls[ia] & 1) == SEG
         return MetricPairs.concat([self._check(a, ia[s_in_a], b, ib[s_in_a]), self._check(b, ib[~s_in_a], a, ia[~s_in_a])],
@@ -284,15 +273,6 @@ class PassJoinWorker(WorkerJoin):
             out[q] = not any(b[p : p + sz[j]] == a[st[j] : st[j] + sz[j]] for j in range(i) for p in range(lq[j], hq[j] + 1))
         return out
 
-    def expire_before(self, window: int) -> None:
-        self.store.expire_before(window)
-
-    def state(self) -> dict:
-        return {"format": STATE_FORMAT, "windows": self.store.state()}
-
-    def restore(self, state: dict) -> None:
-        check_format(state)
-        self.store.restore(state["windows"])
 
 
 def _edit_distances(a: np.ndarray, b: np.ndarray, tau: int) -> np.ndarray:

@@ -33,9 +33,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from driftjoin.metric.base import STATE_FORMAT, Routing, Strategy, WorkerJoin, candidate_filter, check_format, side_classes
+from driftjoin.metric.base import Routing, RunJoin, Strategy, candidate_filter
 from driftjoin.metric.records import MetricPairs, MetricRecords
-from driftjoin.metric.store import Run, RunStore
+from driftjoin.metric.store import Run
 from driftjoin.metric.tokens import TokenSets
 from driftjoin.swoop.similarity import JACCARD, least_overlap
 from driftjoin.windows import Windowing
@@ -144,33 +144,23 @@ class PrefixStrategy(Strategy):
         return PrefixWorker(self.threshold, index, self.n_workers, self.self_join, self.windows)
 
 
-class PrefixWorker(WorkerJoin):
+class PrefixWorker(RunJoin):
     """The prefix entries of the codes of one worker, per window (module docstring)."""
 
     def __init__(self, threshold: float, index: int, n_workers: int, self_join: bool, windows: Windowing) -> None:
-        super().__init__(self_join, windows)
+        super().__init__(self_join, windows, [(0, 0)])
         self.t, self.index, self.n_workers = float(threshold), index, n_workers
         self.bounds = JaccardBounds(self.t)
-        self.store = RunStore(side_classes(self_join, [(0, 0)]))
 
     def add(self, batch: MetricRecords, role: np.ndarray) -> MetricPairs:
         rec, pos, code = prefix_entries(batch.value, self.bounds)
         group = code_group(code)
         mine = group % self.n_workers == self.index
         rec, pos, group = rec[mine], pos[mine], group[mine]
-        win = batch.window[rec]
-        out: list[MetricPairs] = []
-        for w in np.unique(win).tolist():
-            sel = win == w
-            run = Run.build(batch, group[sel], batch.side[rec[sel]].astype(np.int64) << 1, rec[sel], {"pos": pos[sel]})
-            for other, ia, ib in self.store.candidates(w, run):
-                out.append(self._verify(run, ia, other, ib))
-            self.store.add(w, run)
-        pairs = MetricPairs.concat(out, batch.id.dtype)
-        self.stats.pairs += len(pairs)
-        return pairs
+        return self.join_runs(batch, batch.window[rec], lambda sel: Run.build(
+            batch, group[sel], batch.side[rec[sel]].astype(np.int64) << 1, rec[sel], {"pos": pos[sel]}))
 
-    def _verify(self, a: Run, ia: np.ndarray, b: Run, ib: np.ndarray) -> MetricPairs:
+    def verify(self, a: Run, ia: np.ndarray, b: Run, ib: np.ndarray) -> MetricPairs:
         from driftjoin.metric import kernels
 
         A, B = a.records, b.records
@@ -188,13 +178,3 @@ class PrefixWorker(WorkerJoin):
         d = 1.0 - JACCARD.sim_array(n, m, o)
         hit = d <= self.t
         return MetricPairs.oriented(A, ra[hit], B, rb[hit], d[hit], self.self_join)
-
-    def expire_before(self, window: int) -> None:
-        self.store.expire_before(window)
-
-    def state(self) -> dict:
-        return {"format": STATE_FORMAT, "windows": self.store.state()}
-
-    def restore(self, state: dict) -> None:
-        check_format(state)
-        self.store.restore(state["windows"])

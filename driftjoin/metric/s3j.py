@@ -54,10 +54,10 @@ from __future__ import annotations
 import numpy as np
 
 from driftjoin.distance import BOUND_SLACK
-from driftjoin.metric.base import STATE_FORMAT, Routing, Strategy, WorkerJoin, candidate_filter, check_format, side_classes
+from driftjoin.metric.base import STATE_FORMAT, Routing, RunJoin, Strategy, candidate_filter, check_format
 from driftjoin.metric.records import MetricPairs, MetricRecords, Values, concat_values, take_values
 from driftjoin.metric.spaces import Space
-from driftjoin.metric.store import Run, RunStore
+from driftjoin.metric.store import Run
 from driftjoin.s3j.space import outer_allowed
 from driftjoin.s3j.workset import INNER, OUTER, OUTLIER
 from driftjoin.windows import Windowing
@@ -130,18 +130,17 @@ class S3JStrategy(Strategy):
         return S3JWorker(self.space, self.threshold, self.self_join, self.windows)
 
 
-class S3JWorker(WorkerJoin):
+class S3JWorker(RunJoin):
     """Workset formulation and similarity computation of one space partition (module docstring)."""
 
     def __init__(self, space: Space, threshold: float, self_join: bool, windows: Windowing) -> None:
-        super().__init__(self_join, windows)
+        super().__init__(self_join, windows, [(0, 0), (0, 1)])
         self.space = space
         self.t = float(threshold)
         self.centroids: Values | None = None
         self.ids = np.zeros(0, np.int64)
         self.next_id = 0
         self.buffer: MetricRecords | None = None
-        self.store = RunStore(side_classes(self_join, [(0, 0), (0, 1)]))
         #: record-to-centroid distances computed by formulation (a linear scan would compute more)
         self.centroid_comparisons = 0
 
@@ -151,20 +150,11 @@ class S3JWorker(WorkerJoin):
 
     def add(self, batch: MetricRecords, role: np.ndarray) -> MetricPairs:
         records, row, workset, mrole = self.formulate(batch, np.asarray(role) == OUTER)
-        out: list[MetricPairs] = []
-        win = records.window[row]
-        for w in np.unique(win).tolist():
-            sel = win == w
-            cls = (mrole[sel] == OUTER).astype(np.int64) | (records.side[row[sel]].astype(np.int64) << 1)
-            run = Run.build(records, workset[sel], cls, row[sel], {"role": mrole[sel]})
-            for other, ia, ib in self.store.candidates(w, run):
-                out.append(self._verify(run, ia, other, ib))
-            self.store.add(w, run)
-        pairs = MetricPairs.concat(out, batch.id.dtype)
-        self.stats.pairs += len(pairs)
-        return pairs
+        return self.join_runs(batch, records.window[row], lambda sel: Run.build(
+            records, workset[sel], (mrole[sel] == OUTER).astype(np.int64) | (records.side[row[sel]].astype(np.int64) << 1),
+            row[sel], {"role": mrole[sel]}))
 
-    def _verify(self, a: Run, ia: np.ndarray, b: Run, ib: np.ndarray) -> MetricPairs:
+    def verify(self, a: Run, ia: np.ndarray, b: Run, ib: np.ndarray) -> MetricPairs:
         A, B = a.records, b.records
         ra, rb = a.rec[ia], b.rec[ib]
         ok = candidate_filter(self, A, ra, B, rb)
