@@ -23,14 +23,17 @@ a skewed, drifting workload with the balancer alone, the autoscaler alone and bo
 First a probe measures each query's capacity at 1 and 2 executors (the offered rate rises to
 far above it) and sizes the workloads: their peak is 1.2 times the better of the two (on an
 idle machine 2 executors would double it; on this shared one they add much less). Reported
-per run (thesis 4.5.1): p50/p95 queue latency (batch start minus the time the source offered
-the record), p50/p95 processing-time latency (batch end minus that time; for the join also
+per run (thesis 4.5.1): p50/p95 queue latency of every record offered (batch start minus the
+time the source offered the record; a record not read by the end of the run counts its wait
+until then), beside it the records processed over records offered and the p95 over the records
+read only, p50/p95 processing-time latency (batch end minus that time; for the join also
 driftjoin's own, pair emit time minus the later ingestion time, from its statistics), records
 processed over records offered, mean executors, scaling actions with their actuation time, the
 pause they caused, and on ``steps`` the convergence time and steps after each change; the
 machine's load average at the start and end of every run (other people's jobs share these
-2 cores). Writes bench/results/autoscale_live.json (with a ``calibration`` section that
-``bench/autoscale_sim.py --calibration`` reads) and one PNG per query and workload.
+2 cores). Writes ``--out`` (default bench/results/autoscale_live.json, with a ``calibration``
+section that ``bench/autoscale_sim.py --calibration`` reads) and, in the same directory, one
+PNG per query and workload.
 """
 
 from __future__ import annotations
@@ -49,6 +52,7 @@ from pathlib import Path
 
 import numpy as np
 
+from driftjoin.control.autoscale.latency import batch_waits, waiting_waits, weighted_quantile
 from driftjoin.control.autoscale.simulator import convergence
 from driftjoin.generators.rates import RateSchedule
 
@@ -56,7 +60,6 @@ OUT = Path(__file__).resolve().parent / "results"
 POLICIES = ["dhalion", "ds2", "hpa-cpu", "hpa-varga", "batch-interval", "spark-dynamic-allocation"]
 WORKLOADS = ["increasing", "decreasing", "cosine", "random", "steps"]
 PARTITIONS = 2          # state partitions = the most executors that can work (2 cores here)
-_SAMPLES = 256          # records sampled per batch for the latency quantiles
 LEAD = 10.0             # seconds between starting a query and the start of its schedule
 #: per query: workload length, monitoring window and cooldown (a join batch takes ~15 s here)
 #: and (``probe_rate``) the probe's final offered rate, records/s, and (``max_batch``) the most
@@ -257,22 +260,18 @@ def latencies(batches: list[dict], sched: RateSchedule, offset: float) -> tuple[
     ``offset``: the schedule's zero in the batches' clock."""
     queue, proc, weight = [], [], []
     for b in batches:
-        k = np.unique(np.linspace(b["first"], b["end"] - 1, min(_SAMPLES, b["end"] - b["first"])).astype(np.int64))
-        offered = offset + sched.time_of(k)
-        queue.append(b["start"] - offered)
-        proc.append(b["start"] + b["duration"] - offered)
-        weight.append(np.full(len(k), (b["end"] - b["first"]) / len(k)))
+        q, w = batch_waits(sched, b["first"], b["end"], b["start"], offset=offset)
+        p, _ = batch_waits(sched, b["first"], b["end"], b["start"] + b["duration"], offset=offset)
+        queue.append(q)
+        proc.append(p)
+        weight.append(w)
     if not queue:
         return np.array([]), np.array([]), np.array([])
     return np.concatenate(queue), np.concatenate(proc), np.concatenate(weight)
 
 
 def quantile(values: np.ndarray, weights: np.ndarray, q: float) -> float:
-    if len(values) == 0:
-        return math.nan
-    order = np.argsort(values)
-    cum = np.cumsum(weights[order])
-    return float(values[order][min(len(values) - 1, np.searchsorted(cum, q * cum[-1]))])
+    return weighted_quantile(values, weights, q)
 
 
 def pauses(batches: list[dict], actions: list[dict], mode: str) -> None:
@@ -294,14 +293,21 @@ def pauses(batches: list[dict], actions: list[dict], mode: str) -> None:
 
 
 def summarise(run: dict, sched: RateSchedule, seconds: float) -> dict:
+    """The run's metrics. ``p50``/``p95``: the thesis's queue latency of every record offered
+    by the end of the run (a record never read counts its wait until then, so a policy that
+    falls behind cannot look fast: :mod:`driftjoin.control.autoscale.latency`);
+    ``p95_processed``: over the records read only; ``proc_*``: to the end of their batch."""
     batches, workers = run["batches"], run["workers"]
     q, p, w = latencies(batches, sched, run["source_start"])
     offered = float(sched.count(seconds))
     processed = sum(b["rows"] for b in batches)
+    read = max((b["end"] for b in batches), default=0)
+    wq, ww = waiting_waits(sched, read, int(offered), seconds, offset=run["source_start"])
     pts = [(min(max(t, 0.0), seconds), k) for t, k in workers] + [(seconds, workers[-1][1] if workers else 0)]
     mean_workers = sum((b[0] - a[0]) * a[1] for a, b in zip(pts, pts[1:])) / seconds
-    out = {"p50": quantile(q, w, 0.5), "p95": quantile(q, w, 0.95), "proc_p50": quantile(p, w, 0.5),
-           "proc_p95": quantile(p, w, 0.95), "throughput_ratio": processed / max(offered, 1.0),
+    qa, wa = np.concatenate([q, wq]), np.concatenate([w, ww])
+    out = {"p50": quantile(qa, wa, 0.5), "p95": quantile(qa, wa, 0.95), "p95_processed": quantile(q, w, 0.95),
+           "proc_p50": quantile(p, w, 0.5), "proc_p95": quantile(p, w, 0.95), "throughput_ratio": processed / max(offered, 1.0),
            "mean_workers": mean_workers, "n_actions": len(run["actions"]) or max(0, len(workers) - 1)}
     if run["workload"] == "steps":
         third = seconds / 3
@@ -337,7 +343,8 @@ def run_one(spark, kind: str, workload: str, sched: RateSchedule, policy: str, a
     else:
         ctl = autoscale(spark, policy, min_workers=min_workers, max_workers=max_workers,
                         cooldown=per_query(args, "cooldown", kind), monitoring_window=per_query(args, "window", kind),
-                        mode=mode, start=query.start, executor_timeout=300, trigger_interval=args.trigger)
+                        mode=mode, start=query.start, executor_timeout=300, trigger_interval=args.trigger,
+                        sizing=args.sizing)
     if joint:
         from driftjoin.control.joint import attach_joint
         attach_joint(ctl, query.balancer)
@@ -358,6 +365,7 @@ def run_one(spark, kind: str, workload: str, sched: RateSchedule, policy: str, a
     run = {"query": kind, "workload": workload, "policy": policy, "mode": mode, "balance": balance, "joint": joint,
            "spec": sched.spec(), "seconds": seconds, "load_start": load0[0], "load_end": os.getloadavg()[0],
            "trigger": args.trigger, "window": per_query(args, "window", kind), "cooldown": per_query(args, "cooldown", kind),
+           "sizing": args.sizing,
            "centroids": query_options(args, kind)["centroids"],
            "source_start": (source_start - rec.t0) if source_start else 0.0, "batches": batches,
            "workers": rec.workers, "actions": actions,
@@ -621,8 +629,8 @@ def _f(x: float, fmt: str = "8.1f") -> str:
     return format("-", f">{width}") if width.isdigit() else "-"
 
 
-HEADER = (f"{'query':5s} {'workload':10s} {'policy':24s} {'mode':7s} {'p50 s':>6s} {'p95 s':>6s} {'proc50':>6s} {'proc95':>6s} "
-          f"{'pair95':>6s} {'thr/in':>6s} {'workers':>7s} {'acts':>4s} {'load':>9s}  convergence / actuation")
+HEADER = (f"{'query':5s} {'workload':10s} {'policy':24s} {'mode':7s} {'p50 s':>6s} {'p95 s':>6s} {'thr/in':>6s} {'read95':>6s} "
+          f"{'proc50':>6s} {'proc95':>6s} {'pair95':>6s} {'workers':>7s} {'acts':>4s} {'load':>9s}  convergence / actuation")
 
 
 def line(r: dict) -> str:
@@ -632,11 +640,13 @@ def line(r: dict) -> str:
     acts = ", ".join(f"{a['before']}->{a['after']} {_f(a['actuation_s'], '.0f')}s" + (f" pause {_f(a['pause_s'], '.0f')}s" if r["mode"] == "restart" else "")
                      + (" ERR" if a["error"] else "") for a in r["actions"])
     return (f"{r['query']:5s} {r['workload']:10s} {r['policy']:24s} {r['mode']:7s} {_f(r['p50'], '6.1f')} {_f(r['p95'], '6.1f')} "
-            f"{_f(r['proc_p50'], '6.1f')} {_f(r['proc_p95'], '6.1f')} {_f(r['pair_p95'], '6.1f')} {_f(r['throughput_ratio'], '6.2f')} "
+            f"{_f(r['throughput_ratio'], '6.2f')} {_f(r.get('p95_processed'), '6.1f')} "
+            f"{_f(r['proc_p50'], '6.1f')} {_f(r['proc_p95'], '6.1f')} {_f(r['pair_p95'], '6.1f')} "
             f"{_f(r['mean_workers'], '7.2f')} {r['n_actions']:4d} {r['load_start']:4.1f}/{r['load_end']:4.1f}  {conv}{acts}")
 
 
-def plot(runs: list[dict]) -> None:
+def plot(runs: list[dict], out: Path) -> None:
+    """One PNG per query, workload and path, into directory ``out``."""
     import matplotlib
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
@@ -655,9 +665,8 @@ def plot(runs: list[dict]) -> None:
             if pts:
                 a.step([p[0] / 60 for p in pts], [p[1] for p in pts], where="post", label=label)
             starts = np.array([x["start"] for x in r["batches"]])
-            q, _, _ = latencies(r["batches"], sched, r["source_start"])
             if len(starts):
-                per = np.split(q, np.cumsum([min(_SAMPLES, x["end"] - x["first"]) for x in r["batches"]])[:-1])
+                per = [batch_waits(sched, x["first"], x["end"], x["start"], offset=r["source_start"])[0] for x in r["batches"]]
                 b.plot(starts / 60, [np.median(v) for v in per], lw=0.9, label=label)
                 c.plot(starts / 60, [x["rows"] / max(x["duration"], 1e-3) for x in r["batches"]], lw=0.7, label=label)
         a.set_ylabel("executors")
@@ -667,7 +676,7 @@ def plot(runs: list[dict]) -> None:
         a.legend(fontsize=7, ncol=3)
         a.set_title(f"{kind}, {workload} workload, live ({mode})")
         fig.tight_layout()
-        fig.savefig(OUT / f"autoscale_live_{kind}_{workload}_{mode}.png", dpi=110)
+        fig.savefig(out / f"autoscale_live_{kind}_{workload}_{mode}.png", dpi=110)
         plt.close(fig)
 
 
@@ -713,13 +722,13 @@ def child(args) -> None:
 
 def spawn(args, plan: list[dict], dynamic: bool, name: str) -> dict:
     plan_file = Path(args.work) / f"{name}.plan.json"
-    out = OUT / f"autoscale_live_{name}.part.json"
+    out = Path(args.out).resolve().parent / f"autoscale_live_{name}.part.json"
     plan_file.write_text(json.dumps(plan))
     cmd = [sys.executable, __file__, "--child", "--plan", str(plan_file), "--out", str(out), "--master", args.master,
            "--minutes", str(args.minutes), "--trigger", str(args.trigger), "--window", str(args.window),
            "--cooldown", str(args.cooldown), "--probe-seconds", str(args.probe_seconds), "--work", args.work,
            "--probe-rate", str(args.probe_rate), "--max-batch", str(args.max_batch), "--centroids", str(args.centroids),
-           "--actuation-repeats", str(args.actuation_repeats), "--peak", args.peak]
+           "--actuation-repeats", str(args.actuation_repeats), "--peak", args.peak, "--sizing", args.sizing]
     if dynamic:
         cmd.append("--dynamic")
     env = dict(os.environ, PYTHONPATH=str(Path(__file__).resolve().parents[1]))
@@ -760,6 +769,8 @@ def main() -> None:
     ap.add_argument("--peak", default=str(PEAK), help="the workloads' peak: a factor over the capacity (default 1.2), or "
                     "'between': midway between the probe's capacities at 1 and at 2 executors (a peak one executor "
                     "cannot carry and two can)")
+    ap.add_argument("--sizing", default="waves", choices=("thesis", "waves"),
+                    help="worker counts as the policy names them (thesis) or wave-efficient over the state partitions")
     ap.add_argument("--out", default=str(OUT / "autoscale_live.json"))
     ap.add_argument("--merge", default="", help="combine earlier outputs (comma-separated JSON files) into --out "
                     "with one calibration and the figures, running nothing")
@@ -772,7 +783,7 @@ def main() -> None:
     if args.child:
         child(args)
         return
-    OUT.mkdir(exist_ok=True)
+    Path(args.out).resolve().parent.mkdir(parents=True, exist_ok=True)
     if args.merge:
         report(args, *merged([f for f in args.merge.split(",") if f]))
         return
@@ -859,8 +870,10 @@ def report(args, probes: dict, capacity: dict, results: list[dict]) -> None:
     if not results:
         print(f"probes only; JSON {args.out}")
         return
-    plot(results)
-    print(f"\n{len(results)} runs; JSON {args.out}; PNGs {OUT}/autoscale_live_*.png")
+    figures = Path(args.out).resolve().parent
+    figures.mkdir(parents=True, exist_ok=True)
+    plot(results, figures)
+    print(f"\n{len(results)} runs; JSON {args.out}; PNGs {figures}/autoscale_live_*.png")
     for kind, cal in data["calibration"].items():
         print(f"calibration {kind}: " + ", ".join(f"{k}={_f(v, '.3g')}" for k, v in cal.items() if k != "fits"))
         for k, fit in cal["fits"].items():
