@@ -41,3 +41,8 @@ def test_sampling_weights_stand_for_every_record():
     v, w = batch_waits(sched, 0, 50_000, 60.0)
     assert len(v) == 256 and abs(w.sum() - 50_000) < 1e-6
     assert abs(weighted_quantile(v, w, 0.5) - 35.0) < 0.2           # offered 0..50 s, read at 60 s
+
+
+def test_weighted_quantile():
+    values, weights = np.array([1.0, 2.0, 10.0]), np.array([1.0, 1.0, 8.0])
+    assert weighted_quantile(values, weights, 0.5) == 10.0 and weighted_quantile(values, weights, 0.05) == 1.0
