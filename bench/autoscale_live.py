@@ -7,10 +7,13 @@
         [--centroids 64] [--peak between] [--actuation-rate agg=R] [--actuation-repeats 3]
     nice -n 10 .venv/bin/python bench/autoscale_live.py --merge A.json,B.json   # pieces -> one matrix
 
-Two queries read the generator source driven by the thesis's workload shapes (section 4.5.3,
+The queries read the generator source driven by the thesis's workload shapes (section 4.5.3,
 option ``schedule``): ``agg``, a plain Spark aggregation of each micro-batch (``foreachBatch``:
-no state store, nothing to reload when executors change) and ``join``, driftjoin's similarity
-self-join (two stateful operators, state reloaded by the executors that take its partitions).
+no state store, nothing to reload when executors change), ``join``, driftjoin's similarity
+self-join (two stateful operators, state reloaded by the executors that take its partitions),
+and the thesis's NexMark queries ``map``, ``filter``, ``ij``, ``sa``, ``swa``
+(:mod:`driftjoin.control.autoscale.nexmark`; their per-stage costs, measured in the runs at
+one executor, go to the JSON's ``nexmark_costs`` for ``bench/autoscale_sim.py --nexmark``).
 ``--centroids N`` makes the aggregation's records costlier (grouped by the nearest of N
 fixed centroids) so that one executor cannot carry a peak that two can.
 Each (query, workload, policy) runs once for ``--minutes`` on a fresh checkpoint, starting at 1
@@ -53,6 +56,7 @@ from pathlib import Path
 import numpy as np
 
 from driftjoin.control.autoscale.latency import batch_waits, waiting_waits, weighted_quantile
+from driftjoin.control.autoscale.nexmark import QUERIES as NEXMARK_QUERIES
 from driftjoin.control.autoscale.simulator import convergence
 from driftjoin.generators.rates import RateSchedule
 
@@ -67,8 +71,13 @@ LEAD = 10.0             # seconds between starting a query and the start of its 
 #: backlog in bounded batches instead of one that outgrows an executor's memory)
 DEFAULTS = {"minutes": {"agg": 2.0, "join": 3.0}, "window": {"agg": 10.0, "join": 30.0}, "cooldown": {"agg": 30.0, "join": 60.0},
             "probe_rate": {"agg": 1_000_000, "join": 6_000}, "max_batch": {"agg": 2_000_000, "join": 20_000}}
-#: vector dimension: 16 makes the aggregation's records cost enough that one executor can fall behind
-DIM = {"agg": 16, "join": 2}
+#: the thesis's NexMark queries (driftjoin.control.autoscale.nexmark): the aggregation's settings
+NEXMARK = tuple(NEXMARK_QUERIES)
+for _setting in DEFAULTS.values():
+    _setting.update({q: _setting["agg"] for q in NEXMARK})
+#: vector dimension: 16 makes the aggregation's records cost enough that one executor can fall behind;
+#: the NexMark queries read only the index and the time (1, the least the source generates)
+DIM = {"agg": 16, "join": 2} | {q: 1 for q in NEXMARK}
 #: the workloads' peak over the probe's capacity: at the peak the query is near or over what
 #: this machine gives it (which moves with the other jobs' load)
 PEAK = 1.2
@@ -141,7 +150,13 @@ class Query:
                   .option("seed", 1).option("partitions", PARTITIONS).option("drift_period", 60).option("start", start)
                   .option("max_records_per_batch", max_batch))
         stream = reader.load()
-        if kind == "agg":
+        if kind in NEXMARK:
+            from driftjoin.control.autoscale.nexmark import OUTPUT_MODE, query
+
+            spark.conf.set("spark.sql.shuffle.partitions", str(PARTITIONS))
+            result = query(stream, kind)
+            self._writer = lambda: result.writeStream.format("noop").outputMode(OUTPUT_MODE[kind])
+        elif kind == "agg":
             spark.conf.set("spark.sql.shuffle.partitions", str(PARTITIONS))
 
             key = nearest_centroid(F, DIM[kind], centroids) if centroids else F.col("id") % 64
@@ -249,9 +264,10 @@ def batches_of(progress: list[dict], t0: float) -> tuple[list[dict], float | Non
         first = json.loads(first) if isinstance(first, str) and first not in ("null", "None") else first
         if p["numInputRows"] <= 0 or not isinstance(end, dict):
             continue
-        out.append({"start": _epoch(p["timestamp"]) - t0, "duration": p["batchDuration"] / 1000.0, "rows": p["numInputRows"],
-                    "first": int(first["index"]) if isinstance(first, dict) else 0, "end": int(end["index"]),
-                    "batch": p["batchId"], "run": p["runId"]})
+        lo = int(first["index"]) if isinstance(first, dict) else 0
+        # rows by offsets: a stream-stream self-join scans its source twice and counts every row twice
+        out.append({"start": _epoch(p["timestamp"]) - t0, "duration": p["batchDuration"] / 1000.0, "rows": int(end["index"]) - lo,
+                    "first": lo, "end": int(end["index"]), "batch": p["batchId"], "run": p["runId"]})
     return out, source_start
 
 
@@ -619,6 +635,37 @@ def calibrate(kind: str, runs: list[dict], args, probe: dict | None = None) -> d
             "centroids": setting("centroids", query_options(args, kind)["centroids"])}
 
 
+def nexmark_costs(kind: str, runs: list[dict]) -> dict:
+    """A NexMark query's stages as the simulator models them (``StageModel``), from the
+    monitoring windows of its runs at one executor: per stage (by position in the batch, as
+    the collector names them) its useful seconds per *source* record (``cost``; a stage's own
+    records in and out per source record beside it), so a chain of stages with selectivity 1
+    gives DS2 the same optimal parallelism as the real records would; the batch overhead is
+    what a batch took beyond its stages' useful time (one core runs them one after another)."""
+    src = useful_batches = batches = 0.0
+    acc: dict[str, list[float]] = {}
+    for run in runs:
+        for w in run["windows"]:
+            if w["workers"] != 1 or not w["batches"] or not w["stages"] or not w["processed_rate"]:
+                continue
+            n = w["processed_rate"] * w["duration"]
+            src += n
+            batches += w["batches"]
+            useful_batches += w["batch_duration"] * w["batches"] - sum(st["useful_time"] for st in w["stages"])
+            for st in w["stages"]:
+                a = acc.setdefault(st["name"], [0.0, 0.0, 0.0, 0.0])
+                a[0] += st["useful_time"]
+                a[1] += st["records_in"]
+                a[2] += st["records_out"]
+                a[3] = max(a[3], st["tasks"])
+    if not src:
+        raise ValueError(f"no monitoring window of {kind} at one executor with stages")
+    stages = [{"name": name, "cost": a[0] / src, "selectivity": 1.0, "in_per_source": a[1] / src,
+               "out_per_source": a[2] / src, "tasks": int(a[3])} for name, a in sorted(acc.items(), key=lambda x: int(x[0][5:]))]
+    return {"stages": stages, "batch_overhead": max(0.0, useful_batches / batches), "source_records": src,
+            "capacity_1": 1.0 / sum(st["cost"] for st in stages)}
+
+
 # -- reporting ------------------------------------------------------------------------------------
 
 def _f(x: float, fmt: str = "8.1f") -> str:
@@ -866,6 +913,19 @@ def report(args, probes: dict, capacity: dict, results: list[dict]) -> None:
             data["calibration"][kind] = calibrate(kind, [r for r in matrix if r["query"] == kind], args, probes.get(kind))
         except (ValueError, np.linalg.LinAlgError) as e:
             print(f"calibration of {kind} skipped: {e}")
+    data["nexmark_costs"] = {}
+    for kind in dict.fromkeys(r["query"] for r in matrix if r["query"] in NEXMARK):
+        try:
+            cost = nexmark_costs(kind, [r for r in matrix if r["query"] == kind])
+        except ValueError as e:
+            print(f"stage costs of {kind} skipped: {e}")
+            continue
+        cost["state_reload"] = data["calibration"].get(kind, {}).get("state_reload", math.nan)
+        data["nexmark_costs"][kind] = cost
+        print(f"stages of {kind}: " + ", ".join(f"{st['name']} {st['cost'] * 1e6:.1f} us/record ({st['tasks']} tasks, "
+                                                 f"in {st['in_per_source']:.2f}, out {st['out_per_source']:.2f} per record)"
+                                                 for st in cost["stages"])
+              + f"; batch overhead {cost['batch_overhead']:.2f} s; one executor {cost['capacity_1']:,.0f} records/s")
     Path(args.out).write_text(json.dumps(data, default=str, indent=1))
     if not results:
         print(f"probes only; JSON {args.out}")

@@ -241,6 +241,9 @@ class QueryMetricsCollector:
         start = _epoch(p.timestamp)
         waits: list[tuple[np.ndarray, np.ndarray]] = []
         lag = 0.0
+        # records read: by offsets where they count records (a query that scans its source twice,
+        # e.g. a stream-stream self-join, reports every row twice in numInputRows)
+        rows = 0.0
         for i, s in enumerate(p.sources):
             # by query id, which a restart from the checkpoint keeps (the run id changes)
             state = self.sources.setdefault(f"{p.id}/{i}", SourceState(query_id=str(p.id), index=i,
@@ -248,6 +251,7 @@ class QueryMetricsCollector:
             first, end = offset_records(s.startOffset), offset_records(s.endOffset)
             if state.directory is not None:
                 first, end = state.end or 0.0, (state.end or 0.0) + s.numInputRows
+            rows += (end - (first or 0.0)) if end is not None else s.numInputRows
             state.end, state.batch = end, int(p.batchId)
             if state.directory is None:
                 state.latest = offset_records(s.latestOffset)
@@ -266,7 +270,7 @@ class QueryMetricsCollector:
             acc["updates_ms"] += op.allUpdatesTimeMs
             acc["commit_ms"] += op.commitTimeMs
             acc["rows_total"] = float(op.numRowsTotal)
-        self.batches.append(BatchRecord(int(p.batchId), start, p.batchDuration / 1000.0, int(p.numInputRows), lag, waits))
+        self.batches.append(BatchRecord(int(p.batchId), start, p.batchDuration / 1000.0, int(rows), lag, waits))
 
     # -- status store --------------------------------------------------------------------------
 
