@@ -61,8 +61,8 @@ class CommunicationInduced(Uncoordinated):
     piggybacks = True
     intercepts_receive = True
 
-    def __init__(self, engine: Any, interval: float, seed: int) -> None:
-        super().__init__(engine, interval, seed)
+    def __init__(self, engine: Any, interval: float, seed: int, **clocks: Any) -> None:
+        super().__init__(engine, interval, seed, **clocks)
         self.n = len(engine.insts)
         self.meta_bytes = 8 + 6 * self.n
         self.vars = {i.id: HMNRVars(self.n) for i in engine.insts}
