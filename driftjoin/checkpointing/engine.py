@@ -14,7 +14,8 @@ control messages (timers, triggers), markers, before a message is delivered, on 
 (piggybacking, logging) and at recovery. A failure at time t stops every instance (a new
 *epoch*: the old processes, their in-flight messages and queued work are dropped), waits for
 detection, lets the protocol choose the recovery line, spends the restart time (the
-coordinator's recovery-line computation, downloading state and logs), restores every
+coordinator's recovery-line computation, then per worker fetching and rebuilding its states and, for
+UNC and CIC, fetching, unpickling and sorting the logs it re-sends: :func:`restart_seconds`), restores every
 instance from its checkpoint in the line, re-sends the logged messages the line needs and
 starts new processes; the sources resume from their restored offsets.
 
@@ -26,6 +27,7 @@ ground truth, independently of the protocols' own bookkeeping.
 
 from __future__ import annotations
 
+import math
 import pickle
 from collections import defaultdict, deque
 from dataclasses import dataclass, field
@@ -157,6 +159,34 @@ class TraceAtFailure:
     replayed: dict[int, list[int]]
     channels: dict[int, tuple[int, int]]
     available: dict[int, list[int]]  # per instance, the checkpoint indices durable at the failure
+
+
+def restart_seconds(costs: CostModel, workers: int, states: list[tuple[int, int]],
+                    logs: list[tuple[int, int, int]]) -> list[float]:
+    """Each worker's time to prepare a restart, from the measured costs (the workers in parallel).
+
+    ``states``: per instance in the recovery line, its worker and its checkpoint's state bytes:
+    fetched (one object: ``fetch_latency`` plus ``download_per_byte``) and rebuilt
+    (``restore_per_byte``: unpickling). ``logs``: per channel with messages to re-send (UNC,
+    CIC), the sender's worker, the messages and their bytes: the channel's log fetched (one
+    object), its messages unpickled (``ser_per_msg`` and ``ser_per_byte`` each) and sorted by
+    sequence number (``sort_per_msg`` times ``n log2 n``) for the replay and its deduplication.
+    COOR has no logs: a restart is its states alone; UNC and CIC fetch a log per channel with
+    messages in flight at the line, which grows with the channels (the workers squared on a
+    shuffle), which is why they restart slower at scale (thesis Figure 3.11).
+
+    >>> c = CostModel(fetch_latency=1e-3, download_per_byte=0.0, restore_per_byte=0.0, ser_per_msg=0.0,
+    ...               ser_per_byte=0.0, sort_per_msg=0.0)
+    >>> restart_seconds(c, 2, [(0, 100), (1, 100)], []), restart_seconds(c, 2, [(0, 100), (1, 100)], [(0, 5, 400), (0, 2, 80)])
+    ([0.001, 0.001], [0.003, 0.001])
+    """
+    out = [0.0] * workers
+    for w, nbytes in states:
+        out[w] += costs.fetch_latency + (costs.download_per_byte + costs.restore_per_byte) * nbytes
+    for w, n, nbytes in logs:
+        out[w] += (costs.fetch_latency + (costs.download_per_byte + costs.ser_per_byte) * nbytes + costs.ser_per_msg * n
+                   + costs.sort_per_msg * n * math.log2(max(n, 2)))
+    return out
 
 
 class Engine:
@@ -486,13 +516,10 @@ class Engine:
                                               {ch: [m.seq for m in msgs] for ch, msgs in replay.items()},
                                               dict(self.channel_ends),
                                               {i: list(x) for i, x in self.durable_index.items()}))
-        per_worker = [0.0] * self.parallelism
-        for iid, ck in line.items():
-            per_worker[self.insts[iid].worker] += (c.download_per_byte + c.snapshot_per_byte) * ck.state_bytes
-        for ch, msgs in replay.items():
-            w = self.insts[self.channel_ends[ch][0]].worker
-            per_worker[w] += c.download_per_byte * sum(m.size + m.meta_size for m in msgs)
-        yield env.timeout(algo_seconds + c.upload_latency + max(per_worker))
+        yield env.timeout(algo_seconds + max(restart_seconds(c, self.parallelism, [
+            (self.insts[iid].worker, ck.state_bytes) for iid, ck in line.items()], [
+            (self.insts[self.channel_ends[ch][0]].worker, len(msgs), sum(m.size + m.meta_size for m in msgs))
+            for ch, msgs in replay.items() if msgs])))
         # restore every instance from the line
         for inst in self.insts:
             ck = line[inst.id]
