@@ -261,7 +261,8 @@ def calibrate() -> CostModel:
         process=operator_costs(), ser_per_msg=ser_msg, ser_per_byte=ser_byte, net_per_msg=net_msg,
         net_per_byte=net_byte, snapshot_per_byte=snapshot_per_byte(), upload_per_byte=up_byte,
         upload_latency=up_latency, log_per_msg=log_msg, log_per_byte=log_byte, download_per_byte=down_byte,
-        fetch_latency=fetching(), restore_per_byte=restoring(), sort_per_msg=sorting(),
+        # a stored object comes from a storage service (the thesis: Minio): a read plus a request's round trip
+        fetch_latency=fetching() + 2 * net_msg, restore_per_byte=restoring(), sort_per_msg=sorting(),
         recovery_line_per_checkpoint=recovery_line_cost(),
     )
 

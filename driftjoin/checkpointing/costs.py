@@ -20,8 +20,9 @@ below are the values it printed here (docs/checkpointing.md states them and the 
 - ``upload_per_byte`` + ``upload_latency``: writing a checkpoint (state and logged messages) to
   durable storage; asynchronous, the operator goes on processing.
 - ``log_per_msg`` + ``log_per_byte``: keeping a sent message in the in-flight log (UNC, CIC).
-- ``download_per_byte``: reading state and logs back at restart; ``fetch_latency``: opening and
-  reading one stored object (a checkpoint's state, a channel's log); ``restore_per_byte``:
+- ``download_per_byte``: reading state and logs back at restart; ``fetch_latency``: getting one
+  stored object (a checkpoint's state, a channel's log) from the storage service: a file read
+  plus a request's round trip on the loopback socket; ``restore_per_byte``:
   unpickling state back into an operator; ``sort_per_msg``: sorting a log's messages by
   sequence number, per message and ``log2`` of their count (the restart model:
   :func:`driftjoin.checkpointing.engine.restart_seconds`).
