@@ -505,6 +505,41 @@ def actuation(spark, kind: str, args, rate: float) -> dict:
     return {"rate": rate, "actions": actions, "batches": batches, "workers": rec.workers, "load": os.getloadavg()[0]}
 
 
+def cpu_probe(spark, kind: str, args, rate: float) -> dict:
+    """The CPU an executor's process tree uses per second of task busy time (what HPA-CPU reads
+    against what the tasks do): ``kind`` at a constant ``rate`` on one executor for
+    ``--cpu-seconds``, the controller's collector in dry run (nothing changes), every
+    monitoring window of 10 s with the executor at least 20% busy; with the machine's load
+    average, since other jobs' CPU takes the executor's share (run it on a quiet machine)."""
+    from driftjoin.control.autoscale import autoscale
+    from driftjoin.control.autoscale.actuator import ExecutorActuator
+
+    ExecutorActuator(spark, executor_timeout=300).scale_to(1)
+    work = Path(tempfile.mkdtemp(prefix=f"cpu-{kind}-", dir=args.work))
+    zero = time.time() + LEAD
+    query = Query(spark, kind, f"constant:high={rate:.0f}", work, trigger=args.trigger, start=zero, **query_options(args, kind))
+    loads = [os.getloadavg()[0]]
+    ctl = autoscale(spark, "ds2", dry_run=True, monitoring_window=10.0, cooldown=0, max_workers=1, start=query.start,
+                    trigger_interval=args.trigger)
+    try:
+        deadline = zero + args.cpu_seconds
+        while time.time() < deadline:
+            time.sleep(5)
+            loads.append(os.getloadavg()[0])
+    finally:
+        ctl.stop()
+        ctl.query.stop()
+    shutil.rmtree(work, ignore_errors=True)
+    windows = [r.metrics for r in ctl.history if r.metrics.batches and 1.0 - r.metrics.idle_per_second >= 0.2]
+    ratios = [w.cpu_utilisation / (1.0 - w.idle_per_second) for w in windows]
+    out = {"rate": rate, "ratios": ratios, "busy": [1.0 - w.idle_per_second for w in windows], "load": loads,
+           "cpu_per_busy": float(np.median(ratios)) if ratios else math.nan}
+    print(f"cpu {kind}: {len(ratios)} windows at {rate:,.0f} records/s on one executor, busy {_f(np.median(out['busy']) if ratios else math.nan, '.2f')}, "
+          f"CPU per busy second {_f(out['cpu_per_busy'], '.2f')} (windows {', '.join(f'{x:.2f}' for x in ratios)}), "
+          f"load average {min(loads):.1f}-{max(loads):.1f}", flush=True)
+    return out
+
+
 def oldest_waits(batches: list[dict], sched: RateSchedule, offset: float) -> list[float]:
     """Per batch, how long its oldest record had waited when it started (s): about the previous
     batch's duration when the query keeps up, more while it works off a backlog."""
@@ -619,9 +654,11 @@ def calibrate(kind: str, runs: list[dict], args, probe: dict | None = None) -> d
             raise ValueError(f"runs of {kind} with different {name}s: {sorted(given)}")
         return given.pop() if given else default
 
-    # CPU of the executors' process trees per unit of task busy time (what HPA-CPU reads)
-    cpu = [w["cpu_utilisation"] / (1.0 - w["idle_per_second"]) for r in runs for w in r["windows"]
-           if w.get("idle_per_second") is not None and 1.0 - w["idle_per_second"] > 0.2 and w.get("cpu_utilisation") is not None]
+    # CPU of the executors' process trees per unit of task busy time (what HPA-CPU reads): the
+    # CPU measurement's when there is one, else the runs' windows
+    cpu = (probe or {}).get("cpu", {}).get("ratios") or [
+        w["cpu_utilisation"] / (1.0 - w["idle_per_second"]) for r in runs for w in r["windows"]
+        if w.get("idle_per_second") is not None and 1.0 - w["idle_per_second"] > 0.2 and w.get("cpu_utilisation") is not None]
     return {"capacity": c1, "machine_cores": min(2.0, max(1.0, c2 / c1)) if math.isfinite(c1 / c2) else math.nan,
             "batch_overhead": max(0.0, a1 - 2 * task_overhead), "task_overhead": task_overhead, "partitions": PARTITIONS,
             "launch_delay": med(adds, math.nan), "remove_s": med(removes, math.nan), "state_reload": max(0.0, med(reload, 0.0)),
@@ -676,7 +713,7 @@ def _f(x: float, fmt: str = "8.1f") -> str:
     return format("-", f">{width}") if width.isdigit() else "-"
 
 
-HEADER = (f"{'query':5s} {'workload':10s} {'policy':24s} {'mode':7s} {'p50 s':>6s} {'p95 s':>6s} {'thr/in':>6s} {'read95':>6s} "
+HEADER = (f"{'query':6s} {'workload':10s} {'policy':24s} {'mode':7s} {'p50 s':>6s} {'p95 s':>6s} {'thr/in':>6s} {'read95':>6s} "
           f"{'proc50':>6s} {'proc95':>6s} {'pair95':>6s} {'workers':>7s} {'acts':>4s} {'load':>9s}  convergence / actuation")
 
 
@@ -686,7 +723,7 @@ def line(r: dict) -> str:
         conv = f"{_f(r['converge1_s'], '.0f')}s/{r['converge1_steps']} then {_f(r['converge2_s'], '.0f')}s/{r['converge2_steps']}; "
     acts = ", ".join(f"{a['before']}->{a['after']} {_f(a['actuation_s'], '.0f')}s" + (f" pause {_f(a['pause_s'], '.0f')}s" if r["mode"] == "restart" else "")
                      + (" ERR" if a["error"] else "") for a in r["actions"])
-    return (f"{r['query']:5s} {r['workload']:10s} {r['policy']:24s} {r['mode']:7s} {_f(r['p50'], '6.1f')} {_f(r['p95'], '6.1f')} "
+    return (f"{r['query']:6s} {r['workload']:10s} {r['policy']:24s} {r['mode']:7s} {_f(r['p50'], '6.1f')} {_f(r['p95'], '6.1f')} "
             f"{_f(r['throughput_ratio'], '6.2f')} {_f(r.get('p95_processed'), '6.1f')} "
             f"{_f(r['proc_p50'], '6.1f')} {_f(r['proc_p95'], '6.1f')} {_f(r['pair_p95'], '6.1f')} "
             f"{_f(r['mean_workers'], '7.2f')} {r['n_actions']:4d} {r['load_start']:4.1f}/{r['load_end']:4.1f}  {conv}{acts}")
@@ -750,6 +787,10 @@ def child(args) -> None:
             if args.actuation_repeats > 0:
                 found["actuation"] = actuation(spark, item["query"], args, 0.5 * max(found[1]["records_per_s"], found[2]["records_per_s"]))
             continue
+        if item.get("cpu"):                      # the CPU reading per busy second, alone
+            probes.setdefault(item["query"], {})["cpu"] = cpu_probe(spark, item["query"], args, item["rate"])
+            Path(args.out).write_text(json.dumps({"runs": runs, "probes": probes}, default=str))
+            continue
         if item.get("actuation"):                # the actuation step alone, at a given rate
             probes.setdefault(item["query"], {})["actuation"] = actuation(spark, item["query"], args, item["rate"])
             Path(args.out).write_text(json.dumps({"runs": runs, "probes": probes}, default=str))
@@ -775,7 +816,8 @@ def spawn(args, plan: list[dict], dynamic: bool, name: str) -> dict:
            "--minutes", str(args.minutes), "--trigger", str(args.trigger), "--window", str(args.window),
            "--cooldown", str(args.cooldown), "--probe-seconds", str(args.probe_seconds), "--work", args.work,
            "--probe-rate", str(args.probe_rate), "--max-batch", str(args.max_batch), "--centroids", str(args.centroids),
-           "--actuation-repeats", str(args.actuation_repeats), "--peak", args.peak, "--sizing", args.sizing]
+           "--actuation-repeats", str(args.actuation_repeats), "--peak", args.peak, "--sizing", args.sizing,
+           "--cpu-seconds", str(args.cpu_seconds)]
     if dynamic:
         cmd.append("--dynamic")
     env = dict(os.environ, PYTHONPATH=str(Path(__file__).resolve().parents[1]))
@@ -813,6 +855,9 @@ def main() -> None:
                     "(live 1->2, 2->1, restart 1->2, 2->1); 0: the probe only")
     ap.add_argument("--actuation-rate", default="", help="the actuation step alone (no probe) at this constant "
                     "rate, records/s, e.g. agg=15000; with --capacity, before the runs")
+    ap.add_argument("--cpu-rate", default="", help="measure the CPU per busy second of a query at this constant rate "
+                    "on one executor (e.g. agg=12000 with --centroids 64), before the runs")
+    ap.add_argument("--cpu-seconds", type=float, default=90.0, help="how long the CPU measurement runs")
     ap.add_argument("--peak", default=str(PEAK), help="the workloads' peak: a factor over the capacity (default 1.2), or "
                     "'between': midway between the probe's capacities at 1 and at 2 executors (a peak one executor "
                     "cannot carry and two can)")
@@ -869,6 +914,8 @@ def main() -> None:
                   base | {"policy": args.joint_policy, "balance": "s3j", "joint": True, "plane": "joint"}]
         wanted = {p.strip() for p in args.joint_planes.split(";") if p.strip()}
         plan += [p for p in planes if not wanted or p["plane"] in wanted]
+    for kind, rate in ((k, float(v)) for k, v in (x.split("=") for x in args.cpu_rate.split(",") if x)):
+        plan.insert(0, {"cpu": True, "query": kind, "rate": rate})
     for kind, rate in ((k, float(v)) for k, v in (x.split("=") for x in args.actuation_rate.split(",") if x)):
         plan.insert(0, {"actuation": True, "query": kind, "rate": rate})
     results = []
