@@ -16,8 +16,8 @@ Sections (``--sections``, all but ``nexmark`` by default; ``nexmark`` needs ``--
 - ``constant``: a constant load at 50%, 70% and 90% of what 10 (and ``--max-workers``)
   workers take, starting at 1 worker and at all of them: whether each policy keeps up in the
   second half of the run and stops acting (settles), per sizing.
-- ``cpu``: HPA-CPU's result against the CPU it reads per unit of busy time (0.6, 0.8, 1.0;
-  the live runs measure it), per sizing.
+- ``cpu``: HPA-CPU's result against the CPU it reads per unit of busy time (0.6, 0.8, 1.0,
+  1.2; ``bench/autoscale_live.py --cpu-rate`` measures it), per sizing.
 - ``joint``: balance and scale together on a skewed, changing workload (``control/joint.py``).
 - ``nexmark``: the thesis's five queries (Map, Filter, Incremental Join, Sliding and Session
   Window Aggregation) as multi-stage queries with the per-stage costs measured live
@@ -224,7 +224,7 @@ def section_cpu(args, cfg: SimConfig) -> list[dict]:
     rows = []
     print(f"{'workload':11s} {'cpu/busy':>8s} {'sizing':7s} {'p50 s':>8s} {'p95 s':>8s} {'thr/in':>7s} {'workers':>8s} {'actions':>7s}")
     for name, sched in workloads(seconds, peak).items():
-        for ratio in (0.6, 0.8, 1.0):
+        for ratio in (0.6, 0.8, 1.0, 1.2):
             for sizing in args.sizing:
                 start = args.max_workers if name == "decreasing" else 1
                 r = Simulation(sched, scaler("hpa-cpu", 1, args.max_workers, args.cooldown, sizing, cfg.partitions),

@@ -92,7 +92,10 @@ class SimConfig:
     state_reload: float = 2.0
     restart_pause: float = 10.0
     mode: str = "live"
-    cpu_per_busy: float = 1.0
+    #: CPU of an executor's process tree per second of task busy time: 1.20 measured on one
+    #: executor at 64% busy, load average 2.8-4.4 (bench/autoscale_live.py --cpu-rate); the
+    #: reading is capped at one core, as the collector's is
+    cpu_per_busy: float = 1.2
     monitoring_window: float = 30.0
     backlog_timeout: float = 1.0
     idle_timeout: float = 60.0
@@ -341,7 +344,7 @@ class Simulation:
             time=now, duration=dur, workers=self.k,
             input_rate=(self.offered(now) - self.offered(self._t0)) / dur, processed_rate=n / dur,
             lag=lag, lag_change_rate=(lag - self._lag0) / dur, stages=stages,
-            cpu_utilisation=busy * cfg.cpu_per_busy, idle_per_second=1.0 - busy,
+            cpu_utilisation=min(1.0, busy * cfg.cpu_per_busy), idle_per_second=1.0 - busy,
             batch_duration=float(np.mean([b[1] for b in self._win])) if self._win else math.nan,
             trigger_interval=cfg.trigger_interval, batches=len(self._win))
         self._t0, self._lag0, self._win = now, lag, []
