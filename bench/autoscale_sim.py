@@ -304,7 +304,7 @@ def main() -> None:
     ap.add_argument("--minutes", type=float, default=60)
     ap.add_argument("--max-workers", type=int, default=70)
     ap.add_argument("--cooldown", type=float, default=300)
-    ap.add_argument("--sizing", default="thesis,waves", help="thesis, waves or both (side by side)")
+    ap.add_argument("--sizing", default="thesis,waves", help="comma-separated: thesis, waves, or thesis,waves (side by side)")
     ap.add_argument("--sections", default="workloads,constant,cpu,joint")
     ap.add_argument("--cpu-per-busy", type=float, help="CPU read per busy second (default: the simulator's, measured idle)")
     ap.add_argument("--calibration", type=Path, help="bench/results/autoscale_live.json")

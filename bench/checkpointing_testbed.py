@@ -421,8 +421,11 @@ def main() -> None:
     args.hot = [float(x) for x in args.hot.split(",")]
     sections = args.sections.split(",")
     check_settings(args, sections)
-    needed = set(args.failure_workers) | {args.skew_workers} | set(args.cyclic_workers)
-    if set(sections) - {"normal"} and not needed <= set(args.workers):
+    # the MSTs the selected sections run at (a share of): measured for their worker counts too
+    needed = ((set(args.failure_workers) if {"failure", "intervals"} & set(sections) else set())
+              | ({args.skew_workers} if "skew" in sections else set())
+              | (set(args.cyclic_workers) if "cyclic" in sections else set()))
+    if not needed <= set(args.workers):
         args.workers = sorted(set(args.workers) | needed)
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)

@@ -75,3 +75,17 @@ def test_recovered_runs_are_checked_record_for_record(bench, monkeypatch, tmp_pa
         _main(bench, monkeypatch, tmp_path, "--queries", "q1", "--sections", "failure", "--mst-from", str(first))
     assert stop.value.code == 1
     assert "MISMATCH q1 unc" in capsys.readouterr().out
+
+
+def test_the_msts_are_measured_for_the_selected_sections_workers_only(bench, monkeypatch, tmp_path):
+    seen = {}
+
+    def normal(args):
+        seen["workers"] = list(args.workers)
+        return []
+
+    monkeypatch.setattr(bench, "section_normal", normal)
+    monkeypatch.setattr(bench, "section_cyclic", lambda args, rows: [])
+    _main(bench, monkeypatch, tmp_path, "--queries", "q1", "--sections", "normal,cyclic", "--failure-workers", "7",
+          "--skew-workers", "8", "--cyclic-workers", "3")
+    assert seen["workers"] == [1, 3]
