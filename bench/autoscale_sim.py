@@ -306,7 +306,8 @@ def main() -> None:
     ap.add_argument("--cooldown", type=float, default=300)
     ap.add_argument("--sizing", default="thesis,waves", help="comma-separated: thesis, waves, or thesis,waves (side by side)")
     ap.add_argument("--sections", default="workloads,constant,cpu,joint")
-    ap.add_argument("--cpu-per-busy", type=float, help="CPU read per busy second (default: the simulator's, measured idle)")
+    ap.add_argument("--cpu-per-busy", type=float, help="CPU read per busy second (default: the simulator's, measured "
+                    "live: bench/autoscale_live.py --cpu-rate)")
     ap.add_argument("--calibration", type=Path, help="bench/results/autoscale_live.json")
     ap.add_argument("--query", default="join", help="whose calibration: agg or join")
     ap.add_argument("--compare", action="store_true", help="replay the live runs of --query instead")
