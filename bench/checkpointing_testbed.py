@@ -5,7 +5,7 @@ Sections (``--sections``, all by default):
 - ``normal``: per query, protocol (and the checkpoint-free run) and number of workers, the
   maximum sustainable throughput (:mod:`driftjoin.checkpointing.mst`), message overhead, the
   average checkpoint time, checkpoints taken and invalid ones (Figures 3.7, 3.8, Tables 3.2, 3.3).
-- ``failure``: each protocol at 80% of its own MST with one failure (``--failure-at``, 40% of the
+- ``failure``: each protocol at 80% of its own MST (``--failure-load``) with one failure (``--failure-at``, 40% of the
   run by default): p50 and
   p99 latency before the failure, restart and recovery time, messages and records replayed,
   the latency over time (Figures 3.9 to 3.11).
@@ -163,7 +163,7 @@ def section_failure(args: argparse.Namespace, normal: list[dict]) -> list[dict]:
             if q == "reach" and p == "coor":
                 continue
             for w in args.failure_workers:
-                rate = 0.8 * _mst_of(normal, q, p, w)
+                rate = args.failure_load * _mst_of(normal, q, p, w)
                 jobs.append({"cfg": _cfg(args, query=q, protocol=p, workers=w, rate=rate,
                                          failures=[args.failure_at * args.duration]), "timeline": True})
     print(f"failure: {len(jobs)} runs")
@@ -363,6 +363,8 @@ def check_settings(args: argparse.Namespace, sections: list[str]) -> None:
     if "intervals" in sections and args.interval_query not in have:
         need.append(f"the intervals section runs {args.interval_query} (--interval-query): add it to --queries (or to the "
                     f"--mst-from file's) or leave intervals out of --sections")
+    if not 0.0 < args.failure_load <= 1.0:
+        need.append(f"--failure-load {args.failure_load:g} must be in (0, 1]: a share of each protocol's MST")
     if need:
         raise SystemExit("; ".join(need))
 
@@ -411,6 +413,8 @@ def main() -> None:
     ap.add_argument("--out", default="bench/results", help="directory for the JSON and the figures")
     ap.add_argument("--mst-from", help="take the normal section (MSTs) from this earlier JSON instead of measuring")
     ap.add_argument("--failure-at", type=float, default=0.4, help="failure time as a share of the run (failure section)")
+    ap.add_argument("--failure-load", type=float, default=0.8, help="the failure section's rate as a share of each "
+                    "protocol's MST (the thesis: 0.8)")
     args = ap.parse_args()
     args.queries = args.queries.split(",")
     args.workers = [int(x) for x in args.workers.split(",")]

@@ -40,6 +40,12 @@ def test_a_section_the_queries_cannot_feed_fails_before_anything_runs(bench, mon
     assert "costs" not in capsys.readouterr().out            # nothing measured, nothing run
 
 
+def test_a_failure_load_above_the_mst_fails_before_anything_runs(bench, monkeypatch, tmp_path, capsys):
+    with pytest.raises(SystemExit, match="--failure-load 1.5 must be in"):
+        _main(bench, monkeypatch, tmp_path, "--queries", "q1", "--sections", "normal,failure", "--failure-load", "1.5")
+    assert "costs" not in capsys.readouterr().out
+
+
 def test_each_section_is_written_when_it_finishes(bench, monkeypatch, tmp_path, capsys):
     def broken(args, normal):
         raise RuntimeError("the failure section broke")
