@@ -3,16 +3,20 @@
 from __future__ import annotations
 
 import numpy as np
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from driftjoin.control.autoscale.latency import batch_waits, waiting_waits, weighted_quantile
 from driftjoin.generators.rates import RateSchedule
 
+#: more than any example offers (at most 200 -> 600 records/s for 30 s plus the gaps)
+SAMPLES = 50_000
+
 
 @settings(max_examples=60, deadline=None)
 @given(rate=st.floats(5, 200), cuts=st.lists(st.integers(1, 60), min_size=1, max_size=8), gap=st.floats(0, 3),
        q=st.floats(0.01, 0.99))
+@example(rate=176.0, cuts=[1] * 8, gap=3.0, q=0.5)          # more records offered than 10,000 samples
 def test_sampled_quantiles_match_every_record(rate, cuts, gap, q):
     """Batches read consecutive offsets; the records left at the end count their wait so far.
     With samples >= the records, every record is counted once: the quantile equals that of
@@ -22,13 +26,13 @@ def test_sampled_quantiles_match_every_record(rate, cuts, gap, q):
     for n in cuts:
         end = first + n
         t = max(t, float(sched.time_of(np.array([end - 1]))[0])) + gap      # the batch starts after its last record
-        parts.append(batch_waits(sched, first, end, t, samples=10_000))
-        exact += [t - float(sched.time_of(np.array([k]))[0]) for k in range(first, end)]
+        parts.append(batch_waits(sched, first, end, t, samples=SAMPLES))
+        exact += list(t - sched.time_of(np.arange(first, end)))
         first = end
     stop = t + 5.0
     offered = int(sched.count(stop))
-    parts.append(waiting_waits(sched, first, offered, stop, samples=10_000))
-    exact += [stop - float(sched.time_of(np.array([k]))[0]) for k in range(first, offered)]
+    parts.append(waiting_waits(sched, first, offered, stop, samples=SAMPLES))
+    exact += list(stop - sched.time_of(np.arange(first, offered)))
     values = np.concatenate([v for v, _ in parts])
     weights = np.concatenate([w for _, w in parts])
     assert np.allclose(weights, 1.0) and len(values) == len(exact)
