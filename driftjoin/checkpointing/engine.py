@@ -33,7 +33,6 @@ from collections import defaultdict, deque
 from dataclasses import dataclass, field
 from typing import Any, Callable, Generator
 
-import numpy as np
 import simpy
 
 from driftjoin.checkpointing.costs import CostModel
