@@ -7,10 +7,13 @@
         [--centroids 64] [--peak between] [--actuation-rate agg=R] [--actuation-repeats 3]
     nice -n 10 .venv/bin/python bench/autoscale_live.py --merge A.json,B.json   # pieces -> one matrix
 
-Two queries read the generator source driven by the thesis's workload shapes (section 4.5.3,
+The queries read the generator source driven by the thesis's workload shapes (section 4.5.3,
 option ``schedule``): ``agg``, a plain Spark aggregation of each micro-batch (``foreachBatch``:
-no state store, nothing to reload when executors change) and ``join``, driftjoin's similarity
-self-join (two stateful operators, state reloaded by the executors that take its partitions).
+no state store, nothing to reload when executors change), ``join``, driftjoin's similarity
+self-join (two stateful operators, state reloaded by the executors that take its partitions),
+and the thesis's NexMark queries ``map``, ``filter``, ``ij``, ``sa``, ``swa``
+(:mod:`driftjoin.control.autoscale.nexmark`; their per-stage costs, measured in the runs at
+one executor, go to the JSON's ``nexmark_costs`` for ``bench/autoscale_sim.py --nexmark``).
 ``--centroids N`` makes the aggregation's records costlier (grouped by the nearest of N
 fixed centroids) so that one executor cannot carry a peak that two can.
 Each (query, workload, policy) runs once for ``--minutes`` on a fresh checkpoint, starting at 1
@@ -23,14 +26,17 @@ a skewed, drifting workload with the balancer alone, the autoscaler alone and bo
 First a probe measures each query's capacity at 1 and 2 executors (the offered rate rises to
 far above it) and sizes the workloads: their peak is 1.2 times the better of the two (on an
 idle machine 2 executors would double it; on this shared one they add much less). Reported
-per run (thesis 4.5.1): p50/p95 queue latency (batch start minus the time the source offered
-the record), p50/p95 processing-time latency (batch end minus that time; for the join also
+per run (thesis 4.5.1): p50/p95 queue latency of every record offered (batch start minus the
+time the source offered the record; a record not read by the end of the run counts its wait
+until then), beside it the records processed over records offered and the p95 over the records
+read only, p50/p95 processing-time latency (batch end minus that time; for the join also
 driftjoin's own, pair emit time minus the later ingestion time, from its statistics), records
 processed over records offered, mean executors, scaling actions with their actuation time, the
 pause they caused, and on ``steps`` the convergence time and steps after each change; the
 machine's load average at the start and end of every run (other people's jobs share these
-2 cores). Writes bench/results/autoscale_live.json (with a ``calibration`` section that
-``bench/autoscale_sim.py --calibration`` reads) and one PNG per query and workload.
+2 cores). Writes ``--out`` (default bench/results/autoscale_live.json, with a ``calibration``
+section that ``bench/autoscale_sim.py --calibration`` reads) and, in the same directory, one
+PNG per query and workload.
 """
 
 from __future__ import annotations
@@ -49,6 +55,8 @@ from pathlib import Path
 
 import numpy as np
 
+from driftjoin.control.autoscale.latency import batch_waits, waiting_waits, weighted_quantile
+from driftjoin.control.autoscale.nexmark import QUERIES as NEXMARK_QUERIES
 from driftjoin.control.autoscale.simulator import convergence
 from driftjoin.generators.rates import RateSchedule
 
@@ -56,7 +64,6 @@ OUT = Path(__file__).resolve().parent / "results"
 POLICIES = ["dhalion", "ds2", "hpa-cpu", "hpa-varga", "batch-interval", "spark-dynamic-allocation"]
 WORKLOADS = ["increasing", "decreasing", "cosine", "random", "steps"]
 PARTITIONS = 2          # state partitions = the most executors that can work (2 cores here)
-_SAMPLES = 256          # records sampled per batch for the latency quantiles
 LEAD = 10.0             # seconds between starting a query and the start of its schedule
 #: per query: workload length, monitoring window and cooldown (a join batch takes ~15 s here)
 #: and (``probe_rate``) the probe's final offered rate, records/s, and (``max_batch``) the most
@@ -64,8 +71,13 @@ LEAD = 10.0             # seconds between starting a query and the start of its 
 #: backlog in bounded batches instead of one that outgrows an executor's memory)
 DEFAULTS = {"minutes": {"agg": 2.0, "join": 3.0}, "window": {"agg": 10.0, "join": 30.0}, "cooldown": {"agg": 30.0, "join": 60.0},
             "probe_rate": {"agg": 1_000_000, "join": 6_000}, "max_batch": {"agg": 2_000_000, "join": 20_000}}
-#: vector dimension: 16 makes the aggregation's records cost enough that one executor can fall behind
-DIM = {"agg": 16, "join": 2}
+#: the thesis's NexMark queries (driftjoin.control.autoscale.nexmark): the aggregation's settings
+NEXMARK = tuple(NEXMARK_QUERIES)
+for _setting in DEFAULTS.values():
+    _setting.update({q: _setting["agg"] for q in NEXMARK})
+#: vector dimension: 16 makes the aggregation's records cost enough that one executor can fall behind;
+#: the NexMark queries read only the index and the time (1, the least the source generates)
+DIM = {"agg": 16, "join": 2} | {q: 1 for q in NEXMARK}
 #: the workloads' peak over the probe's capacity: at the peak the query is near or over what
 #: this machine gives it (which moves with the other jobs' load)
 PEAK = 1.2
@@ -138,7 +150,13 @@ class Query:
                   .option("seed", 1).option("partitions", PARTITIONS).option("drift_period", 60).option("start", start)
                   .option("max_records_per_batch", max_batch))
         stream = reader.load()
-        if kind == "agg":
+        if kind in NEXMARK:
+            from driftjoin.control.autoscale.nexmark import OUTPUT_MODE, query
+
+            spark.conf.set("spark.sql.shuffle.partitions", str(PARTITIONS))
+            result = query(stream, kind)
+            self._writer = lambda: result.writeStream.format("noop").outputMode(OUTPUT_MODE[kind])
+        elif kind == "agg":
             spark.conf.set("spark.sql.shuffle.partitions", str(PARTITIONS))
 
             key = nearest_centroid(F, DIM[kind], centroids) if centroids else F.col("id") % 64
@@ -246,9 +264,10 @@ def batches_of(progress: list[dict], t0: float) -> tuple[list[dict], float | Non
         first = json.loads(first) if isinstance(first, str) and first not in ("null", "None") else first
         if p["numInputRows"] <= 0 or not isinstance(end, dict):
             continue
-        out.append({"start": _epoch(p["timestamp"]) - t0, "duration": p["batchDuration"] / 1000.0, "rows": p["numInputRows"],
-                    "first": int(first["index"]) if isinstance(first, dict) else 0, "end": int(end["index"]),
-                    "batch": p["batchId"], "run": p["runId"]})
+        lo = int(first["index"]) if isinstance(first, dict) else 0
+        # rows by offsets: a stream-stream self-join scans its source twice and counts every row twice
+        out.append({"start": _epoch(p["timestamp"]) - t0, "duration": p["batchDuration"] / 1000.0, "rows": int(end["index"]) - lo,
+                    "first": lo, "end": int(end["index"]), "batch": p["batchId"], "run": p["runId"]})
     return out, source_start
 
 
@@ -257,22 +276,18 @@ def latencies(batches: list[dict], sched: RateSchedule, offset: float) -> tuple[
     ``offset``: the schedule's zero in the batches' clock."""
     queue, proc, weight = [], [], []
     for b in batches:
-        k = np.unique(np.linspace(b["first"], b["end"] - 1, min(_SAMPLES, b["end"] - b["first"])).astype(np.int64))
-        offered = offset + sched.time_of(k)
-        queue.append(b["start"] - offered)
-        proc.append(b["start"] + b["duration"] - offered)
-        weight.append(np.full(len(k), (b["end"] - b["first"]) / len(k)))
+        q, w = batch_waits(sched, b["first"], b["end"], b["start"], offset=offset)
+        p, _ = batch_waits(sched, b["first"], b["end"], b["start"] + b["duration"], offset=offset)
+        queue.append(q)
+        proc.append(p)
+        weight.append(w)
     if not queue:
         return np.array([]), np.array([]), np.array([])
     return np.concatenate(queue), np.concatenate(proc), np.concatenate(weight)
 
 
 def quantile(values: np.ndarray, weights: np.ndarray, q: float) -> float:
-    if len(values) == 0:
-        return math.nan
-    order = np.argsort(values)
-    cum = np.cumsum(weights[order])
-    return float(values[order][min(len(values) - 1, np.searchsorted(cum, q * cum[-1]))])
+    return weighted_quantile(values, weights, q)
 
 
 def pauses(batches: list[dict], actions: list[dict], mode: str) -> None:
@@ -294,14 +309,21 @@ def pauses(batches: list[dict], actions: list[dict], mode: str) -> None:
 
 
 def summarise(run: dict, sched: RateSchedule, seconds: float) -> dict:
+    """The run's metrics. ``p50``/``p95``: the thesis's queue latency of every record offered
+    by the end of the run (a record never read counts its wait until then, so a policy that
+    falls behind cannot look fast: :mod:`driftjoin.control.autoscale.latency`);
+    ``p95_processed``: over the records read only; ``proc_*``: to the end of their batch."""
     batches, workers = run["batches"], run["workers"]
     q, p, w = latencies(batches, sched, run["source_start"])
     offered = float(sched.count(seconds))
     processed = sum(b["rows"] for b in batches)
+    read = max((b["end"] for b in batches), default=0)
+    wq, ww = waiting_waits(sched, read, int(offered), seconds, offset=run["source_start"])
     pts = [(min(max(t, 0.0), seconds), k) for t, k in workers] + [(seconds, workers[-1][1] if workers else 0)]
     mean_workers = sum((b[0] - a[0]) * a[1] for a, b in zip(pts, pts[1:])) / seconds
-    out = {"p50": quantile(q, w, 0.5), "p95": quantile(q, w, 0.95), "proc_p50": quantile(p, w, 0.5),
-           "proc_p95": quantile(p, w, 0.95), "throughput_ratio": processed / max(offered, 1.0),
+    qa, wa = np.concatenate([q, wq]), np.concatenate([w, ww])
+    out = {"p50": quantile(qa, wa, 0.5), "p95": quantile(qa, wa, 0.95), "p95_processed": quantile(q, w, 0.95),
+           "proc_p50": quantile(p, w, 0.5), "proc_p95": quantile(p, w, 0.95), "throughput_ratio": processed / max(offered, 1.0),
            "mean_workers": mean_workers, "n_actions": len(run["actions"]) or max(0, len(workers) - 1)}
     if run["workload"] == "steps":
         third = seconds / 3
@@ -337,7 +359,8 @@ def run_one(spark, kind: str, workload: str, sched: RateSchedule, policy: str, a
     else:
         ctl = autoscale(spark, policy, min_workers=min_workers, max_workers=max_workers,
                         cooldown=per_query(args, "cooldown", kind), monitoring_window=per_query(args, "window", kind),
-                        mode=mode, start=query.start, executor_timeout=300, trigger_interval=args.trigger)
+                        mode=mode, start=query.start, executor_timeout=300, trigger_interval=args.trigger,
+                        sizing=args.sizing)
     if joint:
         from driftjoin.control.joint import attach_joint
         attach_joint(ctl, query.balancer)
@@ -358,6 +381,7 @@ def run_one(spark, kind: str, workload: str, sched: RateSchedule, policy: str, a
     run = {"query": kind, "workload": workload, "policy": policy, "mode": mode, "balance": balance, "joint": joint,
            "spec": sched.spec(), "seconds": seconds, "load_start": load0[0], "load_end": os.getloadavg()[0],
            "trigger": args.trigger, "window": per_query(args, "window", kind), "cooldown": per_query(args, "cooldown", kind),
+           "sizing": args.sizing,
            "centroids": query_options(args, kind)["centroids"],
            "source_start": (source_start - rec.t0) if source_start else 0.0, "batches": batches,
            "workers": rec.workers, "actions": actions,
@@ -481,6 +505,41 @@ def actuation(spark, kind: str, args, rate: float) -> dict:
     return {"rate": rate, "actions": actions, "batches": batches, "workers": rec.workers, "load": os.getloadavg()[0]}
 
 
+def cpu_probe(spark, kind: str, args, rate: float) -> dict:
+    """The CPU an executor's process tree uses per second of task busy time (what HPA-CPU reads
+    against what the tasks do): ``kind`` at a constant ``rate`` on one executor for
+    ``--cpu-seconds``, the controller's collector in dry run (nothing changes), every
+    monitoring window of 10 s with the executor at least 20% busy; with the machine's load
+    average, since other jobs' CPU takes the executor's share (run it on a quiet machine)."""
+    from driftjoin.control.autoscale import autoscale
+    from driftjoin.control.autoscale.actuator import ExecutorActuator
+
+    ExecutorActuator(spark, executor_timeout=300).scale_to(1)
+    work = Path(tempfile.mkdtemp(prefix=f"cpu-{kind}-", dir=args.work))
+    zero = time.time() + LEAD
+    query = Query(spark, kind, f"constant:high={rate:.0f}", work, trigger=args.trigger, start=zero, **query_options(args, kind))
+    loads = [os.getloadavg()[0]]
+    ctl = autoscale(spark, "ds2", dry_run=True, monitoring_window=10.0, cooldown=0, max_workers=1, start=query.start,
+                    trigger_interval=args.trigger)
+    try:
+        deadline = zero + args.cpu_seconds
+        while time.time() < deadline:
+            time.sleep(5)
+            loads.append(os.getloadavg()[0])
+    finally:
+        ctl.stop()
+        ctl.query.stop()
+    shutil.rmtree(work, ignore_errors=True)
+    windows = [r.metrics for r in ctl.history if r.metrics.batches and 1.0 - r.metrics.idle_per_second >= 0.2]
+    ratios = [w.cpu_utilisation / (1.0 - w.idle_per_second) for w in windows]
+    out = {"rate": rate, "ratios": ratios, "busy": [1.0 - w.idle_per_second for w in windows], "load": loads,
+           "cpu_per_busy": float(np.median(ratios)) if ratios else math.nan}
+    print(f"cpu {kind}: {len(ratios)} windows at {rate:,.0f} records/s on one executor, busy {_f(np.median(out['busy']) if ratios else math.nan, '.2f')}, "
+          f"CPU per busy second {_f(out['cpu_per_busy'], '.2f')} (windows {', '.join(f'{x:.2f}' for x in ratios)}), "
+          f"load average {min(loads):.1f}-{max(loads):.1f}", flush=True)
+    return out
+
+
 def oldest_waits(batches: list[dict], sched: RateSchedule, offset: float) -> list[float]:
     """Per batch, how long its oldest record had waited when it started (s): about the previous
     batch's duration when the query keeps up, more while it works off a backlog."""
@@ -595,9 +654,11 @@ def calibrate(kind: str, runs: list[dict], args, probe: dict | None = None) -> d
             raise ValueError(f"runs of {kind} with different {name}s: {sorted(given)}")
         return given.pop() if given else default
 
-    # CPU of the executors' process trees per unit of task busy time (what HPA-CPU reads)
-    cpu = [w["cpu_utilisation"] / (1.0 - w["idle_per_second"]) for r in runs for w in r["windows"]
-           if w.get("idle_per_second") is not None and 1.0 - w["idle_per_second"] > 0.2 and w.get("cpu_utilisation") is not None]
+    # CPU of the executors' process trees per unit of task busy time (what HPA-CPU reads): the
+    # CPU measurement's when there is one, else the runs' windows
+    cpu = (probe or {}).get("cpu", {}).get("ratios") or [
+        w["cpu_utilisation"] / (1.0 - w["idle_per_second"]) for r in runs for w in r["windows"]
+        if w.get("idle_per_second") is not None and 1.0 - w["idle_per_second"] > 0.2 and w.get("cpu_utilisation") is not None]
     return {"capacity": c1, "machine_cores": min(2.0, max(1.0, c2 / c1)) if math.isfinite(c1 / c2) else math.nan,
             "batch_overhead": max(0.0, a1 - 2 * task_overhead), "task_overhead": task_overhead, "partitions": PARTITIONS,
             "launch_delay": med(adds, math.nan), "remove_s": med(removes, math.nan), "state_reload": max(0.0, med(reload, 0.0)),
@@ -611,6 +672,37 @@ def calibrate(kind: str, runs: list[dict], args, probe: dict | None = None) -> d
             "centroids": setting("centroids", query_options(args, kind)["centroids"])}
 
 
+def nexmark_costs(kind: str, runs: list[dict]) -> dict:
+    """A NexMark query's stages as the simulator models them (``StageModel``), from the
+    monitoring windows of its runs at one executor: per stage (by position in the batch, as
+    the collector names them) its useful seconds per *source* record (``cost``; a stage's own
+    records in and out per source record beside it), so a chain of stages with selectivity 1
+    gives DS2 the same optimal parallelism as the real records would; the batch overhead is
+    what a batch took beyond its stages' useful time (one core runs them one after another)."""
+    src = useful_batches = batches = 0.0
+    acc: dict[str, list[float]] = {}
+    for run in runs:
+        for w in run["windows"]:
+            if w["workers"] != 1 or not w["batches"] or not w["stages"] or not w["processed_rate"]:
+                continue
+            n = w["processed_rate"] * w["duration"]
+            src += n
+            batches += w["batches"]
+            useful_batches += w["batch_duration"] * w["batches"] - sum(st["useful_time"] for st in w["stages"])
+            for st in w["stages"]:
+                a = acc.setdefault(st["name"], [0.0, 0.0, 0.0, 0.0])
+                a[0] += st["useful_time"]
+                a[1] += st["records_in"]
+                a[2] += st["records_out"]
+                a[3] = max(a[3], st["tasks"])
+    if not src:
+        raise ValueError(f"no monitoring window of {kind} at one executor with stages")
+    stages = [{"name": name, "cost": a[0] / src, "selectivity": 1.0, "in_per_source": a[1] / src,
+               "out_per_source": a[2] / src, "tasks": int(a[3])} for name, a in sorted(acc.items(), key=lambda x: int(x[0][5:]))]
+    return {"stages": stages, "batch_overhead": max(0.0, useful_batches / batches), "source_records": src,
+            "capacity_1": 1.0 / sum(st["cost"] for st in stages)}
+
+
 # -- reporting ------------------------------------------------------------------------------------
 
 def _f(x: float, fmt: str = "8.1f") -> str:
@@ -621,8 +713,8 @@ def _f(x: float, fmt: str = "8.1f") -> str:
     return format("-", f">{width}") if width.isdigit() else "-"
 
 
-HEADER = (f"{'query':5s} {'workload':10s} {'policy':24s} {'mode':7s} {'p50 s':>6s} {'p95 s':>6s} {'proc50':>6s} {'proc95':>6s} "
-          f"{'pair95':>6s} {'thr/in':>6s} {'workers':>7s} {'acts':>4s} {'load':>9s}  convergence / actuation")
+HEADER = (f"{'query':6s} {'workload':10s} {'policy':24s} {'mode':7s} {'p50 s':>6s} {'p95 s':>6s} {'thr/in':>6s} {'read95':>6s} "
+          f"{'proc50':>6s} {'proc95':>6s} {'pair95':>6s} {'workers':>7s} {'acts':>4s} {'load':>9s}  convergence / actuation")
 
 
 def line(r: dict) -> str:
@@ -631,12 +723,14 @@ def line(r: dict) -> str:
         conv = f"{_f(r['converge1_s'], '.0f')}s/{r['converge1_steps']} then {_f(r['converge2_s'], '.0f')}s/{r['converge2_steps']}; "
     acts = ", ".join(f"{a['before']}->{a['after']} {_f(a['actuation_s'], '.0f')}s" + (f" pause {_f(a['pause_s'], '.0f')}s" if r["mode"] == "restart" else "")
                      + (" ERR" if a["error"] else "") for a in r["actions"])
-    return (f"{r['query']:5s} {r['workload']:10s} {r['policy']:24s} {r['mode']:7s} {_f(r['p50'], '6.1f')} {_f(r['p95'], '6.1f')} "
-            f"{_f(r['proc_p50'], '6.1f')} {_f(r['proc_p95'], '6.1f')} {_f(r['pair_p95'], '6.1f')} {_f(r['throughput_ratio'], '6.2f')} "
+    return (f"{r['query']:6s} {r['workload']:10s} {r['policy']:24s} {r['mode']:7s} {_f(r['p50'], '6.1f')} {_f(r['p95'], '6.1f')} "
+            f"{_f(r['throughput_ratio'], '6.2f')} {_f(r.get('p95_processed'), '6.1f')} "
+            f"{_f(r['proc_p50'], '6.1f')} {_f(r['proc_p95'], '6.1f')} {_f(r['pair_p95'], '6.1f')} "
             f"{_f(r['mean_workers'], '7.2f')} {r['n_actions']:4d} {r['load_start']:4.1f}/{r['load_end']:4.1f}  {conv}{acts}")
 
 
-def plot(runs: list[dict]) -> None:
+def plot(runs: list[dict], out: Path) -> None:
+    """One PNG per query, workload and path, into directory ``out``."""
     import matplotlib
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
@@ -655,9 +749,8 @@ def plot(runs: list[dict]) -> None:
             if pts:
                 a.step([p[0] / 60 for p in pts], [p[1] for p in pts], where="post", label=label)
             starts = np.array([x["start"] for x in r["batches"]])
-            q, _, _ = latencies(r["batches"], sched, r["source_start"])
             if len(starts):
-                per = np.split(q, np.cumsum([min(_SAMPLES, x["end"] - x["first"]) for x in r["batches"]])[:-1])
+                per = [batch_waits(sched, x["first"], x["end"], x["start"], offset=r["source_start"])[0] for x in r["batches"]]
                 b.plot(starts / 60, [np.median(v) for v in per], lw=0.9, label=label)
                 c.plot(starts / 60, [x["rows"] / max(x["duration"], 1e-3) for x in r["batches"]], lw=0.7, label=label)
         a.set_ylabel("executors")
@@ -667,7 +760,7 @@ def plot(runs: list[dict]) -> None:
         a.legend(fontsize=7, ncol=3)
         a.set_title(f"{kind}, {workload} workload, live ({mode})")
         fig.tight_layout()
-        fig.savefig(OUT / f"autoscale_live_{kind}_{workload}_{mode}.png", dpi=110)
+        fig.savefig(out / f"autoscale_live_{kind}_{workload}_{mode}.png", dpi=110)
         plt.close(fig)
 
 
@@ -694,6 +787,10 @@ def child(args) -> None:
             if args.actuation_repeats > 0:
                 found["actuation"] = actuation(spark, item["query"], args, 0.5 * max(found[1]["records_per_s"], found[2]["records_per_s"]))
             continue
+        if item.get("cpu"):                      # the CPU reading per busy second, alone
+            probes.setdefault(item["query"], {})["cpu"] = cpu_probe(spark, item["query"], args, item["rate"])
+            Path(args.out).write_text(json.dumps({"runs": runs, "probes": probes}, default=str))
+            continue
         if item.get("actuation"):                # the actuation step alone, at a given rate
             probes.setdefault(item["query"], {})["actuation"] = actuation(spark, item["query"], args, item["rate"])
             Path(args.out).write_text(json.dumps({"runs": runs, "probes": probes}, default=str))
@@ -713,13 +810,14 @@ def child(args) -> None:
 
 def spawn(args, plan: list[dict], dynamic: bool, name: str) -> dict:
     plan_file = Path(args.work) / f"{name}.plan.json"
-    out = OUT / f"autoscale_live_{name}.part.json"
+    out = Path(args.out).resolve().parent / f"autoscale_live_{name}.part.json"
     plan_file.write_text(json.dumps(plan))
     cmd = [sys.executable, __file__, "--child", "--plan", str(plan_file), "--out", str(out), "--master", args.master,
            "--minutes", str(args.minutes), "--trigger", str(args.trigger), "--window", str(args.window),
            "--cooldown", str(args.cooldown), "--probe-seconds", str(args.probe_seconds), "--work", args.work,
            "--probe-rate", str(args.probe_rate), "--max-batch", str(args.max_batch), "--centroids", str(args.centroids),
-           "--actuation-repeats", str(args.actuation_repeats), "--peak", args.peak]
+           "--actuation-repeats", str(args.actuation_repeats), "--peak", args.peak, "--sizing", args.sizing,
+           "--cpu-seconds", str(args.cpu_seconds)]
     if dynamic:
         cmd.append("--dynamic")
     env = dict(os.environ, PYTHONPATH=str(Path(__file__).resolve().parents[1]))
@@ -757,9 +855,14 @@ def main() -> None:
                     "(live 1->2, 2->1, restart 1->2, 2->1); 0: the probe only")
     ap.add_argument("--actuation-rate", default="", help="the actuation step alone (no probe) at this constant "
                     "rate, records/s, e.g. agg=15000; with --capacity, before the runs")
+    ap.add_argument("--cpu-rate", default="", help="measure the CPU per busy second of a query at this constant rate "
+                    "on one executor (e.g. agg=12000 with --centroids 64), before the runs")
+    ap.add_argument("--cpu-seconds", type=float, default=90.0, help="how long the CPU measurement runs")
     ap.add_argument("--peak", default=str(PEAK), help="the workloads' peak: a factor over the capacity (default 1.2), or "
                     "'between': midway between the probe's capacities at 1 and at 2 executors (a peak one executor "
                     "cannot carry and two can)")
+    ap.add_argument("--sizing", default="waves", choices=("thesis", "waves"),
+                    help="worker counts as the policy names them (thesis) or wave-efficient over the state partitions")
     ap.add_argument("--out", default=str(OUT / "autoscale_live.json"))
     ap.add_argument("--merge", default="", help="combine earlier outputs (comma-separated JSON files) into --out "
                     "with one calibration and the figures, running nothing")
@@ -772,7 +875,7 @@ def main() -> None:
     if args.child:
         child(args)
         return
-    OUT.mkdir(exist_ok=True)
+    Path(args.out).resolve().parent.mkdir(parents=True, exist_ok=True)
     if args.merge:
         report(args, *merged([f for f in args.merge.split(",") if f]))
         return
@@ -811,6 +914,8 @@ def main() -> None:
                   base | {"policy": args.joint_policy, "balance": "s3j", "joint": True, "plane": "joint"}]
         wanted = {p.strip() for p in args.joint_planes.split(";") if p.strip()}
         plan += [p for p in planes if not wanted or p["plane"] in wanted]
+    for kind, rate in ((k, float(v)) for k, v in (x.split("=") for x in args.cpu_rate.split(",") if x)):
+        plan.insert(0, {"cpu": True, "query": kind, "rate": rate})
     for kind, rate in ((k, float(v)) for k, v in (x.split("=") for x in args.actuation_rate.split(",") if x)):
         plan.insert(0, {"actuation": True, "query": kind, "rate": rate})
     results = []
@@ -855,12 +960,27 @@ def report(args, probes: dict, capacity: dict, results: list[dict]) -> None:
             data["calibration"][kind] = calibrate(kind, [r for r in matrix if r["query"] == kind], args, probes.get(kind))
         except (ValueError, np.linalg.LinAlgError) as e:
             print(f"calibration of {kind} skipped: {e}")
+    data["nexmark_costs"] = {}
+    for kind in dict.fromkeys(r["query"] for r in matrix if r["query"] in NEXMARK):
+        try:
+            cost = nexmark_costs(kind, [r for r in matrix if r["query"] == kind])
+        except ValueError as e:
+            print(f"stage costs of {kind} skipped: {e}")
+            continue
+        cost["state_reload"] = data["calibration"].get(kind, {}).get("state_reload", math.nan)
+        data["nexmark_costs"][kind] = cost
+        print(f"stages of {kind}: " + ", ".join(f"{st['name']} {st['cost'] * 1e6:.1f} us/record ({st['tasks']} tasks, "
+                                                 f"in {st['in_per_source']:.2f}, out {st['out_per_source']:.2f} per record)"
+                                                 for st in cost["stages"])
+              + f"; batch overhead {cost['batch_overhead']:.2f} s; one executor {cost['capacity_1']:,.0f} records/s")
     Path(args.out).write_text(json.dumps(data, default=str, indent=1))
     if not results:
         print(f"probes only; JSON {args.out}")
         return
-    plot(results)
-    print(f"\n{len(results)} runs; JSON {args.out}; PNGs {OUT}/autoscale_live_*.png")
+    figures = Path(args.out).resolve().parent
+    figures.mkdir(parents=True, exist_ok=True)
+    plot(results, figures)
+    print(f"\n{len(results)} runs; JSON {args.out}; PNGs {figures}/autoscale_live_*.png")
     for kind, cal in data["calibration"].items():
         print(f"calibration {kind}: " + ", ".join(f"{k}={_f(v, '.3g')}" for k, v in cal.items() if k != "fits"))
         for k, fit in cal["fits"].items():

@@ -5,7 +5,7 @@ Sections (``--sections``, all by default):
 - ``normal``: per query, protocol (and the checkpoint-free run) and number of workers, the
   maximum sustainable throughput (:mod:`driftjoin.checkpointing.mst`), message overhead, the
   average checkpoint time, checkpoints taken and invalid ones (Figures 3.7, 3.8, Tables 3.2, 3.3).
-- ``failure``: each protocol at 80% of its own MST with one failure (``--failure-at``, 40% of the
+- ``failure``: each protocol at 80% of its own MST (``--failure-load``) with one failure (``--failure-at``, 40% of the
   run by default): p50 and
   p99 latency before the failure, restart and recovery time, messages and records replayed,
   the latency over time (Figures 3.9 to 3.11).
@@ -15,11 +15,21 @@ Sections (``--sections``, all by default):
   the run: checkpoint time, restart time, invalid checkpoints (Table 3.4).
 - ``intervals``: Q8 under each protocol at several checkpoint intervals.
 
-Prints the tables, writes ``bench/results/checkpointing_testbed.json`` and PNG figures in the
-thesis's shapes. Runs are simulated (time in simulated seconds; a worker = one CPU with the
-costs calibrated on this machine: ``python -m driftjoin.checkpointing.calibrate``); each takes
-wall time in proportion to the records it processes, so runs are short (``--duration``) and
-parallel (``--jobs``). Example: ``nice -n 10 .venv/bin/python bench/checkpointing_testbed.py``.
+Every run with a failure is checked record for record: the same run without the failure
+(same input, rate and seed) must give the same output (the queries' canonical form, a multiset
+of records; the ``exact`` column); a mismatch is printed and makes the bench exit with 1.
+
+Costs: measured on this machine at the start of the run (``python -m
+driftjoin.checkpointing.calibrate``, about 10 s), or taken from the calibration file
+``--costs FILE`` names; the bench prints which, with the values, and stores them in the JSON.
+
+Prints the tables and writes ``--out`` (a directory, default ``bench/results``):
+``checkpointing_testbed.json`` and the PNG figures in the thesis's shapes, again after every
+section, so a run that stops keeps what finished. Runs are simulated (time in simulated
+seconds; a worker = one CPU); each takes wall time in proportion to the records it processes,
+so runs are short (``--duration``) and parallel (``--jobs``). Example:
+``nice -n 10 .venv/bin/python bench/checkpointing_testbed.py --sections normal --workers 10,50 --queries q1,q3,q8,q12``
+(Figure 3.7's grid).
 """
 
 from __future__ import annotations
@@ -34,6 +44,7 @@ from pathlib import Path
 from typing import Any
 
 from driftjoin.checkpointing import CostModel, RunConfig, run
+from driftjoin.checkpointing.calibrate import describe, measured_now
 from driftjoin.checkpointing.mst import estimate, search
 
 PROTOCOLS = ("coor", "unc", "cic")
@@ -43,8 +54,11 @@ THESIS_OVERHEAD = {"q1": (2.10, 2.53), "q3": (1.82, 2.58), "q8": (1.74, 2.49), "
 
 
 def _cfg(args: argparse.Namespace, **kw: Any) -> RunConfig:
-    base = dict(duration=args.duration, interval=args.interval, costs=args.costs, seed=args.seed)
+    base = dict(duration=args.duration, interval=args.interval, costs=args.costs, seed=args.seed, clocks=args.clocks,
+                clock_skew=args.clock_skew * args.interval)
     base.update(kw)
+    if base.get("query") == "reach" and args.nodes:
+        base["params"] = {**base.get("params", {}), "nodes": args.nodes}
     return RunConfig(**base)
 
 
@@ -65,14 +79,32 @@ def task_normal(job: dict) -> dict:
 
 
 def task_run(job: dict) -> dict:
-    res = run(job["cfg"])
+    """One run; with failures also the same run without them, and whether their outputs agree
+    record for record (``exact``)."""
+    cfg = job["cfg"]
+    res = run(cfg)
     out = res.summary()
     out.update(job.get("tag", {}))
+    if cfg.failures:
+        reference = run(replace(cfg, failures=(), trace=False))
+        out["exact"] = res.result == reference.result
+        out["reference_outputs"] = reference.outputs
     if job.get("timeline"):
         out["timeline"] = res.timeline
     else:
         out.pop("timeline", None)
     return out
+
+
+def exactness(rows: list[dict]) -> list[dict]:
+    """The runs whose output differs from their failure-free run's (printed)."""
+    bad = [r for r in rows if r.get("exact") is False]
+    checked = sum(1 for r in rows if "exact" in r)
+    print(f"record for record: {checked - len(bad)} of {checked} recovered runs equal their failure-free run")
+    for r in bad:
+        print(f"  MISMATCH {r['query']} {r['protocol']} {r['workers']} workers, rate {r['rate']:.0f}: {r['outputs']} outputs "
+              f"against {r['reference_outputs']}")
+    return bad
 
 
 def _pool(fn: Any, jobs: list[dict], n: int) -> list[dict]:
@@ -131,17 +163,19 @@ def section_failure(args: argparse.Namespace, normal: list[dict]) -> list[dict]:
             if q == "reach" and p == "coor":
                 continue
             for w in args.failure_workers:
-                rate = 0.8 * _mst_of(normal, q, p, w)
+                rate = args.failure_load * _mst_of(normal, q, p, w)
                 jobs.append({"cfg": _cfg(args, query=q, protocol=p, workers=w, rate=rate,
                                          failures=[args.failure_at * args.duration]), "timeline": True})
     print(f"failure: {len(jobs)} runs")
     rows = _pool(task_run, jobs, args.jobs)
-    print(f"\n{'query':<6} {'proto':<5} {'W':>2} {'rate/s':>9} {'restart ms':>10} {'recovery ms':>11} "
-          f"{'replayed msgs':>13} {'replayed recs':>13} {'rolled back':>11}")
+    print(f"\n{'query':<6} {'proto':<5} {'W':>3} {'rate/s':>10} {'p50 ms':>7} {'p99 ms':>7} {'restart ms':>10} {'recovery ms':>11} "
+          f"{'replayed msgs':>13} {'replayed recs':>13} {'rolled back':>11} {'invalid%':>8} {'exact':>5}")
     for r in rows:
         f = r["failures"][0]
-        print(f"{r['query']:<6} {r['protocol']:<5} {r['workers']:>2} {r['rate']:>9.0f} {1e3 * f['restart_s']:>10.1f} "
-              f"{_fmt(1e3 * f['recovery_s']):>11} {f['replayed_messages']:>13} {f['replayed_records']:>13} {f['rolled_back']:>11}")
+        print(f"{r['query']:<6} {r['protocol']:<5} {r['workers']:>3} {r['rate']:>10.0f} {_fmt(r['p50_ms'], 2):>7} "
+              f"{_fmt(r['p99_ms'], 1):>7} {1e3 * f['restart_s']:>10.1f} {_fmt(1e3 * f['recovery_s']):>11} "
+              f"{f['replayed_messages']:>13} {f['replayed_records']:>13} {f['rolled_back']:>11} {r['invalid_pct']:>8.1f} "
+              f"{str(r['exact']):>5}")
     return rows
 
 
@@ -161,47 +195,58 @@ def section_skew(args: argparse.Namespace, normal: list[dict]) -> list[dict]:
                                          failures=[0.5 * args.duration]), "tag": {"load": 0.5, "failed": True}})
     print(f"skew: {len(jobs)} runs")
     rows = _pool(task_run, jobs, args.jobs)
-    print(f"\n{'query':<6} {'proto':<5} {'load':>4} {'hot':>4} {'p50 ms':>8} {'ckpt ms':>8} {'drained':>7} {'restart ms':>10}")
+    print(f"\n{'query':<6} {'proto':<5} {'load':>4} {'hot':>4} {'p50 ms':>8} {'ckpt ms':>8} {'drained':>7} {'restart ms':>10} "
+          f"{'exact':>5}")
     for r in rows:
         restart = 1e3 * r["failures"][0]["restart_s"] if r["failures"] else float("nan")
         print(f"{r['query']:<6} {r['protocol']:<5} {r['load']:>4} {r['hot']:>4} {_fmt(r['p50_ms'], 2):>8} "
-              f"{_fmt(r['avg_checkpoint_ms'], 2):>8} {str(r['drained']):>7} {_fmt(restart):>10}")
+              f"{_fmt(r['avg_checkpoint_ms'], 2):>8} {str(r['drained']):>7} {_fmt(restart):>10} {str(r.get('exact', '')):>5}")
     return rows
 
 
 def section_cyclic(args: argparse.Namespace, normal: list[dict]) -> list[dict]:
+    """Table 3.4: the reachability query under UNC and CIC with a failure at 80% of the run, at
+    75% of each protocol's MST, per clock setting (``--cyclic-clocks``), with its own duration
+    and interval (``--cyclic-duration``, ``--cyclic-interval``: the thesis ran 60 s)."""
+    duration = args.cyclic_duration or args.duration
+    interval = args.cyclic_interval or args.interval
     jobs = []
-    for p in ("unc", "cic"):
-        for w in args.cyclic_workers:
-            rate = 0.75 * _mst_of(normal, "reach", p, w) if "reach" in args.queries else BASE_RATE["reach"] * w
-            jobs.append({"cfg": _cfg(args, query="reach", protocol=p, workers=w, rate=rate, failures=[0.8 * args.duration])})
-    print(f"cyclic: {len(jobs)} runs")
+    for clocks in args.cyclic_clocks:
+        for p in ("unc", "cic"):
+            for w in args.cyclic_workers:
+                rate = 0.75 * _mst_of(normal, "reach", p, w) if "reach" in args.queries else BASE_RATE["reach"] * w
+                jobs.append({"cfg": _cfg(args, query="reach", protocol=p, workers=w, rate=rate, duration=duration,
+                                         interval=interval, failures=[0.8 * duration], clocks=clocks),
+                             "tag": {"clocks": clocks}})
+    print(f"cyclic: {len(jobs)} runs ({duration:g} s, a checkpoint every {interval:g} s, failure at {0.8 * duration:g} s)")
     rows = _pool(task_run, jobs, args.jobs)
-    print(f"\n{'proto':<5} {'W':>2} {'ckpt ms':>8} {'restart ms':>10} {'ckpts':>6} {'invalid %':>9} {'useless':>7} "
-          f"{'forced':>6} {'bytes x':>7}")
+    print(f"\n{'clocks':<8} {'proto':<5} {'W':>2} {'rate/s':>9} {'ckpt ms':>8} {'restart ms':>10} {'ckpts':>6} {'invalid %':>9} "
+          f"{'useless':>7} {'forced':>6} {'bytes x':>7} {'exact':>5}")
     for r in rows:
-        print(f"{r['protocol']:<5} {r['workers']:>2} {_fmt(r['avg_checkpoint_ms'], 2):>8} "
+        print(f"{r['clocks']:<8} {r['protocol']:<5} {r['workers']:>2} {r['rate']:>9.0f} {_fmt(r['avg_checkpoint_ms'], 2):>8} "
               f"{1e3 * r['failures'][0]['restart_s']:>10.1f} {r['checkpoints']:>6} {_fmt(r['invalid_pct']):>9} "
-              f"{r['invalid'] - r['discarded']:>7} {r['forced']:>6} {r['overhead_ratio']:>7.2f}")
+              f"{r['invalid'] - r['discarded']:>7} {r['forced']:>6} {r['overhead_ratio']:>7.2f} {str(r['exact']):>5}")
     return rows
 
 
 def section_intervals(args: argparse.Namespace, normal: list[dict]) -> list[dict]:
     w = args.failure_workers[0]
+    q = args.interval_query
     jobs = []
     for p in PROTOCOLS:
-        rate = 0.8 * _mst_of(normal, "q8", p, w)
+        rate = 0.8 * _mst_of(normal, q, p, w)
         for iv in args.intervals:
-            jobs.append({"cfg": _cfg(args, query="q8", protocol=p, workers=w, rate=rate, interval=iv,
+            jobs.append({"cfg": _cfg(args, query=q, protocol=p, workers=w, rate=rate, interval=iv,
                                      failures=[0.5 * args.duration])})
-    print(f"intervals: {len(jobs)} runs")
+    print(f"intervals: {len(jobs)} runs of {q}")
     rows = _pool(task_run, jobs, args.jobs)
-    print(f"\n{'proto':<5} {'interval':>8} {'ckpts':>6} {'ckpt ms':>8} {'p99 ms':>8} {'restart ms':>10} {'recovery ms':>11} {'replayed':>8}")
+    print(f"\n{'proto':<5} {'interval':>8} {'ckpts':>6} {'ckpt ms':>8} {'p99 ms':>8} {'restart ms':>10} {'recovery ms':>11} "
+          f"{'replayed':>8} {'exact':>5}")
     for r in rows:
         f = r["failures"][0]
         print(f"{r['protocol']:<5} {r['interval']:>8} {r['checkpoints']:>6} {_fmt(r['avg_checkpoint_ms'], 2):>8} "
               f"{_fmt(r['p99_ms'], 2):>8} {1e3 * f['restart_s']:>10.1f} {_fmt(1e3 * f['recovery_s']):>11} "
-              f"{f['replayed_messages'] + f['replayed_records']:>8}")
+              f"{f['replayed_messages'] + f['replayed_records']:>8} {str(r['exact']):>5}")
     return rows
 
 
@@ -300,6 +345,44 @@ def figures(out: Path, res: dict) -> list[Path]:
     return paths
 
 
+SECTIONS = ("normal", "failure", "skew", "cyclic", "intervals")
+
+
+def check_settings(args: argparse.Namespace, sections: list[str]) -> None:
+    """What the sections need from ``--queries`` (their MSTs), checked before anything runs."""
+    unknown = set(sections) - set(SECTIONS)
+    if unknown:
+        raise SystemExit(f"unknown sections {sorted(unknown)}: choose from {', '.join(SECTIONS)}")
+    if args.mst_from:
+        have = {r["query"] for r in json.loads(Path(args.mst_from).read_text())["normal"]}
+    else:
+        have = set(args.queries)
+    need = []
+    if "skew" in sections and not {"q3", "q8", "q12"} & set(args.queries):
+        need.append("the skew section runs q3, q8 and q12: add one of them to --queries or leave skew out of --sections")
+    if "intervals" in sections and args.interval_query not in have:
+        need.append(f"the intervals section runs {args.interval_query} (--interval-query): add it to --queries (or to the "
+                    f"--mst-from file's) or leave intervals out of --sections")
+    if not 0.0 < args.failure_load <= 1.0:
+        need.append(f"--failure-load {args.failure_load:g} must be in (0, 1]: a share of each protocol's MST")
+    if need:
+        raise SystemExit("; ".join(need))
+
+
+def load_costs(args: argparse.Namespace) -> tuple[CostModel, dict]:
+    """The run's costs: from ``--costs FILE``, else measured now; printed either way."""
+    if args.costs:
+        costs, measured = CostModel.read(args.costs)
+        source = f"from {args.costs}" + (f" (measured {measured['when']}, load average {measured['load_average'][0]:.1f})"
+                                         if measured else " (no note of when it was measured)")
+    else:
+        costs, measured = measured_now()
+        source = (f"measured now, {measured['when']} in {measured['seconds']} s, load average "
+                  f"{measured['load_average'][0]:.1f} -> {measured['load_average'][1]:.1f}")
+    print(f"costs {source}:\n{describe(costs)}", flush=True)
+    return costs, {"source": args.costs or "calibrated at the start", "measured": measured}
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--sections", default="normal,failure,skew,cyclic,intervals")
@@ -308,46 +391,73 @@ def main() -> None:
     ap.add_argument("--failure-workers", default="2,4")
     ap.add_argument("--skew-workers", type=int, default=4)
     ap.add_argument("--cyclic-workers", default="2,4")
+    ap.add_argument("--cyclic-clocks", default="worker,instance", help="clock settings of the cyclic section")
+    ap.add_argument("--cyclic-duration", type=float, help="simulated seconds of the cyclic runs (default --duration)")
+    ap.add_argument("--cyclic-interval", type=float, help="checkpoint interval of the cyclic runs (default --interval)")
+    ap.add_argument("--nodes", type=int, help="the reachability query's static nodes (the thesis: 1000000; default: as "
+                    "many as the run's events)")
     ap.add_argument("--intervals", default="0.1,0.25,0.5")
+    ap.add_argument("--interval-query", default="q8", help="the query of the intervals section")
     ap.add_argument("--hot", default="0,0.1,0.3", help="hot-item shares of the skew section")
     ap.add_argument("--duration", type=float, default=1.0, help="simulated seconds of input per run")
     ap.add_argument("--interval", type=float, default=0.25, help="checkpoint interval (simulated seconds)")
+    ap.add_argument("--clocks", default="worker", choices=("worker", "instance"),
+                    help="UNC and CIC: checkpoint timers on the worker's clock (the thesis) or each instance's own")
+    ap.add_argument("--clock-skew", type=float, default=0.0, help="how far apart the workers' clocks are, a share of "
+                    "the interval")
     ap.add_argument("--probes", type=int, default=3, help="bisection probes per MST search (0: estimate only)")
     ap.add_argument("--jobs", type=int, default=2)
     ap.add_argument("--seed", type=int, default=0)
-    ap.add_argument("--costs", help="a costs JSON from `python -m driftjoin.checkpointing.calibrate --out`")
-    ap.add_argument("--out", default="bench/results")
+    ap.add_argument("--costs", help="a calibration file (python -m driftjoin.checkpointing.calibrate --out FILE); "
+                    "default: calibrate now")
+    ap.add_argument("--out", default="bench/results", help="directory for the JSON and the figures")
     ap.add_argument("--mst-from", help="take the normal section (MSTs) from this earlier JSON instead of measuring")
     ap.add_argument("--failure-at", type=float, default=0.4, help="failure time as a share of the run (failure section)")
+    ap.add_argument("--failure-load", type=float, default=0.8, help="the failure section's rate as a share of each "
+                    "protocol's MST (the thesis: 0.8)")
     args = ap.parse_args()
     args.queries = args.queries.split(",")
     args.workers = [int(x) for x in args.workers.split(",")]
     args.failure_workers = [int(x) for x in args.failure_workers.split(",")]
     args.cyclic_workers = [int(x) for x in args.cyclic_workers.split(",")]
+    args.cyclic_clocks = args.cyclic_clocks.split(",")
     args.intervals = [float(x) for x in args.intervals.split(",")]
     args.hot = [float(x) for x in args.hot.split(",")]
-    args.costs = CostModel.from_json(args.costs) if args.costs else CostModel()
     sections = args.sections.split(",")
-    needed = set(args.failure_workers) | {args.skew_workers} | set(args.cyclic_workers)
-    if set(sections) - {"normal"} and not needed <= set(args.workers):
+    check_settings(args, sections)
+    # the MSTs the selected sections run at (a share of): measured for their worker counts too
+    needed = ((set(args.failure_workers) if {"failure", "intervals"} & set(sections) else set())
+              | ({args.skew_workers} if "skew" in sections else set())
+              | (set(args.cyclic_workers) if "cyclic" in sections else set()))
+    if not needed <= set(args.workers):
         args.workers = sorted(set(args.workers) | needed)
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
+    args.costs, costs_note = load_costs(args)
     started = time.time()
-    res: dict[str, Any] = {"settings": {k: (v if not isinstance(v, CostModel) else v.__dict__) for k, v in vars(args).items()}}
+    res: dict[str, Any] = {"settings": {k: (v if not isinstance(v, CostModel) else v.__dict__) for k, v in vars(args).items()},
+                           "costs": costs_note}
+    path = out / "checkpointing_testbed.json"
+
+    def save(name: str) -> None:
+        path.write_text(json.dumps(res, indent=1, default=str))
+        for p in figures(out, res):
+            print(f"wrote {p}")
+        print(f"wrote {path} after the {name} section ({time.time() - started:.0f} s)", flush=True)
+
     if args.mst_from:  # reuse the MSTs (and normal-operation rows) of an earlier run
         res["normal"] = json.loads(Path(args.mst_from).read_text())["normal"]
     else:
         res["normal"] = section_normal(args)
+        save("normal")
     for name, fn in (("failure", section_failure), ("skew", section_skew), ("cyclic", section_cyclic),
                      ("intervals", section_intervals)):
         if name in sections:
             res[name] = fn(args, res["normal"])
-    path = out / "checkpointing_testbed.json"
-    path.write_text(json.dumps(res, indent=1, default=str))
-    for p in figures(out, res):
-        print(f"wrote {p}")
-    print(f"wrote {path} ({time.time() - started:.0f} s)")
+            save(name)
+    bad = exactness([r for name in SECTIONS[1:] for r in res.get(name, [])])
+    if bad:
+        raise SystemExit(1)
 
 
 if __name__ == "__main__":

@@ -20,7 +20,12 @@ below are the values it printed here (docs/checkpointing.md states them and the 
 - ``upload_per_byte`` + ``upload_latency``: writing a checkpoint (state and logged messages) to
   durable storage; asynchronous, the operator goes on processing.
 - ``log_per_msg`` + ``log_per_byte``: keeping a sent message in the in-flight log (UNC, CIC).
-- ``download_per_byte``: reading state and logs back at restart.
+- ``download_per_byte``: reading state and logs back at restart; ``fetch_latency``: getting one
+  stored object (a checkpoint's state, a channel's log) from the storage service: a file read
+  plus a request's round trip on the loopback socket; ``restore_per_byte``:
+  unpickling state back into an operator; ``sort_per_msg``: sorting a log's messages by
+  sequence number, per message and ``log2`` of their count (the restart model:
+  :func:`driftjoin.checkpointing.engine.restart_seconds`).
 - ``recovery_line_per_checkpoint``: the coordinator's rollback-propagation time per checkpoint
   in the graph (measured on :mod:`driftjoin.checkpointing.recovery`).
 - ``failure_detection``: from the crash to its detection (a heartbeat timeout). The thesis's
@@ -67,6 +72,9 @@ class CostModel:
     log_per_msg: float = 0.28e-06
     log_per_byte: float = 0.012e-09
     download_per_byte: float = 0.51e-09
+    fetch_latency: float = 30e-06
+    restore_per_byte: float = 10e-09
+    sort_per_msg: float = 0.1e-06
     recovery_line_per_checkpoint: float = 1.7e-06
     failure_detection: float = 0.0
 
@@ -98,12 +106,20 @@ class CostModel:
             log_per_byte=self.log_per_byte * factor,
         )
 
-    def to_json(self, path: str | Path) -> None:
-        Path(path).write_text(json.dumps(asdict(self), indent=2))
+    def to_json(self, path: str | Path, measured: dict | None = None) -> None:
+        """Write the costs (and ``measured``: when and under what load they were measured)."""
+        Path(path).write_text(json.dumps(asdict(self) | ({"measured": measured} if measured else {}), indent=2))
 
     @staticmethod
     def from_json(path: str | Path) -> "CostModel":
+        return CostModel.read(path)[0]
+
+    @staticmethod
+    def read(path: str | Path) -> tuple["CostModel", dict]:
+        """The costs of a file :meth:`to_json` wrote, and its ``measured`` note ({} if none).
+        Costs the file lacks (an older calibration) keep their defaults."""
         data = json.loads(Path(path).read_text())
+        measured = data.pop("measured", {})
         process = dict(DEFAULT_PROCESS)
         process.update(data.pop("process", {}))
-        return CostModel(process=process, **data)
+        return CostModel(process=process, **data), measured

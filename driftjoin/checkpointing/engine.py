@@ -14,7 +14,8 @@ control messages (timers, triggers), markers, before a message is delivered, on 
 (piggybacking, logging) and at recovery. A failure at time t stops every instance (a new
 *epoch*: the old processes, their in-flight messages and queued work are dropped), waits for
 detection, lets the protocol choose the recovery line, spends the restart time (the
-coordinator's recovery-line computation, downloading state and logs), restores every
+coordinator's recovery-line computation, then per worker fetching and rebuilding its states and, for
+UNC and CIC, fetching, unpickling and sorting the logs it re-sends: :func:`restart_seconds`), restores every
 instance from its checkpoint in the line, re-sends the logged messages the line needs and
 starts new processes; the sources resume from their restored offsets.
 
@@ -26,12 +27,12 @@ ground truth, independently of the protocols' own bookkeeping.
 
 from __future__ import annotations
 
+import math
 import pickle
 from collections import defaultdict, deque
 from dataclasses import dataclass, field
 from typing import Any, Callable, Generator
 
-import numpy as np
 import simpy
 
 from driftjoin.checkpointing.costs import CostModel
@@ -52,12 +53,13 @@ class Msg:
 
 
 class Mailbox:
-    """An instance's input queue: a deque plus the event its process waits on when it is empty."""
+    """An instance's input queue: a deque plus the event its process waits on when it is empty,
+    or (a source waiting for its next record's arrival) the process to interrupt."""
 
-    __slots__ = ("env", "items", "waiter")
+    __slots__ = ("env", "items", "waiter", "sleeper")
 
     def __init__(self, env: simpy.Environment) -> None:
-        self.env, self.items, self.waiter = env, deque(), None
+        self.env, self.items, self.waiter, self.sleeper = env, deque(), None, None
 
     def put(self, msg: Msg) -> None:
         self.items.append(msg)
@@ -65,10 +67,26 @@ class Mailbox:
         if w is not None and not w.triggered:
             self.waiter = None
             w.succeed()
+        elif self.sleeper is not None:
+            sleeper, self.sleeper = self.sleeper, None
+            sleeper.interrupt()
 
     def wait(self) -> simpy.Event:
         self.waiter = self.env.event()
         return self.waiter
+
+
+class _Delivery:
+    """A message's arrival at its receiver's mailbox, unless a failure came in between."""
+
+    __slots__ = ("engine", "epoch", "box", "msg")
+
+    def __init__(self, engine: "Engine", epoch: int, box: Mailbox, msg: Msg) -> None:
+        self.engine, self.epoch, self.box, self.msg = engine, epoch, box, msg
+
+    def __call__(self, _event: Any) -> None:
+        if self.engine.epoch == self.epoch:
+            self.box.put(self.msg)
 
 
 @dataclass
@@ -142,6 +160,34 @@ class TraceAtFailure:
     available: dict[int, list[int]]  # per instance, the checkpoint indices durable at the failure
 
 
+def restart_seconds(costs: CostModel, workers: int, states: list[tuple[int, int]],
+                    logs: list[tuple[int, int, int]]) -> list[float]:
+    """Each worker's time to prepare a restart, from the measured costs (the workers in parallel).
+
+    ``states``: per instance in the recovery line, its worker and its checkpoint's state bytes:
+    fetched (one object: ``fetch_latency`` plus ``download_per_byte``) and rebuilt
+    (``restore_per_byte``: unpickling). ``logs``: per channel with messages to re-send (UNC,
+    CIC), the sender's worker, the messages and their bytes: the channel's log fetched (one
+    object), its messages unpickled (``ser_per_msg`` and ``ser_per_byte`` each) and sorted by
+    sequence number (``sort_per_msg`` times ``n log2 n``) for the replay and its deduplication.
+    COOR has no logs: a restart is its states alone; UNC and CIC fetch a log per channel with
+    messages in flight at the line, which grows with the channels (the workers squared on a
+    shuffle), which is why they restart slower at scale (thesis Figure 3.11).
+
+    >>> c = CostModel(fetch_latency=1e-3, download_per_byte=0.0, restore_per_byte=0.0, ser_per_msg=0.0,
+    ...               ser_per_byte=0.0, sort_per_msg=0.0)
+    >>> restart_seconds(c, 2, [(0, 100), (1, 100)], []), restart_seconds(c, 2, [(0, 100), (1, 100)], [(0, 5, 400), (0, 2, 80)])
+    ([0.001, 0.001], [0.003, 0.001])
+    """
+    out = [0.0] * workers
+    for w, nbytes in states:
+        out[w] += costs.fetch_latency + (costs.download_per_byte + costs.restore_per_byte) * nbytes
+    for w, n, nbytes in logs:
+        out[w] += (costs.fetch_latency + (costs.download_per_byte + costs.ser_per_byte) * nbytes + costs.ser_per_msg * n
+                   + costs.sort_per_msg * n * math.log2(max(n, 2)))
+    return out
+
+
 class Engine:
     """Runs one dataflow under one protocol; see the module docstring."""
 
@@ -161,13 +207,13 @@ class Engine:
             self.insts.append(Inst(self, iid, stage_name, index, op, stage.source, stage.sink))
         self.inputs = []
         for part in flow.inputs:
-            times = np.asarray([t for t, _ in part], dtype=np.float64)
+            times = [float(t) for t, _ in part]
             recs = [r for _, r in part]
             self.inputs.append((times, recs, [len(pickle.dumps(r, 5)) for r in recs]))
         if sum(1 for s in flow.stages if s.source) != 1 or len(self.inputs) != parallelism:
             raise ValueError(f"dataflow {flow.name} needs one source stage and one input partition per worker "
                              f"({parallelism}), got {len(self.inputs)} partitions")
-        self.input_end = max((float(t[-1]) for t, _, _ in self.inputs if len(t)), default=0.0)
+        self.input_end = max((t[-1] for t, _, _ in self.inputs if t), default=0.0)
         self.drain_limit = drain_limit
         self.failures = [Failure(t, w) for t, w in sorted(failures)]
         self.epoch = 0
@@ -242,9 +288,15 @@ class Engine:
                 if self.epoch != epoch:
                     return
                 continue
-            t = float(times[off])
+            t = times[off]
             if t > env.now:
-                yield env.timeout(t - env.now) | mb.wait()
+                # until the record arrives, or a control message (the mailbox interrupts)
+                mb.sleeper = env.active_process
+                try:
+                    yield env.timeout(t - env.now)
+                except simpy.Interrupt:
+                    pass
+                mb.sleeper = None
                 if self.epoch != epoch:
                     return
                 continue
@@ -258,25 +310,33 @@ class Engine:
             self._emit(inst, sends, t)
 
     def _work(self, inst: Inst, epoch: int) -> Generator:
-        mb, proto = inst.mailbox, self.protocol
+        """An operator instance: one message at a time from its mailbox (blocked channels'
+        messages wait in ``buffered``; ``ready`` holds those released by an unblock)."""
+        env, mb, proto, costs = self.env, inst.mailbox, self.protocol, self.costs
         intercept = proto.intercepts_receive
+        ready, items, blocked, recv = inst.ready, mb.items, inst.blocked, inst.recv
+        channels, trace, sink = self.channels, self.trace, inst.sink
+        op, w = inst.op, inst.worker
+        process_cost = costs.cpu(inst.kind) + costs.ser_per_msg
+        ser_per_byte = costs.ser_per_byte
         while True:
-            if inst.ready:
-                msg = inst.ready.popleft()
-            elif mb.items:
-                msg = mb.items.popleft()
+            if ready:
+                msg = ready.popleft()
+            elif items:
+                msg = items.popleft()
             else:
                 yield mb.wait()
                 if self.epoch != epoch:
                     return
                 continue
             ch = msg.ch
-            if ch in inst.blocked:
+            if ch in blocked:
                 inst.buffered[ch].append(msg)
                 continue
             kind = msg.kind
             if kind == DATA:
-                if msg.seq <= inst.recv.get(ch, 0):  # deduplication of replayed messages
+                seq = msg.seq
+                if seq <= recv.get(ch, 0):  # deduplication of replayed messages
                     self.duplicates += 1
                     self.inflight -= 1
                     self._check_done()
@@ -285,7 +345,30 @@ class Engine:
                     yield from proto.on_receive(inst, msg)
                     if self.epoch != epoch:
                         return
-                yield from self._deliver(inst, msg)
+                # deliver: process the record, hold the CPU (unpickle, process, pickle and send)
+                channel = channels[ch]
+                recv[ch] = seq
+                if trace:
+                    self.trace_recv[(ch, seq)] = inst.ckpt_index
+                outs = op.process(channel.port, channel.pos, msg.rec, msg.size)
+                sends = self._route(inst, outs) if outs else ()
+                cost = process_cost + ser_per_byte * (msg.size + msg.meta_size) + (self._send_cost(sends) if sends else 0.0)
+                now = env.now
+                busy = self.cpu_busy[w]
+                busy = (busy if busy > now else now) + cost
+                self.cpu_busy[w] = busy
+                self.cpu_used[w] += cost
+                yield env.timeout(busy - now)
+                if self.epoch != epoch:
+                    return
+                if sink:
+                    self.sink_times.append(busy)
+                    self.sink_latency.append(busy - msg.ts)
+                if sends:
+                    self._emit(inst, sends, msg.ts)
+                self.inflight -= 1
+                if self.inflight == 0:
+                    self._check_done()
             elif kind == MARKER:
                 yield from proto.on_marker(inst, msg)
             else:
@@ -293,42 +376,24 @@ class Engine:
             if self.epoch != epoch:
                 return
 
-    def _deliver(self, inst: Inst, msg: Msg) -> Generator:
-        ch = self.channels[msg.ch]
-        inst.recv[msg.ch] = msg.seq
-        if self.trace:
-            self.trace_recv[(msg.ch, msg.seq)] = inst.ckpt_index
-        outs = inst.op.process(ch.port, ch.pos, msg.rec, msg.size)
-        sends = self._route(inst, outs) if outs else ()
-        epoch = self.epoch
-        costs = self.costs
-        yield self.cpu(inst, costs.ser_per_msg + costs.ser_per_byte * (msg.size + msg.meta_size)
-                       + costs.cpu(inst.kind) + (self._send_cost(sends) if sends else 0.0))
-        if self.epoch != epoch:
-            return
-        if inst.sink:
-            self.sink_times.append(self.env.now)
-            self.sink_latency.append(self.env.now - msg.ts)
-        if sends:
-            self._emit(inst, sends, msg.ts)
-        self.inflight -= 1
-        if self.inflight == 0:
-            self._check_done()
-
     def _route(self, inst: Inst, outs: list) -> list[tuple[Any, Any, int]]:
         sends = []
         p = self.parallelism
+        dumps = pickle.dumps
         for rec in outs:
             size = 0
             for edge, chans in inst.out:
-                if edge.accepts is not None and not edge.accepts(rec):
+                accepts = edge.accepts
+                if accepts is not None and not accepts(rec):
                     continue
                 if not size:
-                    size = len(pickle.dumps(rec, 5))
-                if edge.partition == "forward":
+                    size = len(dumps(rec, 5))
+                part = edge.partition
+                if part == "forward":
                     sends.append((chans[0], rec, size))
-                elif edge.partition == "hash":
-                    sends.append((chans[hash_partition(edge.key(rec), p)], rec, size))
+                elif part == "hash":
+                    key = edge.key(rec)
+                    sends.append((chans[key % p if type(key) is int else hash_partition(key, p)], rec, size))
                 else:
                     sends.extend((c, rec, size) for c in chans)
         return sends
@@ -338,37 +403,44 @@ class Engine:
         per_msg = c.ser_per_msg + (c.log_per_msg if self.protocol.logs_messages else 0.0)
         per_byte = c.ser_per_byte + (c.log_per_byte if self.protocol.logs_messages else 0.0)
         meta = self.protocol.meta_bytes
-        return sum(per_msg + per_byte * (size + meta) for _, _, size in sends)
+        return len(sends) * (per_msg + per_byte * meta) + per_byte * sum(x[2] for x in sends)
 
     def _emit(self, inst: Inst, sends: list, ts: float) -> None:
         proto = self.protocol
         logs = proto.logs_messages
         pig = proto.piggybacks
+        trace = self.trace
+        sent, unlogged = inst.sent, inst.unlogged
+        meta, meta_size = None, 0
+        data_bytes = protocol_bytes = 0
         for ch, rec, size in sends:
-            seq = inst.sent.get(ch.id, 0) + 1
-            inst.sent[ch.id] = seq
-            meta, meta_size = proto.piggyback(inst, ch) if pig else (None, 0)
-            msg = Msg(DATA, ch.id, seq, rec, ts, size, meta, meta_size)
+            cid = ch.id
+            seq = sent.get(cid, 0) + 1
+            sent[cid] = seq
+            if pig:
+                meta, meta_size = proto.piggyback(inst, ch)
+            msg = Msg(DATA, cid, seq, rec, ts, size, meta, meta_size)
             if logs:
-                inst.unlogged[ch.id].append(msg)
-            if self.trace:
-                self.trace_send[(ch.id, seq)] = inst.ckpt_index
-            self.bytes_data += size
-            self.bytes_protocol += meta_size
-            self.messages += 1
-            self.inflight += 1
-            self.wire(ch.id, ch.dst, msg)
+                unlogged[cid].append(msg)
+            if trace:
+                self.trace_send[(cid, seq)] = inst.ckpt_index
+            data_bytes += size
+            protocol_bytes += meta_size
+            self.wire(cid, ch.dst, msg)
+        self.bytes_data += data_bytes
+        self.bytes_protocol += protocol_bytes
+        self.messages += len(sends)
+        self.inflight += len(sends)
 
     def wire(self, ch: int, dst: int, msg: Msg) -> None:
         """Put ``msg`` on channel ``ch``: FIFO, busy per byte, delivered after the latency."""
         env, c = self.env, self.costs
         now = env.now
-        start = self.wire_busy[ch] if self.wire_busy[ch] > now else now
-        self.wire_busy[ch] = start + c.net_per_byte * (msg.size + msg.meta_size)
-        ev = env.timeout(self.wire_busy[ch] + c.net_per_msg - now)
-        epoch = self.epoch
-        box = self.insts[dst].mailbox
-        ev.callbacks.append(lambda _e: box.put(msg) if self.epoch == epoch else None)
+        busy = self.wire_busy[ch]
+        busy = (busy if busy > now else now) + c.net_per_byte * (msg.size + msg.meta_size)
+        self.wire_busy[ch] = busy
+        ev = env.timeout(busy + c.net_per_msg - now)
+        ev.callbacks.append(_Delivery(self, self.epoch, self.insts[dst].mailbox, msg))
 
     def send_marker(self, inst: Inst, round_: int, size: int) -> None:
         for _edge, chans in inst.out:
@@ -443,13 +515,10 @@ class Engine:
                                               {ch: [m.seq for m in msgs] for ch, msgs in replay.items()},
                                               dict(self.channel_ends),
                                               {i: list(x) for i, x in self.durable_index.items()}))
-        per_worker = [0.0] * self.parallelism
-        for iid, ck in line.items():
-            per_worker[self.insts[iid].worker] += (c.download_per_byte + c.snapshot_per_byte) * ck.state_bytes
-        for ch, msgs in replay.items():
-            w = self.insts[self.channel_ends[ch][0]].worker
-            per_worker[w] += c.download_per_byte * sum(m.size + m.meta_size for m in msgs)
-        yield env.timeout(algo_seconds + c.upload_latency + max(per_worker))
+        yield env.timeout(algo_seconds + max(restart_seconds(c, self.parallelism, [
+            (self.insts[iid].worker, ck.state_bytes) for iid, ck in line.items()], [
+            (self.insts[self.channel_ends[ch][0]].worker, len(msgs), sum(m.size + m.meta_size for m in msgs))
+            for ch, msgs in replay.items() if msgs])))
         # restore every instance from the line
         for inst in self.insts:
             ck = line[inst.id]

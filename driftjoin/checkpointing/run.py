@@ -50,6 +50,10 @@ class RunConfig:
     #: failure times in seconds (each on a random worker), or a number of failures at random times
     failures: Sequence[float] | int = ()
     seed: int = 0
+    #: UNC and CIC: whose clock the checkpoint timers follow, "worker" (the thesis) or "instance",
+    #: and how far apart the workers' clocks are (seconds; see protocols/unc.py)
+    clocks: str = "worker"
+    clock_skew: float = 0.0
     costs: CostModel = field(default_factory=CostModel)
     drain_limit: float = 5.0
     trace: bool = False
@@ -77,6 +81,12 @@ class RunConfig:
         if self.hot > 0 and not QUERIES[self.query].skewable:
             raise ValueError(f"query {self.query} has no keyed operator that hot items would skew: use hot=0 "
                              f"(skewable queries: {', '.join(q for q, d in QUERIES.items() if d.skewable)})")
+        if self.clocks not in ("worker", "instance"):
+            raise ValueError(f"clocks={self.clocks!r}: choose 'worker' (a worker's instances checkpoint together, the "
+                             "thesis) or 'instance' (every instance on a clock of its own)")
+        if not 0.0 <= self.clock_skew <= self.interval:
+            raise ValueError(f"clock_skew={self.clock_skew!r} must be in [0, interval={self.interval:g}] seconds (how far "
+                             "apart the workers' clocks are)")
         if not self.drain_limit > 0:
             raise ValueError(f"drain_limit must be > 0 seconds, got {self.drain_limit}")
         proto = PROTOCOLS[self.protocol]
@@ -208,7 +218,8 @@ def build_engine(cfg: RunConfig, protocol: Any = None) -> Engine:
     flow.inputs = q.generate(cfg.rate, cfg.duration, cfg.workers, cfg.seed, cfg.hot, **cfg.params)
     flow.validate()
     proto = protocol or PROTOCOLS[cfg.protocol]
-    return Engine(flow, cfg.workers, lambda e: proto(e, cfg.interval, cfg.seed), cfg.costs, cfg.failure_plan(),
+    clocks = {"clocks": cfg.clocks, "clock_skew": cfg.clock_skew} if proto.has_clocks else {}
+    return Engine(flow, cfg.workers, lambda e: proto(e, cfg.interval, cfg.seed, **clocks), cfg.costs, cfg.failure_plan(),
                   cfg.seed, cfg.drain_limit, cfg.trace)
 
 

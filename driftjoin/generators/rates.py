@@ -59,6 +59,7 @@ class RateSchedule:
         if not self.levels or any(not 0 <= v <= 1 for v in self.levels):
             raise ValueError("rate schedule levels are fractions in [0, 1] between low and high")
         t, r = self._knots()
+        t, r = np.asarray(t, dtype=float), np.asarray(r, dtype=float)    # a step or duration given as int
         object.__setattr__(self, "_t", t)
         object.__setattr__(self, "_r", r)
         # records offered at each knot (trapezoids)

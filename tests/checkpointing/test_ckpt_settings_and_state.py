@@ -24,6 +24,8 @@ from driftjoin.checkpointing.operators import (
     (dict(query="reach", protocol="coor"), "use protocol 'unc' or 'cic'"),
     (dict(query="q1", hot=0.2), "query q1 has no keyed operator that hot items would skew: use hot=0"),
     (dict(query="q3", hot=1.5), "hot (the share of hot-item events) must be in [0, 1)"),
+    (dict(protocol="unc", clocks="global"), "clocks='global': choose 'worker'"),
+    (dict(protocol="unc", clock_skew=2.0, interval=1.0), "clock_skew=2.0 must be in [0, interval=1]"),
 ])
 def test_bad_settings_fail_before_the_run(settings: dict, says: str) -> None:
     with pytest.raises(ValueError) as err:

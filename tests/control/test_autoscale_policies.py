@@ -15,6 +15,7 @@ from hypothesis import strategies as st
 from driftjoin.control.autoscale import (
     DS2, HPACPU, POLICIES, BatchInterval, Dhalion, HPAVarga, Scaler, StageMetrics, WindowMetrics, make_policy,
 )
+from driftjoin.control.autoscale.policies import effective_workers, wave_efficient
 
 
 def window(t: float = 0.0, **kw) -> WindowMetrics:
@@ -143,10 +144,49 @@ def test_scaler_clamps_and_respects_cooldown():
     assert [(a.before, a.after) for a in s.actions] == [(4, 5), (5, 1)]
 
 
+# -- sizing: Spark's task waves ------------------------------------------------------------------
+
+def waves_brute(tasks: int, executors: int) -> int:
+    """Waves of ``tasks`` equal tasks handed one per free core to ``executors`` cores."""
+    free, waves = [0] * executors, 0
+    for _ in range(tasks):
+        i = free.index(min(free))
+        free[i] += 1
+        waves = max(waves, free[i])
+    return waves
+
+
+@settings(max_examples=300, deadline=None)
+@given(partitions=st.integers(1, 150), wanted=st.integers(1, 200))
+def test_wave_efficient_is_the_fewest_executors_with_that_throughput(partitions, wanted):
+    def throughput(k: int) -> float:
+        return partitions / waves_brute(partitions, k)
+
+    assert effective_workers(wanted, partitions) == throughput(wanted)
+    k = wave_efficient(wanted, partitions)
+    fewest = next((j for j in range(1, partitions + 1) if throughput(j) >= wanted), partitions)
+    assert k == fewest
+
+
+def test_waves_sizing_acts_on_a_wave_efficient_count_and_thesis_sizing_on_the_policys():
+    # DS2 wants 51 workers of 70 partitions: 51 run two waves, the throughput of 35
+    m = window(input_rate=1000, stages=(StageMetrics("s0", (), 70, 30000, 30000, 30000 * 42.5 / 1000),))
+    assert DS2().recommend(m, 1) == 51
+    assert Scaler(DS2(), 1, 70, cooldown=0).decide(m, 1) == 51
+    assert Scaler(DS2(), 1, 70, cooldown=0, sizing="waves", partitions=70).decide(m, 1) == 70
+    # HPA-CPU at 10 workers over 10 partitions wants 8: 8 run two waves, no more than 5 would
+    busy = window(cpu_utilisation=0.56)
+    assert Scaler(HPACPU(), 1, 10, cooldown=0).decide(busy, 10) == 8
+    assert Scaler(HPACPU(), 1, 10, cooldown=0, sizing="waves", partitions=10).decide(busy, 10) is None
+
+
 @pytest.mark.parametrize("kwargs, message", [
     (dict(min_workers=5, max_workers=2), "above max_workers"),
     (dict(min_workers=0), "must be an int >= 1"),
     (dict(cooldown=-1), "cooldown"),
+    (dict(sizing="spark"), "sizing='spark'"),
+    (dict(sizing="waves"), "needs partitions="),
+    (dict(sizing="waves", partitions=0), "needs partitions="),
 ])
 def test_bad_scaler_settings(kwargs, message):
     with pytest.raises(ValueError, match=message):
@@ -184,9 +224,11 @@ metric_window = st.fixed_dictionaries({
 
 @settings(max_examples=150, deadline=None)
 @given(policy=st.sampled_from(sorted(POLICIES)), lo=st.integers(1, 10), span=st.integers(0, 60),
-       cooldown=st.sampled_from([0.0, 30.0, 300.0]), start=st.integers(1, 80), seq=st.lists(metric_window, min_size=1, max_size=25))
-def test_no_policy_leaves_its_range_or_acts_in_cooldown(policy, lo, span, cooldown, start, seq):
-    scaler = Scaler(make_policy(policy), min_workers=lo, max_workers=lo + span, cooldown=cooldown)
+       cooldown=st.sampled_from([0.0, 30.0, 300.0]), start=st.integers(1, 80), seq=st.lists(metric_window, min_size=1, max_size=25),
+       waves=st.none() | st.integers(1, 80))
+def test_no_policy_leaves_its_range_or_acts_in_cooldown(policy, lo, span, cooldown, start, seq, waves):
+    scaler = Scaler(make_policy(policy), min_workers=lo, max_workers=lo + span, cooldown=cooldown,
+                    sizing="thesis" if waves is None else "waves", partitions=waves)
     current, t, last = start, 0.0, -math.inf
     for w in seq:
         t += w["gap"]
@@ -198,6 +240,9 @@ def test_no_policy_leaves_its_range_or_acts_in_cooldown(policy, lo, span, cooldo
         if target is not None:
             assert lo <= target <= lo + span
             assert target != current
+            if waves is not None and lo < target < lo + span and target <= waves:   # not clamped
+                # one executor fewer would give less throughput: no executor only fills an idle wave
+                assert target == 1 or effective_workers(target - 1, waves) < effective_workers(target, waves)
             assert t - last >= cooldown
             last, current = t, target
     for a, b in zip(scaler.actions, scaler.actions[1:]):

@@ -9,11 +9,10 @@ from __future__ import annotations
 
 import time
 
-import numpy as np
 import pytest
 
 from driftjoin.control.autoscale import autoscale
-from driftjoin.control.autoscale.collector import offset_records, weighted_quantile
+from driftjoin.control.autoscale.collector import offset_records
 
 pytestmark = pytest.mark.spark
 
@@ -24,11 +23,6 @@ def test_offsets_that_count_records():
     assert offset_records('{"logOffset": 3}') is None
     assert offset_records(None) is None
     assert offset_records("None") is None and offset_records("null") is None  # PySpark's missing offset (file source)
-
-
-def test_weighted_quantile():
-    samples = [(np.array([1.0, 2.0]), 1.0), (np.array([10.0]), 8.0)]
-    assert weighted_quantile(samples, 0.5) == 10.0 and weighted_quantile(samples, 0.05) == 1.0
 
 
 @pytest.mark.parametrize("kwargs, message", [

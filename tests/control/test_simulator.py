@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from driftjoin.control.autoscale import Scaler, make_policy
-from driftjoin.control.autoscale.simulator import SimConfig, list_schedule_makespan, simulate
+from driftjoin.control.autoscale import DS2, Policy, Scaler, make_policy
+from driftjoin.control.autoscale.simulator import SimConfig, StageModel, list_schedule_makespan, simulate
 
 
 def test_list_schedule_makespan_is_spark_task_order():
@@ -33,3 +33,84 @@ def test_a_shared_machine_caps_what_more_executors_give():
         run[cores] = simulate(sched, Scaler(make_policy("ds2"), 2, 2, cooldown=60), 600, cfg, initial_workers=2)
     assert run[float("inf")].throughput() > 1700           # 2 x 1000/s keep up with 1800/s
     assert run[1.0].throughput() < 1050                    # one core's worth: 1000/s
+
+
+# -- Spark's task waves (the sizing) -----------------------------------------------------------
+
+def _after(r, t0: float, rate: float, end: float) -> float:
+    """Records processed by batches starting after ``t0`` over those offered meanwhile."""
+    return sum(b[2] for b in r.batches if b[0] >= t0) / (rate * (end - t0))
+
+
+def test_ds2_falls_behind_on_task_waves_and_the_wave_aware_sizing_keeps_up():
+    """The thesis's scale: 70 partitions, up to 70 workers of 2,000 records/s, 84,000 records/s.
+    DS2 asks for 51 workers, which run two waves (the throughput of 35), and never acts again."""
+    cfg = SimConfig(partitions=70)
+    sched = "constant:high=84000,duration=3600"
+    thesis = simulate(sched, Scaler(make_policy("ds2"), 1, 70, cooldown=300), 3600, cfg)
+    waves = simulate(sched, Scaler(make_policy("ds2"), 1, 70, cooldown=300, sizing="waves", partitions=70), 3600, cfg)
+    assert thesis.workers[-1][1] == 51 and _after(thesis, 1200, 84000, 3600) < 0.7
+    assert waves.workers[-1][1] == 70 and _after(waves, 1200, 84000, 3600) > 0.98
+    assert not [t for t, _ in waves.workers if t > 1200]                  # settled
+
+
+def test_hpa_cpu_oscillates_on_waves_and_the_wave_aware_sizing_settles():
+    """10 workers over 10 partitions at 70% load, CPU read as 0.8 of busy time: HPA-CPU's 8 or 9
+    workers run two waves, fall behind, read less CPU and come back: 10 -> 8 -> 10 -> 9 ..."""
+    cfg = SimConfig(partitions=10, cpu_per_busy=0.8)
+    sched = "constant:high=14000,duration=3600"
+    thesis = simulate(sched, Scaler(make_policy("hpa-cpu"), 1, 10, cooldown=300), 3600, cfg, initial_workers=10)
+    waves = simulate(sched, Scaler(make_policy("hpa-cpu"), 1, 10, cooldown=300, sizing="waves", partitions=10), 3600, cfg,
+                     initial_workers=10)
+    counts = [k for _, k in thesis.workers]
+    downs = sum(b < a for a, b in zip(counts, counts[1:]))
+    ups = sum(b > a for a, b in zip(counts, counts[1:]))
+    assert downs >= 3 and ups >= 2 and thesis.processed_fraction() < 0.98
+    assert waves.workers == [(0.0, 10)] and waves.processed_fraction() > 0.98
+
+
+def test_an_executor_that_arrives_during_a_stage_takes_its_waiting_tasks():
+    """Spark gives a stage's waiting tasks to an executor as soon as it registers."""
+
+    class Ten(Policy):
+        name = "ten"
+
+        def recommend(self, m, current):
+            return 10
+
+    cfg = SimConfig(capacity=1.0, partitions=10, task_overhead=0.0, batch_overhead=0.0, trigger_interval=1.0,
+                    launch_delay=20.0, state_reload=0.0, monitoring_window=30.0, max_per_batch=1000)
+    r = simulate("constant:high=1000,duration=400", Scaler(Ten(), 1, 10, cooldown=0), 400, cfg)
+    start, duration, n = r.batches[0]
+    assert n == 1000 and duration < 200          # 10 tasks of 100 s: one on 1 core until 50 s, then 9 more
+
+
+# -- the thesis's queue latency ----------------------------------------------------------------
+
+def test_queue_latency_counts_the_records_still_waiting():
+    """One worker at 50 times its capacity: its first batch (1 s of input) takes 50 s, the next
+    the 50 s offered meanwhile and does not end within the run. The few records it processed
+    waited a second or two; the thesis's queue latency of every record offered shows the rest."""
+    cfg = SimConfig(capacity=100.0, partitions=1, task_overhead=0.0, batch_overhead=0.1)
+    r = simulate("constant:high=5000,duration=600", Scaler(make_policy("ds2"), 1, 1, cooldown=0), 600, cfg)
+    assert r.processed_fraction() < 0.01
+    assert r.latency(0.95, "processed") < 5
+    assert r.latency(0.95) > 500                  # offered early in the run, still waiting at its end
+    assert 250 < r.latency(0.5) < 350
+
+
+# -- queries of several stages -----------------------------------------------------------------
+
+def test_ds2_sizes_a_query_of_two_stages_by_the_sum_of_their_parallelism():
+    """A scan (1/4000 s per record, half the records pass) and an aggregation (1/1000 s per
+    record): 8,000 records/s need 2 + 4 cores' worth; DS2 sees both stages."""
+    cfg = SimConfig(partitions=40, task_overhead=0.0, batch_overhead=0.1, monitoring_window=30,
+                    stages=(StageModel("scan", 1 / 4000, 0.5, tasks=40), StageModel("agg", 1 / 1000)))
+    assert round(cfg.stage_capacity()) == 1333
+    r = simulate("constant:high=8000,duration=1800", Scaler(make_policy("ds2"), 1, 40, cooldown=60, sizing="waves", partitions=40),
+                 1800, cfg)
+    w = r.windows[-1]
+    assert [s.name for s in w.stages] == ["scan", "agg"] and w.stages[1].upstream == ("scan",)
+    assert abs(w.stages[0].selectivity - 0.5) < 1e-9
+    assert DS2(overprovisioning=0).recommend(w, w.workers) == 6
+    assert r.workers[-1][1] == 8 and _after(r, 600, 8000, 1800) > 0.98      # ceil(6 * 1.2) = 8: one wave of 5 tasks

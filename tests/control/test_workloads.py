@@ -44,6 +44,16 @@ def test_time_of_inverts_count(shape, low, extra, duration, seed):
     np.testing.assert_allclose(RateSchedule.parse(r.spec()).rate(probe), r.rate(probe), rtol=1e-5)
 
 
+def test_whole_number_settings_count_like_their_floats():
+    """A step or duration given as an int (``step=60``) gives the same schedule as the float."""
+    for shape in SHAPES:
+        whole = RateSchedule(shape, low=100, high=2000, duration=600, step=60, seed=7)
+        real = RateSchedule(shape, low=100.0, high=2000.0, duration=600.0, step=60.0, seed=7)
+        t = np.array([0.0, 30.5, 61.0, 599.0])
+        np.testing.assert_allclose(whole.count(t), real.count(t))
+        np.testing.assert_allclose(whole.time_of(np.array([10, 5000])), real.time_of(np.array([10.0, 5000.0])))
+
+
 @pytest.mark.parametrize("spec, message", [
     ("sine:low=1,high=2", "choose one of"),
     ("cosine:low=5,high=2", "low <= high"),

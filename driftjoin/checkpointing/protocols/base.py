@@ -31,6 +31,8 @@ class Protocol:
     intercepts_receive = False
     supports_cycles = True
     meta_bytes = 0
+    #: whether checkpoints follow timers whose clocks are a setting (``clocks``, ``clock_skew``)
+    has_clocks = False
 
     def __init__(self, engine: "Engine", interval: float, seed: int) -> None:
         from driftjoin.checkpointing.engine import Checkpoint

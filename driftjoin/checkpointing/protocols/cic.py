@@ -37,7 +37,7 @@ from driftjoin.checkpointing.protocols.unc import Uncoordinated
 
 
 class HMNRVars:
-    __slots__ = ("lc", "ckpt", "sent_to", "taken", "greater")
+    __slots__ = ("lc", "ckpt", "sent_to", "taken", "greater", "sent")
 
     def __init__(self, n: int) -> None:
         self.lc = 0
@@ -45,6 +45,9 @@ class HMNRVars:
         self.sent_to = np.zeros(n, dtype=bool)
         self.taken = np.zeros(n, dtype=bool)
         self.greater = np.zeros(n, dtype=bool)
+        #: what the messages piggyback (``lc``, ``ckpt``, ``taken``, ``greater``), copied once per
+        #: change of the variables: every message sent meanwhile carries the same copy
+        self.sent: tuple | None = None
 
     def copy(self) -> "HMNRVars":
         v = HMNRVars(0)
@@ -58,18 +61,24 @@ class CommunicationInduced(Uncoordinated):
     piggybacks = True
     intercepts_receive = True
 
-    def __init__(self, engine: Any, interval: float, seed: int) -> None:
-        super().__init__(engine, interval, seed)
+    def __init__(self, engine: Any, interval: float, seed: int, **clocks: Any) -> None:
+        super().__init__(engine, interval, seed, **clocks)
         self.n = len(engine.insts)
         self.meta_bytes = 8 + 6 * self.n
         self.vars = {i.id: HMNRVars(self.n) for i in engine.insts}
         for ck in self.initial.values():
             ck.extra = self.vars[ck.inst].copy()
+        #: per channel, the piggybacked variables last merged at its receiver: merging the same
+        #: ones again changes nothing (lc and ckpt only grow, greater only shrinks and taken only
+        #: grows while they stay), so a receiver merges each sender's copy once
+        self._merged: dict[int, tuple] = {}
 
     def piggyback(self, inst: Any, ch: Any) -> tuple[Any, int]:
         v = self.vars[inst.id]
         v.sent_to[ch.dst] = True
-        return (v.lc, v.ckpt.copy(), v.taken.copy(), v.greater.copy()), self.meta_bytes
+        if v.sent is None:
+            v.sent = (v.lc, v.ckpt.copy(), v.taken.copy(), v.greater.copy())
+        return v.sent, self.meta_bytes
 
     def extra(self, inst: Any) -> Any:
         """HMNR's checkpoint step, then a copy of the variables to save with the checkpoint."""
@@ -82,6 +91,7 @@ class CommunicationInduced(Uncoordinated):
         v.greater[i] = False
         v.lc += 1
         v.ckpt[i] += 1
+        v.sent = None
         return v.copy()
 
     def on_receive(self, inst: Any, msg: Any) -> Generator:
@@ -92,21 +102,36 @@ class CommunicationInduced(Uncoordinated):
             self.forced += 1
             yield from self.take(inst, forced=True)
             v = self.vars[i]
+        if self._merged.get(msg.ch) is msg.meta:
+            return
+        self._merged[msg.ch] = msg.meta
+        changed = False
         if lc > v.lc:
             v.lc = lc
             v.greater = greater.copy()
             v.greater[i] = False
+            changed = True
         elif lc == v.lc:
-            v.greater &= greater
+            both = v.greater & greater
+            if (both != v.greater).any():
+                v.greater, changed = both, True
         newer = ckpt > v.ckpt
         newer[i] = False
         same = ckpt == v.ckpt
         same[i] = False
-        v.ckpt[newer] = ckpt[newer]
-        v.taken[newer] = taken[newer]
-        v.taken[same] |= taken[same]
+        if newer.any():
+            v.ckpt[newer] = ckpt[newer]
+            v.taken[newer] = taken[newer]
+            changed = True
+        gained = same & taken & ~v.taken
+        if gained.any():
+            v.taken |= gained
+            changed = True
+        if changed:
+            v.sent = None
 
     def after_recovery(self, line: dict[int, Any]) -> None:
         super().after_recovery(line)
+        self._merged.clear()
         for i, ck in line.items():
             self.vars[i] = ck.extra.copy()

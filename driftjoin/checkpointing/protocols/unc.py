@@ -1,7 +1,13 @@
 """UNC: uncoordinated checkpointing with message logging and a recovery line (thesis 3.3.2).
 
-- Every instance checkpoints on its own clock: every ``interval``, from a phase drawn at random
-  per instance (the workers' clocks are not aligned). No markers, nothing blocks.
+- Every instance checkpoints on its own timer: every ``interval``. No markers, nothing blocks.
+  Whose clock the timer follows (``clocks``): ``"worker"`` (the thesis: "every operator
+  independently decides when to take a checkpoint based on its worker's clock") ticks every
+  instance of a worker together, the workers' clocks offset by up to ``clock_skew`` seconds
+  (workers started at about the same time); ``"instance"`` gives every instance a phase of
+  its own, uniform over the interval (clocks as far apart as they can be). On a cyclic query the
+  difference decides whether checkpoints are taken across the cycle's traffic (Z-cycles, the
+  domino effect) or at nearly the same instant.
 - Every sent message is kept in the sender's in-flight log; the log since the last checkpoint
   is uploaded with the next checkpoint (upstream backup). A checkpoint also records, per
   channel, the sequence number of the last message sent and received, and that metadata goes
@@ -37,14 +43,26 @@ def meta(ck: Any) -> CheckpointMeta:
     return CheckpointMeta(ck.inst, ck.index, ck.sent, ck.recv)
 
 
+CLOCKS = ("worker", "instance")
+
+
 class Uncoordinated(Protocol):
     name = "unc"
     logs_messages = True
+    has_clocks = True
 
-    def __init__(self, engine: Any, interval: float, seed: int) -> None:
+    def __init__(self, engine: Any, interval: float, seed: int, *, clocks: str = "worker", clock_skew: float = 0.0) -> None:
         super().__init__(engine, interval, seed)
+        if clocks not in CLOCKS:
+            raise ValueError(f"clocks={clocks!r}: choose 'worker' (a worker's instances tick together) or 'instance'")
+        if not 0.0 <= clock_skew <= interval:
+            raise ValueError(f"clock_skew={clock_skew!r} must be in [0, interval={interval}] seconds")
         rng = np.random.default_rng(seed)
-        self.phase = {i.id: float(rng.uniform(0.0, interval)) for i in engine.insts}
+        if clocks == "worker":
+            offset = [float(rng.uniform(0.0, clock_skew)) if clock_skew > 0 else 0.0 for _ in range(engine.parallelism)]
+            self.phase = {i.id: offset[i.worker] for i in engine.insts}
+        else:
+            self.phase = {i.id: float(rng.uniform(0.0, interval)) for i in engine.insts}
         self.stable: dict[int, list[Any]] = {i: [ck] for i, ck in self.initial.items()}
         self.forced = 0
         self.discarded = 0

@@ -18,8 +18,10 @@ Sources of truth, all reachable with the UI disabled (``local_session`` turns it
 
 Definitions (thesis 4.5.1 and DS2): lag = offered minus processed offsets; the queue latency
 of a record = the start of the micro-batch that takes it minus the time its source offered it
-(exact for the generators, whose schedule says when record ``k`` was offered); useful time of
-a stage = task run time - shuffle fetch wait + deserialisation, summed over its tasks.
+(exact for the generators, whose schedule says when record ``k`` was offered); a window's
+queue latency counts the records its batches took and those still waiting when it closes (at
+their wait so far: :mod:`.latency`); useful time of a stage = task run time - shuffle fetch
+wait + deserialisation, summed over its tasks.
 """
 
 from __future__ import annotations
@@ -37,6 +39,7 @@ from datetime import datetime
 import numpy as np
 
 from driftjoin.control.autoscale.files import file_source_path, pending_files
+from driftjoin.control.autoscale.latency import batch_waits, waiting_waits, weighted_quantile
 from driftjoin.control.autoscale.metrics import StageMetrics, WindowMetrics
 from driftjoin.generators.rates import RateSchedule
 from driftjoin.spark.runtime.connect import refuse_on_connect
@@ -44,7 +47,6 @@ from driftjoin.spark.runtime.connect import refuse_on_connect
 log = logging.getLogger("driftjoin.autoscale")
 _RUN = re.compile(r"runId = ([0-9a-f-]+)")
 _BATCH = re.compile(r"batch = (\d+)")
-_LATENCY_SAMPLES = 512
 
 
 def parse_offset(offset: str | None) -> object:
@@ -131,22 +133,11 @@ class BatchRecord:
     duration: float
     rows: int
     lag: float
-    waits: list[tuple[np.ndarray, float]] = field(default_factory=list)
+    waits: list[tuple[np.ndarray, np.ndarray]] = field(default_factory=list)
 
 
 def _epoch(ts: str) -> float:
     return datetime.fromisoformat(ts.replace("Z", "+00:00")).timestamp()
-
-
-def weighted_quantile(samples: list[tuple[np.ndarray, float]], q: float) -> float:
-    """Quantile ``q`` of samples given as ``(values, weight of each value)`` groups."""
-    if not samples:
-        return math.nan
-    values = np.concatenate([v for v, _ in samples])
-    weights = np.concatenate([np.full(len(v), w) for v, w in samples])
-    order = np.argsort(values)
-    cum = np.cumsum(weights[order])
-    return float(values[order][np.searchsorted(cum, q * cum[-1])])
 
 
 class ProcessCpu:
@@ -248,8 +239,11 @@ class QueryMetricsCollector:
         if self.runs is not None and str(p.runId) not in self.runs:
             return
         start = _epoch(p.timestamp)
-        waits: list[tuple[np.ndarray, float]] = []
+        waits: list[tuple[np.ndarray, np.ndarray]] = []
         lag = 0.0
+        # records read: by offsets where they count records (a query that scans its source twice,
+        # e.g. a stream-stream self-join, reports every row twice in numInputRows)
+        rows = 0.0
         for i, s in enumerate(p.sources):
             # by query id, which a restart from the checkpoint keeps (the run id changes)
             state = self.sources.setdefault(f"{p.id}/{i}", SourceState(query_id=str(p.id), index=i,
@@ -257,6 +251,7 @@ class QueryMetricsCollector:
             first, end = offset_records(s.startOffset), offset_records(s.endOffset)
             if state.directory is not None:
                 first, end = state.end or 0.0, (state.end or 0.0) + s.numInputRows
+            rows += (end - (first or 0.0)) if end is not None else s.numInputRows
             state.end, state.batch = end, int(p.batchId)
             if state.directory is None:
                 state.latest = offset_records(s.latestOffset)
@@ -269,15 +264,13 @@ class QueryMetricsCollector:
             if offered is not None and end is not None:
                 lag += max(0.0, offered - end)
             if state.schedule is not None and end is not None and end > (first or 0.0):
-                lo = first or 0.0
-                k = np.unique(np.linspace(lo, end - 1, min(_LATENCY_SAMPLES, int(end - lo))).astype(np.int64))
-                waits.append((start - (state.start_time + state.schedule.time_of(k)), (end - lo) / len(k)))
+                waits.append(batch_waits(state.schedule, int(first or 0), int(end), start, offset=state.start_time))
         for op in p.stateOperators or ():
             acc = self.operators.setdefault(op.operatorName, {"updates_ms": 0.0, "commit_ms": 0.0, "rows_total": 0.0})
             acc["updates_ms"] += op.allUpdatesTimeMs
             acc["commit_ms"] += op.commitTimeMs
             acc["rows_total"] = float(op.numRowsTotal)
-        self.batches.append(BatchRecord(int(p.batchId), start, p.batchDuration / 1000.0, int(p.numInputRows), lag, waits))
+        self.batches.append(BatchRecord(int(p.batchId), start, p.batchDuration / 1000.0, int(rows), lag, waits))
 
     # -- status store --------------------------------------------------------------------------
 
@@ -379,6 +372,12 @@ class QueryMetricsCollector:
             cpu_util.append(cpu_frac)
             per_executor[eid] = {"cores": float(cores), "busy": busy_frac, "cpu": cpu_frac}
         waits = [w for b in self.batches for w in b.waits]
+        for state in self.sources.values():             # and the records still waiting now
+            offered = state.offered(now) if state.schedule is not None else None
+            if offered is not None and state.end is not None and offered > state.end:
+                waits.append(waiting_waits(state.schedule, int(state.end), int(offered), now, offset=state.start_time))
+        wv = np.concatenate([v for v, _ in waits]) if waits else np.array([])
+        ww = np.concatenate([w for _, w in waits]) if waits else np.array([])
         m = WindowMetrics(
             time=now, duration=duration,
             workers=executors["driver"][0] if list(executors) == ["driver"] else len(executors),
@@ -388,7 +387,7 @@ class QueryMetricsCollector:
             idle_per_second=float(np.mean(idle)) if idle else math.nan,
             batch_duration=float(np.mean([b.duration for b in self.batches])) if self.batches else math.nan,
             trigger_interval=self.trigger_interval, batches=len(self.batches), per_executor=per_executor,
-            latency_p50=weighted_quantile(waits, 0.5), latency_p95=weighted_quantile(waits, 0.95),
+            latency_p50=weighted_quantile(wv, ww, 0.5), latency_p95=weighted_quantile(wv, ww, 0.95),
             operators={k: dict(v) for k, v in self.operators.items()},
         )
         self._t0, self._lag0, self.batches, self.operators = now, lag, [], {}

@@ -200,7 +200,7 @@ def autoscale(spark, policy: str | Policy = "ds2", *, min_workers: int = 1, max_
               cooldown: float = 300.0, monitoring_window: float = 30.0, mode: str = "live",
               start: Callable[[], object] | None = None, trigger_interval: float = 0.0,
               state_partitions: int | None = None, dry_run: bool = False, executor_timeout: float = 120.0,
-              **policy_options: float) -> AutoscaleController:
+              sizing: str = "waves", **policy_options: float) -> AutoscaleController:
     """Attach an autoscaler to the streaming queries of ``spark`` and start it.
 
     Every ``monitoring_window`` seconds the controller measures the queries (rates, lag, queue
@@ -236,6 +236,11 @@ def autoscale(spark, policy: str | Policy = "ds2", *, min_workers: int = 1, max_
         Decide and record, change nothing (works in local mode).
     executor_timeout:
         Seconds to wait for executors to come or go.
+    sizing:
+        ``"waves"`` (default) acts on the fewest executors that give the policy's count's
+        throughput over the state partitions (a stage of P tasks on k executors runs
+        ``ceil(P / k)`` waves), ``"thesis"`` on the policy's count as the thesis does (see
+        :mod:`driftjoin.control.autoscale.policies`).
     **policy_options:
         The policy's settings, e.g. ``target=0.7``, ``overprovisioning=0.2``.
 
@@ -280,7 +285,8 @@ def autoscale(spark, policy: str | Policy = "ds2", *, min_workers: int = 1, max_
     if min_workers > partitions:
         raise ValueError(f"min_workers={min_workers} is above the {partitions} state partitions (spark.sql.shuffle.partitions of the "
                          "query's first run): lower min_workers, or start a new checkpoint with more partitions")
-    scaler = Scaler(pol, min_workers=min_workers, max_workers=max_workers, cooldown=cooldown)
+    scaler = Scaler(pol, min_workers=min_workers, max_workers=max_workers, cooldown=cooldown, sizing=sizing,
+                    partitions=partitions)
     ctl = AutoscaleController(spark, scaler, monitoring_window=monitoring_window, mode=mode, start=start,
                               trigger_interval=trigger_interval, dry_run=dry_run, executor_timeout=executor_timeout)
     if pol.external:

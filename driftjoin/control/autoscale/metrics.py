@@ -56,7 +56,8 @@ class WindowMetrics:
     Rates are records per second over the window. ``cpu_utilisation`` and ``idle_per_second``
     average over the executors (each in [0, 1]); ``lag_change_rate`` is the derivative of the
     lag over the window (records per second, positive when the lag grows). ``latency_p50`` /
-    ``latency_p95``: the time records waited in the input queue (thesis 4.5.1), in seconds;
+    ``latency_p95``: the time records waited in the input queue (thesis 4.5.1), in seconds, over
+    the records the window's batches took and those still waiting at its end (their wait so far);
     ``operators``: per stateful operator its update and commit time (ms) and state rows.
     """
 

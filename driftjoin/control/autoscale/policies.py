@@ -34,6 +34,17 @@ the defaults; every one is a keyword argument.
 while the current batch runs, about one batch duration's worth, so a queue counts as almost
 empty when its lag in seconds of input is at most ``max(lag_threshold, batch duration +
 trigger interval)``.
+
+Sizing (:class:`Scaler`, ``sizing``): the thesis's policies count workers as if every worker
+ran one operator instance all the time (Flink's slots). A Spark stage of ``P`` tasks (the state
+partitions) on ``k`` executors of one core runs in ``ceil(P / k)`` *waves*, so ``k`` executors
+do the work of ``P / ceil(P / k)``: 51 executors over 70 partitions run two waves, the
+throughput of 35. Every policy's estimate is blind to this (DS2's equation 4.3 divides a rate
+by a rate per busy task; HPA scales the count it has), so a policy asks for 51, gets 35's
+throughput and, since its own numbers say 51 suffice, never asks again. ``sizing="thesis"``
+acts on the policy's count as the thesis does; ``sizing="waves"`` acts on the fewest executors
+that give at least that count's throughput (:func:`wave_efficient`), which is always one of the
+counts ``ceil(P / w)`` (every wave full but the last).
 """
 
 from __future__ import annotations
@@ -61,6 +72,42 @@ def queue_almost_empty(m: WindowMetrics, lag_threshold: float) -> bool:
     """At most about one micro-batch of input is waiting (see the module docstring)."""
     allowed = max(lag_threshold, (0.0 if math.isnan(m.batch_duration) else m.batch_duration) + m.trigger_interval)
     return m.lag_seconds <= allowed
+
+
+def effective_workers(workers: int, partitions: int) -> float:
+    """The task slots' worth of throughput ``workers`` executors of one core give a stage of
+    ``partitions`` equal tasks: ``partitions / ceil(partitions / workers)`` (its waves).
+
+    >>> effective_workers(51, 70), effective_workers(35, 70), effective_workers(70, 70)
+    (35.0, 35.0, 70.0)
+    """
+    if workers < 1 or partitions < 1:
+        raise ValueError(f"workers={workers!r} and partitions={partitions!r} must be >= 1")
+    return partitions / math.ceil(partitions / workers)
+
+
+def wave_efficient(workers: int, partitions: int) -> int:
+    """The fewest executors whose :func:`effective_workers` over ``partitions`` tasks is at least
+    ``workers`` (at most ``partitions``: more executors than tasks add nothing).
+
+    With ``w = floor(P / workers)`` waves the answer is ``ceil(P / w)``: fewer executors need a
+    wave more and give ``P / (w + 1) < workers``.
+
+    >>> [wave_efficient(n, 70) for n in (1, 17, 18, 23, 24, 35, 36, 51, 80)]
+    [1, 18, 24, 24, 35, 35, 70, 70, 70]
+    >>> [wave_efficient(n, 10) for n in range(1, 11)]
+    [1, 2, 4, 5, 5, 10, 10, 10, 10, 10]
+    """
+    if partitions < 1:
+        raise ValueError(f"partitions={partitions!r} must be >= 1")
+    if workers >= partitions:
+        return partitions
+    if workers <= 1:
+        return 1
+    return math.ceil(partitions / (partitions // workers))
+
+
+SIZINGS = ("thesis", "waves")
 
 
 class Policy:
@@ -289,15 +336,23 @@ class Action:
 class Scaler:
     """A policy inside the ``[min_workers, max_workers]`` range with a cooldown after each action.
 
-    ``decide`` asks the policy every window (so windowed policies keep their history), clamps
-    its recommendation to the range and acts only when the count changes and the last action is
-    at least ``cooldown`` seconds old. It returns the new worker count, or ``None``.
+    ``decide`` asks the policy every window (so windowed policies keep their history), sizes
+    its recommendation (``sizing``, see the module docstring: ``"thesis"`` as the policy says,
+    ``"waves"`` the fewest executors giving that throughput over ``partitions`` tasks), clamps
+    it to the range and acts only when the count changes and the last action is at least
+    ``cooldown`` seconds old. It returns the new worker count, or ``None``.
+
+    >>> s = Scaler(DS2(), 1, 70, cooldown=0, sizing="waves", partitions=70)
+    >>> s.size(51), Scaler(DS2(), 1, 70, cooldown=0).size(51)
+    (70, 51)
     """
 
     policy: Policy
     min_workers: int = 1
     max_workers: int = 70
     cooldown: float = 300.0
+    sizing: str = "thesis"
+    partitions: int | None = None
     actions: list[Action] = field(default_factory=list)
     _last_action: float = -math.inf
 
@@ -309,9 +364,21 @@ class Scaler:
         if self.min_workers > self.max_workers:
             raise ValueError(f"min_workers={self.min_workers} is above max_workers={self.max_workers}: lower min_workers or raise max_workers")
         _non_negative("cooldown", self.cooldown)
+        if self.sizing not in SIZINGS:
+            raise ValueError(f"sizing={self.sizing!r}: choose 'thesis' (the policy's count) or 'waves' (the fewest executors "
+                             "giving that count's throughput over the state partitions)")
+        if self.sizing == "waves" and (isinstance(self.partitions, bool) or not isinstance(self.partitions, int)
+                                       or self.partitions < 1):
+            raise ValueError(f"sizing='waves' needs partitions= (the state partitions, an int >= 1), got {self.partitions!r}")
 
     def clamp(self, workers: int) -> int:
         return min(self.max_workers, max(self.min_workers, workers))
+
+    def size(self, recommendation: int) -> int:
+        """The worker count to act on for a policy's ``recommendation`` (before the range)."""
+        if self.sizing == "waves":
+            return wave_efficient(recommendation, self.partitions)
+        return recommendation
 
     def in_cooldown(self, now: float) -> bool:
         return now - self._last_action < self.cooldown
@@ -320,7 +387,7 @@ class Scaler:
         recommendation = self.policy.recommend(m, current)
         if recommendation is None or self.in_cooldown(m.time):
             return None
-        target = self.clamp(recommendation)
+        target = self.clamp(self.size(recommendation))
         if target == current:
             return None
         self._last_action = m.time

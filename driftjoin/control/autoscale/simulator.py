@@ -7,23 +7,30 @@ from the live runs (:class:`SimConfig`, calibrated by bench/autoscale_live.py):
 
 - records arrive by a :class:`RateSchedule`; a batch starts at the next trigger tick (or at
   once) and takes everything offered (up to ``max_per_batch``);
-- a batch of ``n`` records on ``k`` executors and ``P`` state partitions runs ``P`` tasks;
-  task ``i`` does ``share_i * n / capacity`` seconds of work plus ``task_overhead``; Spark
-  hands tasks in index order to the first free core, so the stage takes the makespan of that
-  list schedule; the batch adds ``batch_overhead`` (planning, commit); on a machine shared with
-  other jobs ``k`` executors get the CPU of only ``machine_cores`` (when fewer than ``k``), so
-  their tasks stretch by ``k / machine_cores``;
-- scaling ``live``: an added executor is usable ``launch_delay`` seconds later, a removed one
-  at once; the next batch pays ``state_reload`` (state partitions reloaded by other
-  executors). ``restart``: no batch runs for ``restart_pause`` seconds, then ``state_reload``;
+- a query is a chain of stages (:class:`StageModel`, the thesis's operators; by default one
+  stage of ``1 / capacity`` seconds per record): a stage receives its upstream's records
+  times the upstream's selectivity and runs its tasks (the state partitions unless it says
+  otherwise); task ``i`` does ``share_i * records * cost`` seconds of work plus
+  ``task_overhead``; Spark hands tasks in index order to the first free core, so a stage
+  takes the makespan of that list schedule (``ceil(P / k)`` waves of equal tasks) and the
+  stages of a batch run one after the other; the batch adds ``batch_overhead`` (planning,
+  commit); on a machine shared with other jobs ``k`` executors get the CPU of only
+  ``machine_cores`` (when fewer than ``k``), so their tasks stretch by ``k / machine_cores``;
+- scaling ``live``: an added executor takes tasks ``launch_delay`` seconds later (also the
+  tasks of a stage already running), a removed one goes at once; the next batch pays
+  ``state_reload`` (state partitions reloaded by other executors). ``restart``: no batch
+  runs for ``restart_pause`` seconds, then ``state_reload``;
 - Spark's dynamic allocation (policy ``spark-dynamic-allocation``) is modelled as Spark
   configures it: while tasks wait longer than ``backlog_timeout`` it asks for 1, 2, 4 ... more
-  executors (up to the tasks' count and ``max_workers``); an executor idle for
-  ``idle_timeout`` seconds is removed.
+  executors every ``backlog_timeout`` (up to the tasks running and waiting, and
+  ``max_workers``); an executor idle for ``idle_timeout`` seconds is removed.
 
-It reports what the live controller reports (per window :class:`WindowMetrics`, the queue
-latency of every record: batch start minus the time it was offered, and the processing-time
-latency: batch end minus that time) so live and simulated runs compare line by line.
+It reports what the live controller reports (per window :class:`WindowMetrics`, with one
+:class:`StageMetrics` per stage for DS2) and the thesis's latencies: the *queue latency* of
+every record offered in the run (batch start minus the time it was offered; a record still
+waiting when the run ends counts the time it has waited so far, so a policy that falls behind
+cannot look fast by processing few records), the same over the processed records only, and
+the processing-time latency (batch end minus that time), beside the processed fraction.
 ``shares`` (a function of time giving each state partition's fraction of the load) models
 skew; ``balancer`` (see :mod:`driftjoin.control.joint`) may change the shares while it runs.
 """
@@ -38,15 +45,41 @@ from dataclasses import dataclass, field
 import numpy as np
 import simpy
 
+from driftjoin.control.autoscale.latency import batch_waits, waiting_waits, weighted_quantile
 from driftjoin.control.autoscale.metrics import StageMetrics, WindowMetrics
 from driftjoin.control.autoscale.policies import Scaler
 from driftjoin.generators.rates import RateSchedule
 
 
 @dataclass(frozen=True)
+class StageModel:
+    """One stage of a simulated query (a Spark stage, the thesis's operator).
+
+    ``cost``: seconds of one core per record in (1 / DS2's true processing rate);
+    ``selectivity``: records out per record in; ``tasks``: its task count (``None``: the state
+    partitions, :attr:`SimConfig.partitions`; a source stage has as many as the source's
+    partitions).
+    """
+
+    name: str
+    cost: float
+    selectivity: float = 1.0
+    tasks: int | None = None
+
+    def __post_init__(self) -> None:
+        if not (self.cost >= 0 and math.isfinite(self.cost)):
+            raise ValueError(f"stage {self.name}: cost={self.cost!r} must be a finite number of seconds per record >= 0")
+        if not (self.selectivity >= 0 and math.isfinite(self.selectivity)):
+            raise ValueError(f"stage {self.name}: selectivity={self.selectivity!r} must be >= 0")
+        if self.tasks is not None and (isinstance(self.tasks, bool) or not isinstance(self.tasks, int) or self.tasks < 1):
+            raise ValueError(f"stage {self.name}: tasks={self.tasks!r} must be an int >= 1 (or None: the state partitions)")
+
+
+@dataclass(frozen=True)
 class SimConfig:
     """The engine's constants (defaults: measured on the standalone cluster here, see
-    docs/autoscaling.md) and the run's settings."""
+    docs/autoscaling.md) and the run's settings. ``stages``: the query's stages in order;
+    empty: one stage of ``1 / capacity`` seconds per record over the state partitions."""
 
     capacity: float = 2000.0
     machine_cores: float = math.inf
@@ -59,10 +92,26 @@ class SimConfig:
     state_reload: float = 2.0
     restart_pause: float = 10.0
     mode: str = "live"
-    cpu_per_busy: float = 0.8
+    #: CPU of an executor's process tree per second of task busy time: 1.20 measured on one
+    #: executor at 64% busy, load average 2.8-4.4 (bench/autoscale_live.py --cpu-rate); the
+    #: reading is capped at one core, as the collector's is
+    cpu_per_busy: float = 1.2
     monitoring_window: float = 30.0
     backlog_timeout: float = 1.0
     idle_timeout: float = 60.0
+    stages: tuple[StageModel, ...] = ()
+
+    def query(self) -> tuple[StageModel, ...]:
+        """The stages a batch runs (the default single stage when none are given)."""
+        return self.stages or (StageModel("stage0", 1.0 / self.capacity),)
+
+    def stage_capacity(self) -> float:
+        """Records/s one core takes through every stage (without overheads)."""
+        per, sel = 0.0, 1.0
+        for st in self.query():
+            per += sel * st.cost
+            sel *= st.selectivity
+        return 1.0 / per if per > 0 else math.inf
 
 
 @dataclass
@@ -74,18 +123,26 @@ class SimResult:
     queue_latency: tuple[np.ndarray, np.ndarray] = field(repr=False, default=None)
     processing_latency: tuple[np.ndarray, np.ndarray] = field(repr=False, default=None)
     balance_actions: int = 0
-
-    @staticmethod
-    def _q(lat: tuple[np.ndarray, np.ndarray], q: float) -> float:
-        values, weights = lat
-        if len(values) == 0:
-            return math.nan
-        order = np.argsort(values)
-        cum = np.cumsum(weights[order])
-        return float(values[order][np.searchsorted(cum, q * cum[-1])])
+    #: waits so far of the records offered but not processed when the run ended (censored)
+    waiting: tuple[np.ndarray, np.ndarray] = field(repr=False, default=None)
+    offered: int = 0
 
     def latency(self, q: float, kind: str = "queue") -> float:
-        return self._q(self.queue_latency if kind == "queue" else self.processing_latency, q)
+        """Quantile ``q`` of ``kind``: ``"queue"`` the thesis's queue latency of every record
+        offered (those still waiting at the end count their wait so far), ``"processed"`` the
+        same over the processed records only, ``"processing"`` batch end minus offer time."""
+        if kind == "queue":
+            parts = [self.queue_latency, self.waiting or (np.array([]), np.array([]))]
+            lat = (np.concatenate([p[0] for p in parts]), np.concatenate([p[1] for p in parts]))
+        elif kind in ("processed", "processing"):
+            lat = self.queue_latency if kind == "processed" else self.processing_latency
+        else:
+            raise ValueError(f"latency kind {kind!r}: choose queue, processed or processing")
+        return weighted_quantile(lat[0], lat[1], q)
+
+    def processed_fraction(self) -> float:
+        """Records processed over records offered in the run."""
+        return sum(b[2] for b in self.batches) / self.offered if self.offered else 1.0
 
     def mean_workers(self, end: float) -> float:
         """Time-weighted mean number of workers over ``[0, end]``."""
@@ -116,21 +173,26 @@ class Simulation:
         self.pending_up: list[float] = []            # times added executors become usable
         self.shares_fn = shares
         self.balancer = balancer
+        self.stages = config.query()
         self.processed = 0
         self.reload_due = False
         self.paused_until = 0.0
         self.workers_log: list[tuple[float, int]] = [(0.0, self.k)]
         self.batches: list[tuple[float, float, int]] = []
-        self._win: list[tuple[float, float, int, float, float]] = []   # start, duration, n, useful, busy
+        self._win: list[tuple[float, float, int]] = []                 # start, duration, records
+        self._stage_in = np.zeros(len(self.stages))                    # per stage in the window: records in,
+        self._stage_out = np.zeros(len(self.stages))                   # out,
+        self._stage_useful = np.zeros(len(self.stages))                # and task seconds
         self._busy: list[tuple[float, int]] = [(0.0, 0)]               # (time, cores running tasks from then on)
-        self._qlat: list[tuple[np.ndarray, float]] = []
-        self._plat: list[tuple[np.ndarray, float]] = []
+        self._qlat: list[tuple[np.ndarray, np.ndarray]] = []
+        self._plat: list[tuple[np.ndarray, np.ndarray]] = []
         self._lag0 = 0.0
         self._t0 = 0.0
         self.windows: list[WindowMetrics] = []
-        self._da_wait = 0.0
         self._da_step = 1
+        self._da_next: float | None = None
         self._idle_since = 0.0
+        self._arrival = self.env.event()             # fires when an added executor registers
 
     # -- the engine ----------------------------------------------------------------------------
 
@@ -166,54 +228,94 @@ class Simulation:
                 yield env.timeout(max(cfg.trigger_interval, 0.05))
                 continue
             shares = self.shares(start)
-            stretch = max(1.0, self.k / cfg.machine_cores)
-            tasks = shares * (n * stretch / cfg.capacity) + cfg.task_overhead
-            self._dynamic_allocation(float(tasks.sum()) / max(1, self.k), len(tasks))
+            self._idle_check(max(len(shares), max((st.tasks or 0) for st in self.stages)))
             reload = cfg.state_reload if self.reload_due else 0.0
             self.reload_due = False
             yield env.timeout(cfg.batch_overhead + reload)
-            # tasks go in index order to free cores; executors that arrive meanwhile take tasks too
-            pending, running = list(tasks), []
-            while pending or running:
-                self._activate_launched()
-                while pending and len(running) < max(1, self.k):
-                    heapq.heappush(running, env.now + pending.pop(0))
-                self._busy.append((env.now, len(running)))
-                yield env.timeout(max(0.0, running[0] - env.now))
-                while running and running[0] <= env.now + 1e-12:
-                    heapq.heappop(running)
+            records = float(n)
+            for i, st in enumerate(self.stages):
+                p = st.tasks or cfg.partitions
+                frac = shares if p == len(shares) else np.full(p, 1.0 / p)
+                stretch = max(1.0, self.k / cfg.machine_cores)
+                tasks = frac * (records * st.cost * stretch) + cfg.task_overhead
+                yield from self._run_stage(tasks)
+                self._stage_in[i] += records
+                self._stage_out[i] += records * st.selectivity
+                self._stage_useful[i] += float(tasks.sum())
+                records *= st.selectivity
             self._busy.append((env.now, 0))
             duration = env.now - start
             first = self.processed
             self.processed += n
-            idx = np.unique(np.linspace(first, first + n - 1, min(n, 256)).astype(np.int64))
-            arrival = self.schedule.time_of(idx)
-            self._qlat.append((start - arrival, n / len(idx)))
-            self._plat.append((start + duration - arrival, n / len(idx)))
+            self._qlat.append(batch_waits(self.schedule, first, first + n, start))
+            self._plat.append(batch_waits(self.schedule, first, first + n, start + duration))
             self.batches.append((start, duration, n))
-            self._win.append((start, duration, n, float(tasks.sum()), float(tasks.sum())))
+            self._win.append((start, duration, n))
+
+    def _run_stage(self, tasks: np.ndarray):
+        """Tasks in index order to free cores; executors that arrive meanwhile take tasks too."""
+        env = self.env
+        pending, running = list(tasks), []
+        pending.reverse()                          # pop() from the end: index order
+        while pending or running:
+            self._activate_launched()
+            while pending and len(running) < max(1, self.k):
+                heapq.heappush(running, env.now + pending.pop())
+            self._busy.append((env.now, len(running)))
+            self._allocate(len(pending), len(running))
+            wake = running[0]
+            if pending and self._da_next is not None:
+                wake = min(wake, self._da_next)
+            yield env.timeout(max(0.0, wake - env.now)) | self._arrival
+            while running and running[0] <= env.now + 1e-12:
+                heapq.heappop(running)
+
+    def _launch(self, count: int) -> None:
+        """``count`` executors requested now: usable ``launch_delay`` seconds later."""
+        if count <= 0:
+            return
+        at = self.env.now + self.cfg.launch_delay
+        self.pending_up += [at] * count
+        self.env.process(self._register(at))
+
+    def _register(self, at: float):
+        yield self.env.timeout(max(0.0, at - self.env.now))
+        arrival, self._arrival = self._arrival, self.env.event()
+        arrival.succeed()
 
     def _activate_launched(self) -> None:
         now = self.env.now
-        ready = [t for t in self.pending_up if t <= now]
+        ready = [t for t in self.pending_up if t <= now + 1e-12]
         if ready:
-            self.pending_up = [t for t in self.pending_up if t > now]
+            self.pending_up = [t for t in self.pending_up if t > now + 1e-12]
             self._set_workers(self.k + len(ready))
             self.reload_due = True
 
-    def _dynamic_allocation(self, stage: float, tasks: int) -> None:
-        """Spark's allocator: backlog -> request 1, 2, 4 ...; idle executors time out."""
+    def _allocate(self, waiting: int, running: int) -> None:
+        """Spark's allocator: tasks waiting for ``backlog_timeout`` -> request 1, 2, 4 ... more
+        executors, again every ``backlog_timeout`` while tasks wait (up to the tasks there)."""
         if not self.scaler.policy.external:
             return
-        target = min(self.scaler.max_workers, tasks)
-        have = self.k + len(self.pending_up)
-        if tasks > self.k and stage > self.cfg.backlog_timeout and have < target:
-            add = min(self._da_step, target - have)
-            self.pending_up += [self.env.now + self.cfg.launch_delay] * add
-            self._da_step *= 2
-        elif tasks <= self.k:
-            self._da_step = 1
-        # executors beyond the tasks never get one: removed after the idle timeout
+        now = self.env.now
+        if waiting <= 0:
+            self._da_next, self._da_step = None, 1
+            return
+        if self._da_next is None:
+            self._da_next = now + self.cfg.backlog_timeout
+            return
+        if now + 1e-12 >= self._da_next:
+            need = min(self.scaler.max_workers, waiting + running)
+            add = min(self._da_step, need - self.k - len(self.pending_up))
+            if add > 0:
+                self._launch(add)
+                self._da_step *= 2
+            self._da_next = now + self.cfg.backlog_timeout
+
+    def _idle_check(self, tasks: int) -> None:
+        """Spark's allocator: executors beyond a batch's tasks never get one and are removed
+        after ``idle_timeout``."""
+        if not self.scaler.policy.external:
+            return
         if self.k > max(tasks, self.scaler.min_workers):
             if self._idle_since == 0.0:
                 self._idle_since = self.env.now
@@ -229,22 +331,26 @@ class Simulation:
         now, cfg = self.env.now, self.cfg
         dur = max(now - self._t0, 1e-9)
         n = sum(b[2] for b in self._win)
-        useful = sum(b[3] for b in self._win)
         lag = float(self.offered(now) - self.processed)
         # core-seconds spent running tasks in the window, batches in progress included
         pts = [p for p in self._busy if p[0] < now] + [(now, 0)]
         core_seconds = sum((b[0] - max(a[0], self._t0)) * a[1] for a, b in zip(pts, pts[1:]) if b[0] > self._t0)
         self._busy = [pts[-2]] if len(pts) >= 2 else [(now, 0)]
         busy = min(1.0, core_seconds / (dur * max(1, self.k)))
-        stage = StageMetrics("stage0", (), cfg.partitions, float(n), float(n), useful)
+        stages = tuple(StageMetrics(st.name, (self.stages[i - 1].name,) if i else (), st.tasks or cfg.partitions,
+                                    float(self._stage_in[i]), float(self._stage_out[i]), float(self._stage_useful[i]))
+                       for i, st in enumerate(self.stages)) if n else ()
         m = WindowMetrics(
             time=now, duration=dur, workers=self.k,
             input_rate=(self.offered(now) - self.offered(self._t0)) / dur, processed_rate=n / dur,
-            lag=lag, lag_change_rate=(lag - self._lag0) / dur, stages=(stage,) if n else (),
-            cpu_utilisation=busy * cfg.cpu_per_busy, idle_per_second=1.0 - busy,
+            lag=lag, lag_change_rate=(lag - self._lag0) / dur, stages=stages,
+            cpu_utilisation=min(1.0, busy * cfg.cpu_per_busy), idle_per_second=1.0 - busy,
             batch_duration=float(np.mean([b[1] for b in self._win])) if self._win else math.nan,
             trigger_interval=cfg.trigger_interval, batches=len(self._win))
         self._t0, self._lag0, self._win = now, lag, []
+        self._stage_in[:] = 0.0
+        self._stage_out[:] = 0.0
+        self._stage_useful[:] = 0.0
         return m
 
     def controller(self):
@@ -265,7 +371,7 @@ class Simulation:
                 self._set_workers(target)
                 self.reload_due = True
             elif target > self.k:
-                self.pending_up += [self.env.now + cfg.launch_delay] * (target - self.k - len(self.pending_up))
+                self._launch(target - self.k - len(self.pending_up))
             else:
                 self.pending_up = []
                 self._set_workers(target)
@@ -279,10 +385,12 @@ class Simulation:
         def cat(parts):
             if not parts:
                 return np.array([]), np.array([])
-            return np.concatenate([v for v, _ in parts]), np.concatenate([np.full(len(v), w) for v, w in parts])
+            return np.concatenate([v for v, _ in parts]), np.concatenate([w for _, w in parts])
 
+        offered = self.offered(duration)
         return SimResult(self.windows, self.workers_log, len(self.scaler.actions), self.batches, cat(self._qlat), cat(self._plat),
-                         balance_actions=getattr(self.balancer, "actions", 0))
+                         balance_actions=getattr(self.balancer, "actions", 0),
+                         waiting=waiting_waits(self.schedule, self.processed, offered, duration), offered=offered)
 
 
 def simulate(schedule: RateSchedule | str, policy: Scaler, duration: float, config: SimConfig | None = None, **kw) -> SimResult:

@@ -1,0 +1,97 @@
+"""bench/checkpointing_testbed.py: settings checked before it runs, each section written as it
+finishes, every recovered run checked record for record against its failure-free run."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import sys
+from pathlib import Path
+
+import pytest
+
+from driftjoin.checkpointing import CostModel
+
+BENCH = Path(__file__).resolve().parents[2] / "bench" / "checkpointing_testbed.py"
+
+
+@pytest.fixture
+def bench(monkeypatch):
+    spec = importlib.util.spec_from_file_location("checkpointing_testbed", BENCH)
+    module = importlib.util.module_from_spec(spec)
+    monkeypatch.setitem(sys.modules, "checkpointing_testbed", module)   # its pool's workers find it by name
+    spec.loader.exec_module(module)
+    return module
+
+
+def _main(bench, monkeypatch, tmp_path: Path, *args: str) -> None:
+    costs = tmp_path / "costs.json"
+    CostModel().to_json(costs, {"when": "test", "load_average": [0.0, 0.0]})
+    monkeypatch.setattr(sys, "argv", ["checkpointing_testbed.py", "--workers", "1", "--failure-workers", "1", "--skew-workers",
+                                      "1", "--cyclic-workers", "1", "--duration", "0.1", "--interval", "0.04", "--probes", "0",
+                                      "--jobs", "1", "--costs", str(costs), "--out", str(tmp_path / "out"), *args])
+    bench.main()
+
+
+def test_a_section_the_queries_cannot_feed_fails_before_anything_runs(bench, monkeypatch, tmp_path, capsys):
+    with pytest.raises(SystemExit, match="the intervals section runs q8"):
+        _main(bench, monkeypatch, tmp_path, "--queries", "q1,q3", "--sections", "normal,intervals")
+    assert not (tmp_path / "out" / "checkpointing_testbed.json").exists()
+    assert "costs" not in capsys.readouterr().out            # nothing measured, nothing run
+
+
+def test_a_failure_load_above_the_mst_fails_before_anything_runs(bench, monkeypatch, tmp_path, capsys):
+    with pytest.raises(SystemExit, match="--failure-load 1.5 must be in"):
+        _main(bench, monkeypatch, tmp_path, "--queries", "q1", "--sections", "normal,failure", "--failure-load", "1.5")
+    assert "costs" not in capsys.readouterr().out
+
+
+def test_each_section_is_written_when_it_finishes(bench, monkeypatch, tmp_path, capsys):
+    def broken(args, normal):
+        raise RuntimeError("the failure section broke")
+
+    monkeypatch.setattr(bench, "section_failure", broken)
+    with pytest.raises(RuntimeError, match="failure section broke"):
+        _main(bench, monkeypatch, tmp_path, "--queries", "q1", "--sections", "normal,failure")
+    written = json.loads((tmp_path / "out" / "checkpointing_testbed.json").read_text())
+    assert {r["protocol"] for r in written["normal"]} == {"none", "coor", "unc", "cic"}
+    assert written["costs"]["measured"]["when"] == "test"
+    assert "from " in capsys.readouterr().out                # the costs' source is printed
+
+
+def test_recovered_runs_are_checked_record_for_record(bench, monkeypatch, tmp_path, capsys):
+    _main(bench, monkeypatch, tmp_path, "--queries", "q1", "--sections", "normal,failure")
+    out = capsys.readouterr().out
+    rows = json.loads((tmp_path / "out" / "checkpointing_testbed.json").read_text())["failure"]
+    assert len(rows) == 3 and all(r["exact"] is True for r in rows)
+    assert "3 of 3 recovered runs equal their failure-free run" in out
+
+    real = bench.run
+
+    def lossy(cfg, *a, **kw):                                # a protocol that drops an output after a failure
+        res = real(cfg, *a, **kw)
+        if cfg.failures and cfg.protocol == "unc":
+            res.result = res.result - type(res.result)([next(iter(res.result))])
+        return res
+
+    monkeypatch.setattr(bench, "run", lossy)
+    first = tmp_path / "first.json"
+    (tmp_path / "out" / "checkpointing_testbed.json").rename(first)
+    with pytest.raises(SystemExit) as stop:
+        _main(bench, monkeypatch, tmp_path, "--queries", "q1", "--sections", "failure", "--mst-from", str(first))
+    assert stop.value.code == 1
+    assert "MISMATCH q1 unc" in capsys.readouterr().out
+
+
+def test_the_msts_are_measured_for_the_selected_sections_workers_only(bench, monkeypatch, tmp_path):
+    seen = {}
+
+    def normal(args):
+        seen["workers"] = list(args.workers)
+        return []
+
+    monkeypatch.setattr(bench, "section_normal", normal)
+    monkeypatch.setattr(bench, "section_cyclic", lambda args, rows: [])
+    _main(bench, monkeypatch, tmp_path, "--queries", "q1", "--sections", "normal,cyclic", "--failure-workers", "7",
+          "--skew-workers", "8", "--cyclic-workers", "3")
+    assert seen["workers"] == [1, 3]
