@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+from typing import Any
 
 import numpy as np
 from pyspark.sql import DataFrame
@@ -30,6 +31,7 @@ from driftjoin.spark.similarity.inputs import (
     normalise,
     vector_column,
 )
+from driftjoin.spark.similarity.metric_api import is_metric_join, metric_dead_letters, metric_pairs
 from driftjoin.spark.similarity.plan import S3JPlan, member_schema, window_bounds_us
 from driftjoin.spark.similarity.s3j import (
     ComputationProcessor,
@@ -89,9 +91,10 @@ def similarity_join(
     right: DataFrame | None = None,
     *,
     threshold: float,
-    metric: str = "angular",
+    metric: Any = "angular",
     id_col: str = "id",
     vector_col: str = "vector",
+    value_col: str | None = None,
     window: str | None = DEFAULT_WINDOW,
     slide: str | None = None,
     within: str | None = None,
@@ -121,6 +124,32 @@ def similarity_join(
     cannot be joined are skipped and reported by :func:`invalid_records`. A stream's plan is
     stored with its checkpoint: a restart with other settings is refused when the query starts
     (``PlanChangedError``), since the state could not be read under them.
+
+    What is compared (``value_col=``, the column; ``vector_col=`` is its older name for vectors):
+
+    ==============================  ====================================  ===========================
+    ``metric=``                     column type                           threshold
+    ==============================  ====================================  ===========================
+    ``"angular"`` (default),        ``array<double>``, ``array<float>``,  a distance (angular: radians
+    ``"cosine"``, ``"euclidean"``,  MLlib ``Vector``                      / pi, in [0, 1])
+    ``"manhattan"``, ``"chebyshev"``
+    ``"levenshtein"``               ``string``                            whole edits (0, 1, 2, ...)
+    ``"jaccard"``                   ``array<string>``, ``array<int>``,    in [0, 1): ``1 - |A & B| /
+                                    ``array<long>`` (a set of tokens)     |A | B|``
+    a callable ``f(a, b)``,         any of the above (values as Python    the user's distance
+    :func:`driftjoin.user_metric`   str, list, or float64 arrays)
+    ==============================  ====================================  ===========================
+
+    Strings, token sets and user metrics run the metric strategies of :mod:`driftjoin.metric`
+    (:mod:`driftjoin.spark.similarity.metric`): ``algorithm="auto"`` chooses by their counted
+    work on a sample, or name one: ``"s3j"`` (S3J's space partitioning in the metric space:
+    centroids are records), ``"passjoin"`` (edit distance: PassJoin's segment pigeonhole) or
+    ``"prefix"`` (Jaccard: prefix filtering with a global token order). The sample is a static
+    input's first rows, or ``sample=`` for a stream (a static DataFrame with the column, or a list
+    of values): S3J draws its centroids from it, prefix filtering its token order, and a user
+    metric is checked there to be a metric (symmetry, triangle inequality) before the start. A
+    stream without ``sample=`` runs PassJoin or prefix filtering (token order by hash).
+    ``balance=`` and ``output="grouped"`` are for vectors only; ``workset`` is -1 in the pairs.
 
     Windows (:mod:`driftjoin.windows`; the table in the README): ``window="1 minute"`` (the
     default) joins the records of each tumbling window; with ``slide="20 seconds"`` the windows
@@ -219,6 +248,19 @@ def similarity_join(
     [(1, 2)]
     """
     SimilaritySettings.check({n: v for n, v in locals().items() if n in SimilaritySettings.names()})
+    column = _column(value_col, vector_col)
+    if is_metric_join(left, metric, column):
+        metrics_dir = prepare_session(left.sparkSession, metrics_dir)
+        raw, plan = metric_pairs(left, right, threshold=threshold, metric=metric, id_col=id_col, value_col=column,
+                                 window=window, slide=slide, within=within, parallelism=parallelism,
+                                 partitions=partitions, time_col=time_col, watermark=watermark, ingest_col=ingest_col,
+                                 seed=seed, metrics_dir=metrics_dir, algorithm=algorithm, output=output, sample=sample,
+                                 balance=balance, vector_settings={"dim": dim, "centroids": centroids, "bounds": bounds,
+                                                                   "virtual_partitions": virtual_partitions,
+                                                                   "balance_options": balance_options,
+                                                                   "block_bytes": block_bytes})
+        return _pair_columns(raw, plan, output)
+    vector_col = column
     metrics_dir = prepare_session(left.sparkSession, metrics_dir,
                                   need_metrics=balance != "none" and left.isStreaming and algorithm in ("s3j", "auto"))
     if right is not None and right.isStreaming != left.isStreaming:
@@ -307,7 +349,17 @@ def similarity_join(
         static_arrow_udf(lambda: ComputationProcessor(plan), pair_arrow), pair_schema), plan, output)
 
 
-def _pair_columns(raw: DataFrame, plan: S3JPlan, output: str) -> DataFrame:
+def _column(value_col: str | None, vector_col: str) -> str:
+    """The compared column: ``value_col``, or ``vector_col`` (its older name, for vectors)."""
+    if value_col is None:
+        return vector_col
+    if vector_col != "vector" and vector_col != value_col:
+        raise ValueError(f"value_col={value_col!r} and vector_col={vector_col!r} name two columns: give value_col= only "
+                         "(vector_col= is its older name)")
+    return value_col
+
+
+def _pair_columns(raw: DataFrame, plan: Any, output: str) -> DataFrame:
     """The user-facing columns, with timestamps built in the JVM from plain numbers.
 
     ``output="pairs"``: one row per pair (grouped rows are exploded here, in the JVM);
@@ -344,10 +396,11 @@ def invalid_records(
     left: DataFrame,
     right: DataFrame | None = None,
     *,
-    metric: str = "angular",
+    metric: Any = "angular",
     dim: int | None = None,
     id_col: str = "id",
     vector_col: str = "vector",
+    value_col: str | None = None,
     time_col: str | None = None,
     ingest_col: str | None = None,
     **join_settings: object,
@@ -357,7 +410,8 @@ def invalid_records(
     A row is either joined or here, never both: both use one test (a missing id, a missing,
     empty or null-element vector, the wrong dimension, a NaN or infinite element, a zero vector
     for angular and cosine, an element above 1e150 for the other metrics, a missing or
-    unparsable time). Stateless, so it runs as its own streaming query next to the join.
+    unparsable time; on the metric path a null string, a null or empty token set, a null token,
+    a null value of a user metric). Stateless, so it runs as its own streaming query next to the join.
     Records that arrive after their window closed are refused by the join itself and listed in
     its statistics (``late_rows``), since only the join knows its windows.
 
@@ -365,7 +419,7 @@ def invalid_records(
     ----------
     left, right:
         The join's inputs.
-    metric, dim, id_col, vector_col, time_col, ingest_col:
+    metric, dim, id_col, vector_col, value_col, time_col, ingest_col:
         As given to the join: they decide which rows are valid.
     **join_settings:
         The join's other settings, accepted (and checked) so the same keyword arguments can be
@@ -386,8 +440,14 @@ def invalid_records(
     """
     join_settings.pop("sample", None)
     SimilaritySettings.check({"metric": metric, "dim": dim, "id_col": id_col, "vector_col": vector_col,
-                              "time_col": time_col, "ingest_col": ingest_col, **join_settings}, dead_letters=True)
+                              "value_col": value_col, "time_col": time_col, "ingest_col": ingest_col, **join_settings},
+                             dead_letters=True)
     prepare_session(left.sparkSession)
+    column = _column(value_col, vector_col)
+    if is_metric_join(left, metric, column):
+        return metric_dead_letters(left, right, metric=metric, id_col=id_col, value_col=column, time_col=time_col,
+                                   ingest_col=ingest_col)
+    vector_col = column
     m = get_metric(metric)
     if dim is None:
         if left.isStreaming:
