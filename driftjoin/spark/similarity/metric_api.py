@@ -28,7 +28,10 @@ from pyspark.sql import types as T
 from pyspark.sql.pandas.types import to_arrow_schema
 
 from driftjoin.distance import METRICS
+import numpy as np
+
 from driftjoin.metric.choose import build_strategy, choose, strategies_for
+from driftjoin.metric.records import take_values
 from driftjoin.metric.spaces import JaccardSpace, Space
 from driftjoin.metric.tokens import TokenOrder
 from driftjoin.metric.validate import check_settings, check_user_metric
@@ -50,6 +53,12 @@ log = logging.getLogger("driftjoin")
 
 #: Rows of a static input (per side) that ``auto``, S3J's centroids and the token order are drawn from.
 SAMPLE_ROWS = 2000
+
+#: Values of the sample ``auto`` runs each strategy on: the estimate scales with the square of the
+#: sample for S3J (every record against every centroid within 2t, and at Jaccard t >= 0.5 every
+#: record is outer everywhere), and counted work extrapolates (``expected``), so a smaller sample
+#: keeps the choice while the centroids and the token order still come from the whole sample.
+ESTIMATE_ROWS = 1000
 
 #: Settings of ``similarity_join`` that only the vector path reads, with their defaults.
 VECTOR_ONLY = {"dim": None, "centroids": "random", "bounds": (-1.0, 1.0), "virtual_partitions": 500,
@@ -258,7 +267,9 @@ def _resolve(algorithm: str, space: Space, threshold: float, prepared: Any, para
         return algorithm, []
     if prepared is None:  # a stream without a sample: the strategy that needs none
         return strategies_for(space)[1], []
-    return choose(space, threshold, prepared, n_workers=parallelism, expected=rows, seed=seed)
+    n = min(ESTIMATE_ROWS, len(prepared))
+    return choose(space, threshold, take_values(prepared, np.arange(n)), n_workers=parallelism,
+                  expected=rows if rows is not None else len(prepared), seed=seed)
 
 
 def _reason(algorithm: str, name: str, estimates: list, prepared: Any) -> str:
@@ -267,7 +278,7 @@ def _reason(algorithm: str, name: str, estimates: list, prepared: Any) -> str:
     if not estimates:
         return f"no sample: {name} needs none"
     work = ", ".join(f"{e.strategy} {e.work:.3g}" for e in estimates)
-    return f"least estimated work on a sample of {len(prepared)} values ({work})"
+    return f"least estimated work on {min(ESTIMATE_ROWS, len(prepared))} sample values ({work})"
 
 
 def metric_dead_letters(left: DataFrame, right: DataFrame | None, *, metric: Any, id_col: str, value_col: str,
