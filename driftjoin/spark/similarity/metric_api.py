@@ -8,8 +8,8 @@ A join takes the metric path when its metric is not one of the vector metrics of
 :func:`driftjoin.user_metric`) or when its column holds no vectors (then the checks say which
 metric fits the column). The vector metrics on vector columns keep their own S3J and grid.
 
-The sample: a static input's first rows, or ``sample=`` for a stream (a static DataFrame with
-the value column, or a list of values). It gives S3J its centroids, prefix filtering its global
+The sample: ``sample=`` when given (a static DataFrame with the value column, or a list of
+values), else a static input's first rows. It gives S3J its centroids, prefix filtering its global
 token order, ``auto`` its estimate and a user metric its triangle check, all before the start.
 Without one, a stream can still run PassJoin (edit distance) and prefix filtering (Jaccard,
 with a token order by hash instead of frequency: exact, less pruning); S3J and user metrics
@@ -200,7 +200,8 @@ def metric_pairs(left: DataFrame, right: DataFrame | None, *, threshold: Any, me
         values = _stream_sample(sample, value_col, kind, space)
         rows = None if values is None else len(values)
     else:
-        values = _sample_values(inputs, value_col, kind, space, SAMPLE_ROWS)
+        values = (_sample_values(inputs, value_col, kind, space, SAMPLE_ROWS) if sample is None
+                  else _stream_sample(sample, value_col, kind, space))
         rows = sum(df.count() for df in inputs)
     if not values and strategies_for(space)[1:] == ():
         if values is None:
