@@ -1,4 +1,5 @@
-"""The operators as fuzz specs (similarity_join twice: vectors, and strings or token sets) (:mod:`tests.fuzz.harness`): lines, runs and models.
+"""The operators as fuzz specs (:mod:`tests.fuzz.harness`): lines, runs and models; similarity_join twice
+(vectors; strings or token sets).
 
 Each model is plain Python written from the operator's definition (its README section), not
 from its code: which rows are malformed, when a row is late or a duplicate, and the exact output
