@@ -148,7 +148,8 @@ def similarity_join(
     input's first rows, or ``sample=`` for a stream (a static DataFrame with the column, or a list
     of values): S3J draws its centroids from it, prefix filtering its token order, and a user
     metric is checked there to be a metric (symmetry, triangle inequality) before the start. A
-    stream without ``sample=`` runs PassJoin or prefix filtering (token order by hash).
+    stream without ``sample=`` runs PassJoin or prefix filtering (token order by hash); a static
+    input takes ``sample=`` too when given.
     ``balance=`` and ``output="grouped"`` are for vectors only; ``workset`` is -1 in the pairs.
 
     Windows (:mod:`driftjoin.windows`; the table in the README): ``window="1 minute"`` (the
@@ -164,7 +165,8 @@ def similarity_join(
     Parameters
     ----------
     left, right:
-        Inputs with an id column and a vector column, both streaming or both static.
+        Inputs with an id column and a value column (a vector, a string or a token set), both
+        streaming or both static.
         ``right=None`` joins ``left`` with itself: each unordered pair once, ``left_id <
         right_id``, never a record with itself (nor two records with the same id). Ids are
         integers or strings; in a two-sided join ids should be unique per side (two records with
@@ -173,10 +175,13 @@ def similarity_join(
         The largest distance of a joined pair (``choose_threshold`` picks one for a selectivity).
     metric:
         ``"angular"`` (angle / pi, in [0, 1]), ``"cosine"`` (1 - cos), ``"euclidean"``,
-        ``"manhattan"`` or ``"chebyshev"``.
-    id_col, vector_col:
-        The columns: an integer or string id; ``array<double>``, ``array<float>`` or an MLlib
-        ``Vector``.
+        ``"manhattan"`` or ``"chebyshev"`` on vectors; ``"levenshtein"`` on strings,
+        ``"jaccard"`` on token sets; a callable ``f(a, b) -> float`` or
+        :func:`driftjoin.user_metric` on any of them (the table above).
+    id_col, vector_col, value_col:
+        The columns: an integer or string id; the compared values (``value_col``;
+        ``vector_col`` is its older name for vectors): ``array<double>``, ``array<float>`` or an
+        MLlib ``Vector``, a ``string``, an ``array<string>`` / ``array<int>`` of tokens.
     window, slide, within:
         ``window``: tumbling window (``"1 minute"``), sliding with ``slide`` (at most ``window``);
         ``within`` instead of ``window``: an interval join (pairs whose times differ by at most
@@ -214,7 +219,9 @@ def similarity_join(
         ``"auto"`` (S3J or the grid, estimated on a sample: :mod:`driftjoin.grid.choice`),
         ``"s3j"`` (space partitioning and worksets), ``"grid"`` (1-Bucket-Theta with
         matrix-product blocks: embeddings of tens to hundreds of dimensions), ``"clusterjoin"``
-        (the paper's baseline, ``virtual_partitions`` partitions) or ``"bruteforce"``.
+        (the paper's baseline, ``virtual_partitions`` partitions) or ``"bruteforce"``; on the
+        metric path ``"auto"``, ``"s3j"``, ``"passjoin"`` (edit distance) or ``"prefix"``
+        (Jaccard).
     virtual_partitions:
         ClusterJoin's partitions.
     balance, balance_options:
@@ -228,7 +235,9 @@ def similarity_join(
         and micro-batch with arrays of partners) or ``"pairs-grouped"``.
     sample:
         Vectors like a stream's (an array or a static DataFrame) for ``algorithm="auto"`` to
-        decide on; without it a stream is decided by ``dim``.
+        decide on; without it a stream is decided by ``dim``. On the metric path: values of the
+        column (a list, or a static DataFrame with the column) for S3J's centroids, the token
+        order, ``auto`` and a user metric's triangle check.
     block_bytes:
         Memory of one matrix-product block of the grid (default 32 MB).
 
@@ -246,6 +255,10 @@ def similarity_join(
     >>> df = spark.createDataFrame([(1, [0.0, 0.0]), (2, [0.0, 0.5]), (3, [3.0, 4.0])], "id long, vector array<double>")
     >>> [(r.left_id, r.right_id) for r in similarity_join(df, threshold=1.0, metric="euclidean").collect()]
     [(1, 2)]
+    >>> names = spark.createDataFrame([(1, "kitten"), (2, "sitten"), (3, "dog")], "id long, name string")
+    >>> pairs = similarity_join(names, threshold=1, metric="levenshtein", value_col="name")
+    >>> [(r.left_id, r.right_id, r.distance) for r in pairs.collect()]
+    [(1, 2, 1.0)]
     """
     SimilaritySettings.check({n: v for n, v in locals().items() if n in SimilaritySettings.names()})
     column = _column(value_col, vector_col)
