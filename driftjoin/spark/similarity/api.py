@@ -272,7 +272,7 @@ def similarity_join(
                                                                    "virtual_partitions": virtual_partitions,
                                                                    "balance_options": balance_options,
                                                                    "block_bytes": block_bytes})
-        return _pair_columns(raw, plan, output)
+        return remember(_pair_columns(raw, plan, output), plan)
     vector_col = column
     metrics_dir = prepare_session(left.sparkSession, metrics_dir,
                                   need_metrics=balance != "none" and left.isStreaming and algorithm in ("s3j", "auto"))
