@@ -18,6 +18,12 @@ record, so that a lost or repeated result can be traced to the micro-batch that 
 - ``natural``: ``natural_join`` self-join of server-log documents, 10-second event-time windows,
   3 joiners; oracle: every pair of a window that :func:`driftjoin.schemafree.document.joinable`
   accepts.
+- ``levenshtein``: ``similarity_join`` of two inputs of names under edit distance (threshold 1,
+  S3J over the metric space with centroids from a sample, 2 workers), ``within="5 seconds"`` on
+  event time; oracle: rapidfuzz ``cdist`` between neighbouring 5-second buckets, then the time test.
+- ``jaccard``: ``similarity_join`` self-join of token sets (Jaccard 0.5, prefix filtering),
+  sliding windows of 10 s every 5 s on event time; oracle: Python set arithmetic between
+  neighbouring buckets, each pair once per window that holds both records.
 - ``equi``: ``equi_join`` (Streaming HyperCube, 3 workers) of two inputs with Zipf keys whose
   hot set moves, pairs within 2 seconds; oracle: a plain hash join with the time predicate.
 
@@ -327,6 +333,130 @@ class Equi(Adapter):
         return Comparison(got, expected, lambda item: max(item[0], item[1]) // self.per_file, {"late": late})
 
 
+#: Names the string adapter draws from; each record is one of them with at most one edit.
+NAMES = ["anna", "hanna", "johann", "jon", "maria", "marie", "mario", "emile", "\u00e9mile", "zo\u00eb", "li", "sven",
+         "kristina", "christina", "peter", "petra"]
+
+
+def _typo(rng: np.random.Generator, name: str) -> str:
+    """``name`` with at most one edit (a deletion, an insertion or a substitution), or unchanged."""
+    k = int(rng.integers(0, 4))
+    at = int(rng.integers(0, len(name) + 1))
+    letter = "aeioun"[int(rng.integers(0, 6))]
+    if k == 1 and len(name) > 1:
+        return name[: min(at, len(name) - 1)] + name[min(at, len(name) - 1) + 1 :]
+    if k == 2:
+        return name[:at] + letter + name[at:]
+    if k == 3 and at < len(name):
+        return name[:at] + letter + name[at + 1 :]
+    return name
+
+
+def _bucket_pairs(rows: list[dict], width: float, close: Callable[[list[dict], list[dict]], list[tuple[int, int]]]):
+    """Index pairs ``(i, j)``, ``i < j`` in ``rows``, of records at most ``width`` apart that
+    ``close`` accepts: each bucket of ``width`` seconds against itself and the next."""
+    buckets: dict[int, list[int]] = {}
+    for i, r in enumerate(rows):
+        buckets.setdefault(int(r["ts"] // width), []).append(i)
+    out = set()
+    for b, here in buckets.items():
+        for other in (here, buckets.get(b + 1, [])):
+            for i, j in close([rows[i] for i in here], [rows[j] for j in other]):
+                x, y = here[i], other[j]
+                if x != y and abs(rows[x]["ts"] - rows[y]["ts"]) <= width:
+                    out.add((min(x, y), max(x, y)))
+    return out
+
+
+class Levenshtein(Adapter):
+    name, sources, per_file = "levenshtein", ("S",), 40
+    threshold, within = 1, 5.0
+
+    def records(self, source, f, now):
+        rng = np.random.default_rng(f)
+        return [{"id": (f * self.per_file + k) * 2 + side, "side": side,
+                 "name": _typo(rng, NAMES[int(rng.integers(len(NAMES)))]), "ts": stamp(now, k)}
+                for k in range(self.per_file) for side in (0, 1)]
+
+    def schema(self, source):
+        return "id long, side int, name string, ts double"
+
+    def job(self, spark, read, metrics_dir, balance):
+        from pyspark.sql import functions as F
+
+        from driftjoin import similarity_join
+
+        left, right = split_sides(read("S").withColumn("ts", F.col("ts").cast("timestamp")))
+        return similarity_join(left, right, threshold=self.threshold, metric="levenshtein", value_col="name",
+                               within=f"{self.within:g} seconds", time_col="ts", watermark="10 seconds", algorithm="s3j",
+                               sample=NAMES, parallelism=2, metrics_dir=metrics_dir)
+
+    def compare(self, spark, work):
+        from rapidfuzz import process
+        from rapidfuzz.distance import Levenshtein as Lev
+
+        rows = [r for _, r in read_lines(work, "S")]
+
+        def close(a, b):
+            if not a or not b:
+                return []
+            d = process.cdist([r["name"] for r in a], [r["name"] for r in b], scorer=Lev.distance, dtype=np.int32)
+            return list(zip(*np.nonzero(d <= self.threshold)))
+
+        expected = Counter()
+        for x, y in _bucket_pairs(rows, self.within, close):
+            left, right = (rows[x], rows[y]) if rows[x]["side"] == 0 else (rows[y], rows[x])
+            if left["side"] == 0 and right["side"] == 1:
+                expected[(left["id"], right["id"])] += 1
+        got = Counter((r.left_id, r.right_id)
+                      for r in spark.read.parquet(str(work / "out")).select("left_id", "right_id").collect())
+        return Comparison(got, expected, lambda item: max(item[0], item[1]) // 2 // self.per_file)
+
+
+class Jaccard(Adapter):
+    name, sources, per_file = "jaccard", ("S",), 30
+    threshold, window, slide = 0.5, 10.0, 5.0
+
+    def records(self, source, f, now):
+        rng = np.random.default_rng(f)
+        vocab = [f"t{i}" for i in range(12)] + ["\u00e9t\u00e9"]
+        return [{"id": f * self.per_file + k, "tokens": [vocab[i] for i in rng.integers(0, len(vocab), rng.integers(1, 5))],
+                 "ts": stamp(now, k)} for k in range(self.per_file)]
+
+    def schema(self, source):
+        return "id long, tokens array<string>, ts double"
+
+    def job(self, spark, read, metrics_dir, balance):
+        from pyspark.sql import functions as F
+
+        from driftjoin import similarity_join
+
+        sets = read("S").withColumn("ts", F.col("ts").cast("timestamp"))
+        return similarity_join(sets, threshold=self.threshold, metric="jaccard", value_col="tokens",
+                               window=f"{self.window:g} seconds", slide=f"{self.slide:g} seconds", time_col="ts",
+                               watermark="10 seconds", algorithm="prefix", parallelism=2, metrics_dir=metrics_dir)
+
+    def compare(self, spark, work):
+        rows = [r for _, r in read_lines(work, "S")]
+
+        def close(a, b):
+            return [(i, j) for i, x in enumerate(a) for j, y in enumerate(b)
+                    if 1 - len(set(x["tokens"]) & set(y["tokens"])) / len(set(x["tokens"]) | set(y["tokens"])) <= self.threshold]
+
+        expected = Counter()
+        for x, y in _bucket_pairs(rows, self.window, close):
+            lo, hi = sorted((rows[x]["ts"], rows[y]["ts"]))
+            k = int(hi // self.slide) - int(self.window // self.slide) + 1  # the first window that holds hi
+            while k * self.slide <= lo:
+                if hi < k * self.slide + self.window:
+                    a, b = sorted((rows[x]["id"], rows[y]["id"]))
+                    expected[(a, b, k * self.slide)] += 1
+                k += 1
+        got = Counter((r.left_id, r.right_id, r.window_start.timestamp())
+                      for r in spark.read.parquet(str(work / "out")).select("left_id", "right_id", "window_start").collect())
+        return Comparison(got, expected, lambda item: max(item[0], item[1]) // self.per_file)
+
+
 OPERATORS: dict[str, Callable[[], Adapter]] = {
     "similarity": Similarity, "similarity-sliding": SimilaritySliding, "similarity-within": SimilarityWithin,
-    "topk": TopK, "natural": Natural, "equi": Equi}
+    "topk": TopK, "natural": Natural, "equi": Equi, "levenshtein": Levenshtein, "jaccard": Jaccard}

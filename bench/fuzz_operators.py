@@ -1,4 +1,4 @@
-"""Long fuzz run of the four operators (the test suite runs the same harness at a small size).
+"""Long fuzz run of the operators (the test suite runs the same harness at a small size).
 
     .venv/bin/python bench/fuzz_operators.py --examples 40 [--operator similarity_join] [--mode streaming]
 

@@ -40,7 +40,7 @@ _REFUSED = {
     "squared_euclidean": "squared Euclidean is not a metric; use metric='euclidean' with threshold=sqrt(t)",
     "dot": "a dot product is a similarity, not a distance; use metric='cosine' or 'angular'",
     "inner_product": "an inner product is a similarity, not a distance; use metric='cosine' or 'angular'",
-    "jaccard": "Jaccard is a set similarity; use driftjoin.topk_set_join for sets",
+    "jaccard": "Jaccard distance compares token sets: use metric='jaccard' with value_col= naming an array<string> or array<int> column",
     "hamming": "Hamming is defined on sets/bit strings; use driftjoin.topk_set_join for sets",
 }
 

@@ -15,7 +15,10 @@ equal classes: ``i < j`` in the run's order). Then :meth:`RunStore.add` stores t
 Runs (as in :mod:`driftjoin.s3j.compute`): a window holds a few runs sorted by composite key
 ``group << 2 | class``; the last two merge while the older is less than twice the newer, so a
 window of n entries has O(log n) runs and no batch re-sorts the whole window. State is a plain
-dict of arrays per window (:meth:`RunStore.state`), so a runtime can persist it window by window.
+dict of arrays per window (:meth:`RunStore.state`), so a runtime can persist it window by window,
+or run by run: a runtime may name each stored run (:attr:`Run.label`, e.g. the chunk it wrote the
+run to); when labelled runs merge, :attr:`RunStore.retired` lists them, so only the runs a batch
+created (unlabelled) are written and the merged ones removed.
 """
 
 from __future__ import annotations
@@ -42,6 +45,8 @@ class Run:
     key: np.ndarray
     rec: np.ndarray
     cols: dict[str, np.ndarray] = field(default_factory=dict)
+    #: free for the runtime (where it persisted the run); a new or merged run has none
+    label: int | None = None
 
     def __len__(self) -> int:
         return len(self.key)
@@ -77,9 +82,9 @@ class Run:
         return (self.records.arrays(), self.key, self.rec, self.cols)
 
     @staticmethod
-    def from_arrays(arrays: tuple) -> "Run":
+    def from_arrays(arrays: tuple, label: int | None = None) -> "Run":
         rec_arrays, key, rec, cols = arrays
-        return Run(MetricRecords(*rec_arrays), key, rec, cols)
+        return Run(MetricRecords(*rec_arrays), key, rec, cols, label)
 
 
 def unordered(pairs: Iterable[tuple[int, int]]) -> frozenset[tuple[int, int]]:
@@ -93,6 +98,8 @@ class RunStore:
     def __init__(self, allowed: Iterable[tuple[int, int]]) -> None:
         self.allowed = unordered(allowed)
         self.windows: dict[int, list[Run]] = {}
+        #: ``(window, label)`` of labelled runs merged away since the runtime last cleared it
+        self.retired: list[tuple[int, int]] = []
 
     def __len__(self) -> int:
         return sum(len(r) for runs in self.windows.values() for r in runs)
@@ -123,6 +130,7 @@ class RunStore:
         runs.append(run)
         while len(runs) >= 2 and len(runs[-2]) < 2 * len(runs[-1]):
             newer, older = runs.pop(), runs.pop()
+            self.retired += [(window, r.label) for r in (older, newer) if r.label is not None]
             runs.append(Run.merged(older, newer))
 
     def expire_before(self, window: int) -> None:

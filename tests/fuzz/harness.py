@@ -1,4 +1,4 @@
-"""The fuzz harness shared by the four operators: generated rows and micro-batch boundaries in,
+"""The fuzz harness shared by the operators: generated rows and micro-batch boundaries in,
 three properties out.
 
 A *case* is a list of input lines (each a JSON row of one side, or garbage) cut into
@@ -67,7 +67,7 @@ class Outcome:
 
 
 class OperatorSpec:
-    """What the harness needs from one operator (see the four specs in this package)."""
+    """What the harness needs from one operator (see the specs in this package)."""
 
     name: str
     schema: str

@@ -1,4 +1,5 @@
-"""The four operators as fuzz specs (:mod:`tests.fuzz.harness`): lines, runs and models.
+"""The operators as fuzz specs (:mod:`tests.fuzz.harness`): lines, runs and models; similarity_join twice
+(vectors; strings or token sets).
 
 Each model is plain Python written from the operator's definition (its README section), not
 from its code: which rows are malformed, when a row is late or a duplicate, and the exact output
@@ -152,6 +153,105 @@ class SimilaritySpec(OperatorSpec):
                 else:
                     pairs[(a["id"], b["id"])] += len(set(self.windows_of(kind, a["_ts"])) & set(self.windows_of(kind, b["_ts"])))
         return Outcome(+pairs, dead_ids(case), Counter(late))
+
+
+# --------------------------------------------------------------------------------------------
+
+
+def _edits(a: str, b: str) -> int:
+    from rapidfuzz.distance import Levenshtein
+
+    return Levenshtein.distance(a, b)
+
+
+def _jaccard(a: list, b: list) -> float:
+    sa, sb = set(a), set(b)
+    return 1 - len(sa & sb) / len(sa | sb)
+
+
+class MetricSpec(OperatorSpec):
+    """similarity_join of two streams of strings (edit distance) or token sets (Jaccard): the
+    metric path; event-time windows of 10 s, watermark 5 s; S3J from a fixed sample, or the
+    strategy that needs none."""
+
+    name = "similarity_join_metric"
+    schema = "id long, name string, toks array<string>, ts string"
+    two_sides = True
+    WINDOW, LATENESS = 10.0, 5.0
+    SAMPLES = {"levenshtein": ["ab", "abc", "", "b\u00e9"], "jaccard": [["a"], ["b", "c"], ["a", "c", "d"]]}
+
+    def case(self) -> st.SearchStrategy[Case]:
+        @st.composite
+        def generate(draw) -> Case:
+            s = _settings(draw, metric=st.sampled_from(["levenshtein", "jaccard"]), algorithm=st.sampled_from(["auto", "s3j"]))
+            s["threshold"] = draw(st.sampled_from([0, 1, 2] if s["metric"] == "levenshtein" else [0.0, 0.5]), label="threshold")
+            n = draw(st.integers(1, 50), label="rows")
+            text = st.text(alphabet="ab\u00e9c", max_size=4)  # empty strings, unicode, repeats
+            tokens = st.lists(st.sampled_from(["a", "b", "c", "d", "\u00e9"]), min_size=1, max_size=4)  # repeated tokens
+            lines, valid = [], {}
+            for i in range(n):
+                side = draw(st.integers(0, 1))
+                ts = draw(st.integers(0, 400).map(lambda v: v / 10))
+                row = {"id": i, "ts": _stamp(ts), "_ts": ts, "side": side}
+                column = "name" if s["metric"] == "levenshtein" else "toks"
+                row[column] = draw(text if column == "name" else tokens)
+                bad = draw(st.sampled_from([None] * 6 + ["id", "null", "missing", "empty", "null token", "ts",
+                                                               "unparsable", "garbage"]))
+                if bad == "garbage":
+                    lines.append(Line(side, None, draw(GARBAGE)))
+                    continue
+                if bad == "id":
+                    row.pop("id")
+                elif bad == "null":
+                    row[column] = None
+                elif bad == "missing":
+                    row.pop(column)
+                elif bad == "empty" and column == "toks":
+                    row[column] = []
+                elif bad == "null token" and column == "toks":
+                    row[column] = [*row[column], None]
+                elif bad in ("empty", "null token"):  # an empty string is a valid string
+                    bad = None
+                elif bad == "ts":
+                    row.pop("ts")
+                elif bad == "unparsable":
+                    row["ts"] = "yesterday"
+                lines.append(Line(side, row.get("id"), dumps({k: v for k, v in row.items() if not k.startswith("_") and k != "side"})))
+                if bad is None:
+                    valid[len(lines) - 1] = row
+            s["valid"] = valid
+            return Case(cut(lines, draw, 4), s)
+
+        return generate()
+
+    def _settings(self, case) -> dict[str, Any]:
+        s = case.settings
+        return {"metric": s["metric"], "value_col": "name" if s["metric"] == "levenshtein" else "toks", "time_col": "ts"}
+
+    def join(self, left, right, case, metrics_dir, streaming):
+        s = case.settings
+        return similarity_join(left, right, threshold=s["threshold"], algorithm=s["algorithm"], parallelism=2,
+                               window="10 seconds", watermark="5 seconds", metrics_dir=metrics_dir,
+                               sample=self.SAMPLES[s["metric"]], **self._settings(case))
+
+    def dead_letters(self, left, right, case):
+        return invalid_records(left, right, **self._settings(case))
+
+    def observe(self, output, dead, metrics_dir):
+        late = Counter(r["id"] for s in read_stats(metrics_dir, "computation") for r in s.get("late_rows", []))
+        return Outcome(Counter((r.left_id, r.right_id) for r in output), Counter(r.id for r in dead), late)
+
+    def expect(self, case, streaming):
+        s = case.settings
+        batches = kept_batches(case, streaming)
+        late = _late_rows(batches, lambda r: (math.floor(r["_ts"] / self.WINDOW) + 1) * self.WINDOW, self.LATENESS,
+                          lambda r: r["_ts"])
+        kept = [r for b in batches for r in b if r["id"] not in late]
+        column, dist = ("name", _edits) if s["metric"] == "levenshtein" else ("toks", _jaccard)
+        pairs = Counter((a["id"], b["id"]) for a in kept for b in kept
+                        if a["side"] == 0 and b["side"] == 1 and math.floor(a["_ts"] / self.WINDOW) == math.floor(b["_ts"] / self.WINDOW)
+                        and dist(a[column], b[column]) <= s["threshold"])
+        return Outcome(pairs, dead_ids(case), Counter(late))
 
 
 # --------------------------------------------------------------------------------------------
@@ -374,4 +474,4 @@ class NaturalSpec(OperatorSpec):
         return Outcome(pairs, dead_ids(case), Counter(late))
 
 
-SPECS = {spec.name: spec for spec in (SimilaritySpec(), TopKSpec(), EquiSpec(), NaturalSpec())}
+SPECS = {spec.name: spec for spec in (SimilaritySpec(), MetricSpec(), TopKSpec(), EquiSpec(), NaturalSpec())}

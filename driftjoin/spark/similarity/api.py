@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+from typing import Any
 
 import numpy as np
 from pyspark.sql import DataFrame
@@ -30,6 +31,7 @@ from driftjoin.spark.similarity.inputs import (
     normalise,
     vector_column,
 )
+from driftjoin.spark.similarity.metric_api import is_metric_join, metric_dead_letters, metric_pairs
 from driftjoin.spark.similarity.plan import S3JPlan, member_schema, window_bounds_us
 from driftjoin.spark.similarity.s3j import (
     ComputationProcessor,
@@ -89,9 +91,10 @@ def similarity_join(
     right: DataFrame | None = None,
     *,
     threshold: float,
-    metric: str = "angular",
+    metric: Any = "angular",
     id_col: str = "id",
     vector_col: str = "vector",
+    value_col: str | None = None,
     window: str | None = DEFAULT_WINDOW,
     slide: str | None = None,
     within: str | None = None,
@@ -122,6 +125,33 @@ def similarity_join(
     stored with its checkpoint: a restart with other settings is refused when the query starts
     (``PlanChangedError``), since the state could not be read under them.
 
+    What is compared (``value_col=``, the column; ``vector_col=`` is its older name for vectors):
+
+    ==============================  ====================================  ===========================
+    ``metric=``                     column type                           threshold
+    ==============================  ====================================  ===========================
+    ``"angular"`` (default),        ``array<double>``, ``array<float>``,  a distance (angular: radians
+    ``"cosine"``, ``"euclidean"``,  MLlib ``Vector``                      / pi, in [0, 1])
+    ``"manhattan"``, ``"chebyshev"``
+    ``"levenshtein"``               ``string``                            whole edits (0, 1, 2, ...)
+    ``"jaccard"``                   ``array<string>``, ``array<int>``,    in [0, 1): ``1 - |A & B| /
+                                    ``array<long>`` (a set of tokens)     |A | B|``
+    a callable ``f(a, b)``,         any of the above (values as Python    the user's distance
+    :func:`driftjoin.user_metric`   str, list, or float64 arrays)
+    ==============================  ====================================  ===========================
+
+    Strings, token sets and user metrics run the metric strategies of :mod:`driftjoin.metric`
+    (:mod:`driftjoin.spark.similarity.metric`): ``algorithm="auto"`` chooses by their counted
+    work on a sample, or name one: ``"s3j"`` (S3J's space partitioning in the metric space:
+    centroids are records), ``"passjoin"`` (edit distance: PassJoin's segment pigeonhole) or
+    ``"prefix"`` (Jaccard: prefix filtering with a global token order). The sample is a static
+    input's first rows, or ``sample=`` for a stream (a static DataFrame with the column, or a list
+    of values): S3J draws its centroids from it, prefix filtering its token order, and a user
+    metric is checked there to be a metric (symmetry, triangle inequality) before the start. A
+    stream without ``sample=`` runs PassJoin or prefix filtering (token order by hash); a static
+    input takes ``sample=`` too when given.
+    ``balance=`` and ``output="grouped"`` are for vectors only; ``workset`` is -1 in the pairs.
+
     Windows (:mod:`driftjoin.windows`; the table in the README): ``window="1 minute"`` (the
     default) joins the records of each tumbling window; with ``slide="20 seconds"`` the windows
     slide (Spark's ``window()`` convention: one starts every ``slide``) and a pair comes out once
@@ -135,7 +165,8 @@ def similarity_join(
     Parameters
     ----------
     left, right:
-        Inputs with an id column and a vector column, both streaming or both static.
+        Inputs with an id column and a value column (a vector, a string or a token set), both
+        streaming or both static.
         ``right=None`` joins ``left`` with itself: each unordered pair once, ``left_id <
         right_id``, never a record with itself (nor two records with the same id). Ids are
         integers or strings; in a two-sided join ids should be unique per side (two records with
@@ -144,10 +175,13 @@ def similarity_join(
         The largest distance of a joined pair (``choose_threshold`` picks one for a selectivity).
     metric:
         ``"angular"`` (angle / pi, in [0, 1]), ``"cosine"`` (1 - cos), ``"euclidean"``,
-        ``"manhattan"`` or ``"chebyshev"``.
-    id_col, vector_col:
-        The columns: an integer or string id; ``array<double>``, ``array<float>`` or an MLlib
-        ``Vector``.
+        ``"manhattan"`` or ``"chebyshev"`` on vectors; ``"levenshtein"`` on strings,
+        ``"jaccard"`` on token sets; a callable ``f(a, b) -> float`` or
+        :func:`driftjoin.user_metric` on any of them (the table above).
+    id_col, vector_col, value_col:
+        The columns: an integer or string id; the compared values (``value_col``;
+        ``vector_col`` is its older name for vectors): ``array<double>``, ``array<float>`` or an
+        MLlib ``Vector``, a ``string``, an ``array<string>`` / ``array<int>`` of tokens.
     window, slide, within:
         ``window``: tumbling window (``"1 minute"``), sliding with ``slide`` (at most ``window``);
         ``within`` instead of ``window``: an interval join (pairs whose times differ by at most
@@ -185,7 +219,9 @@ def similarity_join(
         ``"auto"`` (S3J or the grid, estimated on a sample: :mod:`driftjoin.grid.choice`),
         ``"s3j"`` (space partitioning and worksets), ``"grid"`` (1-Bucket-Theta with
         matrix-product blocks: embeddings of tens to hundreds of dimensions), ``"clusterjoin"``
-        (the paper's baseline, ``virtual_partitions`` partitions) or ``"bruteforce"``.
+        (the paper's baseline, ``virtual_partitions`` partitions) or ``"bruteforce"``; on the
+        metric path ``"auto"``, ``"s3j"``, ``"passjoin"`` (edit distance) or ``"prefix"``
+        (Jaccard).
     virtual_partitions:
         ClusterJoin's partitions.
     balance, balance_options:
@@ -199,7 +235,9 @@ def similarity_join(
         and micro-batch with arrays of partners) or ``"pairs-grouped"``.
     sample:
         Vectors like a stream's (an array or a static DataFrame) for ``algorithm="auto"`` to
-        decide on; without it a stream is decided by ``dim``.
+        decide on; without it a stream is decided by ``dim``. On the metric path: values of the
+        column (a list, or a static DataFrame with the column) for S3J's centroids, the token
+        order, ``auto`` and a user metric's triangle check.
     block_bytes:
         Memory of one matrix-product block of the grid (default 32 MB).
 
@@ -217,8 +255,25 @@ def similarity_join(
     >>> df = spark.createDataFrame([(1, [0.0, 0.0]), (2, [0.0, 0.5]), (3, [3.0, 4.0])], "id long, vector array<double>")
     >>> [(r.left_id, r.right_id) for r in similarity_join(df, threshold=1.0, metric="euclidean").collect()]
     [(1, 2)]
+    >>> names = spark.createDataFrame([(1, "kitten"), (2, "sitten"), (3, "dog")], "id long, name string")
+    >>> pairs = similarity_join(names, threshold=1, metric="levenshtein", value_col="name")
+    >>> [(r.left_id, r.right_id, r.distance) for r in pairs.collect()]
+    [(1, 2, 1.0)]
     """
     SimilaritySettings.check({n: v for n, v in locals().items() if n in SimilaritySettings.names()})
+    column = _column(value_col, vector_col)
+    if is_metric_join(left, metric, column):
+        metrics_dir = prepare_session(left.sparkSession, metrics_dir)
+        raw, plan = metric_pairs(left, right, threshold=threshold, metric=metric, id_col=id_col, value_col=column,
+                                 window=window, slide=slide, within=within, parallelism=parallelism,
+                                 partitions=partitions, time_col=time_col, watermark=watermark, ingest_col=ingest_col,
+                                 seed=seed, metrics_dir=metrics_dir, algorithm=algorithm, output=output, sample=sample,
+                                 balance=balance, vector_settings={"dim": dim, "centroids": centroids, "bounds": bounds,
+                                                                   "virtual_partitions": virtual_partitions,
+                                                                   "balance_options": balance_options,
+                                                                   "block_bytes": block_bytes})
+        return remember(_pair_columns(raw, plan, output), plan)
+    vector_col = column
     metrics_dir = prepare_session(left.sparkSession, metrics_dir,
                                   need_metrics=balance != "none" and left.isStreaming and algorithm in ("s3j", "auto"))
     if right is not None and right.isStreaming != left.isStreaming:
@@ -307,7 +362,17 @@ def similarity_join(
         static_arrow_udf(lambda: ComputationProcessor(plan), pair_arrow), pair_schema), plan, output)
 
 
-def _pair_columns(raw: DataFrame, plan: S3JPlan, output: str) -> DataFrame:
+def _column(value_col: str | None, vector_col: str) -> str:
+    """The compared column: ``value_col``, or ``vector_col`` (its older name, for vectors)."""
+    if value_col is None:
+        return vector_col
+    if vector_col != "vector" and vector_col != value_col:
+        raise ValueError(f"value_col={value_col!r} and vector_col={vector_col!r} name two columns: give value_col= only "
+                         "(vector_col= is its older name)")
+    return value_col
+
+
+def _pair_columns(raw: DataFrame, plan: Any, output: str) -> DataFrame:
     """The user-facing columns, with timestamps built in the JVM from plain numbers.
 
     ``output="pairs"``: one row per pair (grouped rows are exploded here, in the JVM);
@@ -344,10 +409,11 @@ def invalid_records(
     left: DataFrame,
     right: DataFrame | None = None,
     *,
-    metric: str = "angular",
+    metric: Any = "angular",
     dim: int | None = None,
     id_col: str = "id",
     vector_col: str = "vector",
+    value_col: str | None = None,
     time_col: str | None = None,
     ingest_col: str | None = None,
     **join_settings: object,
@@ -357,7 +423,8 @@ def invalid_records(
     A row is either joined or here, never both: both use one test (a missing id, a missing,
     empty or null-element vector, the wrong dimension, a NaN or infinite element, a zero vector
     for angular and cosine, an element above 1e150 for the other metrics, a missing or
-    unparsable time). Stateless, so it runs as its own streaming query next to the join.
+    unparsable time; on the metric path a null string, a null or empty token set, a null token,
+    a null value of a user metric). Stateless, so it runs as its own streaming query next to the join.
     Records that arrive after their window closed are refused by the join itself and listed in
     its statistics (``late_rows``), since only the join knows its windows.
 
@@ -365,7 +432,7 @@ def invalid_records(
     ----------
     left, right:
         The join's inputs.
-    metric, dim, id_col, vector_col, time_col, ingest_col:
+    metric, dim, id_col, vector_col, value_col, time_col, ingest_col:
         As given to the join: they decide which rows are valid.
     **join_settings:
         The join's other settings, accepted (and checked) so the same keyword arguments can be
@@ -386,8 +453,14 @@ def invalid_records(
     """
     join_settings.pop("sample", None)
     SimilaritySettings.check({"metric": metric, "dim": dim, "id_col": id_col, "vector_col": vector_col,
-                              "time_col": time_col, "ingest_col": ingest_col, **join_settings}, dead_letters=True)
+                              "value_col": value_col, "time_col": time_col, "ingest_col": ingest_col, **join_settings},
+                             dead_letters=True)
     prepare_session(left.sparkSession)
+    column = _column(value_col, vector_col)
+    if is_metric_join(left, metric, column):
+        return metric_dead_letters(left, right, metric=metric, id_col=id_col, value_col=column, time_col=time_col,
+                                   ingest_col=ingest_col)
+    vector_col = column
     m = get_metric(metric)
     if dim is None:
         if left.isStreaming:

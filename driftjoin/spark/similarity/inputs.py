@@ -40,12 +40,15 @@ def vector_column(df: DataFrame, name: str, float32: bool = False) -> Column:
 
 
 def normalise(df: DataFrame, side: int, id_col: str, vector_col: str, id_type: T.DataType,
-               ingest_col: str | None, time_col: str | None, with_raw: bool, float32: bool = False) -> DataFrame:
+               ingest_col: str | None, time_col: str | None, with_raw: bool, float32: bool = False,
+               value: Column | None = None) -> DataFrame:
     """``side, id, vector, ingest, time, time_reason[, raw]``: the columns the operators read.
 
     ``ingest`` (epoch seconds) is the ingestion time (``ingest_col``, else the micro-batch
     time); ``time`` is the time that decides the window: ``time_col`` (event time) if given,
     else the ingestion time. ``time_reason`` says why a row has no usable time (null if it has).
+    ``value``: the metric joins' compared column (strings, token sets, any value), given as
+    ``value`` instead of ``vector``.
     """
     reasons = []
     if ingest_col:
@@ -60,7 +63,7 @@ def normalise(df: DataFrame, side: int, id_col: str, vector_col: str, id_type: T
     cols = [
         F.lit(side).cast("byte").alias("side"),
         F.col(id_col).cast(id_type).alias("id"),
-        vector_column(df, vector_col, float32).alias("vector"),
+        vector_column(df, vector_col, float32).alias("vector") if value is None else value.alias("value"),
         ingest.alias("ingest"),
         basis.alias("time"),
         (F.coalesce(*reasons) if reasons else F.lit(None)).cast("string").alias("time_reason"),

@@ -19,7 +19,9 @@ from typing import Any
 
 import numpy as np
 
-from driftjoin.distance import check_threshold, get_metric
+from driftjoin.distance import Metric, check_threshold, get_metric
+from driftjoin.metric.choose import strategies_for
+from driftjoin.metric.spaces import Space, get_space
 from driftjoin.windows import Windowing, windowing
 from driftjoin.spark.runtime.settings import (
     SettingError,
@@ -36,6 +38,8 @@ from driftjoin.spark.runtime.settings import (
 #: ``algorithm=`` values: ``auto`` chooses between the two exact methods S3J and the grid;
 #: ClusterJoin and brute force are the paper's baselines.
 ALGORITHMS = ("auto", "s3j", "grid", "clusterjoin", "bruteforce")
+#: ``metric=`` names of the metric path (strings, token sets); the other names are vector metrics.
+METRIC_SPACES = ("levenshtein", "jaccard")
 #: ``balance=`` policies of the workset balancer.
 BALANCE = ("none", "s3j", "greedy")
 #: ``output=`` shapes.
@@ -52,6 +56,17 @@ BALANCE_OPTIONS = {
     "at": lambda n, v: choice(n, v, ("window", "any"), what="'window': only when a new window has started"),
     "load": lambda n, v: choice(n, v, ("comparisons", "cost_model")),
 }
+
+
+def _metric(value: Any) -> Metric | Space:
+    """A vector metric of :mod:`driftjoin.distance`, or the space of a metric join (strings, token
+    sets, a user metric: :func:`driftjoin.metric.spaces.get_space`)."""
+    if isinstance(value, str) and value.strip().lower() not in METRIC_SPACES:
+        return core("metric", lambda: get_metric(value))
+    if isinstance(value, (str, Space)) or callable(value):
+        return core("metric", lambda: get_space(value))
+    raise SettingError("metric", "must be the name of a distance ('angular', 'euclidean', 'levenshtein', 'jaccard', "
+                                 "...), a callable f(a, b) -> float or driftjoin.user_metric(...)", value)
 
 
 def _centroids(value: Any) -> str | np.ndarray:
@@ -98,6 +113,7 @@ class SimilaritySettings:
     metric: str = "angular"
     id_col: str = "id"
     vector_col: str = "vector"
+    value_col: str | None = None
     window: str | float | None = DEFAULT_WINDOW
     slide: str | float | None = None
     within: str | float | None = None
@@ -150,13 +166,13 @@ class SimilaritySettings:
                                show_value=False)
         s = {f.name: f.default if f.default_factory is MISSING else f.default_factory() for f in fields(cls)}
         s.update(given)
-        metric = core("metric", lambda: get_metric(s["metric"])) if isinstance(s["metric"], str) else None
-        if metric is None:
-            raise SettingError("metric", "must be the name of a distance, e.g. 'angular' or 'euclidean'", s["metric"])
+        metric = _metric(s["metric"])
         if "threshold" in given:
-            s["threshold"] = core("threshold", lambda: check_threshold(metric, s["threshold"]))
+            s["threshold"] = core("threshold", lambda: metric.check_threshold(s["threshold"]) if isinstance(metric, Space)
+                                  else check_threshold(metric, s["threshold"]))
         for name in ("id_col", "vector_col"):
             text(name, s[name], what="a column of the input")
+        text("value_col", s["value_col"], optional=True, what="the column compared (vector_col's newer name)")
         for name in ("time_col", "ingest_col"):
             text(name, s[name], optional=True, what="a column of the input")
         text("metrics_dir", s["metrics_dir"], optional=True, what="a directory for the operators' statistics")
@@ -175,7 +191,8 @@ class SimilaritySettings:
             integer("dim", s["dim"], what="the vector dimension")
         integer("seed", s["seed"], low=0)
         s["bounds"] = _bounds(s["bounds"])
-        s["algorithm"] = choice("algorithm", s["algorithm"], ALGORITHMS)
+        s["algorithm"] = choice("algorithm", s["algorithm"], ("auto", *strategies_for(metric)) if isinstance(metric, Space)
+                                else ALGORITHMS, what=f"for metric={getattr(metric, 'name', metric)!r}")
         integer("virtual_partitions", s["virtual_partitions"], what="ClusterJoin's partitions")
         if s["block_bytes"] is not None:
             integer("block_bytes", s["block_bytes"], low=1 << 16, what="memory of one matrix-product block of the grid")
