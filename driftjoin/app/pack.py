@@ -188,11 +188,39 @@ def submit_commands(kind: str, artifact: Path, *, master: str, job: str, python:
 def pack(kind: str = "archive", out: Path = Path("dist"), *, master: str = "spark://HOST:7077", job: str = "my_job.py",
          python: str | None = None, driver_python: str | None = None, compile_kernels: bool = True,
          log=print) -> Packed:
-    """Build the ``kind`` artifact under ``out`` and return it with its submit commands.
+    """Build the ``kind`` artifact under ``out`` and return it with the commands that submit a job with it.
 
-    ``python``: for ``archive`` the interpreter the venv is made from (the executors need it at
-    the same path); for ``zip`` the executors' Python that has the dependencies, if not the
-    cluster's default. ``driver_python``: see :func:`submit_commands`.
+    Parameters
+    ----------
+    kind
+        ``"archive"``: a packed venv for ``--archives`` (driftjoin, its runtime dependencies,
+        numba's kernels compiled; a minute or two). ``"zip"``: driftjoin alone for ``--py-files``,
+        for executors whose Python has the dependencies.
+    out
+        The folder the artifact is written to (made if missing).
+    master, job
+        The master URL and the job file written into the ``spark-submit`` line.
+    python
+        ``archive``: the interpreter the venv is made from (the executors need it at the same
+        path; default :func:`base_python`). ``zip``: the executors' Python that has the
+        dependencies, if not the cluster's default.
+    driver_python
+        The driver's Python in client mode (default: the archive's environment; for the zip the
+        cluster's default).
+    compile_kernels
+        ``archive``: compile numba's kernels into the environment's cache, so executors do not
+        compile them in their first micro-batch.
+    log
+        Progress lines of the archive's build.
+
+    Examples
+    --------
+    >>> import tempfile
+    >>> from pathlib import Path
+    >>> from driftjoin.app.pack import pack
+    >>> packed = pack("zip", Path(tempfile.mkdtemp()), master="spark://h:7077", job="job.py")
+    >>> packed.path.name, packed.commands[-1].split()[:5]
+    ('driftjoin-0.1.0.zip', ['spark-submit', '--master', 'spark://h:7077', '--py-files', ...])
     """
     if kind not in ("archive", "zip"):
         raise ValueError(f"--kind must be 'archive' or 'zip', got {kind!r}")
