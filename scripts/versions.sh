@@ -39,6 +39,8 @@ esac
 "$VENV/bin/python" -m pip install --quiet -c "$VENV/constraints.txt" -e ".[spark,test]" "${UPGRADE[@]}"
 "$VENV/bin/python" -m pip check
 "$VENV/bin/python" -c "import importlib.metadata as m; print('$WHICH:', ', '.join(f'{p} {m.version(p)}' for p in ('pyspark', 'pandas', 'numpy', 'pyarrow', 'protobuf', 'scipy', 'numba')))"
-# the cores (numpy, numba, scipy) and every operator on Spark, streaming and static, against its oracle
-SUBSET=(tests/s3j tests/swoop tests/schemafree tests/hypercube tests/grid tests/fuzz tests/test_versions.py)
+# the cores that use numba and scipy (S3J, SWOOP, the grid) and rapidfuzz (edit distance) against their oracles, and every
+# operator on Spark (pyspark, pandas, pyarrow), streaming and static, on generated cases against its oracle
+SUBSET=(tests/s3j/test_core_oracle.py tests/swoop/test_swoop_kernels.py tests/grid tests/metric/test_spaces.py
+        tests/metric/test_passjoin.py tests/fuzz tests/test_versions.py)
 exec env DRIFTJOIN_VERSIONS="$WHICH" "$VENV/bin/python" -m pytest -q -p no:cacheprovider "${SUBSET[@]}" "$@"
