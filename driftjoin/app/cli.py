@@ -1,4 +1,4 @@
-"""The ``driftjoin`` command line: demo, run, threshold, bench.
+"""The ``driftjoin`` command line: demo, run, threshold, pack, bench.
 
 Every command checks its flags and files before Spark starts (a mistake costs no session start)
 and prints an error as one line, ``driftjoin <command>: error: <message>``: exit code 2 for a
@@ -20,6 +20,7 @@ from typing import Callable
 import typer
 from typer.core import TyperCommand
 
+from driftjoin.app.pack import command as pack_command
 from driftjoin.distance import METRICS
 from driftjoin.generators.vectors import DISTRIBUTIONS
 from driftjoin.spark.runtime.errors import root_cause
@@ -233,6 +234,8 @@ def threshold(
     b = generate_vectors(dist, seed=0, stream=1, start=0, count=sample, dim=dim)
     typer.echo(f"{choose_threshold(a, b, selectivity=selectivity, metric=metric, sample=sample):.6g}")
 
+
+app.command("pack")(friendly("pack")(pack_command))
 
 bench_app = typer.Typer(add_completion=False, pretty_exceptions_enable=False, rich_markup_mode=None,
                         help="The paper's experiments (bench/ has more).")

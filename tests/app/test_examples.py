@@ -28,6 +28,7 @@ PUBLIC = [
     "driftjoin.app.report.workset_table",
     "driftjoin.app.report.plot_latency",
     "driftjoin.spark.runtime.errors.explain_error",
+    "driftjoin.app.pack.pack",
 ]
 
 

@@ -20,6 +20,7 @@ column makes it float, NaN and null become one), Arrow-backed columns and pickle
 
 from __future__ import annotations
 
+import inspect
 import json
 import pickle
 from collections.abc import Sequence
@@ -111,7 +112,9 @@ class PayloadLayout:
     def arrow_types(self) -> list[pa.DataType]:
         from pyspark.sql.pandas.types import to_arrow_type
 
-        return [to_arrow_type(f.dataType, timezone="UTC") for f in self.output_schema().fields]
+        # timestamps in UTC: pyspark 4.0 says so with timestamp_utc (its default), later ones with timezone
+        utc = {"timezone": "UTC"} if "timezone" in inspect.signature(to_arrow_type).parameters else {"timestamp_utc": True}
+        return [to_arrow_type(f.dataType, **utc) for f in self.output_schema().fields]
 
     def render(self, side: int, values: tuple) -> str:
         """One row as JSON text (the late rows listed in the statistics)."""

@@ -25,6 +25,7 @@ import atexit
 import logging
 import os
 import re
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -243,24 +244,49 @@ def worker_placement(spark: SparkSession, parallelism: int | None, partitions: i
     return parallelism, partitions
 
 
+#: What the Python workers import (driftjoin's runtime dependencies, by module name), in the
+#: order a missing one is named; ``google.protobuf`` is transformWithState's (pyspark does not
+#: declare it).
+WORKER_MODULES = ("numpy", "pandas", "pyarrow", "google.protobuf", "scipy", "numba", "llvmlite", "sortedcontainers",
+                  "rapidfuzz", "driftjoin")
+#: How to give executors what they lack.
+SHIP_HINT = ("ship driftjoin with its dependencies: `driftjoin pack` builds the archive and prints the spark-submit "
+             "line (README, Running on a cluster), or install driftjoin into that Python")
+
+
+def _probe_source() -> str:
+    """The body of the check the workers run: imports :data:`WORKER_MODULES`, prints what failed."""
+    return ("import importlib, sys\n"
+            "missing = []\n"
+            f"for name in {WORKER_MODULES!r}:\n"
+            "    try:\n"
+            "        importlib.import_module(name)\n"
+            "    except Exception as e:\n"
+            "        missing.append(f'{name} ({type(e).__name__})')\n"
+            "version = '' if missing and missing[-1].startswith('driftjoin ') else sys.modules['driftjoin'].__version__\n")
+
+
 def _imports_driftjoin(python: str) -> bool:
     """Whether ``python`` imports this very driftjoin and the packages its workers need."""
-    here = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-    code = "import os, numpy, pandas, pyarrow, driftjoin; print(os.path.dirname(os.path.abspath(driftjoin.__file__)))"
+    here = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    code = (_probe_source() + "import os\n"
+            "print('ok' if not missing else 'missing', os.path.dirname(os.path.abspath(sys.modules['driftjoin'].__file__)) "
+            "if 'driftjoin' in sys.modules else '')")
     try:
         run = subprocess.run([python, "-c", code], capture_output=True, text=True, timeout=120)
     except (OSError, subprocess.TimeoutExpired):
         return False
-    return run.returncode == 0 and run.stdout.strip() == here
+    return run.returncode == 0 and run.stdout.split() == ["ok", here]
 
 
-def _probe_executors(_: object) -> str:
-    import pandas  # noqa: F401
-    import pyarrow  # noqa: F401
-
-    import driftjoin  # noqa: F401
-
-    return "ok"
+def _executor_probe():
+    """A function that runs :func:`_probe_source` where it is called and returns (python, missing,
+    driftjoin version). Built from source, so it reaches the executors by value: it must run
+    where driftjoin itself cannot be imported."""
+    namespace: dict = {"__name__": "driftjoin_probe"}
+    exec("def probe(_):\n" + "".join(f"    {line}\n" for line in _probe_source().splitlines())  # noqa: S102
+         + "    return sys.executable, missing, version\n", namespace)
+    return namespace["probe"]
 
 
 def ensure_workers_python(spark: SparkSession) -> None:
@@ -271,8 +297,9 @@ def ensure_workers_python(spark: SparkSession) -> None:
     not read, only by spark-submit), and each UDF takes the interpreter when it is created. In
     local mode the workers run on this machine, so when that interpreter lacks driftjoin (or has
     another copy of it) and the user did not choose it, the operators' UDFs use this one
-    (``sys.executable``). A chosen interpreter that cannot work, or executors of a cluster that
-    cannot import driftjoin, fail here with what to change.
+    (``sys.executable``). On a cluster one task imports everything the executors need
+    (:data:`WORKER_MODULES`) and the check fails with one line naming what is missing (and the
+    executors' driftjoin version when it is not this one's), and how to ship it.
     """
     sc = spark.sparkContext
     python = sc.pythonExec
@@ -283,19 +310,69 @@ def ensure_workers_python(spark: SparkSession) -> None:
         if python != sys.executable and not _imports_driftjoin(python):
             if os.environ.get("PYSPARK_PYTHON") == python:  # the user chose it: do not overrule, say what to change
                 raise ValueError(f"the Python workers run {python} (PYSPARK_PYTHON), which cannot "
-                                 f"import this driftjoin with numpy, pandas and pyarrow: set PYSPARK_PYTHON={sys.executable} "
+                                 f"import this driftjoin with its dependencies: set PYSPARK_PYTHON={sys.executable} "
                                  "before the session is created, or install driftjoin into that Python")
             log.info("driftjoin: Python workers will run %s (%s lacks driftjoin)", sys.executable, python)
             sc.pythonExec = sys.executable
     else:
-        try:
-            sc.parallelize([0], 1).map(_probe_executors).collect()
-        except Exception as e:
-            raise RuntimeError(f"the executors' Python ({python}) cannot import driftjoin, pandas and pyarrow "
-                               f"({str(e).splitlines()[0][:200]}): install driftjoin there, ship it with "
-                               "spark-submit --py-files dist/driftjoin-<version>-py3-none-any.whl, or set "
-                               "spark.pyspark.python to a Python that has it") from None
+        _check_executors(sc)
     _PYTHON_CHECKED.add((sc.applicationId, sc.pythonExec))
+
+
+def _cause(error: BaseException) -> str:
+    """The line of a failed job that says why: the JVM's failure to start a program, else the
+    last Python exception line, else the first line."""
+    lines = [line.strip() for line in str(error).splitlines() if line.strip()]
+    for pattern in (r".*Cannot run program.*", r"^\w+(Error|Exception): .*"):
+        found = [line for line in lines if re.match(pattern, line)]
+        if found:
+            return found[-1][:300]
+    return (lines or [type(error).__name__])[0][:300]
+
+
+def _check_executors(sc: SparkContext) -> None:
+    """One task imports :data:`WORKER_MODULES` on an executor; a ValueError names what failed."""
+    from driftjoin import __version__
+
+    try:
+        python, missing, version = sc.parallelize([0], 1).map(_executor_probe()).collect()[0]
+    except Exception as e:  # the workers did not start, e.g. no such interpreter
+        raise ValueError(f"the executors' Python ({sc.pythonExec}) did not run a task ({_cause(e)}): {SHIP_HINT}") from None
+    if missing:
+        raise ValueError(f"the executors' Python ({python}) cannot import {', '.join(missing)}: {SHIP_HINT}")
+    if version != __version__:
+        raise ValueError(f"the executors' Python ({python}) has driftjoin {version}, the driver {__version__}: "
+                         f"{SHIP_HINT}")
+    _check_driver_runner(sc)
+
+
+def _check_driver_runner(sc: SparkContext) -> None:
+    """transformWithStateInPandas plans its state in a Python process that the driver's JVM
+    starts with the executors' interpreter (``sc.pythonExec``, resolved from the driver's working
+    directory) and a path of pyspark, ``spark.executorEnv.PYTHONPATH`` and the JVM's own
+    ``PYTHONPATH``, not the py-files. Run that interpreter so here; a ValueError says what to
+    change when it is not there or cannot import :data:`WORKER_MODULES`."""
+    python, cwd = sc.pythonExec, os.getcwd()
+    if shutil.which(python) is None:
+        raise ValueError(f"transformWithStateInPandas also runs the executors' Python ({python}) on the driver, and "
+                         f"there is none from the driver's working directory ({cwd}): unpack the archive there too "
+                         "(`mkdir -p environment && tar -xzf <archive> -C environment`, the first line `driftjoin pack` "
+                         "prints), or run the driver in cluster mode")
+    py_files = {os.path.basename(f) for f in sc.getConf().get("spark.submit.pyFiles", "").split(",") if f}
+    inherited = [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p and os.path.basename(p) not in py_files]
+    path = [sc.environment.get("PYTHONPATH", ""), *inherited]
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in path if p)}
+    code = _probe_source() + "print(', '.join(missing))"
+    try:
+        run = subprocess.run([python, "-c", code], capture_output=True, text=True, timeout=300, env=env, cwd=cwd)
+    except (OSError, subprocess.TimeoutExpired) as e:
+        raise ValueError(f"transformWithStateInPandas also runs the executors' Python ({python}) on the driver, "
+                         f"which did not start there ({e})") from None
+    missing = run.stdout.strip() if run.returncode == 0 else (run.stderr.strip().splitlines() or ["it failed"])[-1]
+    if missing:
+        raise ValueError(f"transformWithStateInPandas also runs the executors' Python ({python}) on the driver, where it "
+                         f"cannot import {missing}: with --py-files also pass --conf spark.executorEnv.PYTHONPATH=<the "
+                         "zip's absolute path> (the line `driftjoin pack --kind zip` prints), or install driftjoin there")
 
 
 def prepare_session(spark: SparkSession, metrics_dir: str | None = None, *, need_metrics: bool = False) -> str | None:

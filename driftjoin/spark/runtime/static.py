@@ -79,13 +79,25 @@ def run_static(processor, key: tuple, pdf: pd.DataFrame) -> pd.DataFrame:
 def static_arrow_udf(make_processor: Callable[[], object], schema: pa.Schema):
     """The function for ``groupBy(...).applyInArrow`` that runs a fresh processor per group.
 
-    Its type hints tell PySpark to use the iterator form (batches in, batches out).
+    Its type hints tell PySpark to use the iterator form (batches in, batches out). PySpark 4.0
+    has only the table form (a table in, one table out), so there the batches are returned as
+    one table.
     """
 
     def run(key: tuple[pa.Scalar, ...], batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         return run_static_arrow(make_processor(), key, batches, schema)
 
-    return run
+    def run_table(key: tuple[pa.Scalar, ...], table: pa.Table) -> pa.Table:
+        return pa.Table.from_batches(list(run(key, iter(table.to_batches()))), schema=schema)
+
+    return run if _arrow_iterator_form() else run_table
+
+
+def _arrow_iterator_form() -> bool:
+    """Whether this PySpark's ``applyInArrow`` takes the iterator form (4.1 and later)."""
+    import pyspark
+
+    return tuple(int(part) for part in pyspark.__version__.split(".")[:2]) >= (4, 1)
 
 
 def run_static_arrow(processor, key: tuple, batches: Iterator[pa.RecordBatch], schema: pa.Schema) -> Iterator[pa.RecordBatch]:

@@ -129,7 +129,7 @@ def test_balance_without_metrics_dir_on_a_cluster_says_what_to_pass():
         queries.default_metrics_dir(fake)
 
 
-def test_workers_python_is_set_in_local_mode_and_checked_on_a_cluster(monkeypatch):
+def test_workers_python_is_set_in_local_mode(monkeypatch):
     base = Path(sys.base_prefix) / "bin" / "python3"
     if not base.exists() or session._imports_driftjoin(str(base)):
         pytest.skip("needs a Python without driftjoin (the base interpreter of the venv)")
@@ -142,13 +142,64 @@ def test_workers_python_is_set_in_local_mode_and_checked_on_a_cluster(monkeypatc
     with pytest.raises(ValueError, match=f"set PYSPARK_PYTHON={sys.executable}"):
         session.ensure_workers_python(SimpleNamespace(sparkContext=chosen))
 
-    def failing_job(*_):
-        raise RuntimeError("ModuleNotFoundError: No module named 'driftjoin'")
 
-    cluster = SimpleNamespace(pythonExec="python3", master="spark://h:7077", applicationId="app-cluster",
-                              parallelize=lambda *a: SimpleNamespace(map=lambda f: SimpleNamespace(collect=failing_job)))
-    with pytest.raises(RuntimeError, match="--py-files"):
-        session.ensure_workers_python(SimpleNamespace(sparkContext=cluster))
+def _cluster(app_id: str, collect, python: str = "./environment/bin/python", path: str = "") -> SimpleNamespace:
+    """A cluster's SparkContext whose one probe task returns (or raises) what ``collect`` does."""
+    sc = SimpleNamespace(pythonExec=python, master="spark://h:7077", applicationId=app_id,
+                         environment={"PYTHONPATH": path} if path else {},
+                         getConf=lambda: SimpleNamespace(get=lambda key, default=None: default))
+    sc.parallelize = lambda *a: SimpleNamespace(map=lambda f: SimpleNamespace(collect=collect))
+    return SimpleNamespace(sparkContext=sc)
+
+
+def test_cluster_check_names_every_missing_module_in_one_line():
+    from driftjoin import __version__
+
+    def failing_job(*_):
+        raise RuntimeError("An error occurred\njava.io.IOException: Cannot run program \"./environment/bin/python\"")
+
+    with pytest.raises(ValueError, match='did not run a task \\(java.io.IOException: Cannot run program "./environment/bin/python"\\).*driftjoin pack') as e:
+        session.ensure_workers_python(_cluster("app-a", failing_job))
+    assert "\n" not in str(e.value)
+    missing = ["scipy (ModuleNotFoundError)", "numba (ModuleNotFoundError)", "driftjoin (ModuleNotFoundError)"]
+    with pytest.raises(ValueError, match=r"/x/python\) cannot import scipy \(ModuleNotFoundError\), numba .*, driftjoin") as e:
+        session.ensure_workers_python(_cluster("app-b", lambda: [("/x/python", missing, "")]))
+    assert "\n" not in str(e.value) and "driftjoin pack" in str(e.value)
+    with pytest.raises(ValueError, match="has driftjoin 0.0.1, the driver"):
+        session.ensure_workers_python(_cluster("app-c", lambda: [("/x/python", [], "0.0.1")]))
+
+
+def test_cluster_check_runs_the_executors_python_on_the_driver_too(tmp_path, monkeypatch):
+    """transformWithStateInPandas' driver-side runner: the interpreter must exist from the
+    driver's working directory and import driftjoin with spark.executorEnv.PYTHONPATH."""
+    from driftjoin import __version__
+    from driftjoin.app.pack import build_zip
+
+    monkeypatch.chdir(tmp_path)
+    ok = lambda: [("/x/python", [], __version__)]  # noqa: E731 - the executors are fine
+    with pytest.raises(ValueError, match="unpack the archive there too"):
+        session.ensure_workers_python(_cluster("app-d", ok))
+    base = os.path.realpath(getattr(sys, "_base_executable", sys.executable))  # a Python without driftjoin's packages
+    monkeypatch.delenv("PYTHONPATH", raising=False)
+    with pytest.raises(ValueError, match=r"cannot import .*driftjoin \(ModuleNotFoundError\).*spark.executorEnv.PYTHONPATH"):
+        session.ensure_workers_python(_cluster("app-e", ok, python=base))
+    zipped = build_zip(tmp_path / "dist")
+    session.ensure_workers_python(_cluster("app-f", ok, python=sys.executable, path=str(zipped)))
+
+
+def test_executor_probe_runs_where_driftjoin_cannot_be_imported(tmp_path):
+    """The probe reaches the executors by value: unpickled and run in a Python without driftjoin,
+    it names what that Python lacks."""
+    from pyspark import cloudpickle
+
+    blob = tmp_path / "probe.pkl"
+    blob.write_bytes(cloudpickle.dumps(session._executor_probe()))
+    code = ("import pickle, sys; sys.modules['driftjoin'] = None; "
+            f"print(pickle.loads(open({str(blob)!r}, 'rb').read())(0))")
+    run = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert run.returncode == 0, run.stderr[-2000:]
+    python, missing, version = eval(run.stdout)  # noqa: S307 - a tuple printed by the child
+    assert python == sys.executable and missing == ["driftjoin (ModuleNotFoundError)"] and version == ""
 
 
 @pytest.mark.slow
