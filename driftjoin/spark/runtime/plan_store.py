@@ -203,4 +203,7 @@ def _stop_after_start(query: Any, timeout: float = 60.0) -> None:
         except Exception:  # the query is gone already
             break
         time.sleep(0.05)
-    query.stop()
+    try:
+        query.stop()
+    except Exception as e:  # the query ended, or its session stopped, meanwhile: nothing left to stop
+        log.debug("driftjoin: stopping the refused query: %s", e)
