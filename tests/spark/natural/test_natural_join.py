@@ -316,7 +316,8 @@ def test_replayed_batch_in_another_row_order_gives_the_same_rows_and_pairs():
 PARALLELISM = (1, 3, 8)
 
 
-@pytest.mark.parametrize("partitioner", ["ag", pytest.param("value", marks=pytest.mark.slow)])
+# the default partitioner; association groups route the same way in tests/spark/natural/test_natural_routing.py
+@pytest.mark.parametrize("partitioner", [pytest.param("value", marks=pytest.mark.slow)])
 def test_parallel_routing_exact_at_1_3_8_joiners_static_and_streaming_across_a_restart(spark, tmp_path, partitioner):
     """The default routing (stateless routers, partitionings from the control plane) at 1, 3 and
     8 joiners: a static join, and a stream of 4 micro-batches in event-time windows that is
