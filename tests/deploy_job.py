@@ -1,4 +1,4 @@
-"""The four operators as a user's job, submitted with spark-submit to executors that have only
+"""Every operator as a user's job, submitted with spark-submit to executors that have only
 what was shipped to them (tests/spark/runtime/test_deploy_cluster.py runs it).
 
     spark-submit <the options `driftjoin pack` printed> tests/deploy_job.py [WORKDIR]

@@ -191,17 +191,19 @@ def _fail(spark: Any, query: Any, execution: Any, reason: str) -> None:
 _STARTING = "Initializing StreamExecution"
 
 
-def _stop_after_start(query: Any, timeout: float = 60.0) -> None:
+def _stop_after_start(query: Any, timeout: float = 10.0) -> None:
     """Stop ``query`` once its thread has left the start callbacks. Stopping interrupts the
     query's thread; interrupted inside a Python listener's callback, it breaks the Py4J
     callback connection and the session's listeners hear no later query start."""
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         try:
+            if not query.isActive:  # it ended with its death cause: nothing to stop
+                return
             if query.status["message"] != _STARTING:
                 break
-        except Exception:  # the query is gone already
-            break
+        except Exception:  # its session is gone
+            return
         time.sleep(0.05)
     try:
         query.stop()
