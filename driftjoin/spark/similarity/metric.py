@@ -64,6 +64,7 @@ from driftjoin.metric.s3j import S3JStrategy, S3JWorker
 from driftjoin.metric.spaces import JaccardSpace, Space
 from driftjoin.metric.store import Run
 from driftjoin.metric.validate import reasons
+from driftjoin.s3j.compute import Pairs
 from driftjoin.spark.runtime.heartbeats import HEARTBEAT, heartbeat_batch, split_heartbeats
 from driftjoin.spark.runtime.keys import SlotPlan
 from driftjoin.spark.runtime.plan_guard import PLAN_KEY, PlanGuard
@@ -213,21 +214,6 @@ class _Worker:
         return int(sum(self.sizes.values()))
 
 
-@dataclass
-class _Emitted:
-    """Pairs with the columns :func:`~driftjoin.spark.similarity.plan.pair_frames` writes."""
-
-    left_id: np.ndarray
-    right_id: np.ndarray
-    distance: np.ndarray
-    window: np.ndarray
-    ingest: np.ndarray
-    workset: np.ndarray
-
-    def __len__(self) -> int:
-        return len(self.left_id)
-
-
 class MetricProcessor(OperatorProcessor):
     """The join of one worker of a metric strategy (key = the worker's slot key; module docstring)."""
 
@@ -303,7 +289,7 @@ class MetricProcessor(OperatorProcessor):
         self.state.save(key, loaded, w.nbytes(), {"clock": clock.seen, "sizes": w.sizes,
                                                   **({"next_id": core.next_id} if s3j else {})})
         emit = time.time()
-        out = _Emitted(pairs.left_id, pairs.right_id, pairs.distance, pairs.window,
+        out = Pairs(pairs.left_id, pairs.right_id, pairs.distance, pairs.window,
                        _pair_ingest(pdf, pairs, plan.self_join), np.full(len(pairs), -1, np.int64))
         if plan.metrics_dir and (len(rec) or late_rows):
             stats = {
