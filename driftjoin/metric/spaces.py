@@ -386,12 +386,13 @@ def user_metric(pairwise: Callable[[Any, Any], Any], *, rowwise: Callable[[Any, 
     rowwise : optional ``g(A, B)`` -> the distances of aligned rows ``A[k], B[k]``.
     name : how messages name the metric.
 
-    Example::
-
-        >>> import numpy as np
-        >>> m = user_metric(lambda A, B: np.abs(A[:, None, 0] - B[None, :, 0]), name="first coordinate")
-        >>> m.pairwise(m.prepare([[0.0], [3.0]]), m.prepare([[1.0]])).tolist()
-        [[1.0], [2.0]]
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from driftjoin import user_metric
+    >>> m = user_metric(lambda A, B: np.abs(A[:, None, 0] - B[None, :, 0]), name="first coordinate")
+    >>> m.pairwise(m.prepare([[0.0], [3.0]]), m.prepare([[1.0]])).tolist()
+    [[1.0], [2.0]]
     """
     return PairwiseSpace(pairwise, rowwise, name)
 
