@@ -18,7 +18,8 @@ a pair when ``distance <= threshold``, computed by the same function the oracle 
 - user metrics: :class:`CallableSpace` for ``f(a, b) -> float`` and :class:`PairwiseSpace`
   (:func:`user_metric`) for ``f(A, B) -> matrix``. The user declares them metrics;
   :func:`check_triangle` checks symmetry and the triangle inequality on a sample and refuses,
-  naming the violating triple.
+  naming the violating triple. They count every evaluation of the user's function
+  (:attr:`Space.calls`): what a join over an expensive metric is judged by.
 """
 
 from __future__ import annotations
@@ -48,6 +49,9 @@ class Space(ABC):
     name: str = ""
     #: the kind of value the space compares: "string", "set", "vector" or "any"
     value_type: str = "any"
+    #: distances a user metric evaluated in this process so far (a runtime reads differences;
+    #: built-in spaces leave it at 0)
+    calls: int = 0
 
     @abstractmethod
     def prepare(self, values: Sequence[Any]) -> Values:
@@ -314,10 +318,12 @@ class CallableSpace(Space):
 
     def pairwise(self, a: np.ndarray, b: np.ndarray) -> np.ndarray:
         f = self.fn
+        self.calls += len(a) * len(b)
         return np.array([[float(f(x, y)) for y in b] for x in a], dtype=np.float64).reshape(len(a), len(b))
 
     def rowwise(self, a: np.ndarray, b: np.ndarray) -> np.ndarray:
         f = self.fn
+        self.calls += len(a)
         return np.fromiter((float(f(x, y)) for x, y in zip(a, b)), np.float64, len(a))
 
 
@@ -348,6 +354,7 @@ class PairwiseSpace(Space):
     def pairwise(self, a: np.ndarray, b: np.ndarray) -> np.ndarray:
         if len(a) == 0 or len(b) == 0:
             return np.zeros((len(a), len(b)))
+        self.calls += len(a) * len(b)
         d = np.asarray(self.fn(a, b), dtype=np.float64)
         if d.shape != (len(a), len(b)):
             raise ValueError(f"user metric {self.name!r}: pairwise(A, B) returned shape {d.shape} for "
@@ -358,6 +365,7 @@ class PairwiseSpace(Space):
         if len(a) == 0:
             return np.zeros(0)
         if self.row_fn is not None:
+            self.calls += len(a)
             return np.asarray(self.row_fn(a, b), dtype=np.float64).reshape(len(a))
         return np.array([self.pairwise(a[k : k + 1], b[k : k + 1])[0, 0] for k in range(len(a))])
 
