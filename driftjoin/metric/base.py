@@ -143,6 +143,10 @@ class Strategy(ABC):
     def worker(self, index: int) -> WorkerJoin:
         """A new, empty join for worker ``index``."""
 
+    def describe(self) -> str:
+        """What the strategy chose from its sample, for the logs and the recorded choice ("": nothing)."""
+        return ""
+
 
 def check_format(state: dict) -> None:
     if state.get("format") != STATE_FORMAT:

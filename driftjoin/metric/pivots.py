@@ -307,7 +307,8 @@ def _greedy(coords: np.ndarray, t: float, k_max: int, rng: np.random.Generator) 
 
 def _excluded(x: np.ndarray, y: np.ndarray, t: float) -> np.ndarray:
     """Whether the pivot bound excludes the pair (the scan's test; NaN never excludes)."""
-    return np.abs(x - y) > t + BOUND_SLACK * (1.0 + t + x + y)
+    with np.errstate(invalid="ignore"):
+        return np.abs(x - y) > t + BOUND_SLACK * (1.0 + t + x + y)
 
 
 def _cells(coords: np.ndarray, t: float, target: int) -> tuple:
@@ -415,6 +416,14 @@ class PivotStrategy(Strategy):
 
     def worker(self, index: int) -> "PivotWorker":
         return PivotWorker(self.space, self.plan, self.self_join, self.windows)
+
+    def describe(self) -> str:
+        p = self.plan.summary
+        measured = f"{p['sample_values']} sample values measured at {p['seconds_per_call'] * 1e6:.3g} us per call"
+        if not self.plan.k:
+            return f"no pivot pays on {measured}: the brute force in one cell ({p['pairs']:,.0f} pairs expected)"
+        return (f"{self.plan.k} pivots of {measured}, {self.plan.cells} cell{'s' if self.plan.cells > 1 else ''}; "
+                f"about {p['expected_calls']:,.0f} distance calls expected against {p['pairs']:,.0f} pairs")
 
 
 class PivotWorker(RunJoin):

@@ -58,8 +58,10 @@ import pyarrow as pa
 from pyspark.sql.streaming.stateful_processor import StatefulProcessorHandle
 
 from driftjoin.clock import WindowClock, batch_max, tick_of, ticks
+from driftjoin.metric.choose import is_user_metric
 from driftjoin.metric.base import STATE_FORMAT, Strategy, WorkerJoin, WorkerStats
 from driftjoin.metric.records import MetricPairs, MetricRecords, concat_values, expand, take_values
+from driftjoin.metric.pivots import PivotStrategy
 from driftjoin.metric.s3j import S3JStrategy, S3JWorker
 from driftjoin.metric.spaces import JaccardSpace, Space
 from driftjoin.metric.store import Run
@@ -119,7 +121,8 @@ class MetricPlan(SlotPlan):
         return {"operator": "similarity_join", "state_format": f"metric-{STATE_FORMAT}", "algorithm": s.name,
                 "metric": self.space.name, "threshold": self.threshold, "value_kind": self.value_kind,
                 "parallelism": self.parallelism, "partitions": self.partitions or self.parallelism,
-                "centroids": _fingerprint(s.centroids) if isinstance(s, S3JStrategy) else None,
+                "centroids": (_fingerprint(s.centroids) if isinstance(s, S3JStrategy) else
+                              _fingerprint(s.plan.signature()) if isinstance(s, PivotStrategy) else None),
                 "token_order": None if order is None else f"{len(order)}:{_fingerprint(order)}",
                 "self_join": self.self_join, **self.windows.settings(), "time_basis": self.time_basis,
                 "lateness": self.lateness, "metrics_dir": self.metrics_dir}
@@ -171,6 +174,7 @@ def route_metric(plan: MetricPlan, batches: Iterator[pa.RecordBatch], schema: pa
         copies = expand(MetricRecords.of(idx, prepared, ticks(basis), side), plan.windows)
         routing = plan.strategy.route(copies)
         row = copies.id[routing.row]
+        calls = np.zeros(len(row), np.int64) if routing.calls is None else routing.calls
         home = np.ones(len(row), dtype=bool)
         home[1:] = row[1:] != row[:-1]  # routing is grouped by copy, copies by record, earliest window first
         take = pa.array(row)
@@ -178,10 +182,20 @@ def route_metric(plan: MetricPlan, batches: Iterator[pa.RecordBatch], schema: pa
             [pa.array(keys[routing.worker], pa.int32()), pa.array(routing.role, pa.int8()),
              pa.array(copies.side[routing.row], pa.int8()), batch.column("id").take(take), batch.column("value").take(take),
              batch.column("ingest").take(take).cast(pa.float64()), pa.array(copies.time[routing.row], pa.int64()),
-             pa.array(copies.window[routing.row], pa.int64()), pa.array(copies.ghost[routing.row]), pa.array(home)],
+             pa.array(copies.window[routing.row], pa.int64()), pa.array(copies.ghost[routing.row]), pa.array(home),
+             _payload(routing.payload, len(row), schema.field("payload").type), pa.array(calls, pa.int64())],
             schema=schema,
         )
-    yield heartbeat_batch(schema, [*plan.keys, PLAN_KEY], {"side": HEARTBEAT, "ingest": seen, "value": None})
+    yield heartbeat_batch(schema, [*plan.keys, PLAN_KEY], {"side": HEARTBEAT, "ingest": seen, "value": None, "payload": None})
+
+
+def _payload(payload: np.ndarray | None, n: int, kind: pa.DataType) -> pa.Array:
+    """The routing's payload rows as an Arrow list column (nulls when the strategy has none)."""
+    if payload is None:
+        return pa.nulls(n, kind)
+    width = payload.shape[1]
+    offsets = pa.array(np.arange(0, n * width + 1, width, dtype=np.int32))
+    return pa.ListArray.from_arrays(offsets, pa.array(np.ascontiguousarray(payload, np.float64).ravel()), type=kind)
 
 
 def dead_letter_batches(space: Space, kind: str, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
@@ -262,6 +276,7 @@ class MetricProcessor(OperatorProcessor):
         core, clock, chunks = w.core, w.clock, loaded.chunks
         t1 = time.perf_counter()
         pdf = pdf.sort_values(["time", "side", "id", "window"], kind="stable").reset_index(drop=True)
+        router_calls = int(pdf["calls"].sum()) if "calls" in pdf and len(pdf) else 0
         times = pdf["time"].to_numpy(dtype=np.int64)
         late = clock.late(times)
         home = pdf["home"].to_numpy(dtype=bool)
@@ -276,7 +291,9 @@ class MetricProcessor(OperatorProcessor):
         s3j = isinstance(core, S3JWorker)
         n_ids, n_buffer = (len(core.ids), 0 if core.buffer is None else len(core.buffer)) if s3j else (0, 0)
         centroid_before = core.centroid_comparisons if s3j else 0
-        pairs = core.add(rec, pdf["role"].to_numpy(dtype=np.int8)) if len(rec) else MetricPairs.empty(rec.id.dtype)
+        payload = np.stack(pdf["payload"].to_numpy()) if len(rec) and pdf["payload"].iloc[0] is not None else None
+        pairs = (core.add_routed(rec, pdf["role"].to_numpy(dtype=np.int8), payload) if len(rec)
+                 else MetricPairs.empty(rec.id.dtype))
         t2 = time.perf_counter()
         clock.advance(tick_of(top))
         first = clock.first_open()
@@ -301,6 +318,8 @@ class MetricProcessor(OperatorProcessor):
                 "timings": {"state_read": t1 - t0, "work": t2 - t1, "state_write": t3 - t2},
                 "state": {"source": loaded.source, "chunks_read": chunks.read_count, "bytes_written": chunks.written_bytes},
             }
+            if is_user_metric(plan.space):  # every call of the user's metric: the router's and this worker's
+                stats["distance_calls"] = router_calls + core.stats.calls
             if s3j:
                 stats["centroid_comparisons"] = core.centroid_comparisons - centroid_before
                 stats["worksets_open"] = core.n_worksets

@@ -30,7 +30,7 @@ from pyspark.sql.pandas.types import to_arrow_schema
 from driftjoin.distance import METRICS
 import numpy as np
 
-from driftjoin.metric.choose import build_strategy, choose, strategies_for
+from driftjoin.metric.choose import USER_METRIC_REASON, build_strategy, choose, sample_free
 from driftjoin.metric.records import take_values
 from driftjoin.metric.spaces import JaccardSpace, Space
 from driftjoin.metric.tokens import TokenOrder
@@ -203,7 +203,7 @@ def metric_pairs(left: DataFrame, right: DataFrame | None, *, threshold: Any, me
         values = (_sample_values(inputs, value_col, kind, space, SAMPLE_ROWS) if sample is None
                   else _stream_sample(sample, value_col, kind, space))
         rows = sum(df.count() for df in inputs)
-    if not values and strategies_for(space)[1:] == ():
+    if not values and sample_free(space) is None:
         if values is None:
             raise ValueError(f"metric={space.name!r} on a stream needs sample= (a static DataFrame with column "
                              f"{value_col!r}, or a list of values): S3J draws its centroids from it and the triangle "
@@ -219,8 +219,9 @@ def metric_pairs(left: DataFrame, right: DataFrame | None, *, threshold: Any, me
     prepared = space.prepare(values) if values else None  # an empty static input: no sample either
     name, estimates = _resolve(algorithm, space, t, prepared, parallelism, rows, seed)
     strategy = build_strategy(name, space, t, parallelism, self_join=right is None, windows=windows.windows,
-                              sample=prepared, seed=seed)
-    choice = MetricChoice(name, _reason(algorithm, name, estimates, prepared), space.name, strategy.n_workers,
+                              sample=prepared, seed=seed, expected=rows)
+    reason = "; ".join(r for r in (_reason(algorithm, name, estimates, prepared), strategy.describe()) if r)
+    choice = MetricChoice(name, reason, space.name, strategy.n_workers,
                           0 if prepared is None else len(prepared), rows or 0, tuple(estimates))
     log.info("similarity_join algorithm=%s: %s", name, choice.reason)
     if metrics_dir and not metrics_dir.startswith(AUTO):
@@ -239,7 +240,8 @@ def metric_pairs(left: DataFrame, right: DataFrame | None, *, threshold: Any, me
         T.StructField("key", T.IntegerType()), T.StructField("role", T.ByteType()), T.StructField("side", T.ByteType()),
         T.StructField("id", id_type), T.StructField("value", value_type), T.StructField("ingest", T.DoubleType()),
         T.StructField("time", T.LongType()), T.StructField("window", T.LongType()), T.StructField("ghost", T.BooleanType()),
-        T.StructField("home", T.BooleanType()),
+        T.StructField("home", T.BooleanType()), T.StructField("payload", T.ArrayType(T.DoubleType())),
+        T.StructField("calls", T.LongType()),
     ])
     pair_schema = T.StructType([
         T.StructField("left_id", id_type), T.StructField("right_id", id_type), T.StructField("distance", T.DoubleType()),
@@ -263,11 +265,12 @@ def _resolve(algorithm: str, space: Space, threshold: float, prepared: Any, para
              seed: int) -> tuple[str, list]:
     """The strategy ``algorithm`` names (``auto``: the least counted work on the sample)."""
     if algorithm != "auto":
-        if algorithm == "s3j" and prepared is None:
-            raise ValueError("algorithm='s3j' on a stream needs sample= (S3J's centroids are records of a sample)")
+        if algorithm in ("s3j", "pivots") and prepared is None:
+            raise ValueError(f"algorithm={algorithm!r} on a stream needs sample= (its "
+                             f"{'centroids' if algorithm == 's3j' else 'pivots'} are values of a sample)")
         return algorithm, []
     if prepared is None:  # a stream without a sample: the strategy that needs none
-        return strategies_for(space)[1], []
+        return sample_free(space), []
     n = min(ESTIMATE_ROWS, len(prepared))
     return choose(space, threshold, take_values(prepared, np.arange(n)), n_workers=parallelism,
                   expected=rows if rows is not None else len(prepared), seed=seed)
@@ -277,7 +280,7 @@ def _reason(algorithm: str, name: str, estimates: list, prepared: Any) -> str:
     if algorithm != "auto":
         return f"algorithm={algorithm!r} given"
     if not estimates:
-        return f"no sample: {name} needs none"
+        return f"no sample: {name} needs none" if prepared is None else USER_METRIC_REASON
     work = ", ".join(f"{e.strategy} {e.work:.3g}" for e in estimates)
     return f"least estimated work on {min(ESTIMATE_ROWS, len(prepared))} sample values ({work})"
 

@@ -168,7 +168,7 @@ def test_dead_letters_and_settings_refused_before_the_start(spark):
         (df, {"threshold": 0.1}, "metric='angular' compares vector values, but column 'name' holds string values"),
         (df, {"threshold": 1, "metric": "levenshtein", "balance": "greedy"}, "fused per space partition"),
         (df, {"threshold": 1, "metric": "levenshtein", "algorithm": "prefix"},
-         r"algorithm must be one of 'auto', 's3j', 'passjoin' \(for metric='levenshtein'\), got 'prefix'"),
+         r"algorithm must be one of 'auto', 's3j', 'passjoin', 'pivots' \(for metric='levenshtein'\), got 'prefix'"),
         (df, {"threshold": 1, "metric": 3}, "metric must be the name of a distance .*, a callable f"),
         (df, {"threshold": 1, "metric": "levenshtein", "output": "grouped"}, "one row per pair"),
         (df, {"threshold": 1, "metric": "levenshtein", "window": "10 seconds", "slide": "20 seconds"},
