@@ -32,7 +32,7 @@ import numpy as np
 from driftjoin.metric.base import Strategy
 from driftjoin.metric.engine import MetricEngine
 from driftjoin.metric.passjoin import PassJoinStrategy
-from driftjoin.metric.pivots import PivotStrategy, plan_pivots
+from driftjoin.metric.pivots import Measured, PivotStrategy, plan_pivots
 from driftjoin.metric.prefix import PrefixStrategy
 from driftjoin.metric.records import MetricRecords, Values
 from driftjoin.metric.s3j import S3JStrategy, choose_centroids
@@ -72,9 +72,11 @@ def is_user_metric(space: Space) -> bool:
 
 
 def build_strategy(name: str, space: Space, threshold: float, n_workers: int, *, self_join: bool, windows: Windowing,
-                   sample: Values | None = None, seed: int = 0, expected: int | None = None) -> Strategy:
+                   sample: Values | None = None, seed: int = 0, expected: int | None = None,
+                   measured: Measured | None = None) -> Strategy:
     """The strategy ``name`` for ``space``; S3J draws its centroids from ``sample`` (prepared values),
-    pivot filtering its plan (for ``expected`` records per window: default the sample's size).
+    pivot filtering its plan (for ``expected`` records per window, default the sample's size,
+    reusing the distances ``measured`` on sample values if given).
 
     Example::
 
@@ -94,7 +96,8 @@ def build_strategy(name: str, space: Space, threshold: float, n_workers: int, *,
         raise ValueError(f"{'pivot filtering' if name == 'pivots' else 'S3J'} needs a sample of the values to draw "
                          f"its {'pivots' if name == 'pivots' else 'centroids'} from")
     if name == "pivots":
-        plan = plan_pivots(space, threshold, sample, n_workers=n_workers, expected=expected, self_join=self_join, seed=seed)
+        plan = plan_pivots(space, threshold, sample, n_workers=n_workers, expected=expected, self_join=self_join, seed=seed,
+                           measured=measured)
         return PivotStrategy(space, threshold, plan, self_join=self_join, windows=windows)
     return S3JStrategy(space, threshold, choose_centroids(space, sample, n_workers, seed), self_join=self_join,
                        windows=windows)

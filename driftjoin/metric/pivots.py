@@ -128,6 +128,16 @@ def _reach(x: np.ndarray, t: float) -> tuple[np.ndarray, np.ndarray]:
 
 
 @dataclass(frozen=True)
+class Measured:
+    """Distances already computed on sample values (a user metric's triangle check before the
+    start): ``matrix[i, j] = d(values[i], values[j])``, in ``seconds``."""
+
+    values: Values
+    matrix: np.ndarray
+    seconds: float
+
+
+@dataclass(frozen=True)
 class PivotPlan:
     """What every router and worker of a pivot join shares (module docstring), fixed before the start."""
 
@@ -213,7 +223,7 @@ def _route_cells(bounds: tuple, t: float, vec: np.ndarray) -> tuple[np.ndarray, 
 
 
 def plan_pivots(space: Space, threshold: float, sample: Values, *, n_workers: int, expected: int | None = None,
-                self_join: bool = True, seed: int = 0) -> PivotPlan:
+                self_join: bool = True, seed: int = 0, measured: Measured | None = None) -> PivotPlan:
     """The pivots, cells and run groups of a pivot join, chosen on ``sample`` (module docstring).
 
     Parameters
@@ -224,6 +234,8 @@ def plan_pivots(space: Space, threshold: float, sample: Values, *, n_workers: in
     expected : records per window the plan is made for (default: the sample's size).
     self_join : whether the join pairs one input with itself (``P = n(n-1)/2``; else ``(n/2)^2``).
     seed : the draw of sample values and of the two halves of their pairs.
+    measured : distances already computed on sample values (the triangle check's): the plan
+        measures those values instead, without calling the metric.
 
     Example::
 
@@ -237,7 +249,8 @@ def plan_pivots(space: Space, threshold: float, sample: Values, *, n_workers: in
     t = float(threshold)
     n = max(int(expected if expected is not None else len(sample)), 1)
     pairs = n * (n - 1) / 2 if self_join else (n / 2) ** 2
-    keys = value_keys(sample)
+    source = measured.values if measured is not None and len(measured.values) else sample
+    keys = value_keys(source)
     first: dict = {}
     for i, key in enumerate(keys):
         if key is not None and key not in first:
@@ -247,15 +260,18 @@ def plan_pivots(space: Space, threshold: float, sample: Values, *, n_workers: in
     m = min(SAMPLE_MAX, len(distinct), budget)
     rng = np.random.default_rng(seed)
     chosen = np.sort(rng.choice(distinct, size=m, replace=False)) if m < len(distinct) else distinct
-    values = take_values(sample, chosen)
+    values = take_values(source, chosen)
     matrix = np.full((m, m), np.nan)
     iu, ju = np.triu_indices(m, 1)
-    start = time.perf_counter()
-    if len(iu):
-        d = space.distances(values, iu, values, ju)
-        matrix[iu, ju] = d
-        matrix[ju, iu] = d
-    cost = (time.perf_counter() - start) / max(len(iu), 1)
+    if source is not sample:
+        d = measured.matrix[chosen[iu], chosen[ju]]
+        cost, calls = measured.seconds / max(measured.matrix.size, 1), 0
+    else:
+        start = time.perf_counter()
+        d = space.distances(values, iu, values, ju) if len(iu) else np.zeros(0)
+        cost, calls = (time.perf_counter() - start) / max(len(iu), 1), len(iu)
+    matrix[iu, ju] = d
+    matrix[ju, iu] = d
     own_keys = {key: i for i, key in enumerate(value_keys(values)) if key is not None}
     coords = np.where(np.eye(m, dtype=bool), 0.0, matrix)
     pivots, rates = _greedy(coords, t, min(PIVOTS_MAX, m), rng)
@@ -268,7 +284,7 @@ def plan_pivots(space: Space, threshold: float, sample: Values, *, n_workers: in
     positive = coords[np.isfinite(coords) & (coords > 0)]
     quantum = t if t > 0 else (float(np.median(positive)) / 1024 if len(positive) else 1.0)
     share = float(rates[k - 1]) if k else 1.0
-    summary = {"sample_values": m, "planning_calls": int(len(iu)), "seconds_per_call": cost, "pivots": k,
+    summary = {"sample_values": m, "planning_calls": int(calls), "seconds_per_call": cost, "pivots": k,
                "records": n, "pairs": pairs, "expected_calls": n * k + share * pairs, "candidate_share": share}
     plan = PivotPlan(t, values, own_keys, matrix, pivots.astype(np.int64), bounds, quantum, summary)
     summary["cells"] = plan.cells

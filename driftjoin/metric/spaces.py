@@ -428,13 +428,14 @@ def get_space(metric: str | Space | Callable[[Any, Any], float], order: TokenOrd
                      "a callable f(a, b) -> float or driftjoin.user_metric(pairwise=...)")
 
 
-def check_triangle(space: Space, values: Values, *, slack: float = 1e-9) -> None:
+def check_triangle(space: Space, values: Values, *, slack: float = 1e-9) -> np.ndarray:
     """Refuse a user metric that is not one on a sample: a negative or asymmetric distance, or
     ``d(a, c) > d(a, b) + d(b, c)`` beyond a rounding slack (relative to the largest distance).
-    The message names the violating values. About ``n^3`` additions for ``n`` sample values."""
+    The message names the violating values. About ``n^3`` additions for ``n`` sample values.
+    Returns the sample's distance matrix (a plan may reuse it rather than call the metric again)."""
     n = _len(values)
     if n == 0:
-        return
+        return np.zeros((0, 0))
     d = space.pairwise(values, values)
     tol = slack * max(1.0, float(np.nanmax(np.abs(d))) if d.size else 1.0)
 
@@ -460,6 +461,7 @@ def check_triangle(space: Space, values: Values, *, slack: float = 1e-9) -> None
                 f"metric {space.name!r} violates the triangle inequality: d(a, c) = {d[i, k]} > "
                 f"d(a, b) + d(b, c) = {d[i, j]} + {d[j, k]} for a={show(i)}, b={show(j)}, c={show(k)}; "
                 "S3J's partitioning is exact only for a metric")
+    return d
 
 
 def _value_at(values: Values, i: int) -> Any:

@@ -19,6 +19,7 @@ from driftjoin.metric.pivots import PivotStrategy, plan_pivots
 from driftjoin.metric.records import MetricRecords
 from driftjoin.metric.s3j import S3JStrategy, choose_centroids
 from driftjoin.metric.spaces import CallableSpace, user_metric
+from driftjoin.metric.validate import check_user_metric
 from driftjoin.windows import Windowing
 from tests.metric import data
 from tests.metric.oracle import levenshtein, oracle, run, window_spec
@@ -54,19 +55,22 @@ def shaken(plan, rng: np.random.Generator):
     return replace(plan, bounds=tuple(bounds), quantum=float(rng.choice([0.25, 1.0, 7.0])))
 
 
-def pivot_strategy(space, t, values, sample_rows, self_join, w, p, expected, seed, shake):
-    plan = plan_pivots(space, t, values[sample_rows], n_workers=p, expected=expected, self_join=self_join, seed=seed)
+def pivot_strategy(space, t, values, sample_rows, self_join, w, p, expected, seed, shake, measure=False):
+    """``measure``: the plan reuses the distances of the user metric's triangle check on the sample."""
+    sample = values[sample_rows]
+    measured = check_user_metric(space, list(sample)) if measure else None
+    plan = plan_pivots(space, t, sample, n_workers=p, expected=expected, self_join=self_join, seed=seed, measured=measured)
     if shake:
         plan = shaken(plan, np.random.default_rng(seed))
     return PivotStrategy(space, t, plan, self_join=self_join, windows=w)
 
 
-def check(space, dist, t, recs, p, expected, seed, shake, foreign=()):
+def check(space, dist, t, recs, p, expected, seed, shake, foreign=(), measure=False):
     """The join's pairs equal the oracle's (``foreign``: sample values that are not in the input)."""
     ids, sides, vals, times, self_join, w, cuts = recs
     values = space.prepare(list(vals) + list(foreign))
     rows = np.random.default_rng(seed).permutation(len(values))[: max(1, len(values) // 2)]
-    strategy = pivot_strategy(space, t, values, rows, self_join, w, p, expected, seed, shake)
+    strategy = pivot_strategy(space, t, values, rows, self_join, w, p, expected, seed, shake, measure)
     got, late = run(strategy, ids, values[: len(vals)], times, sides, cuts)
     assert not late
     assert got == oracle(list(zip(ids, sides, vals, times)), dist, t, self_join, window_spec(w))
@@ -80,10 +84,10 @@ def at_a_distance(dist, vals, pick):
 @FAST
 @given(recs=data.records(data.strings), pick=st.integers(0, 10**6), p=st.integers(1, 4),
        expected=st.sampled_from([None, 10**4, 10**7]), seed=st.integers(0, 99), shake=st.booleans(),
-       foreign=st.lists(data.strings, max_size=3))
-def test_levenshtein_equals_oracle_with_thresholds_at_a_distance(recs, pick, p, expected, seed, shake, foreign):
+       foreign=st.lists(data.strings, max_size=3), measure=st.booleans())
+def test_levenshtein_equals_oracle_with_thresholds_at_a_distance(recs, pick, p, expected, seed, shake, foreign, measure):
     t = min(at_a_distance(levenshtein, recs[2], pick), 3)
-    check(CallableSpace(levenshtein), levenshtein, t, recs, p, expected, seed, shake, foreign)
+    check(CallableSpace(levenshtein), levenshtein, t, recs, p, expected, seed, shake, foreign, measure)
 
 
 @FAST
@@ -105,27 +109,29 @@ def test_vectorised_user_metric_equals_oracle(recs, t, p, seed):
 @FAST
 @given(vals=st.lists(data.strings, min_size=1, max_size=40), pick=st.integers(0, 10**6), p=st.integers(1, 4),
        expected=st.sampled_from([None, 10**3, 10**6]), seed=st.integers(0, 99), shake=st.booleans(),
-       share=st.floats(0.05, 1.0), cuts=st.lists(st.integers(0, 40), max_size=4))
+       share=st.floats(0.05, 1.0), cuts=st.lists(st.integers(0, 40), max_size=4), measure=st.booleans())
 def test_a_static_self_join_never_calls_the_metric_more_often_than_the_brute_force(vals, pick, p, expected, seed, shake,
-                                                                                  share, cuts):
+                                                                                  share, cuts, measure):
     """Planning and join together, with the sample drawn from the input (duplicates, empty strings,
-    any cuts into batches): at most n(n-1)/2 calls, and the engine counts every one of them."""
+    any cuts into batches): at most n(n-1)/2 calls, and the engine counts every one of them. The
+    triangle check, when the plan reuses its distances, is counted apart (it is not the join's)."""
     space = CallableSpace(levenshtein)
     values = space.prepare(vals)
     n = len(vals)
     t = min(at_a_distance(levenshtein, vals, pick), 3)
     rows = np.random.default_rng(seed).choice(n, size=max(1, int(share * n)))
-    strategy = pivot_strategy(space, t, values, rows, True, Windowing.unbounded(), p, expected, seed, shake)
-    planning = space.calls
-    assert planning == strategy.plan.summary["planning_calls"]
+    strategy = pivot_strategy(space, t, values, rows, True, Windowing.unbounded(), p, expected, seed, shake, measure)
+    checked = len(rows) ** 2 if measure else 0
+    planning = space.calls - checked
+    assert planning == strategy.plan.summary["planning_calls"] and (planning == 0 or not measure)
     eng = MetricEngine(strategy)
     got: Counter = Counter()
     bounds = [0, *sorted({c for c in cuts if 0 < c < n}), n]
     for a, b in zip(bounds, bounds[1:]):
         got.update((x, y) for x, y, _ in eng.process(MetricRecords.of(np.arange(a, b), values[a:b])).tuples())
     assert got == oracle([(i, 0, v, 0) for i, v in enumerate(vals)], levenshtein, t, True)
-    assert eng.calls == space.calls - planning
-    assert space.calls <= n * (n - 1) // 2
+    assert eng.calls == space.calls - planning - checked
+    assert space.calls - checked <= n * (n - 1) // 2
 
 
 def test_plan_uses_pivots_and_cells_when_they_pay_and_the_brute_force_when_not():

@@ -210,7 +210,7 @@ def metric_pairs(left: DataFrame, right: DataFrame | None, *, threshold: Any, me
                              "inequality of a user metric is checked on it before the start")
         raise ValueError(f"no valid value in the first rows of the input to draw S3J's centroids from (column "
                          f"{value_col!r}); invalid_records() lists why each row cannot be joined")
-    check_user_metric(space, values or [])
+    measured = check_user_metric(space, values or [])  # pivot filtering's plan reuses these distances
     if isinstance(space, JaccardSpace):
         space = JaccardSpace(TokenOrder.from_sample(values or []))
         if values is None:
@@ -219,7 +219,7 @@ def metric_pairs(left: DataFrame, right: DataFrame | None, *, threshold: Any, me
     prepared = space.prepare(values) if values else None  # an empty static input: no sample either
     name, estimates = _resolve(algorithm, space, t, prepared, parallelism, rows, seed)
     strategy = build_strategy(name, space, t, parallelism, self_join=right is None, windows=windows.windows,
-                              sample=prepared, seed=seed, expected=rows)
+                              sample=prepared, seed=seed, expected=rows, measured=measured)
     reason = "; ".join(r for r in (_reason(algorithm, name, estimates, prepared), strategy.describe()) if r)
     choice = MetricChoice(name, reason, space.name, strategy.n_workers,
                           0 if prepared is None else len(prepared), rows or 0, tuple(estimates))
