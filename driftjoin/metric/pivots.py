@@ -19,8 +19,10 @@ A pair passes when no pivot's difference exceeds ``t + BOUND_SLACK * (1 + t + d(
 sample values (at most :data:`SAMPLE_MAX`, and few enough that their ``m(m-1)/2`` distances stay
 under :data:`PLAN_SHARE` of the expected pairs) and their distance matrix, timed: the metric's
 measured cost per call. Pivots are chosen greedily among the sample values, each the one that
-excludes the most of half the sample's pairs; the other half's pairs estimate the share of
-candidates ``rate(k)`` that ``k`` pivots leave. The plan keeps the ``k`` that minimises the expected
+excludes the most of the sample's pairs not yet excluded (counted at ``t`` and, with less weight,
+at ``2t`` and ``4t``, so that the choice generalises beyond the sample); two-fold
+cross-validation over the sample values estimates the share of candidates ``rate(k)`` that ``k``
+pivots leave. The plan keeps the ``k`` that minimises the expected
 work ``n k + rate(k) P`` for ``n`` records and ``P`` pairs (plus the scan's cost at the measured
 cost per call): ``k = 0`` is the brute force, the fallback when pivots would not pay. The plan
 splits the space into *cells* (S3J's space partitions, one worker each) on the first pivots'
@@ -292,33 +294,71 @@ def plan_pivots(space: Space, threshold: float, sample: Values, *, n_workers: in
 
 
 def _greedy(coords: np.ndarray, t: float, k_max: int, rng: np.random.Generator) -> tuple[np.ndarray, list[float]]:
-    """Pivots chosen one at a time, each excluding the most of the first half's pairs not yet
-    excluded (ties: the first); ``rates[j]``: the share of the second half's pairs that the first
-    ``j + 1`` pivots leave (with one pair's worth added: an estimate that is never zero)."""
+    """Pivots in the order :func:`_select` picks them on all the sample's pairs, and ``rates[j]``:
+    the share of pairs that ``j + 1`` pivots leave, estimated by two-fold cross-validation (pivots
+    picked on the pairs of one half of the values leave this share of the other half's pairs;
+    one pair's worth is added, so no estimate is zero). A pivot set picked on half the pairs
+    excludes less than one picked on all of them: the estimate errs on the side of more calls."""
     m = len(coords)
     if m < 4 or k_max == 0:
         return np.zeros(0, np.int64), []
+    levels = _levels(coords, t)
+    pivots = _select(coords, *np.triu_indices(m, 1), levels, k_max)
     perm = rng.permutation(m)
-    halves = []
-    for part in (perm[: m // 2], perm[m // 2 :]):
-        a, b = np.triu_indices(len(part), 1)
-        halves.append((part[a], part[b]))
-    (sa, sb), (va, vb) = halves
-    kept_s, kept_v = np.ones(len(sa), bool), np.ones(len(va), bool)
+    kept = np.zeros(len(pivots))
+    tested = 0
+    for train, test in ((perm[: m // 2], perm[m // 2 :]), (perm[m // 2 :], perm[: m // 2])):
+        a, b = np.triu_indices(len(train), 1)
+        order = _select(coords, train[a], train[b], levels, len(pivots))
+        a, b = np.triu_indices(len(test), 1)
+        lb = np.zeros(len(a))
+        for j in range(len(pivots)):
+            if j < len(order):
+                with np.errstate(invalid="ignore"):
+                    lb = np.fmax(lb, np.abs(coords[test[a], order[j]] - coords[test[b], order[j]]))
+            kept[j] += int((lb <= t).sum())
+        tested += len(a)
+    return pivots, ((kept + 1) / (tested + 1)).tolist()
+
+
+#: Weights of the exclusions counted at the thresholds of :func:`_levels`.
+LEVEL_WEIGHTS = (1.0, 0.3, 0.09)
+
+
+def _levels(coords: np.ndarray, t: float) -> tuple[float, ...]:
+    """The threshold and two wider ones (``2t``, ``4t``; at ``t = 0`` the smallest positive sample
+    distance and its double): a pivot that separates pairs beyond ``t`` keeps excluding pairs that
+    the sample does not hold, so the choice does not stop once the sample's pairs are all excluded."""
+    if t > 0:
+        return (t, 2 * t, 4 * t)
+    positive = coords[np.isfinite(coords) & (coords > 0)]
+    q = float(positive.min()) if len(positive) else 1.0
+    return (0.0, q, 2 * q)
+
+
+def _select(coords: np.ndarray, pa: np.ndarray, pb: np.ndarray, levels: tuple[float, ...], k_max: int) -> np.ndarray:
+    """Pivots picked one at a time among the sample values, each the one whose differences exclude
+    the most of the pairs ``(pa, pb)`` not yet excluded, counted at each level with
+    :data:`LEVEL_WEIGHTS` (ties: the first value); stops when no pair is left at any level."""
+    m = len(coords)
+    lb = np.zeros(len(pa))
     pivots: list[int] = []
-    rates: list[float] = []
     for _ in range(k_max):
-        out = _excluded(coords[sa], coords[sb], t) & kept_s[:, None]
-        gain = out.sum(axis=0)
-        gain[pivots] = -1
-        best = int(np.argmax(gain))
-        if gain[best] <= 0:
+        live = np.nonzero(lb <= levels[-1])[0]
+        if len(live) == 0:
+            break
+        with np.errstate(invalid="ignore"):
+            diff = np.abs(coords[pa[live]] - coords[pb[live]])  # live pairs x candidate pivots
+        score = np.zeros(m)
+        for level, weight in zip(levels, LEVEL_WEIGHTS):
+            score += weight * ((diff > level) & (lb[live] <= level)[:, None]).sum(axis=0)
+        score[pivots] = -1
+        best = int(np.argmax(score))
+        if score[best] <= 0:
             break
         pivots.append(best)
-        kept_s &= ~out[:, best]
-        kept_v &= ~_excluded(coords[va, best][:, None], coords[vb, best][:, None], t)[:, 0]
-        rates.append((int(kept_v.sum()) + 1) / (len(va) + 1))
-    return np.array(pivots, np.int64), rates
+        lb[live] = np.fmax(lb[live], diff[:, best])
+    return np.array(pivots, np.int64)
 
 
 def _excluded(x: np.ndarray, y: np.ndarray, t: float) -> np.ndarray:
@@ -328,33 +368,59 @@ def _excluded(x: np.ndarray, y: np.ndarray, t: float) -> np.ndarray:
 
 
 def _cells(coords: np.ndarray, t: float, target: int) -> tuple:
-    """Boundaries of the ranges of the first 1 to :data:`GRID_DIMS_MAX` pivot coordinates, at
-    quantiles of the sample, into at most ``target`` cells: the option whose busiest cell holds the
-    fewest sample pairs (inner x (inner + outer)); ties: fewer cells."""
+    """Boundaries of the ranges of the first 1 to :data:`GRID_DIMS_MAX` pivot coordinates into at
+    most ``target`` cells, balanced on the calls the cells will make: the sample's pairs left by as
+    many pivots as leave at least :data:`BALANCE_PAIRS` of them, each counted in the cell where it
+    would meet (the smaller inner cell of its two values), plus one per value. Ranges are cut at
+    weighted quantiles (a value weighs the pairs in which it has the smaller coordinate); the
+    option whose busiest cell carries the least wins (ties: fewer cells)."""
     if target <= 1 or coords.shape[1] == 0:
         return ()
+    m = len(coords)
+    a, b = np.triu_indices(m, 1)
+    lb = np.zeros(len(a))
+    for j in range(coords.shape[1]):
+        with np.errstate(invalid="ignore"):
+            tighter = np.fmax(lb, np.abs(coords[a, j] - coords[b, j]))
+        if (tighter <= t).sum() < BALANCE_PAIRS:
+            break
+        lb = tighter
+    left = lb <= t
+    pa, pb = a[left], b[left]
     best, best_load = (), math.inf
     for dims in range(1, min(GRID_DIMS_MAX, coords.shape[1]) + 1):
         per = int(math.floor(target ** (1 / dims) + 1e-9))
         if per < 2:
             break
-        bounds = tuple(_quantile_bounds(coords[:, j], per) for j in range(dims))
-        if all(len(b) == 0 for b in bounds):
+        bounds = []
+        for j in range(dims):
+            lower = np.where(coords[pa, j] <= coords[pb, j], pa, pb)
+            bounds.append(_weighted_bounds(coords[:, j], per, 1.0 + np.bincount(lower, minlength=m)))
+        if all(len(x) == 0 for x in bounds):
             continue
-        inner, outer = _route_cells(bounds, t, coords)
-        load = np.bincount(inner, minlength=outer.shape[1]).astype(float)
-        load = load * (load + outer.sum(axis=0))
+        inner, outer = _route_cells(tuple(bounds), t, coords)
+        load = (np.bincount(np.minimum(inner[pa], inner[pb]), minlength=outer.shape[1])
+                + np.bincount(inner, minlength=outer.shape[1]))
         if load.max() < best_load * (1 - 1e-9):
-            best, best_load = bounds, float(load.max())
+            best, best_load = tuple(bounds), float(load.max())
     return best
 
 
-def _quantile_bounds(x: np.ndarray, parts: int) -> np.ndarray:
-    """Up to ``parts - 1`` boundaries splitting the finite ``x`` into ranges of about equal counts."""
-    v = np.sort(x[np.isfinite(x)])
+#: Least number of sample pairs that the cells are balanced on (see :func:`_cells`).
+BALANCE_PAIRS = 400
+
+
+def _weighted_bounds(x: np.ndarray, parts: int, weight: np.ndarray) -> np.ndarray:
+    """Up to ``parts - 1`` boundaries splitting the finite ``x`` into ranges of about equal weight
+    (a boundary value opens the range above it)."""
+    finite = np.isfinite(x)
+    order = np.argsort(x[finite], kind="stable")
+    v, w = x[finite][order], weight[finite][order]
     if len(v) == 0:
         return np.zeros(0)
-    b = np.unique(v[np.minimum((np.arange(1, parts) * len(v)) // parts, len(v) - 1)])
+    cum = np.cumsum(w)
+    at = np.minimum(np.searchsorted(cum, cum[-1] * np.arange(1, parts) / parts, side="right"), len(v) - 1)
+    b = np.unique(v[at])
     return b[b > v[0]]
 
 
