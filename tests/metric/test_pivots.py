@@ -162,26 +162,25 @@ def test_infinite_distances_are_never_excluded_wrongly():
         assert got == oracle([(i, 0, v, 0) for i, v in enumerate(vals)], halves, 1.0, True)
 
 
-def test_state_round_trip_by_pickle_gives_the_same_pairs():
-    rng = np.random.default_rng(3)
-    words = ["".join(rng.choice(list("abc"), size=rng.integers(0, 6))) for _ in range(120)]
+@settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+@given(recs=data.records(data.strings), t=st.integers(0, 2), p=st.integers(1, 3), seed=st.integers(0, 99))
+def test_workers_restored_from_pickled_state_after_every_batch_equal_the_oracle(recs, t, p, seed):
+    """A restart between any two micro-batches (every worker rebuilt from its pickled state)."""
+    ids, sides, vals, times, self_join, w, cuts = recs
     space = CallableSpace(levenshtein)
-    values = space.prepare(words)
-    strategy = PivotStrategy(space, 1, plan_pivots(space, 1, values, n_workers=3, expected=10**6), self_join=True,
-                             windows=Windowing.interval(5))
-    times = np.sort(rng.integers(0, 40, 120))
-    one, two = MetricEngine(strategy), MetricEngine(strategy)
-    out_one, out_two = Counter(), Counter()
-    for k, lo in enumerate(range(0, 120, 30)):
-        batch = MetricRecords.of(np.arange(lo, lo + 30), values[lo : lo + 30], times[lo : lo + 30])
-        if k == 2:
-            for i, wk in list(two.workers.items()):
-                fresh = strategy.worker(i)
-                fresh.restore(pickle.loads(pickle.dumps(wk.state())))
-                two.workers[i] = fresh
-        out_one.update(one.process(batch).tuples())
-        out_two.update(two.process(batch).tuples())
-    assert out_one == out_two and sum(out_one.values()) > 0
+    values = space.prepare(vals)
+    strategy = pivot_strategy(space, t, values, np.arange(len(vals)), self_join, w, p, 10**6, seed, False)
+    eng = MetricEngine(strategy, lateness=10**12)
+    got: Counter = Counter()
+    bounds = [0, *sorted({c for c in cuts if 0 < c < len(vals)}), len(vals)]
+    for a, b in zip(bounds, bounds[1:]):
+        for i, wk in list(eng.workers.items()):
+            eng.workers[i] = strategy.worker(i)
+            eng.workers[i].restore(pickle.loads(pickle.dumps(wk.state())))
+        batch = MetricRecords.of(np.asarray(ids[a:b]), values[a:b], np.asarray(times[a:b]), np.asarray(sides[a:b]))
+        for left, right, win in eng.process(batch).tuples():
+            got[(left, right) if w.kind in ("interval", "unbounded") else (left, right, int(w.start([win])[0]))] += 1
+    assert got == oracle(list(zip(ids, sides, vals, times)), levenshtein, t, self_join, window_spec(w))
 
 
 def test_a_pivot_worker_needs_its_payload():

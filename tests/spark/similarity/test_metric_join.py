@@ -136,6 +136,8 @@ def test_user_metrics_and_the_triangle_check(spark):
     edits = lambda a, b: Levenshtein.distance(a, b)  # noqa: E731
     callable_rows = similarity_join(df, threshold=1, metric=edits, value_col="name", parallelism=2).collect()
     assert _keys(callable_rows) == _want(WORDS, 1, lev)
+    paper_rows = similarity_join(df, threshold=1, metric=edits, value_col="name", parallelism=2, algorithm="s3j").collect()
+    assert _keys(paper_rows) == _want(WORDS, 1, lev)
     rows = similarity_join(vectors, threshold=0.2, metric=manhattan, value_col="v", parallelism=2).collect()
     assert _keys(rows) == _want(list(X), 0.2, lambda a, b: float(np.abs(a - b).sum()))
     squared = user_metric(pairwise=lambda A, B: ((A[:, None, :] - B[None, :, :]) ** 2).sum(axis=2), name="squared")

@@ -1,7 +1,7 @@
 """similarity_join with a plain Python metric (a function of two values): ``auto`` runs pivot
-filtering (driftjoin.metric.pivots), the paper's S3J stays available by name, both report their
-distance calls (statistics under metrics_dir, the summary), and pivot filtering's count stays
-within the brute force's pairs. Static (self and two inputs) and streaming, against the oracle of
+filtering (driftjoin.metric.pivots), reports its distance calls (statistics under metrics_dir,
+the summary), and the count stays within the brute force's pairs (the paper's S3J, by name, is
+run with a user metric in test_metric_join.py). Static (self and two inputs) and streaming, against the oracle of
 tests/metric/oracle.py with its own dynamic-programming edit distance."""
 
 from __future__ import annotations
@@ -29,16 +29,14 @@ def words(n: int, seed: int) -> list[str]:
 
 
 def python_edits():
-    """A plain Python edit distance, built here so that Spark pickles it by value."""
-    def edits(a: str, b: str) -> int:
-        prev = list(range(len(b) + 1))
-        for i, ca in enumerate(a, 1):
-            cur = [i]
-            for j, cb in enumerate(b, 1):
-                cur.append(min(prev[j] + 1, cur[j - 1] + 1, prev[j - 1] + (ca != cb)))
-            prev = cur
-        return prev[-1]
-    return edits
+    """The oracle's plain Python edit distance, pickled by value (the Python workers cannot import
+    the tests package)."""
+    from pyspark import cloudpickle
+
+    from tests.metric import oracle as oracle_module
+
+    cloudpickle.register_pickle_by_value(oracle_module)
+    return oracle_module.levenshtein
 
 
 def _pairs(rows) -> set:
@@ -48,7 +46,7 @@ def _pairs(rows) -> set:
 
 
 def test_static_python_metric_auto_runs_pivots_within_the_brute_force(spark, tmp_path):
-    vals = words(300, 0)
+    vals = words(200, 0)
     n = len(vals)
     df = spark.createDataFrame(list(enumerate(vals)), "id long, name string")
     left = spark.createDataFrame([(i, v) for i, v in enumerate(vals) if i % 3 == 0], "id long, name string")
@@ -56,21 +54,19 @@ def test_static_python_metric_auto_runs_pivots_within_the_brute_force(spark, tmp
     edits = python_edits()
     joins = {"auto": similarity_join(df, threshold=1, metric=edits, value_col="name", parallelism=2,
                                      metrics_dir=str(tmp_path / "auto")),
-             "s3j": similarity_join(df, threshold=1, metric=edits, value_col="name", parallelism=2, algorithm="s3j",
-                                    metrics_dir=str(tmp_path / "s3j")),
              "two": similarity_join(left, right, threshold=2, metric=edits, value_col="name", parallelism=2,
                                     algorithm="pivots")}
     frames = [j.select("left_id", "right_id", F.lit(tag).alias("tag")) for tag, j in joins.items()]
-    rows = frames[0].unionByName(frames[1]).unionByName(frames[2]).collect()
+    rows = frames[0].unionByName(frames[1]).collect()
     got = {tag: _pairs(r for r in rows if r.tag == tag) for tag in joins}
     want = set(oracle([(i, 0, v, 0) for i, v in enumerate(vals)], levenshtein, 1, True))
-    assert got["auto"] == want and got["s3j"] == want and len(want) > 50
+    assert got["auto"] == want and len(want) > 20
     assert got["two"] == {(i, j) for i in range(0, n, 3) for j in range(n) if j % 3 and levenshtein(vals[i], vals[j]) <= 2}
     choice = read_choice(str(tmp_path / "auto"))
     assert choice["algorithm"] == "pivots" and "never computes more distances than the brute force" in choice["reason"]
-    calls = {tag: summary(str(tmp_path / tag))[0]["distance_calls"] for tag in ("auto", "s3j")}
-    assert calls["auto"] == sum(s["distance_calls"] for s in read_stats(str(tmp_path / "auto"), "computation"))
-    assert 0 < calls["auto"] <= n * (n - 1) // 2 and calls["s3j"] > 0
+    calls = summary(str(tmp_path / "auto"))[0]["distance_calls"]
+    assert calls == sum(s["distance_calls"] for s in read_stats(str(tmp_path / "auto"), "computation"))
+    assert 0 < calls <= n * (n - 1) // 2
 
 
 def test_streaming_python_metric_with_a_sample(spark, tmp_path):
