@@ -73,10 +73,11 @@ def is_user_metric(space: Space) -> bool:
 
 def build_strategy(name: str, space: Space, threshold: float, n_workers: int, *, self_join: bool, windows: Windowing,
                    sample: Values | None = None, seed: int = 0, expected: int | None = None,
-                   measured: Measured | None = None) -> Strategy:
+                   measured: Measured | None = None, reproducible: bool = False) -> Strategy:
     """The strategy ``name`` for ``space``; S3J draws its centroids from ``sample`` (prepared values),
     pivot filtering its plan (for ``expected`` records per window, default the sample's size,
-    reusing the distances ``measured`` on sample values if given).
+    reusing the distances ``measured`` on sample values if given; ``reproducible``: a stream's plan,
+    decided on counts only, see :func:`driftjoin.metric.pivots.plan_pivots`).
 
     Example::
 
@@ -97,7 +98,7 @@ def build_strategy(name: str, space: Space, threshold: float, n_workers: int, *,
                          f"its {'pivots' if name == 'pivots' else 'centroids'} from")
     if name == "pivots":
         plan = plan_pivots(space, threshold, sample, n_workers=n_workers, expected=expected, self_join=self_join, seed=seed,
-                           measured=measured)
+                           measured=measured, reproducible=reproducible)
         return PivotStrategy(space, threshold, plan, self_join=self_join, windows=windows)
     return S3JStrategy(space, threshold, choose_centroids(space, sample, n_workers, seed), self_join=self_join,
                        windows=windows)

@@ -26,8 +26,11 @@ pivots leave. The plan keeps the ``k`` that minimises the expected
 work ``n k + rate(k) P`` for ``n`` records and ``P`` pairs (plus the scan's cost at the measured
 cost per call): ``k = 0`` is the brute force, the fallback when pivots would not pay. The plan
 splits the space into *cells* (S3J's space partitions, one worker each) on the first pivots'
-coordinates, at sample quantiles, as many as the workers (one when the expected verification
-work is below :data:`SPLIT_SECONDS`: an expensive metric with few candidates gets few partitions).
+coordinates, at sample quantiles weighted by the candidate pairs, as many as the workers (one
+when the expected verification time is below :data:`SPLIT_SECONDS`). Cells cost no distance
+call (a record's cell follows from its pivot vector), so an expensive metric pays nothing for
+them; S3J measures every record against every centroid. A stream's plan decides on counts only
+(``reproducible``), so that a restart rebuilds the plan its state was made with.
 
 **Router** (:meth:`PivotStrategy.route`, stateless given the plan). A record's pivot vector is
 computed once per distinct value in the batch: from the plan's matrix when the value is a sample
@@ -195,7 +198,9 @@ class PivotPlan:
     def signature(self) -> tuple:
         """What a restart must find unchanged: the stored runs hold vectors to these pivots and
         indices into this sample."""
-        return (self.threshold, value_keys(self.sample), self.matrix.tobytes(), self.pivots.tolist(),
+        keys = [tuple(sorted(key, key=lambda tok: (type(tok).__name__, tok))) if isinstance(key, frozenset) else key
+                for key in value_keys(self.sample)]  # a token set's order would follow the process's hash seed
+        return (self.threshold, keys, self.matrix.tobytes(), self.pivots.tolist(),
                 [b.tolist() for b in self.bounds], self.quantum)
 
 
@@ -225,7 +230,8 @@ def _route_cells(bounds: tuple, t: float, vec: np.ndarray) -> tuple[np.ndarray, 
 
 
 def plan_pivots(space: Space, threshold: float, sample: Values, *, n_workers: int, expected: int | None = None,
-                self_join: bool = True, seed: int = 0, measured: Measured | None = None) -> PivotPlan:
+                self_join: bool = True, seed: int = 0, measured: Measured | None = None,
+                reproducible: bool = False) -> PivotPlan:
     """The pivots, cells and run groups of a pivot join, chosen on ``sample`` (module docstring).
 
     Parameters
@@ -238,6 +244,9 @@ def plan_pivots(space: Space, threshold: float, sample: Values, *, n_workers: in
     seed : the draw of sample values and of the two halves of their pairs.
     measured : distances already computed on sample values (the triangle check's): the plan
         measures those values instead, without calling the metric.
+    reproducible : decide on counts only, not on the measured time, so that the same sample gives
+        the same plan again (a stream's restart must find the plan its state was built with):
+        no scan cost in the choice of ``k``, and as many cells as workers whenever pivots pay.
 
     Example::
 
@@ -277,11 +286,11 @@ def plan_pivots(space: Space, threshold: float, sample: Values, *, n_workers: in
     own_keys = {key: i for i, key in enumerate(value_keys(values)) if key is not None}
     coords = np.where(np.eye(m, dtype=bool), 0.0, matrix)
     pivots, rates = _greedy(coords, t, min(PIVOTS_MAX, m), rng)
-    scan = SCAN_SECONDS / max(cost, 1e-12)  # a bound check in calls
+    scan = 0.0 if reproducible else SCAN_SECONDS / max(cost, 1e-12)  # a bound check in calls
     work = [pairs * (1 + scan)] + [n * (j + 1) + rates[j] * pairs + scan * rates[0] * pairs for j in range(len(pivots))]
     k = int(np.argmin(work))
     pivots = pivots[:k]
-    target = n_workers if k and cost * rates[k - 1] * pairs >= SPLIT_SECONDS else 1
+    target = n_workers if k and (reproducible or cost * rates[k - 1] * pairs >= SPLIT_SECONDS) else 1
     bounds = _cells(coords[:, pivots], t, target)
     positive = coords[np.isfinite(coords) & (coords > 0)]
     quantum = t if t > 0 else (float(np.median(positive)) / 1024 if len(positive) else 1.0)

@@ -146,6 +146,19 @@ def test_plan_uses_pivots_and_cells_when_they_pay_and_the_brute_force_when_not()
     assert same.k == 0 and same.cells == 1  # every pair within the threshold: nothing to exclude
 
 
+def test_a_reproducible_plan_does_not_follow_the_clock():
+    """A stream's plan (``reproducible``) is the same for the same sample however fast the metric
+    ran; a static join's may split into fewer cells when the metric is fast."""
+    rng = np.random.default_rng(1)
+    words = ["".join(rng.choice(list("abcdefghij"), size=rng.integers(3, 12))) for _ in range(120)]
+    space = CallableSpace(levenshtein)
+    checked = check_user_metric(space, words)
+    plans = [plan_pivots(space, 1, space.prepare(words), n_workers=3, expected=5000, measured=replace(checked, seconds=s),
+                         reproducible=r) for s in (1e-6, 1e3) for r in (True, False)]
+    assert plans[0].signature() == plans[2].signature() and plans[0].cells == 3
+    assert plans[1].cells == 1 and plans[3].cells == 3  # 1 us per call: not worth splitting
+
+
 def test_infinite_distances_are_never_excluded_wrongly():
     """An extended metric (``inf`` between the two halves): infinite coordinates route everywhere
     and never prune; pairs of the same half still join."""

@@ -219,7 +219,8 @@ def metric_pairs(left: DataFrame, right: DataFrame | None, *, threshold: Any, me
     prepared = space.prepare(values) if values else None  # an empty static input: no sample either
     name, estimates = _resolve(algorithm, space, t, prepared, parallelism, rows, seed)
     strategy = build_strategy(name, space, t, parallelism, self_join=right is None, windows=windows.windows,
-                              sample=prepared, seed=seed, expected=rows, measured=measured)
+                              sample=prepared, seed=seed, expected=rows, measured=measured,
+                              reproducible=left.isStreaming)
     reason = "; ".join(r for r in (_reason(algorithm, name, estimates, prepared), strategy.describe()) if r)
     choice = MetricChoice(name, reason, space.name, strategy.n_workers,
                           0 if prepared is None else len(prepared), rows or 0, tuple(estimates))

@@ -69,19 +69,26 @@ def test_static_python_metric_auto_runs_pivots_within_the_brute_force(spark, tmp
     assert 0 < calls <= n * (n - 1) // 2
 
 
-def test_streaming_python_metric_with_a_sample(spark, tmp_path):
-    """A self-join stream in tumbling windows over three micro-batches, pivots from sample= values."""
+def test_streaming_python_metric_with_a_sample_restarts_from_its_checkpoint(spark, tmp_path):
+    """A self-join stream in tumbling windows, pivots from sample= values, two micro-batches, a
+    restart (the plan is made again on the driver and must match the checkpoint's), one more."""
     vals = words(90, 1)
     ts = np.sort(np.random.default_rng(2).uniform(0, 30, len(vals)))
     rows = [{"id": i, "name": v, "ts": float(t)} for i, (v, t) in enumerate(zip(vals, ts))]
-    write_batches(tmp_path / "in", [rows[k : k + 32] for k in range(0, len(rows), 32)])
-    stream = (spark.readStream.schema("id long, name string, ts double").option("maxFilesPerTrigger", 1)
-              .json(str(tmp_path / "in")).withColumn("ts", F.col("ts").cast("timestamp")))
-    pairs = similarity_join(stream, threshold=1, metric=python_edits(), value_col="name", window="10 seconds",
-                            time_col="ts", watermark="30 seconds", sample=words(120, 3), parallelism=2,
-                            metrics_dir=str(tmp_path / "m"))
-    q = run_available_now(pairs, tmp_path / "out", tmp_path / "ck")
-    assert sum(1 for p in q.recentProgress if p["numInputRows"]) == 3
+    batches = [rows[k : k + 32] for k in range(0, len(rows), 32)]
+
+    def join():
+        stream = (spark.readStream.schema("id long, name string, ts double").option("maxFilesPerTrigger", 1)
+                  .json(str(tmp_path / "in")).withColumn("ts", F.col("ts").cast("timestamp")))
+        return similarity_join(stream, threshold=1, metric=python_edits(), value_col="name", window="10 seconds",
+                               time_col="ts", watermark="30 seconds", sample=words(120, 3), parallelism=2,
+                               metrics_dir=str(tmp_path / "m"))
+
+    write_batches(tmp_path / "in", batches[:2])
+    run_available_now(join(), tmp_path / "out", tmp_path / "ck")
+    write_batches(tmp_path / "in", batches[2:], start=2)
+    q = run_available_now(join(), tmp_path / "out", tmp_path / "ck")
+    assert sum(1 for p in q.recentProgress if p["numInputRows"]) == 1
     got = spark.read.parquet(str(tmp_path / "out")).collect()
     keys = [(r.left_id, r.right_id, round(r.window_start.timestamp() * 1e6)) for r in got]
     want = oracle([(r["id"], 0, r["name"], round(r["ts"] * 1e6)) for r in rows], levenshtein, 1, True,
