@@ -4,11 +4,11 @@ one stateful operator keyed by worker, driving a strategy of :mod:`driftjoin.met
 Data path (one micro-batch)::
 
     input rows --mapInArrow(route_metric)--> (worker key, role, record copy)     [strategy.route]
-      --groupBy(worker key).transformWithStateInPandas(MetricProcessor)--> pairs  [worker.add]
+      --groupBy(worker key).transformWithStateInPandas(MetricProcessor)--> pairs  [worker.add_routed]
 
 The plan (:class:`MetricPlan`) holds the strategy, fixed before the start and shipped by
-pickling: S3J's space and its centroids (records of a sample), PassJoin's ``tau`` and worker
-count, prefix filtering's threshold with a :class:`~driftjoin.metric.spaces.JaccardSpace` whose
+pickling: S3J's space and its centroids (records of a sample), pivot filtering's plan (pivots,
+cells, the sample's distances), PassJoin's ``tau`` and worker count, prefix filtering's threshold with a :class:`~driftjoin.metric.spaces.JaccardSpace` whose
 token order was fitted on a sample. The in-process runtime :class:`driftjoin.metric.engine.MetricEngine`
 is what this follows, step for step:
 
@@ -24,7 +24,9 @@ is what this follows, step for step:
 - **Worker** (:class:`MetricProcessor`, one key per logical worker): plan check, the window clock
   (:mod:`driftjoin.clock`: every key derives the same frontier from the heartbeats), late
   records refused whole at every key (:meth:`driftjoin.windows.Windowing.late`), the copies
-  sorted into one deterministic order and joined by ``worker.add`` (each new pair once), then
+  sorted into one deterministic order and joined by ``worker.add_routed`` with the rows' payload
+  (each new pair once; a user metric's calls, the router's carried in the rows and the worker's,
+  go to the statistics as ``distance_calls``), then
   ``expire_before`` the first open window.
 
 Why each pair comes out exactly once on Spark: the strategies' routers are functions of the copy
