@@ -16,13 +16,13 @@ from hypothesis import strategies as st
 
 from driftjoin.metric.engine import MetricEngine
 from driftjoin.metric.pivots import PivotStrategy, plan_pivots
-from driftjoin.metric.records import MetricRecords
+from driftjoin.metric.records import MetricRecords, take_values
 from driftjoin.metric.s3j import S3JStrategy, choose_centroids
-from driftjoin.metric.spaces import CallableSpace, user_metric
+from driftjoin.metric.spaces import CallableSpace, JaccardSpace, user_metric
 from driftjoin.metric.validate import check_user_metric
 from driftjoin.windows import Windowing
 from tests.metric import data
-from tests.metric.oracle import levenshtein, oracle, run, window_spec
+from tests.metric.oracle import jaccard, levenshtein, oracle, run, window_spec
 
 FAST = settings(max_examples=50, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
 
@@ -57,7 +57,7 @@ def shaken(plan, rng: np.random.Generator):
 
 def pivot_strategy(space, t, values, sample_rows, self_join, w, p, expected, seed, shake, measure=False):
     """``measure``: the plan reuses the distances of the user metric's triangle check on the sample."""
-    sample = values[sample_rows]
+    sample = take_values(values, np.asarray(sample_rows))
     measured = check_user_metric(space, list(sample)) if measure else None
     plan = plan_pivots(space, t, sample, n_workers=p, expected=expected, self_join=self_join, seed=seed, measured=measured)
     if shake:
@@ -71,7 +71,7 @@ def check(space, dist, t, recs, p, expected, seed, shake, foreign=(), measure=Fa
     values = space.prepare(list(vals) + list(foreign))
     rows = np.random.default_rng(seed).permutation(len(values))[: max(1, len(values) // 2)]
     strategy = pivot_strategy(space, t, values, rows, self_join, w, p, expected, seed, shake, measure)
-    got, late = run(strategy, ids, values[: len(vals)], times, sides, cuts)
+    got, late = run(strategy, ids, take_values(values, np.arange(len(vals))), times, sides, cuts)
     assert not late
     assert got == oracle(list(zip(ids, sides, vals, times)), dist, t, self_join, window_spec(w))
 
@@ -96,6 +96,16 @@ def test_levenshtein_equals_oracle_with_thresholds_at_a_distance(recs, pick, p, 
        seed=st.integers(0, 99), shake=st.booleans())
 def test_small_integer_metrics_equal_oracle(recs, metric, pick, p, expected, seed, shake):
     check(CallableSpace(metric), metric, at_a_distance(metric, recs[2], pick), recs, p, expected, seed, shake)
+
+
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+@given(recs=data.records(data.token_sets), pick=st.integers(0, 10**6), p=st.integers(1, 3), seed=st.integers(0, 99),
+       shake=st.booleans())
+def test_built_in_jaccard_by_name_equals_oracle(recs, pick, p, seed, shake):
+    """``algorithm="pivots"`` on a built-in space: token sets (keys are the sets), ratios exactly
+    at a distance of the data."""
+    t = min(at_a_distance(jaccard, recs[2], pick), 0.9)
+    check(JaccardSpace(), jaccard, t, recs, p, 10**6, seed, shake)
 
 
 @FAST
