@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -22,3 +23,13 @@ def driftjoin(*args: str, cwd: Path | None = None, timeout: float = 600) -> subp
 @pytest.fixture
 def cli():
     return driftjoin
+
+
+def readme_blocks(language: str) -> list[str]:
+    """The README's fenced code blocks of ``language`` (```bash, ```toml...), in order."""
+    return re.findall(rf"^```{language}\n(.*?)^```$", (REPO / "README.md").read_text(), flags=re.M | re.S)
+
+
+@pytest.fixture
+def readme():
+    return readme_blocks
