@@ -21,6 +21,8 @@ Why one listener and why keys:
 
 The events reach the controllers in the bus's order, on the bus's thread; an exception in a
 controller is logged and never reaches the query (every join stays exact without decisions).
+On Spark Connect the listener leaves when the session stops (:func:`_leave_before_stop`), so
+``spark.stop()`` stays as quiet as without driftjoin.
 
 On a Spark Connect session the listener is a client-side one (PySpark 4's Connect client keeps a
 listener bus fed by the server's query events), so the controllers run in this process on
@@ -37,7 +39,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from driftjoin.spark.runtime.connect import session_key
+from driftjoin.spark.runtime.connect import is_connect, session_key
 
 log = logging.getLogger("driftjoin")
 
@@ -126,8 +128,35 @@ def _hub(spark: Any) -> _Hub:
         hub = _HUBS.get(key)
         if hub is None:
             hub = _HUBS[key] = _Hub()
-            spark.streams.addListener(_listener(hub))
+            listener = _listener(hub)
+            spark.streams.addListener(listener)
+            if is_connect(spark):
+                _leave_before_stop(spark, key, listener)
         return hub
+
+
+def _leave_before_stop(spark: Any, key: str, listener: Any) -> None:
+    """Make ``spark.stop()`` of a Connect session remove the hub's listener before it releases the session.
+
+    PySpark's Connect ``stop()`` releases the session on the server but leaves the client's
+    listeners in place; when the session object is collected later (at the latest when Python
+    exits) the client removes them, asks the released session to drop its listener bus, and warns
+    ``Failed to remove the listener ... NO_ACTIVE_SESSION``, although the user only called
+    ``stop()``. So this session's ``stop`` first removes the listener driftjoin added (while the
+    session still answers; it waits for the events already sent) and forgets the hub, then stops as
+    before. A listener the user added is left to PySpark, as without driftjoin."""
+    stop = spark.stop
+
+    def stop_after_the_control_plane() -> None:
+        with _HUBS_LOCK:
+            _HUBS.pop(key, None)
+        try:
+            spark.streams.removeListener(listener)
+        except Exception:  # the server is gone already: nothing to remove there
+            log.debug("driftjoin control plane: the listener of %s was not removed before stop", key, exc_info=True)
+        stop()
+
+    spark.stop = stop_after_the_control_plane
 
 
 def _listener(hub: _Hub) -> Any:
