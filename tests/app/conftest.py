@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 import os
-import re
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
+from readme_blocks import readme_blocks
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -23,11 +23,6 @@ def driftjoin(*args: str, cwd: Path | None = None, timeout: float = 600) -> subp
 @pytest.fixture
 def cli():
     return driftjoin
-
-
-def readme_blocks(language: str) -> list[str]:
-    """The README's fenced code blocks of ``language`` (```bash, ```toml...), in order."""
-    return re.findall(rf"^```{language}\n(.*?)^```$", (REPO / "README.md").read_text(), flags=re.M | re.S)
 
 
 @pytest.fixture

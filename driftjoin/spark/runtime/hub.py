@@ -129,10 +129,35 @@ def _hub(spark: Any) -> _Hub:
         if hub is None:
             hub = _HUBS[key] = _Hub()
             listener = _listener(hub)
-            spark.streams.addListener(listener)
             if is_connect(spark):
+                _add_on_connect(spark, listener)
                 _leave_before_stop(spark, key, listener)
+            else:
+                spark.streams.addListener(listener)
         return hub
+
+
+def _add_on_connect(spark: Any, listener: Any) -> None:
+    """Add ``listener`` to a Connect session from a daemon thread.
+
+    The Connect client reads the server's query events in a thread it starts with the session's
+    first listener, and that thread inherits the daemon flag of the thread that adds the listener.
+    Added from the user's (main) thread it is not a daemon, and it waits on the server's event
+    stream until the listener is removed: a script that ends without ``spark.stop()`` (a failed
+    query's traceback) would never exit. Added from a daemon thread, it ends with the script."""
+    failed: list[BaseException] = []
+
+    def add() -> None:
+        try:
+            spark.streams.addListener(listener)
+        except BaseException as e:  # handed to the caller's thread
+            failed.append(e)
+
+    adder = threading.Thread(target=add, name="driftjoin-listener", daemon=True)
+    adder.start()
+    adder.join()
+    if failed:
+        raise failed[0]
 
 
 def _leave_before_stop(spark: Any, key: str, listener: Any) -> None:
