@@ -18,7 +18,8 @@ double, float, decimal    a number
 boolean                   ``true`` or ``false``
 timestamp                 a string Spark parses as a timestamp, or an integer
                           number of seconds since 1970 (as Spark reads it)
-date, binary              a string
+date                      a string
+binary                    a string (base64)
 array<T>                  a list whose elements are each a T (or null)
 struct<...>, map<...>     an object whose values each fit their type
 ========================  =====================================================
@@ -48,39 +49,23 @@ _NUMBER = r"^(TINYINT|SMALLINT|INT|BIGINT|DECIMAL\(\d+,\d+\)|FLOAT|DOUBLE)$"
 _QUOTE = 40
 
 
-def _plural(dtype: T.DataType) -> str:
-    if isinstance(dtype, T.StringType):
-        return "strings"
-    if isinstance(dtype, T.IntegralType):
-        return "integers"
-    if isinstance(dtype, T.NumericType):
-        return "numbers"
-    if isinstance(dtype, T.BooleanType):
-        return "true/false values"
-    if isinstance(dtype, T.ArrayType):
-        return f"lists of {_plural(dtype.elementType)}"
-    return f"values of type {dtype.simpleString()}"
+#: Column types in words, singular and plural, in the order they are tested (integers before numbers).
+_WORDS = ((T.StringType, "a string", "strings"), (T.IntegralType, "an integer", "integers"),
+          (T.NumericType, "a number", "numbers"), (T.BooleanType, "true or false", "true/false values"),
+          ((T.TimestampType, T.TimestampNTZType), "a timestamp", "timestamps"), (T.DateType, "a date", "dates"),
+          (T.BinaryType, "a base64 string", "base64 strings"))
 
 
-def expected(dtype: T.DataType) -> str:
+def expected(dtype: T.DataType, plural: bool = False) -> str:
     """What a column of ``dtype`` must hold, as a reason says it (``"a list of numbers"``)."""
-    if isinstance(dtype, T.StringType):
-        return "a string"
-    if isinstance(dtype, T.IntegralType):
-        return "an integer"
-    if isinstance(dtype, T.NumericType):
-        return "a number"
-    if isinstance(dtype, T.BooleanType):
-        return "true or false"
-    if isinstance(dtype, (T.TimestampType, T.TimestampNTZType)):
-        return "a timestamp"
-    if isinstance(dtype, T.DateType):
-        return "a date"
+    for types, one, many in _WORDS:
+        if isinstance(dtype, types):
+            return many if plural else one
     if isinstance(dtype, T.ArrayType):
-        return f"a list of {_plural(dtype.elementType)}"
+        return f"{'lists' if plural else 'a list'} of {expected(dtype.elementType, True)}"
     if isinstance(dtype, (T.StructType, T.MapType)):
-        return f"an object of type {dtype.simpleString()}"
-    return f"of type {dtype.simpleString()}"
+        return f"{'objects' if plural else 'an object'} of type {dtype.simpleString()}"
+    return f"{'values' if plural else 'a value'} of type {dtype.simpleString()}"
 
 
 def _scalar_kind(t: Column, plural: bool) -> Column:

@@ -284,10 +284,9 @@ def read_schema(schema: str) -> Any:
 
 
 def build_sources(spark: Any, src: dict[str, Any]) -> Inputs:
-    if src["kind"] != "generator":
-        read_schema(src["schema"])
     if src["kind"] == "generator":
         return Inputs(_generator(spark, src, 0), _generator(spark, src, 1) if src.get("two_streams", True) else None, None)
+    read_schema(src["schema"])
     if src["kind"] == "files" and src.get("format", "json") == "parquet":
         def read(where: str) -> Any:
             return (spark.readStream.schema(src["schema"]).option("maxFilesPerTrigger", src.get("max_files_per_trigger", 1))

@@ -21,8 +21,10 @@ Why one listener and why keys:
 
 The events reach the controllers in the bus's order, on the bus's thread; an exception in a
 controller is logged and never reaches the query (every join stays exact without decisions).
-On Spark Connect the listener leaves when the session stops (:func:`_leave_before_stop`), so
-``spark.stop()`` stays as quiet as without driftjoin.
+On Spark Connect the listener leaves when the session stops (:func:`_leave_before_stop`) and the
+client's thread that reads the events is a daemon (:func:`_add_on_connect`), so a script ends as
+it would without driftjoin: ``spark.stop()`` prints nothing, and a script that does not call it
+still exits.
 
 On a Spark Connect session the listener is a client-side one (PySpark 4's Connect client keeps a
 listener bus fed by the server's query events), so the controllers run in this process on
