@@ -107,7 +107,7 @@ class Moves:
     files: int = 0
 
 
-def _exporters(grid: Grid) -> list[tuple[int, Side]]:
+def exporters(grid: Grid) -> list[tuple[int, Side]]:
     """The task that exports each line of a placement: column 0 of each row (R), row 0 of each column (S)."""
     return [(row[0], Side.R) for row in grid.rows] + [(col[0], Side.S) for col in grid.columns]
 
@@ -211,10 +211,10 @@ class WorkerState:
         sources: set[int] = set()
         for key, (old, new) in binding.moving.items():
             new_workers = {cur.worker_of(t) for t in new.cells}
-            exporters = _exporters(old)
+            senders = exporters(old)
             if me in new_workers:
-                sources |= {prev.worker_of(t) for t, _ in exporters}
-            for t, side in exporters:
+                sources |= {prev.worker_of(t) for t, _ in senders}
+            for t, side in senders:
                 if prev.worker_of(t) != me:
                     continue
                 targets |= new_workers

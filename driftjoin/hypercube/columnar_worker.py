@@ -1,0 +1,233 @@
+"""One worker of the parallel SHC pipeline over columns: :class:`ColumnarWorker`.
+
+The same five steps per executed batch as :class:`~driftjoin.hypercube.migration.WorkerState`
+(install the tuples moved to it at the previous batch, drop what it exported then, evict, export
+the values that move in this batch, process the batch's copies), with the same exactness
+argument (in :mod:`driftjoin.hypercube.migration`: it needs only that each task reports the
+pairs :class:`~driftjoin.hypercube.task.Task` would, and stores, drops, exports and installs the
+same tuples). The difference is the representation: a worker's stored tuples are pyarrow tables
+(:class:`~driftjoin.hypercube.columnar.SideStore`, one per side, all tasks together, carrying the
+input row's own columns), a batch is joined at once (:func:`~driftjoin.hypercube.columnar.join_batch`),
+state moves travel as Arrow IPC bytes, and the checkpoint's log of a batch is the Arrow IPC of
+what it stored, installed and dropped. No step loops over tuples in Python.
+
+A moved tuple keeps its tuple id ``(tb, tl)``; its line in the new grid is chosen by the same
+hash of the low 64 bits ``tl`` as the routers use (:func:`~driftjoin.hypercube.hashing.tuple_hash_array`).
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+
+from driftjoin.hypercube.columnar import KEY, TASK, TL, TS, Joined, SideStore, from_ipc, join_batch, to_ipc
+from driftjoin.hypercube.hashing import tuple_hash_array
+from driftjoin.hypercube.migration import BindingMismatchError, Channel, Moves, exporters
+from driftjoin.hypercube.model import Key, Side, StreamTuple
+from driftjoin.hypercube.table import Binding
+
+#: What a worker sends another through the channel: ``(side, Arrow IPC of the rows)`` per side.
+MovedTables = list[tuple[int, bytes]]
+
+
+@dataclass
+class ColumnarWorker:
+    """The stored tuples of one worker's tasks and what it must do at its next batch.
+
+    Fields as :class:`~driftjoin.hypercube.migration.WorkerState`: ``seen`` the largest time of
+    the earlier batches, ``version`` the table version of the last executed batch, ``pending``
+    the ``(task, key)`` exported then (dropped at the next batch), ``expect`` the batch and
+    source workers whose exports it installs at its next batch, ``totals`` running counts.
+    """
+
+    worker: int
+    window: float | None = None
+    lateness: float = 0.0
+    sides: tuple[SideStore, SideStore] = field(default_factory=lambda: (SideStore(), SideStore()))
+    seen: float | None = None
+    version: int = 0
+    pending: list[tuple[int, Key]] = field(default_factory=list)
+    expect: tuple[int, tuple[int, ...]] | None = None
+    totals: dict[str, int] = field(default_factory=lambda: dict.fromkeys(
+        ("received", "installed", "exported", "produced", "late", "peak_stored"), 0))
+
+    def stored(self) -> int:
+        return len(self.sides[0]) + len(self.sides[1])
+
+    @property
+    def nbytes(self) -> int:
+        return self.sides[0].nbytes + self.sides[1].nbytes
+
+    def tasks(self) -> set[int]:
+        """The tasks holding stored tuples."""
+        return self.sides[0].tasks() | self.sides[1].tasks()
+
+    # ---- steps 1-4 -------------------------------------------------------------------------
+
+    def begin(self, batch: int, binding: Binding | None, channel: Channel | None,
+              log: dict[str, Any] | None = None) -> Moves:
+        """Steps 1-4 of executed batch ``batch`` under ``binding`` (None: fixed routing).
+        ``log`` receives the changes for :meth:`redo`."""
+        moves = Moves()
+        installs: MovedTables = self._read_installs(channel) if self.expect is not None else []
+        for side, blob in installs:
+            moves.installed += self.sides[side].add(from_ipc(blob))
+        drops = list(self.pending)
+        moves.dropped = self._drop(drops)
+        before = self.evict_before()
+        if before is not None:
+            moves.evicted = self.sides[0].evict(before) + self.sides[1].evict(before)
+        if log is not None:
+            log.update(installs=installs, drops=drops, evict=before)
+        self.pending, self.expect = [], None
+        if binding is not None:
+            if binding.prev.version != self.version:
+                raise BindingMismatchError(
+                    f"worker {self.worker}: batch {batch} routes from table version {binding.prev.version}, but this "
+                    f"worker's last batch used version {self.version}: the control directory lost or changed files")
+            if binding.moving:
+                self._export(batch, binding, channel, moves)
+            self.version = binding.cur.version
+        self.totals["installed"] += moves.installed
+        self.totals["exported"] += moves.exported
+        return moves
+
+    def evict_before(self) -> float | None:
+        if self.window is None or self.seen is None:
+            return None
+        return self.seen - self.lateness - self.window
+
+    def _read_installs(self, channel: Channel | None) -> MovedTables:
+        if channel is None:
+            raise RuntimeError(f"worker {self.worker} expects moved state but has no channel to read it from")
+        batch, sources = self.expect
+        return [item for src in sources for item in channel.get(batch, src, self.worker)]
+
+    def _drop(self, drops: Iterable[tuple[int, Key]]) -> int:
+        return sum(self.sides[s].drop(t, key) for t, key in drops for s in (0, 1))
+
+    def _export(self, batch: int, binding: Binding, channel: Channel | None, moves: Moves) -> None:
+        me, cur, prev = self.worker, binding.cur, binding.prev
+        out: dict[int, dict[int, list[pa.Table]]] = defaultdict(lambda: defaultdict(list))
+        targets: set[int] = set()
+        sources: set[int] = set()
+        for key, (old, new) in binding.moving.items():
+            new_workers = {cur.worker_of(t) for t in new.cells}
+            senders = exporters(old)
+            if me in new_workers:
+                sources |= {prev.worker_of(t) for t, _ in senders}
+            for t, side in senders:
+                if prev.worker_of(t) != me:
+                    continue
+                targets |= new_workers
+                rows = self.sides[side].select(t, key)
+                if rows is None:
+                    continue
+                h = tuple_hash_array(np.full(rows.num_rows, int(side), dtype=np.int8),
+                                     rows[TL].to_numpy().view(np.uint64))
+                lines = np.asarray(new.rows if side == Side.R else new.columns, dtype=np.int64)
+                dest = lines[(h & np.uint64(len(lines) - 1)).astype(np.int64)]  # (rows, line length)
+                width = dest.shape[1]
+                copies = rows.take(np.repeat(np.arange(rows.num_rows), width))
+                tasks = dest.ravel()
+                copies = copies.set_column(copies.schema.get_field_index(TASK), TASK, pa.array(tasks, pa.int64()))
+                workers = np.array([cur.worker_of(d) for d in tasks.tolist()], dtype=np.int64)
+                for w in np.unique(workers).tolist():
+                    out[w][int(side)].append(copies.filter(pa.array(workers == w)))
+                moves.exported += copies.num_rows
+            self.pending += [(t, key) for t in old.cells if prev.worker_of(t) == me]
+        if targets:
+            if channel is None:
+                raise RuntimeError(f"worker {me} must move state but has no channel to write it to")
+            for d in sorted(targets):
+                channel.put(batch, me, d, [(s, to_ipc(pa.concat_tables(tables))) for s, tables in sorted(out[d].items())])
+                moves.files += 1
+        if sources:
+            self.expect = (batch, tuple(sorted(sources)))
+
+    # ---- step 5 ----------------------------------------------------------------------------
+
+    def late(self, ts: np.ndarray) -> np.ndarray:
+        """Which of a batch's times are late (below ``seen - lateness``; window joins only)."""
+        ts = np.asarray(ts, dtype=np.float64)
+        if self.window is None or self.seen is None:
+            return np.zeros(len(ts), dtype=bool)
+        return ts < self.seen - self.lateness
+
+    def process(self, copies: tuple[pa.Table | None, pa.Table | None], log: dict[str, Any] | None = None) -> Joined:
+        """Step 5 for the batch's on-time copies (one table per side,
+        :func:`~driftjoin.hypercube.columnar.join_batch`); returns its pairs."""
+        joined, stored = join_batch(self.sides, copies, self.window)
+        if log is not None:
+            log["stores"] = [(s, to_ipc(t)) for s, t in enumerate(stored) if t is not None]
+        self.totals["received"] += sum(0 if c is None else c.num_rows for c in copies)
+        return joined
+
+    def end(self, batch_max: float | None, late: int = 0, produced: int = 0) -> None:
+        """After the batch: advance ``seen`` to the batch's largest time, update the totals."""
+        if batch_max is not None and np.isfinite(batch_max) and (self.seen is None or batch_max > self.seen):
+            self.seen = float(batch_max)
+        self.totals["late"] += late
+        self.totals["produced"] += produced
+        self.totals["peak_stored"] = max(self.totals["peak_stored"], self.stored())
+
+    # ---- logging (a snapshot plus per-batch changes) ---------------------------------------
+
+    def scalars(self) -> dict[str, Any]:
+        return {"seen": self.seen, "version": self.version, "pending": list(self.pending), "expect": self.expect,
+                "totals": dict(self.totals)}
+
+    def redo(self, change: dict[str, Any]) -> None:
+        """Apply one batch's logged change to a state restored from an earlier snapshot."""
+        for side, blob in change["installs"]:
+            self.sides[side].add(from_ipc(blob))
+        self._drop(change["drops"])
+        if change["evict"] is not None:
+            for store in self.sides:
+                store.evict(change["evict"])
+        for side, blob in change["stores"]:
+            self.sides[side].add(from_ipc(blob))
+        self._set_scalars(change["scalars"])
+
+    def _set_scalars(self, s: dict[str, Any]) -> None:
+        self.seen, self.version, self.pending = s["seen"], s["version"], list(s["pending"])
+        self.expect = None if s["expect"] is None else (s["expect"][0], tuple(s["expect"][1]))
+        self.totals = dict(s["totals"])
+
+    def snapshot(self) -> dict[str, Any]:
+        tables = [store.table() for store in self.sides]
+        return {"sides": [None if t is None else to_ipc(t) for t in tables], "scalars": self.scalars()}
+
+    @staticmethod
+    def restore(worker: int, window: float | None, lateness: float, snap: dict[str, Any]) -> ColumnarWorker:
+        state = ColumnarWorker(worker, window, lateness)
+        for side, blob in enumerate(snap["sides"]):
+            if blob is not None:
+                state.sides[side].add(from_ipc(blob))
+        state._set_scalars(snap["scalars"])
+        return state
+
+    # ---- checks ----------------------------------------------------------------------------
+
+    def stored_by_task(self) -> dict[int, list[StreamTuple]]:
+        """Every stored tuple per task (tests: placement invariants); the tuple id is ``tl``."""
+        out: dict[int, list[StreamTuple]] = defaultdict(list)
+        for side, store in enumerate(self.sides):
+            table = store.table()
+            if table is None:
+                continue
+            for t, k, i, x in zip(table[TASK].to_pylist(), table[KEY].to_pylist(), table[TL].to_pylist(),
+                                  table[TS].to_pylist()):
+                out[t].append(StreamTuple(Side(side), k, i, x))
+        return dict(out)
+
+
+def pair_ids(joined: Joined) -> Iterator[tuple[int, int]]:
+    """The pairs of a batch as ``(left tl, right tl)`` (tests and the single-process model)."""
+    for left, right in joined.pairs():
+        yield from zip(left[TL].to_pylist(), right[TL].to_pylist())
