@@ -113,7 +113,7 @@ def _pure(gid: np.ndarray, task: np.ndarray, keys: pa.Array) -> bool:
 class Segment:
     """Stored rows sorted by gid, immutable (module docstring); ``pure``: no gid collision inside."""
 
-    __slots__ = ("table", "gid", "task", "ts", "keys", "pure")
+    __slots__ = ("table", "gid", "task", "ts", "keys", "pure", "_tasks")
 
     def __init__(self, table: pa.Table, gid: np.ndarray, *, pure: bool | None = None) -> None:
         self.table = table
@@ -122,6 +122,14 @@ class Segment:
         self.ts = table[TS].to_numpy()
         self.keys = _plain(table[KEY])
         self.pure = _pure(gid, self.task, self.keys) if pure is None else pure
+        self._tasks: frozenset[int] | None = None
+
+    @property
+    def tasks(self) -> frozenset[int]:
+        """The tasks with rows here (computed once)."""
+        if self._tasks is None:
+            self._tasks = frozenset(pd.unique(self.task).tolist())
+        return self._tasks
 
     @staticmethod
     def build(table: pa.Table, gid: np.ndarray | None = None, *, ordered: bool = False) -> Segment:
@@ -235,7 +243,7 @@ class SideStore:
         return pa.concat_tables([s.table for s in self.segments]) if self.segments else None
 
     def tasks(self) -> set[int]:
-        return {t for s in self.segments for t in np.unique(s.task).tolist()}
+        return set().union(*(s.tasks for s in self.segments))
 
 
 # ---- one batch: the pairs as index ranges ----------------------------------------------------

@@ -32,6 +32,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 import pyarrow as pa
+import pyarrow.compute as pc
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
@@ -48,6 +49,8 @@ JSON_OPTIONS = {
 TYPED = (T.ByteType, T.ShortType, T.IntegerType, T.LongType, T.FloatType, T.DoubleType, T.BooleanType, T.StringType,
          T.BinaryType, T.DateType, T.DecimalType, T.TimestampType, T.TimestampNTZType)
 SIDE_STRUCTS = ("l", "r")
+#: The column of a routed copy (and of a stored tuple) that holds the input row's columns as one struct.
+ROW = "row"
 
 
 @dataclass(frozen=True)
@@ -152,6 +155,17 @@ def decode(payloads: Sequence[bytes | None]) -> list[tuple | None]:
     """The values of each pickled row (None stays None: the control rows of the dispatcher)."""
     loads = pickle.loads
     return [None if p is None else loads(p) for p in payloads]
+
+
+def joined_frame(layout: PayloadLayout, left: pa.Array | pa.ChunkedArray, right: pa.Array | pa.ChunkedArray) -> pd.DataFrame:
+    """The joined rows of the pairs ``(left[i], right[i])`` of two struct arrays of input rows
+    (each side's struct of :meth:`PayloadLayout.struct`), as Arrow-backed pandas columns: each
+    output column is the struct's field, taken whole (no value passes through Python)."""
+    rows = [x.combine_chunks() if isinstance(x, pa.ChunkedArray) else x for x in (left, right)]
+    return pd.DataFrame({
+        f"c{i}": pd.Series(pd.arrays.ArrowExtensionArray(pc.struct_field(rows[s], [j]).cast(t)), copy=False)
+        for i, ((s, j, _), t) in enumerate(zip(layout.outputs, layout.arrow_types))
+    })
 
 
 def pairs_frame(layout: PayloadLayout, left: list[tuple], right: list[tuple]) -> pd.DataFrame:
