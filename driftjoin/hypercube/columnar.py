@@ -304,11 +304,19 @@ class Joined:
                         yield part, pi, si
                 start = end
 
+    def indexes(self, chunk: int = CHUNK) -> Iterator[tuple[pa.Table, np.ndarray, pa.Table, np.ndarray]]:
+        """The pairs as ``(left table, left rows, right table, right rows)``, chunk by chunk: the
+        caller takes only the columns it needs."""
+        for part, pi, si in self._indexes(chunk):
+            if part.probe_side == 0:
+                yield part.probe, pi, part.partner, si
+            else:
+                yield part.partner, si, part.probe, pi
+
     def pairs(self, chunk: int = CHUNK) -> Iterator[tuple[pa.Table, pa.Table]]:
         """The pairs as ``(left rows, right rows)`` tables of equal length, chunk by chunk."""
-        for part, pi, si in self._indexes(chunk):
-            mine, other = part.probe.take(pi), part.partner.take(si)
-            yield (mine, other) if part.probe_side == 0 else (other, mine)
+        for lt, li, rt, ri in self.indexes(chunk):
+            yield lt.take(li), rt.take(ri)
 
 
 def _segment_ranges(seg: Segment, gid: np.ndarray, task: np.ndarray, keys: pa.Array) -> tuple[np.ndarray, np.ndarray]:

@@ -72,7 +72,7 @@ from driftjoin.hypercube.table import (
     RoutingTable,
     ShcRouting,
 )
-from driftjoin.spark.equi.payload import ROW, SIDE_STRUCTS, PayloadLayout, joined_frame
+from driftjoin.spark.equi.payload import ROW, SIDE_STRUCTS, PayloadLayout, columns_frame, joined_columns
 from driftjoin.spark.runtime.decisions import newest, publish
 from driftjoin.spark.runtime.files import filesystem, write_whole
 from driftjoin.spark.runtime.heartbeats import heartbeat_batch
@@ -505,14 +505,14 @@ class WorkerProcessor(OperatorProcessor):
         t4 = clock()
         if plan.output == "count":
             yield pd.DataFrame({"batch": [batch], "worker": np.int32([worker]), "pairs": [produced]})
-        elif plan.streaming:
-            for left, right in joined.pairs():
-                yield joined_frame(plan.layout, left[ROW], right[ROW])
-        else:  # one frame: a static run's frames are concatenated, and PySpark takes one Arrow chunk per column
-            chunks = list(joined.pairs())
-            if chunks:
-                yield joined_frame(plan.layout, pa.chunked_array([lt[ROW].combine_chunks() for lt, _ in chunks]),
-                                   pa.chunked_array([rt[ROW].combine_chunks() for _, rt in chunks]))
+        else:
+            chunks = (joined_columns(plan.layout, lt[ROW], li, rt[ROW], ri) for lt, li, rt, ri in joined.indexes())
+            if plan.streaming:
+                yield from map(columns_frame, chunks)
+            else:  # one frame: a static run's frames are concatenated, and PySpark takes one Arrow chunk per column
+                parts = list(chunks)
+                if parts:
+                    yield columns_frame([pa.concat_arrays(list(c)) for c in zip(*parts)])
         t5 = clock()
         if plan.metrics_dir:
             received = sum(0 if t is None else t.num_rows for t in on_time)

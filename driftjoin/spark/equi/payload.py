@@ -157,15 +157,20 @@ def decode(payloads: Sequence[bytes | None]) -> list[tuple | None]:
     return [None if p is None else loads(p) for p in payloads]
 
 
-def joined_frame(layout: PayloadLayout, left: pa.Array | pa.ChunkedArray, right: pa.Array | pa.ChunkedArray) -> pd.DataFrame:
-    """The joined rows of the pairs ``(left[i], right[i])`` of two struct arrays of input rows
-    (each side's struct of :meth:`PayloadLayout.struct`), as Arrow-backed pandas columns: each
-    output column is the struct's field, taken whole (no value passes through Python)."""
-    rows = [x.combine_chunks() if isinstance(x, pa.ChunkedArray) else x for x in (left, right)]
-    return pd.DataFrame({
-        f"c{i}": pd.Series(pd.arrays.ArrowExtensionArray(pc.struct_field(rows[s], [j]).cast(t)), copy=False)
-        for i, ((s, j, _), t) in enumerate(zip(layout.outputs, layout.arrow_types))
-    })
+def joined_columns(layout: PayloadLayout, left: pa.ChunkedArray, left_rows: np.ndarray, right: pa.ChunkedArray,
+                   right_rows: np.ndarray) -> list[pa.Array]:
+    """The output columns of the pairs ``(left[left_rows[i]], right[right_rows[i]])`` of two
+    struct columns of input rows (each side's struct of :meth:`PayloadLayout.struct`): each is its
+    field taken at the pairs' rows, whole (no value passes through Python, no other field is taken)."""
+    sides = [(left.combine_chunks(), pa.array(left_rows)), (right.combine_chunks(), pa.array(right_rows))]
+    return [pc.struct_field(sides[s][0], [j]).take(sides[s][1]).cast(t)
+            for (s, j, _), t in zip(layout.outputs, layout.arrow_types)]
+
+
+def columns_frame(columns: Sequence[pa.Array]) -> pd.DataFrame:
+    """Output columns as the frame a worker yields: Arrow-backed pandas columns ``c0, c1, ...``,
+    which PySpark hands to the JVM as they are."""
+    return pd.DataFrame({f"c{i}": pd.Series(pd.arrays.ArrowExtensionArray(c), copy=False) for i, c in enumerate(columns)})
 
 
 def pairs_frame(layout: PayloadLayout, left: list[tuple], right: list[tuple]) -> pd.DataFrame:
