@@ -542,9 +542,11 @@ class WorkerProcessor(OperatorProcessor):
             panes = np.zeros(len(ts), dtype=np.int64) if pane_width is None else np.floor(ts / pane_width).astype(np.int64)
             codes, uniques = pd.factorize(t[KEY].to_pandas(), sort=False)
             uniques = _plain_keys(uniques, self.plan.key_type)
-            per = pd.DataFrame({"c": codes, "q": panes}).value_counts(sort=False)
-            for (c, q), m in per.items():
-                counts[(Side(s), uniques[c], int(q))] = int(m)
+            lo = int(panes.min())
+            cells, n = np.unique(codes.astype(np.int64) * (int(panes.max()) - lo + 1) + (panes - lo), return_counts=True)
+            width = int(panes.max()) - lo + 1
+            for cell, m in zip(cells.tolist(), n.tolist()):
+                counts[(Side(s), uniques[cell // width], cell % width + lo)] = m
         reduced, totals = reduce_counts(counts, k)
         ts = np.concatenate(times) if times else np.zeros(0)
         return BatchSummary(reduced, float(ts.min()) if len(ts) else None, float(ts.max()) if len(ts) else None, totals)

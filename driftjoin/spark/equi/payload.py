@@ -170,7 +170,8 @@ def joined_columns(layout: PayloadLayout, left: pa.ChunkedArray, left_rows: np.n
 def columns_frame(columns: Sequence[pa.Array]) -> pd.DataFrame:
     """Output columns as the frame a worker yields: Arrow-backed pandas columns ``c0, c1, ...``,
     which PySpark hands to the JVM as they are."""
-    return pd.DataFrame({f"c{i}": pd.Series(pd.arrays.ArrowExtensionArray(c), copy=False) for i, c in enumerate(columns)})
+    return pd.DataFrame({f"c{i}": pd.Series(pd.arrays.ArrowExtensionArray(c), copy=False) for i, c in enumerate(columns)},
+                        copy=False)
 
 
 def pairs_frame(layout: PayloadLayout, left: list[tuple], right: list[tuple]) -> pd.DataFrame:
