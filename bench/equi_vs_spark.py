@@ -209,44 +209,51 @@ def main(argv: list[str]) -> None:
     parser.add_argument("--domain", type=int, default=2_000, help="distinct keys")
     parser.add_argument("--batches", type=int, default=4, help="micro-batches")
     parser.add_argument("--alphas", type=str, default="0,0.8,1.1", help="Zipf exponents (0: uniform)")
-    parser.add_argument("--p", type=int, default=8, help="equi_join's workers (on 2 Spark partitions)")
+    parser.add_argument("--ps", type=str, default="2,8", help="equi_join's workers, one run each (on 2 Spark partitions)")
     parser.add_argument("--algorithm", type=str, default="shc", help="equi_join's algorithm")
     parser.add_argument("--spark-partitions", type=int, default=2, help="Spark join's shuffle partitions")
-    parser.add_argument("--repeats", type=int, default=2, help="runs of each join per stream (alternating order)")
+    parser.add_argument("--repeats", type=int, default=2, help="runs of each join per stream (rotating order)")
     parser.add_argument("--cluster-ps", type=str, default="2,4,8,16,32", help="P of the work-per-worker table")
     parser.add_argument("--profile", action="store_true", help="print equi_join's task seconds per part")
     parser.add_argument("--seed", type=int, default=7)
     args = parser.parse_args(argv)
     alphas = [float(a) for a in args.alphas.split(",")]
+    ps = [int(p) for p in args.ps.split(",")]
+    systems = ["spark", *(f"p{p}" for p in ps)]
     cluster_ps = [int(p) for p in args.cluster_ps.split(",") if p]
     started = time.perf_counter()
     load_start = os.getloadavg()
     spark = local_session(args.spark_partitions, "equi-vs-spark", cores=2)
     scratch = Path(tempfile.mkdtemp(prefix="equi-vs-spark-"))
     results: list[dict[str, Any]] = []
+
+    def run(name: str, data: Path, work: Path) -> dict[str, Any]:
+        if name == "spark":
+            return run_spark(spark, data, work, args.spark_partitions)
+        return run_equi(spark, data, work, int(name[1:]), args.algorithm)
+
     try:
         warm = scratch / "warm"
         write_streams(warm / "data", 2_000, 200, 0.0, 2, args.seed)
-        run_equi(spark, warm / "data", warm / "equi", args.p, args.algorithm)
-        run_spark(spark, warm / "data", warm / "spark", args.spark_partitions)
+        for name in systems:
+            run(name, warm / "data", warm / name)
         runs = 0
         for alpha in alphas:
             data = scratch / f"a{alpha}"
             keys = write_streams(data / "data", args.size, args.domain, alpha, args.batches, args.seed)
-            point: dict[str, Any] = {"alpha": alpha, "equi": [], "spark": [], "load": [os.getloadavg()[0]]}
+            point: dict[str, Any] = {"alpha": alpha, "load": [os.getloadavg()[0]], **{name: [] for name in systems}}
             for rep in range(args.repeats):
-                order = ("equi", "spark") if runs % 2 == 0 else ("spark", "equi")
+                order = systems[runs % len(systems):] + systems[:runs % len(systems)]
                 runs += 1
                 for name in order:
                     work = data / f"{name}-{rep}"
-                    r = (run_equi(spark, data / "data", work, args.p, args.algorithm) if name == "equi"
-                         else run_spark(spark, data / "data", work, args.spark_partitions))
+                    r = run(name, data / "data", work)
                     point[name].append(r)
                     shutil.rmtree(work, ignore_errors=True)
-                    print(f"  alpha {alpha}: {name:<5} {r['total_s']:6.2f} s ({r['batches_s']:.2f} s without planning), "
-                          f"{r['rows']:,} rows", flush=True)
+                    print(f"  {_name(alpha)}: {_label(name):<16} {r['total_s']:6.2f} s ({r['batches_s']:.2f} s without "
+                          f"planning), {r['rows']:,} rows", flush=True)
             point["load"].append(os.getloadavg()[0])
-            prints = {tuple(r["fingerprint"]) for r in point["equi"] + point["spark"]}
+            prints = {tuple(r["fingerprint"]) for name in systems for r in point[name]}
             if len(prints) != 1:
                 raise RuntimeError(f"alpha {alpha}: the joins' rows differ: {prints}")
             if cluster_ps:
@@ -256,12 +263,12 @@ def main(argv: list[str]) -> None:
     finally:
         shutil.rmtree(scratch, ignore_errors=True)
     load_end = os.getloadavg()
-    report(results, args, load_start, load_end)
+    report(results, systems, args)
     RESULTS.mkdir(parents=True, exist_ok=True)
     out = {"settings": vars(args), "load_start": load_start, "load_end": load_end, "cores": os.cpu_count(),
            "seconds": time.perf_counter() - started, "points": results}
     (RESULTS / "equi_vs_spark.json").write_text(json.dumps(out, indent=1))
-    plot(results, RESULTS / "equi_vs_spark.png")
+    plot(results, systems, RESULTS / "equi_vs_spark.png")
     print(f"\nwrote {RESULTS / 'equi_vs_spark.json'} and .png in {out['seconds']:.0f} s; load average "
           f"{load_start[0]:.1f} at the start, {load_end[0]:.1f} at the end ({os.cpu_count()} cores)")
 
@@ -274,40 +281,51 @@ def _name(alpha: float) -> str:
     return "uniform" if alpha == 0 else f"Zipf {alpha:g}"
 
 
-def report(results: list[dict[str, Any]], args: Any, load_start: tuple, load_end: tuple) -> None:
-    print(f"\nequi_join(algorithm={args.algorithm!r}, parallelism={args.p}, output='rows') against Spark's "
-          f"stream-stream join ({args.spark_partitions} shuffle partitions); {args.size:,} rows per side over "
-          f"{args.domain:,} keys, {args.batches} micro-batches; median of {args.repeats} runs each")
-    head = (f"{'keys':>9} {'rows':>12} {'equi total':>10} {'spark total':>11} {'spark/equi':>10} "
-            f"{'equi batches':>12} {'spark batches':>13} {'spark/equi':>10} {'load':>9}")
+def _label(system: str) -> str:
+    return "Spark's join" if system == "spark" else f"equi_join p = {system[1:]}"
+
+
+def report(results: list[dict[str, Any]], systems: list[str], args: Any) -> None:
+    print(f"\nequi_join(algorithm={args.algorithm!r}, output='rows') at each parallelism p (2 Spark partitions) against "
+          f"Spark's stream-stream join ({args.spark_partitions} shuffle partitions); {args.size:,} rows per side over "
+          f"{args.domain:,} keys, {args.batches} micro-batches; median of {args.repeats} runs each; spark/equi above 1: "
+          "equi_join is faster")
+    equis = [s for s in systems if s != "spark"]
+    head = (f"{'keys':>9} {'rows':>12} {'Spark total':>11} {'batches':>8} "
+            + " ".join(f"{'p=' + s[1:] + ' total':>11} {'batches':>8} {'ratio':>6} {'ratio b.':>8}" for s in equis)
+            + f" {'load':>9}")
     print(head)
     print("-" * len(head))
     for pt in results:
-        e_t, s_t = _median(pt["equi"], "total_s"), _median(pt["spark"], "total_s")
-        e_b, s_b = _median(pt["equi"], "batches_s"), _median(pt["spark"], "batches_s")
-        print(f"{_name(pt['alpha']):>9} {pt['equi'][0]['rows']:>12,} {e_t:>9.2f}s {s_t:>10.2f}s {s_t / e_t:>9.2f}x "
-              f"{e_b:>11.2f}s {s_b:>12.2f}s {s_b / e_b:>9.2f}x {pt['load'][0]:>4.1f}-{pt['load'][1]:<4.1f}")
+        s_t, s_b = _median(pt["spark"], "total_s"), _median(pt["spark"], "batches_s")
+        line = f"{_name(pt['alpha']):>9} {pt['spark'][0]['rows']:>12,} {s_t:>10.2f}s {s_b:>7.2f}s"
+        for e in equis:
+            e_t, e_b = _median(pt[e], "total_s"), _median(pt[e], "batches_s")
+            line += f" {e_t:>10.2f}s {e_b:>7.2f}s {s_t / e_t:>5.2f}x {s_b / e_b:>7.2f}x"
+        print(line + f" {pt['load'][0]:>4.1f}-{pt['load'][1]:<4.1f}")
     if args.profile:
         print("\nequi_join's workers, task seconds (median run): " + ", ".join(TIMINGS))
         for pt in results:
-            runs = sorted(pt["equi"], key=lambda r: r["total_s"])
-            t = runs[len(runs) // 2]["timings"]
-            print(f"{_name(pt['alpha']):>9} " + " ".join(f"{t[k]:6.2f}" for k in TIMINGS))
+            for e in equis:
+                runs = sorted(pt[e], key=lambda r: r["total_s"])
+                t = runs[len(runs) // 2]["timings"]
+                print(f"{_name(pt['alpha']):>9} p={e[1:]:<3} " + " ".join(f"{t[k]:6.2f}" for k in TIMINGS)
+                      + f"   max work per worker {runs[len(runs) // 2]['max_work']:,}")
     if results and "cluster" in results[0]:
-        ps = sorted(results[0]["cluster"]["spark"])
+        cps = sorted(results[0]["cluster"]["spark"])
         print("\nA bigger cluster, from the work per worker (tuples handled + pairs produced; Spark: its busiest "
               "shuffle partition; SHC: the busiest worker of the parallel routing's model, tables one batch behind)")
         head = f"{'keys':>9} {'P':>3} {'Spark max work':>14} {'SHC max work':>12} {'SHC mean':>10} {'Spark/SHC':>9}"
         print(head)
         print("-" * len(head))
         for pt in results:
-            for p in ps:
+            for p in cps:
                 s = pt["cluster"]["spark"][p]
                 h = pt["cluster"]["shc"][p]
                 print(f"{_name(pt['alpha']):>9} {p:>3} {s:>14,} {h['max']:>12,} {h['mean']:>10,.0f} {s / h['max']:>8.2f}x")
 
 
-def plot(results: list[dict[str, Any]], path: Path) -> None:
+def plot(results: list[dict[str, Any]], systems: list[str], path: Path) -> None:
     import matplotlib
 
     matplotlib.use("Agg")
@@ -316,16 +334,18 @@ def plot(results: list[dict[str, Any]], path: Path) -> None:
     fig, axes = plt.subplots(1, 2, figsize=(11, 4.2))
     names = [_name(pt["alpha"]) for pt in results]
     x = np.arange(len(results))
-    for i, key in enumerate(("equi", "spark")):
-        axes[0].bar(x + (i - 0.5) * 0.38, [_median(pt[key], "total_s") for pt in results], 0.38,
-                    label={"equi": "equi_join", "spark": "Spark's join"}[key])
+    width = 0.8 / len(systems)
+    for i, key in enumerate(systems):
+        axes[0].bar(x + (i - (len(systems) - 1) / 2) * width, [_median(pt[key], "total_s") for pt in results], width,
+                    label=_label(key))
     axes[0].set_xticks(x, names)
-    axes[0].set_ylabel("seconds (4 micro-batches, planning included)")
+    axes[0].set_ylabel("seconds (micro-batches, planning included)")
+    axes[0].set_yscale("log")
     axes[0].legend()
     if results and "cluster" in results[0]:
         for pt in results:
-            ps = sorted(pt["cluster"]["spark"])
-            axes[1].plot(ps, [pt["cluster"]["spark"][p] / pt["cluster"]["shc"][p]["max"] for p in ps], "o-",
+            cps = sorted(pt["cluster"]["spark"])
+            axes[1].plot(cps, [pt["cluster"]["spark"][p] / pt["cluster"]["shc"][p]["max"] for p in cps], "o-",
                          label=_name(pt["alpha"]))
         axes[1].set_xscale("log", base=2)
         axes[1].set_xlabel("workers P")

@@ -200,12 +200,21 @@ class SideStore:
             self.segments[-1] = merge_segments(self.segments[-1], b)
         return table.num_rows
 
-    def evict(self, before: float) -> int:
-        """Drop the rows with ``ts < before``; returns how many."""
+    def evict(self, before: float, *, lazy: bool = False) -> int:
+        """Drop the rows with ``ts < before``; returns how many.
+
+        ``lazy``: rewrite a segment only once a quarter of it is to go (or all of it), so a large
+        old segment is not copied at every batch for a few rows. The rows left behind must be
+        ones that can no longer join: a window join's eviction threshold guarantees that (no
+        on-time row is within the window of a row below it)."""
         n, kept = 0, []
         for seg in self.segments:
             keep = seg.ts >= before
-            n += int(len(keep) - keep.sum())
+            gone = int(len(keep) - keep.sum())
+            if lazy and 0 < gone < len(keep) / 4:
+                kept.append(seg)
+                continue
+            n += gone
             s = seg.where(keep)
             if s is not None:
                 kept.append(s)
