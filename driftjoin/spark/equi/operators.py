@@ -3,9 +3,10 @@
 Data path (one micro-batch)::
 
     left, right rows --select--> (side, key, ts, l | r = the row's columns)           [stateless, JVM]
-      --mapInArrow(route_rows)--> copies tagged with their worker's slot key, each row's
-                                  values pickled into its payload, and one heartbeat
-                                  per router task for every key                          [routers, parallel]
+      --mapInArrow(route_rows)--> per input chunk, worker and side one row holding
+                                  those copies as Arrow IPC (the row's columns as the
+                                  JVM sent them), and one heartbeat per router task
+                                  for every key                                          [routers, parallel]
       --groupBy(wkey).transformWithStateInPandas(WorkerProcessor)-->
       the joined rows' columns, typed (:mod:`driftjoin.spark.equi.payload`)            [p workers + plan key]
 
@@ -16,11 +17,19 @@ directory (``metrics_dir``): the binding whose first batch is the largest not ab
 route by fixed hashes. A tuple's id is the batch id and its position in the router's partition,
 so no two tuples share one and no router needs a counter.
 
+Why copies travel in bulk: PySpark 4.3 hands a ``transformWithStateInPandas`` key its rows through
+``itertuples`` and a frame rebuilt from them, a Python object per row; a routed row per copy
+made that, and pickling each row's values in the routers and unpickling them in the workers,
+the per-row cost of this operator. A handful of IPC rows per worker and batch costs nothing
+per copy, carries every type exactly, and is what the columnar kernel consumes.
+
 **Workers** (keys ``slot_keys(p)``) hold the tasks placed on them and run
-:class:`~driftjoin.hypercube.migration.WorkerState` per batch: installs and drops of the state
-moved at the previous batch, eviction, exports of the values that move in this batch (through
-:class:`FileChannel`), then the batch's copies in the batch order. Each writes its share of the
-batch's key counts (Misra-Gries counters, for the control plane) and its statistics.
+:class:`~driftjoin.hypercube.columnar_worker.ColumnarWorker` per batch: installs and drops of the
+state moved at the previous batch, eviction, exports of the values that move in this batch
+(through :class:`FileChannel`), then the batch's copies, joined at once in the batch order
+(:func:`~driftjoin.hypercube.columnar.join_batch`). The joined rows' columns are taken from the
+two rows' structs at the pairs' indexes and yielded in chunks. Each worker writes its share of
+the batch's key counts (Misra-Gries counters, for the control plane) and its statistics.
 
 **The plan key** (:data:`~driftjoin.spark.runtime.plan_guard.PLAN_KEY`) gets only heartbeats. It stores
 and checks the plan, and for SHC streams it chooses the binding of the next batch: the newest
@@ -35,7 +44,8 @@ also checks that the routers used the binding it wrote (a lost or edited control
 fails the batch instead of losing pairs).
 
 State per worker: a snapshot plus a log of each batch's changes
-(:class:`~driftjoin.spark.runtime.state.LoggedState`); the plan key keeps its binding in a
+(:class:`~driftjoin.spark.runtime.state.LoggedState`), both Arrow IPC of the rows stored,
+installed and dropped (:data:`STATE_FORMAT` 5); the plan key keeps its binding in a
 :class:`~driftjoin.spark.runtime.state.BlobState`.
 """
 

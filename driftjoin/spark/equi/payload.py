@@ -1,21 +1,30 @@
 """How ``equi_join`` carries each input row through its operators and hands the joined rows back.
 
-A row's columns travel as Python values, exactly: the JVM hands the routers each side's columns
-as one Arrow struct column (``l`` for left rows, ``r`` for right rows, the other one null); a
-column of an atomic type (numbers, booleans, strings, binary, dates, decimals, timestamps) is
-kept as itself, any other (arrays, maps, structs, intervals, ...) as its JSON text
-(:data:`JSON_OPTIONS`, lossless for every Spark type tested). The router pickles each row's
-values into one binary ``payload`` (:func:`encode_rows`); a worker unpickles it once when the
-row arrives and keeps the tuple of values in its state. For the joined pairs a worker builds one
-column per output column with pyarrow from those values and hands them to Spark as pandas
-columns backed by those Arrow arrays (:func:`pairs_frame`), which PySpark passes on as they are;
-the JVM parses only the JSON columns (:func:`unpack`).
+A row's columns travel as they are: the JVM hands the routers each side's columns as one Arrow
+struct column (``l`` for left rows, ``r`` for right rows, the other one null); a column of an
+atomic type (numbers, booleans, strings, binary, dates, decimals, timestamps) is kept as itself,
+any other (arrays, maps, structs, intervals, ...) as its JSON text (:data:`JSON_OPTIONS`,
+lossless for every Spark type tested).
+
+* **Parallel routing** (the default): the routers put each copy's struct in the :data:`ROW`
+  column of the Arrow IPC they hand a worker (:func:`driftjoin.spark.equi.operators.route_rows`);
+  a worker stores the structs in its Arrow tables and builds each output column by taking its
+  field at the pairs' rows (:func:`joined_columns`), handed to Spark as pandas columns backed by
+  those Arrow arrays (:func:`columns_frame`), which PySpark passes on as they are. No value
+  passes through Python.
+* **The single dispatcher** (``routing="dispatcher"``, the paper's per-tuple design): each row's
+  values are pickled into one binary ``payload`` (:func:`encode_rows`), unpickled once by a worker
+  (:func:`decode`), kept as a tuple in its tasks, and the pairs' columns are built from those
+  tuples (:func:`pairs_frame`).
+
+The JVM parses only the JSON columns (:meth:`PayloadLayout.unpack`).
 
 Why: the rows used to travel as one JSON text per row and the pairs as two JSON texts per pair,
 parsed back by ``from_json``. Measured on the 2-core machine, handing a million pairs to the JVM
 took 7.5 s that way (2.7 s the JSON strings through Arrow, 4.8 s ``from_json``), and 0.5 s as
 typed columns; pandas' own columns cannot carry the values exactly (a null in an integer
-column makes it float, NaN and null become one), Arrow-backed columns and pickled values can.
+column makes it float, NaN and null become one), Arrow-backed columns, Arrow IPC and pickled
+values can.
 """
 
 from __future__ import annotations
