@@ -26,8 +26,9 @@ import numpy as np
 import pyarrow as pa
 
 from driftjoin.hypercube.columnar import KEY, TASK, TL, TS, Joined, SideStore, from_ipc, join_batch, to_ipc
+from driftjoin.hypercube.grid import Grid
 from driftjoin.hypercube.hashing import tuple_hash_array
-from driftjoin.hypercube.migration import BindingMismatchError, Channel, Moves, exporters
+from driftjoin.hypercube.migration import BaseWorker, Channel, Moves
 from driftjoin.hypercube.model import Key, Side, StreamTuple
 from driftjoin.hypercube.table import Binding
 
@@ -36,25 +37,11 @@ MovedTables = list[tuple[int, bytes]]
 
 
 @dataclass
-class ColumnarWorker:
-    """The stored tuples of one worker's tasks and what it must do at its next batch.
+class ColumnarWorker(BaseWorker):
+    """The stored tuples of one worker's tasks, one :class:`SideStore` per side, and what it
+    must do at its next batch (the fields of :class:`~driftjoin.hypercube.migration.BaseWorker`)."""
 
-    Fields as :class:`~driftjoin.hypercube.migration.WorkerState`: ``seen`` the largest time of
-    the earlier batches, ``version`` the table version of the last executed batch, ``pending``
-    the ``(task, key)`` exported then (dropped at the next batch), ``expect`` the batch and
-    source workers whose exports it installs at its next batch, ``totals`` running counts.
-    """
-
-    worker: int
-    window: float | None = None
-    lateness: float = 0.0
     sides: tuple[SideStore, SideStore] = field(default_factory=lambda: (SideStore(), SideStore()))
-    seen: float | None = None
-    version: int = 0
-    pending: list[tuple[int, Key]] = field(default_factory=list)
-    expect: tuple[int, tuple[int, ...]] | None = None
-    totals: dict[str, int] = field(default_factory=lambda: dict.fromkeys(
-        ("received", "installed", "exported", "produced", "late", "peak_stored"), 0))
 
     def stored(self) -> int:
         return len(self.sides[0]) + len(self.sides[1])
@@ -85,23 +72,8 @@ class ColumnarWorker:
             moves.evicted = self.sides[0].evict(before, lazy=True) + self.sides[1].evict(before, lazy=True)
         if log is not None:
             log.update(installs=installs, drops=drops, evict=before)
-        self.pending, self.expect = [], None
-        if binding is not None:
-            if binding.prev.version != self.version:
-                raise BindingMismatchError(
-                    f"worker {self.worker}: batch {batch} routes from table version {binding.prev.version}, but this "
-                    f"worker's last batch used version {self.version}: the control directory lost or changed files")
-            if binding.moving:
-                self._export(batch, binding, channel, moves)
-            self.version = binding.cur.version
-        self.totals["installed"] += moves.installed
-        self.totals["exported"] += moves.exported
+        self._rebind(batch, binding, channel, moves)
         return moves
-
-    def evict_before(self) -> float | None:
-        if self.window is None or self.seen is None:
-            return None
-        return self.seen - self.lateness - self.window
 
     def _read_installs(self, channel: Channel | None) -> MovedTables:
         if channel is None:
@@ -112,53 +84,30 @@ class ColumnarWorker:
     def _drop(self, drops: Iterable[tuple[int, Key]]) -> int:
         return sum(self.sides[s].drop(t, key) for t, key in drops for s in (0, 1))
 
-    def _export(self, batch: int, binding: Binding, channel: Channel | None, moves: Moves) -> None:
-        me, cur, prev = self.worker, binding.cur, binding.prev
-        out: dict[int, dict[int, list[pa.Table]]] = defaultdict(lambda: defaultdict(list))
-        targets: set[int] = set()
-        sources: set[int] = set()
-        for key, (old, new) in binding.moving.items():
-            new_workers = {cur.worker_of(t) for t in new.cells}
-            senders = exporters(old)
-            if me in new_workers:
-                sources |= {prev.worker_of(t) for t, _ in senders}
-            for t, side in senders:
-                if prev.worker_of(t) != me:
-                    continue
-                targets |= new_workers
-                rows = self.sides[side].select(t, key)
-                if rows is None:
-                    continue
-                h = tuple_hash_array(np.full(rows.num_rows, int(side), dtype=np.int8),
-                                     rows[TL].to_numpy().view(np.uint64))
-                lines = np.asarray(new.rows if side == Side.R else new.columns, dtype=np.int64)
-                dest = lines[(h & np.uint64(len(lines) - 1)).astype(np.int64)]  # (rows, line length)
-                width = dest.shape[1]
-                copies = rows.take(np.repeat(np.arange(rows.num_rows), width))
-                tasks = dest.ravel()
-                copies = copies.set_column(copies.schema.get_field_index(TASK), TASK, pa.array(tasks, pa.int64()))
-                workers = np.array([cur.worker_of(d) for d in tasks.tolist()], dtype=np.int64)
-                for w in np.unique(workers).tolist():
-                    out[w][int(side)].append(copies.filter(pa.array(workers == w)))
-                moves.exported += copies.num_rows
-            self.pending += [(t, key) for t in old.cells if prev.worker_of(t) == me]
-        if targets:
-            if channel is None:
-                raise RuntimeError(f"worker {me} must move state but has no channel to write it to")
-            for d in sorted(targets):
-                channel.put(batch, me, d, [(s, to_ipc(pa.concat_tables(tables))) for s, tables in sorted(out[d].items())])
-                moves.files += 1
-        if sources:
-            self.expect = (batch, tuple(sorted(sources)))
+    def _export_line(self, key: Key, task: int, side: Side, new: Grid, binding: Binding) -> dict[int, Any]:
+        rows = self.sides[side].select(task, key)
+        before = self.evict_before()
+        if rows is not None and before is not None:  # rows left below the threshold (lazy eviction) stay
+            rows = rows.filter(pa.array(rows[TS].to_numpy() >= before))
+        if rows is None or not rows.num_rows:
+            return {}
+        h = tuple_hash_array(np.full(rows.num_rows, int(side), dtype=np.int8), rows[TL].to_numpy().view(np.uint64))
+        lines = np.asarray(new.rows if side == Side.R else new.columns, dtype=np.int64)
+        dest = lines[(h & np.uint64(len(lines) - 1)).astype(np.int64)]  # (rows, line length)
+        copies = rows.take(np.repeat(np.arange(rows.num_rows), dest.shape[1]))
+        tasks = dest.ravel()
+        copies = copies.set_column(copies.schema.get_field_index(TASK), TASK, pa.array(tasks, pa.int64()))
+        workers = np.array([binding.cur.worker_of(d) for d in tasks.tolist()], dtype=np.int64)
+        return {w: ((int(side), copies.filter(pa.array(workers == w))), int((workers == w).sum()))
+                for w in np.unique(workers).tolist()}
+
+    def _pack(self, rows: list[tuple[int, pa.Table]]) -> MovedTables:
+        by_side: dict[int, list[pa.Table]] = defaultdict(list)
+        for side, table in rows:
+            by_side[side].append(table)
+        return [(s, to_ipc(pa.concat_tables(tables))) for s, tables in sorted(by_side.items())]
 
     # ---- step 5 ----------------------------------------------------------------------------
-
-    def late(self, ts: np.ndarray) -> np.ndarray:
-        """Which of a batch's times are late (below ``seen - lateness``; window joins only)."""
-        ts = np.asarray(ts, dtype=np.float64)
-        if self.window is None or self.seen is None:
-            return np.zeros(len(ts), dtype=bool)
-        return ts < self.seen - self.lateness
 
     def process(self, copies: tuple[pa.Table | None, pa.Table | None], log: dict[str, Any] | None = None) -> Joined:
         """Step 5 for the batch's on-time copies (one table per side,
@@ -169,19 +118,7 @@ class ColumnarWorker:
         self.totals["received"] += sum(0 if c is None else c.num_rows for c in copies)
         return joined
 
-    def end(self, batch_max: float | None, late: int = 0, produced: int = 0) -> None:
-        """After the batch: advance ``seen`` to the batch's largest time, update the totals."""
-        if batch_max is not None and np.isfinite(batch_max) and (self.seen is None or batch_max > self.seen):
-            self.seen = float(batch_max)
-        self.totals["late"] += late
-        self.totals["produced"] += produced
-        self.totals["peak_stored"] = max(self.totals["peak_stored"], self.stored())
-
     # ---- logging (a snapshot plus per-batch changes) ---------------------------------------
-
-    def scalars(self) -> dict[str, Any]:
-        return {"seen": self.seen, "version": self.version, "pending": list(self.pending), "expect": self.expect,
-                "totals": dict(self.totals)}
 
     def redo(self, change: dict[str, Any]) -> None:
         """Apply one batch's logged change to a state restored from an earlier snapshot."""
@@ -194,11 +131,6 @@ class ColumnarWorker:
         for side, blob in change["stores"]:
             self.sides[side].add(from_ipc(blob))
         self._set_scalars(change["scalars"])
-
-    def _set_scalars(self, s: dict[str, Any]) -> None:
-        self.seen, self.version, self.pending = s["seen"], s["version"], list(s["pending"])
-        self.expect = None if s["expect"] is None else (s["expect"][0], tuple(s["expect"][1]))
-        self.totals = dict(s["totals"])
 
     def snapshot(self) -> dict[str, Any]:
         tables = [store.table() for store in self.sides]
