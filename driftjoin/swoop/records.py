@@ -11,6 +11,9 @@ exactly as it was, consumes no sequence number and registers no token):
 * duplicate tokens within a set are dropped: sets are sets;
 * an empty set (no token after deduplication) -> :class:`InvalidSetError`; the caller is
   expected to turn it into a dead-letter row;
+* a set of more than :data:`MAX_SET_SIZE` distinct tokens -> :class:`InvalidSetError`: the
+  similarities of larger sets are not exactly comparable in float64
+  (:mod:`~driftjoin.swoop.similarity`, :mod:`driftjoin.metric.exact`);
 * ``ts`` not a finite real number, or ``ts`` smaller than the index time (out of order)
   -> :class:`InvalidSetError` naming the expected minimum;
 * ``side`` not ``"R"``/``"S"`` in a two-stream join, or given at all in a self-join
@@ -42,6 +45,9 @@ from numbers import Integral, Real
 import numpy as np
 
 SIDES = ("R", "S")
+#: Most distinct tokens of a set: unions stay below 2^26 tokens, so distinct ratios of set sizes
+#: and overlaps are distinct floats (:mod:`~driftjoin.swoop.similarity`).
+MAX_SET_SIZE = 1 << 25
 _TOKEN_TYPES = {str, int}
 _CONTAINERS = (list, tuple, np.ndarray)
 
@@ -116,7 +122,7 @@ class TokenOrder:
         every set)."""
         n = len(token_lists)
         out: list[np.ndarray | None] = [None] * n
-        rows = [x for x in range(n) if type(token_lists[x]) in _CONTAINERS and len(token_lists[x])]
+        rows = [x for x in range(n) if type(token_lists[x]) in _CONTAINERS and 0 < len(token_lists[x]) <= MAX_SET_SIZE]
         flat = list(chain.from_iterable(token_lists[x] for x in rows))
         if not set(map(type, flat)) <= _TOKEN_TYPES:  # a bool, float, numpy int, ...: set by set
             rows = [x for x in rows if set(map(type, token_lists[x])) <= _TOKEN_TYPES]
@@ -175,6 +181,9 @@ def validate_tokens(set_id: Hashable, tokens: object) -> list[str | int]:
                 )
     if not distinct:
         raise InvalidSetError(f"set {set_id!r}: empty set (no tokens)")
+    if len(distinct) > MAX_SET_SIZE:
+        raise InvalidSetError(f"set {set_id!r}: {len(distinct)} distinct tokens, more than the {MAX_SET_SIZE} a set "
+                              "may hold (similarities of larger sets are not exactly comparable)")
     return distinct
 
 
