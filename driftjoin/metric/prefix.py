@@ -25,16 +25,17 @@ collision adds candidates, never pairs); x's codes before ``i`` and y's before `
 i.e. ``w`` is the *smallest* common prefix code, so each pair meets at exactly one code, one
 worker; the size and position filter ``min(n - i, m - j) >= alpha(n + m)`` (nothing before the
 meeting code is shared, so at most that many codes are); the overlap of the code lists reaches
-``alpha(n + m)``; and the overlap of the exact token sets passes the predicate. Overlaps of codes
-are never below overlaps of tokens (:mod:`driftjoin.metric.tokens`), so no filter loses a pair.
+``alpha(n + m)``; and the overlap of the exact token sets reaches it too (the predicate, in
+integers; the reported distance is the float nearest to the exact one). Overlaps of codes are
+never below overlaps of tokens (:mod:`driftjoin.metric.tokens`), so no filter loses a pair.
 Each set meets every other set of its window that shares a prefix code, whichever arrives first.
 """
 
 from __future__ import annotations
 
-import numpy as np
-
 from typing import Any
+
+import numpy as np
 
 from driftjoin.metric.base import Routing, RunJoin, Strategy, candidate_filter
 from driftjoin.metric.exact import exact_value, jaccard_distance, least_overlap, least_partner_overlap

@@ -59,9 +59,9 @@ that exist at each arrival).
 
 from __future__ import annotations
 
-import numpy as np
-
 from typing import Any
+
+import numpy as np
 
 from driftjoin.metric.base import STATE_FORMAT, Routing, RunJoin, Strategy, candidate_filter, check_format
 from driftjoin.metric.records import MetricPairs, MetricRecords, Values, concat_values, take_values
