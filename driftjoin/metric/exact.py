@@ -158,30 +158,40 @@ def _ratio(radius: Any) -> tuple[int, int]:
     return s.numerator, s.denominator
 
 
-def least_overlap(radius: Any, total: int) -> int:
-    """The least overlap with which two sets whose sizes add up to ``total`` are within Jaccard
-    distance ``radius``: ``ceil(a T / (a + b))`` (module docstring); 0 when every pair joins.
+def least_overlap(radius: Any, total: Any) -> Any:
+    """The least overlap with which two sets whose sizes add up to ``total`` (an int or an array of
+    them) are within Jaccard distance ``radius``: ``ceil(a T / (a + b))`` (module docstring); 0
+    when every pair joins.
 
     Example::
 
-        >>> least_overlap(0.3, 17), least_overlap(0.3, 20), least_overlap(0.5, 8)  # 7 of 10, 9 of 11, 3 of 5
-        (7, 9, 3)
+        >>> least_overlap(0.3, 17), least_overlap(0.3, 20), least_overlap(0.5, np.array([8, 9])).tolist()
+        (7, 9, [3, 3])
     """
     a, b = _ratio(radius)
-    return -(-a * total // (a + b)) if a > 0 else 0
+    return _ceil_scaled(total, a, a + b)
 
 
-def least_partner_overlap(radius: Any, n: int) -> int:
-    """The least overlap any partner needs with a set of size ``n`` to be within ``radius``:
-    ``ceil(a n / b)`` (its best partner is a subset of it).
+def least_partner_overlap(radius: Any, n: Any) -> Any:
+    """The least overlap any partner needs with a set of size ``n`` (an int or an array of them) to
+    be within ``radius``: ``ceil(a n / b)`` (its best partner is a subset of it).
 
     Example::
 
-        >>> least_partner_overlap(0.3, 10), least_partner_overlap(0.3, 11)
-        (7, 8)
+        >>> least_partner_overlap(0.3, 10), least_partner_overlap(0.3, np.array([11, 20])).tolist()
+        (7, [8, 14])
     """
     a, b = _ratio(radius)
-    return -(-a * n // b) if a > 0 else 0
+    return _ceil_scaled(n, a, b)
+
+
+def _ceil_scaled(x: Any, a: int, b: int) -> Any:
+    """``ceil(a x / b)`` in exact integer arithmetic (``a``, ``b`` may exceed 64 bits), 0 for ``a <= 0``."""
+    if a <= 0:
+        return np.zeros(np.shape(x), np.int64) if np.ndim(x) else 0
+    if np.ndim(x):
+        return np.array([-(-a * v // b) for v in np.asarray(x).tolist()], np.int64).reshape(np.shape(x))
+    return -(-a * int(x) // b)
 
 
 def jaccard_distance(size_a: np.ndarray, size_b: np.ndarray, overlap: np.ndarray) -> np.ndarray:

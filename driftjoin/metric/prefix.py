@@ -75,15 +75,15 @@ class JaccardBounds:
         total = np.asarray(total, np.int64)
         if len(total) and total.max() >= len(self._alpha):
             # no two non-empty sets add up to less than 2; 1 keeps the size filter meaningful there
-            self._alpha = np.array([max(1, least_overlap(self.t, s)) for s in range(2 * int(total.max()) + 2)], np.int64)
+            self._alpha = np.maximum(1, least_overlap(self.t, np.arange(2 * int(total.max()) + 2)))
         return self._alpha[total]
 
     def prefix_length(self, size: np.ndarray) -> np.ndarray:
         """``n - o_min(n) + 1``: the prefix of a set of ``n`` codes."""
         size = np.asarray(size, np.int64)
         if len(size) and size.max() >= len(self._prefix):
-            self._prefix = np.array([n - least_partner_overlap(self.t, n) + 1 if n else 0
-                                     for n in range(2 * int(size.max()) + 2)], np.int64)
+            n = np.arange(2 * int(size.max()) + 2)
+            self._prefix = np.where(n > 0, n - least_partner_overlap(self.t, n) + 1, 0)
         return self._prefix[size]
 
 
