@@ -13,7 +13,20 @@ excluded without calling the metric. The lower bound is the Chebyshev distance o
 pivot vectors, so the candidates are the pairs of vectors within ``t`` of each other, found by a
 compiled scan (:mod:`driftjoin.metric.pivotscan`) over runs kept sorted by the first coordinate.
 A pair passes when no pivot's difference exceeds ``t + BOUND_SLACK * (1 + t + d(x, p) + d(y, p))``
-(rounding never drops a pair); acceptance is always ``d(x, y) <= t`` on the user's metric.
+(rounding never drops a pair); acceptance is always the space's own test ``d(x, y) <= t``
+(:meth:`driftjoin.metric.spaces.Space.le`, as the oracle decides it).
+
+**Exact spaces** (edit distance, Jaccard: :attr:`~driftjoin.metric.spaces.Space.exact`). There the
+threshold is the number the user wrote (``0.3`` is ``3/10``, :mod:`driftjoin.metric.exact`) and a
+pair joins when its exact distance is at most it; acceptance is that exact test. The pivot bound
+is decided on floats and stays a sound filter for it: every distance reaches the bound as the
+float nearest its exact value (an integer, or one correctly rounded division), so a computed
+difference ``|d(x, p) - d(y, p)|`` of distances at most 1 (Jaccard) is within ``3 * 2^-53`` of the
+exact one, the float of the threshold within ``2^-53`` of the number written, and the slack
+(``1e-9``) exceeds both: a pair within the exact threshold is never excluded (the triangle
+inequality holds exactly for the exact distances). Edit distances are integers, exact as floats.
+A pair whose exact difference exceeds the threshold by less than the slack is let through and
+verified exactly, like every candidate; so the join's pairs are the exact definition's.
 
 **Plan** (:func:`plan_pivots`, once before the start, from a sample of the input). ``m`` distinct
 sample values (at most :data:`SAMPLE_MAX`, and few enough that their ``m(m-1)/2`` distances stay
@@ -146,7 +159,11 @@ class Measured:
 class PivotPlan:
     """What every router and worker of a pivot join shares (module docstring), fixed before the start."""
 
+    #: the threshold as a float: the pivot bounds' (module docstring)
     threshold: float
+    #: the threshold as the space compares a distance with it (:meth:`Space.radius`: in an exact
+    #: space the number written, a Fraction)
+    radius: Any
     #: distinct sample values and their keys (:func:`value_keys`) -> index
     sample: Values
     keys: dict
@@ -200,7 +217,7 @@ class PivotPlan:
         indices into this sample."""
         keys = [tuple(sorted(key, key=lambda tok: (type(tok).__name__, tok))) if isinstance(key, frozenset) else key
                 for key in value_keys(self.sample)]  # a token set's order would follow the process's hash seed
-        return (self.threshold, keys, self.matrix.tobytes(), self.pivots.tolist(),
+        return (self.threshold, self.radius, keys, self.matrix.tobytes(), self.pivots.tolist(),
                 [b.tolist() for b in self.bounds], self.quantum)
 
 
@@ -229,7 +246,7 @@ def _route_cells(bounds: tuple, t: float, vec: np.ndarray) -> tuple[np.ndarray, 
     return inner, in_box & (np.arange(cells)[None, :] < inner[:, None])
 
 
-def plan_pivots(space: Space, threshold: float, sample: Values, *, n_workers: int, expected: int | None = None,
+def plan_pivots(space: Space, threshold: Any, sample: Values, *, n_workers: int, expected: int | None = None,
                 self_join: bool = True, seed: int = 0, measured: Measured | None = None,
                 reproducible: bool = False) -> PivotPlan:
     """The pivots, cells and run groups of a pivot join, chosen on ``sample`` (module docstring).
@@ -297,7 +314,7 @@ def plan_pivots(space: Space, threshold: float, sample: Values, *, n_workers: in
     share = float(rates[k - 1]) if k else 1.0
     summary = {"sample_values": m, "planning_calls": int(calls), "seconds_per_call": cost, "pivots": k,
                "records": n, "pairs": pairs, "expected_calls": n * k + share * pairs, "candidate_share": share}
-    plan = PivotPlan(t, values, own_keys, matrix, pivots.astype(np.int64), bounds, quantum, summary)
+    plan = PivotPlan(t, space.radius(threshold), values, own_keys, matrix, pivots.astype(np.int64), bounds, quantum, summary)
     summary["cells"] = plan.cells
     return plan
 
@@ -450,9 +467,9 @@ class PivotStrategy(Strategy):
 
     name = "pivots"
 
-    def __init__(self, space: Space, threshold: float, plan: PivotPlan, *, self_join: bool, windows: Windowing) -> None:
+    def __init__(self, space: Space, threshold: Any, plan: PivotPlan, *, self_join: bool, windows: Windowing) -> None:
         self.space = space
-        self.threshold = float(threshold)
+        self.threshold = threshold
         self.plan = plan
         self.self_join = self_join
         self.windows = windows
@@ -525,6 +542,7 @@ class PivotWorker(RunJoin):
         self.space = space
         self.plan = plan
         self.t = plan.threshold
+        self.radius = plan.radius
 
     def add(self, batch: MetricRecords, role: np.ndarray) -> MetricPairs:
         raise ValueError("a pivot worker joins routed rows with their pivot vectors: call add_routed(batch, role, "
@@ -588,9 +606,9 @@ class PivotWorker(RunJoin):
         known, d = self.known(a.cols["sid"][ia], b.cols["sid"][ib], a.cols["vec"][ia], b.cols["vec"][ib])
         need = ~known
         if need.any():
-            d[need] = self.space.distances(A.value, ra[need], B.value, rb[need], cutoff=self.t)
+            d[need] = self.space.distances(A.value, ra[need], B.value, rb[need], cutoff=self.radius)
         self.stats.comparisons += len(d)
-        hit = d <= self.t
+        hit = self.space.le(d, self.radius)
         return MetricPairs.oriented(A, ra[hit], B, rb[hit], d[hit], self.self_join)
 
     def known(self, sa: np.ndarray, sb: np.ndarray, va: np.ndarray, vb: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
