@@ -30,8 +30,9 @@ verified exactly, like every candidate; so the join's pairs are the exact defini
 
 **Plan** (:func:`plan_pivots`, once before the start, from a sample of the input). ``m`` distinct
 sample values (at most :data:`SAMPLE_MAX`, and few enough that their ``m(m-1)/2`` distances stay
-under :data:`PLAN_SHARE` of the expected pairs) and their distance matrix, timed: the metric's
-measured cost per call. Pivots are chosen greedily among the sample values, each the one that
+under :data:`PLAN_SHARE` of the expected pairs; all the values of a user metric's triangle check,
+whose distances are already measured) and their distance matrix, timed: the metric's measured
+cost per call. Pivots are chosen greedily among the sample values, each the one that
 excludes the most of the sample's pairs not yet excluded (counted at ``t`` and, with less weight,
 at ``2t`` and ``4t``, so that the choice generalises beyond the sample); two-fold
 cross-validation over the sample values estimates the share of candidates ``rate(k)`` that ``k``
@@ -71,12 +72,14 @@ checked as in every strategy (:func:`driftjoin.metric.base.candidate_filter`).
 **Never more calls than the brute force** (a self-join in one window, the sample drawn from the
 input, as a static join's is). Every distance computed is that of two records with different
 values or two different records, and each such pair is computed once: the plan's matrix holds
-pairs of distinct sample values; the router computes ``d(x, p)`` only for records ``x`` whose value
+pairs of distinct sample values (and, from a triangle check, of two records of one value); the router computes ``d(x, p)`` only for records ``x`` whose value
 is not a sample value, standing for the pair of ``x`` with a record whose value is ``p``; the
 workers compute only the pairs whose distance neither of those gave (and a pair is verified in
 one place, by the argument above). So the calls, planning included, are at most ``n(n - 1) / 2``.
 The triangle check of a user metric before the start (:func:`driftjoin.metric.spaces.check_triangle`)
-is not part of the join and is counted apart. In a two-stream join, a record's distance to a
+measures each pair of its sample once and the plan reads all of them, so check and join together
+make at most ``n(n - 1) / 2`` calls plus the check's symmetry probe (the reverse order and
+``d(a, a)`` of :data:`~driftjoin.metric.spaces.SYMMETRY_PROBE` values: 136 calls). In a two-stream join, a record's distance to a
 pivot drawn from its own side is an extra call, and on a stream the pivots are sample values, not
 records: there the plan's estimate, not a proof, keeps the count below the brute force.
 """
@@ -148,11 +151,12 @@ def _reach(x: np.ndarray, t: float) -> tuple[np.ndarray, np.ndarray]:
 @dataclass(frozen=True)
 class Measured:
     """Distances already computed on sample values (a user metric's triangle check before the
-    start): ``matrix[i, j] = d(values[i], values[j])``, in ``seconds``."""
+    start): ``matrix[i, j] = d(values[i], values[j])``, in ``seconds`` and ``calls`` of the metric."""
 
     values: Values
     matrix: np.ndarray
     seconds: float
+    calls: int
 
 
 @dataclass(frozen=True)
@@ -260,7 +264,7 @@ def plan_pivots(space: Space, threshold: Any, sample: Values, *, n_workers: int,
     self_join : whether the join pairs one input with itself (``P = n(n-1)/2``; else ``(n/2)^2``).
     seed : the draw of sample values and of the two halves of their pairs.
     measured : distances already computed on sample values (the triangle check's): the plan
-        measures those values instead, without calling the metric.
+        takes all those values (up to :data:`SAMPLE_MAX`) instead, without calling the metric.
     reproducible : decide on counts only, not on the measured time, so that the same sample gives
         the same plan again (a stream's restart must find the plan its state was built with):
         no scan cost in the choice of ``k``, and as many cells as workers whenever pivots pay.
@@ -284,7 +288,8 @@ def plan_pivots(space: Space, threshold: Any, sample: Values, *, n_workers: int,
         if key is not None and key not in first:
             first[key] = i
     distinct = np.fromiter(first.values(), np.int64, len(first))
-    budget = int((1 + math.sqrt(1 + 8 * PLAN_SHARE * pairs)) // 2)
+    # distances already measured cost nothing more: all of them serve (and spare the join their calls)
+    budget = int((1 + math.sqrt(1 + 8 * PLAN_SHARE * pairs)) // 2) if source is sample else len(distinct)
     m = min(SAMPLE_MAX, len(distinct), budget)
     rng = np.random.default_rng(seed)
     chosen = np.sort(rng.choice(distinct, size=m, replace=False)) if m < len(distinct) else distinct
@@ -293,13 +298,18 @@ def plan_pivots(space: Space, threshold: Any, sample: Values, *, n_workers: int,
     iu, ju = np.triu_indices(m, 1)
     if source is not sample:
         d = measured.matrix[chosen[iu], chosen[ju]]
-        cost, calls = measured.seconds / max(measured.matrix.size, 1), 0
+        cost, calls = measured.seconds / max(measured.calls, 1), 0
     else:
         start = time.perf_counter()
         d = space.distances(values, iu, values, ju) if len(iu) else np.zeros(0)
         cost, calls = (time.perf_counter() - start) / max(len(iu), 1), len(iu)
     matrix[iu, ju] = d
     matrix[ju, iu] = d
+    if source is not sample:  # two measured records with the same value: their distance too
+        twins = {key: i for i, key in enumerate(keys) if key is not None and first[key] != i}
+        at = {key: c for c, key in enumerate(value_keys(values)) if key in twins}
+        for key, c in at.items():
+            matrix[c, c] = measured.matrix[first[key], twins[key]]
     own_keys = {key: i for i, key in enumerate(value_keys(values)) if key is not None}
     coords = np.where(np.eye(m, dtype=bool), 0.0, matrix)
     pivots, rates = _greedy(coords, t, min(PIVOTS_MAX, m), rng)
@@ -612,14 +622,16 @@ class PivotWorker(RunJoin):
         return MetricPairs.oriented(A, ra[hit], B, rb[hit], d[hit], self.self_join)
 
     def known(self, sa: np.ndarray, sb: np.ndarray, va: np.ndarray, vb: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """Which pair distances are known without a call, and those distances: two different sample
-        values (the plan's matrix), or a record whose value is a pivot and a record with another
-        value (the other record's vector)."""
+        """Which pair distances are known without a call, and those distances: two sample values
+        (the plan's matrix; two records of the same sample value where the triangle check measured
+        two such records), or a record whose value is a pivot and a record with another value (the
+        other record's vector)."""
         plan = self.plan
         d = np.full(len(sa), np.nan)
         differ = sa != sb
-        both = differ & (sa >= 0) & (sb >= 0)
+        both = (sa >= 0) & (sb >= 0)
         d[both] = plan.matrix[sa[both], sb[both]]
+        both &= ~np.isnan(d)  # the same value: known when measured
         pa, pb = plan.pivot_of(sa), plan.pivot_of(sb)
         rows = np.arange(len(sa))
         via_b = differ & ~both & (pb >= 0)

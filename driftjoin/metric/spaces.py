@@ -473,15 +473,41 @@ def get_space(metric: str | Space | Callable[[Any, Any], float], order: TokenOrd
                      "a callable f(a, b) -> float or driftjoin.user_metric(pairwise=...)")
 
 
+#: Sample values on which :func:`check_triangle` calls a per-pair user metric in both orders and
+#: on themselves (the symmetry probe); every other pair of the sample is measured once.
+SYMMETRY_PROBE = 16
+
+
 def check_triangle(space: Space, values: Values, *, slack: float = 1e-9) -> np.ndarray:
     """Refuse a user metric that is not one on a sample: a negative or asymmetric distance, or
     ``d(a, c) > d(a, b) + d(b, c)`` beyond a rounding slack (relative to the largest distance).
     The message names the violating values. About ``n^3`` additions for ``n`` sample values.
-    Returns the sample's distance matrix (a plan may reuse it rather than call the metric again)."""
+    Returns the sample's distance matrix (a plan may reuse it rather than call the metric again).
+
+    A callable ``f(a, b)`` (:class:`CallableSpace`, one call per pair) is called once per pair of
+    the sample, ``n(n-1)/2`` calls, as a double loop would, plus the reverse order and ``d(a, a)`` of
+    the first :data:`SYMMETRY_PROBE` values (symmetry is checked there); a vectorised metric
+    computes the whole matrix in one call and is checked for symmetry on all of it.
+
+    Example::
+
+        >>> space = CallableSpace(lambda a, b: abs(len(a) - len(b)))
+        >>> d = check_triangle(space, space.prepare(["a", "bb", "ccc"]))
+        >>> d.tolist(), space.calls  # 3 pairs, and the probe's 3 reverse orders and 3 diagonals
+        ([[0.0, 1.0, 2.0], [1.0, 0.0, 1.0], [2.0, 1.0, 0.0]], 9)
+    """
     n = _len(values)
     if n == 0:
         return np.zeros((0, 0))
-    d = space.pairwise(values, values)
+    if isinstance(space, CallableSpace):
+        d = np.zeros((n, n))
+        iu, ju = np.triu_indices(n, 1)
+        if len(iu):
+            d[iu, ju] = d[ju, iu] = space.distances(values, iu, values, ju)
+        il, jl = np.tril_indices(min(n, SYMMETRY_PROBE))  # i >= j: the reverse orders and the diagonal
+        d[il, jl] = space.distances(values, il, values, jl)
+    else:
+        d = space.pairwise(values, values)
     tol = slack * max(1.0, float(np.nanmax(np.abs(d))) if d.size else 1.0)
 
     def show(i: int) -> str:

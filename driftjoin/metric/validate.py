@@ -104,9 +104,9 @@ def check_user_metric(space: Space, sample: Sequence[Any]) -> Measured | None:
     if not isinstance(space, (CallableSpace, PairwiseSpace)):
         return None
     valid = space.prepare([v for v, why in zip(sample, reasons(space, sample)) if why is None][:TRIANGLE_SAMPLE])
-    start = time.perf_counter()
+    start, before = time.perf_counter(), space.calls
     matrix = check_triangle(space, valid)
-    return Measured(valid, matrix, time.perf_counter() - start)
+    return Measured(valid, matrix, time.perf_counter() - start, space.calls - before)
 
 
 def reasons(space: Space, values: Sequence[Any]) -> list[str | None]:

@@ -18,7 +18,7 @@ from driftjoin.metric.engine import MetricEngine
 from driftjoin.metric.pivots import PivotStrategy, plan_pivots
 from driftjoin.metric.records import MetricRecords, take_values
 from driftjoin.metric.s3j import S3JStrategy, choose_centroids
-from driftjoin.metric.spaces import CallableSpace, JaccardSpace, user_metric
+from driftjoin.metric.spaces import SYMMETRY_PROBE, CallableSpace, JaccardSpace, user_metric
 from driftjoin.metric.validate import check_user_metric
 from driftjoin.windows import Windowing
 from tests.metric import data
@@ -122,16 +122,18 @@ def test_vectorised_user_metric_equals_oracle(recs, t, p, seed):
        share=st.floats(0.05, 1.0), cuts=st.lists(st.integers(0, 40), max_size=4), measure=st.booleans())
 def test_a_static_self_join_never_calls_the_metric_more_often_than_the_brute_force(vals, pick, p, expected, seed, shake,
                                                                                   share, cuts, measure):
-    """Planning and join together, with the sample drawn from the input (duplicates, empty strings,
-    any cuts into batches): at most n(n-1)/2 calls, and the engine counts every one of them. The
-    triangle check, when the plan reuses its distances, is counted apart (it is not the join's)."""
+    """Planning and join together, with the sample drawn from the input's records (duplicate values,
+    empty strings, any cuts into batches): at most n(n-1)/2 calls, and the engine counts every one
+    of them. With the triangle check before (``measure``), whose distances the plan reuses, check
+    and join together: at most n(n-1)/2 and the check's symmetry probe."""
     space = CallableSpace(levenshtein)
     values = space.prepare(vals)
     n = len(vals)
     t = min(at_a_distance(levenshtein, vals, pick), 3)
-    rows = np.random.default_rng(seed).choice(n, size=max(1, int(share * n)))
+    rows = np.random.default_rng(seed).choice(n, size=max(1, int(share * n)), replace=False)
     strategy = pivot_strategy(space, t, values, rows, True, Windowing.unbounded(), p, expected, seed, shake, measure)
-    checked = len(rows) ** 2 if measure else 0
+    r, s = len(rows), min(len(rows), SYMMETRY_PROBE)
+    checked = r * (r - 1) // 2 + s * (s + 1) // 2 if measure else 0
     planning = space.calls - checked
     assert planning == strategy.plan.summary["planning_calls"] and (planning == 0 or not measure)
     eng = MetricEngine(strategy)
@@ -142,6 +144,7 @@ def test_a_static_self_join_never_calls_the_metric_more_often_than_the_brute_for
     assert got == oracle([(i, 0, v, 0) for i, v in enumerate(vals)], levenshtein, t, True)
     assert eng.calls == space.calls - planning - checked
     assert space.calls - checked <= n * (n - 1) // 2
+    assert space.calls <= n * (n - 1) // 2 + (s * (s + 1) // 2 if measure else 0)
 
 
 def test_plan_uses_pivots_and_cells_when_they_pay_and_the_brute_force_when_not():
