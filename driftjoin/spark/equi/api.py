@@ -49,12 +49,8 @@ from driftjoin.spark.equi.payload import JSON_OPTIONS, PayloadLayout
 from driftjoin.spark.runtime.columns import time_seconds
 from driftjoin.spark.runtime.plan_guard import PLAN_KEY
 from driftjoin.spark.runtime.plan_store import remember
-from driftjoin.spark.runtime.session import (
-    prepare_for_stateful,
-    prepare_session,
-    worker_placement,
-)
-from driftjoin.spark.runtime.static import run_static
+from driftjoin.spark.runtime.session import prepare_session, worker_placement
+from driftjoin.spark.runtime.stages import inputs_streaming, stateful_stage, use_partitions
 
 #: ``routing=``: stateless parallel routers fed by the driver's control plane, or the paper's one dispatcher
 ROUTINGS = ("parallel", "dispatcher")
@@ -169,8 +165,7 @@ def _spec(left: DataFrame, right: DataFrame, *, on: Any, algorithm: str, paralle
           metrics_dir: str | None, output: str, routing: str = "parallel", partitions: Any = None) -> _Spec:
     if not isinstance(left, DataFrame) or not isinstance(right, DataFrame):
         raise TypeError("equi_join(left, right, on=...) needs two DataFrames")
-    if left.isStreaming != right.isStreaming:
-        raise ValueError("left and right must both be streaming or both static")
+    inputs_streaming(left, right)
     if algorithm not in ALGORITHMS:
         raise ValueError(f"algorithm={algorithm!r} is unknown; use one of {sorted(ALGORITHMS)}")
     if routing not in ROUTINGS:
@@ -346,12 +341,8 @@ def equi_join(
                  time_col=time_col, lateness=lateness, prefixes=prefixes, options=options,
                  metrics_dir=metrics_dir, output=output, routing=routing, partitions=partitions)
     plan = spec.plan
-    spark = left.sparkSession
     data = _normalise(left, 0, spec).unionByName(_normalise(right, 1, spec))
-    if data.isStreaming:
-        prepare_for_stateful(spark, plan.spark_partitions)
-    else:
-        spark.conf.set("spark.sql.shuffle.partitions", str(plan.spark_partitions))
+    use_partitions(data, plan.spark_partitions)
     pairs = _dispatched(data, plan) if plan.routing == "dispatcher" else _routed(data, plan)
     return remember(pairs if plan.output == "count" else plan.layout.unpack(pairs), plan)
 
@@ -367,23 +358,17 @@ def _routed(data: DataFrame, plan: EquiPlan) -> DataFrame:
     elif plan.algorithm == "shc" and not data.isStreaming:
         plan = replace(plan, static_table=_static_table(data, plan))
     routed = data.mapInArrow(lambda batches: route_rows(plan, batches), routed_schema(plan.key_type))
-    if data.isStreaming:
-        return routed.groupBy("wkey").transformWithStateInPandas(WorkerProcessor(plan), out_schema, "Append", "None")
-    return routed.groupBy("wkey").applyInPandas(lambda k, pdf: run_static(WorkerProcessor(plan), k, pdf), out_schema)
+    return stateful_stage(routed, "wkey", lambda: WorkerProcessor(plan), out_schema, partitions=plan.spark_partitions)
 
 
 def _dispatched(data: DataFrame, plan: EquiPlan) -> DataFrame:
     """The paper's single dispatcher task, then the ``p`` workers (:mod:`driftjoin.spark.equi.dispatch`)."""
     out_schema = plan.layout.output_schema() if plan.output == "rows" else COUNT_SCHEMA
     data = data.mapInArrow(encode_payloads, encoded_schema(plan.key_type)).withColumn("dkey", F.lit(PLAN_KEY))
-    schema = dispatched_schema(plan.key_type)
-    if data.isStreaming:
-        tasks = data.groupBy("dkey").transformWithStateInPandas(DispatcherProcessor(plan), schema, "Append", "None")
-        return tasks.groupBy("wkey").transformWithStateInPandas(DispatchedWorkerProcessor(plan), out_schema, "Append",
-                                                                "None")
-    tasks = data.groupBy("dkey").applyInPandas(lambda k, pdf: run_static(DispatcherProcessor(plan), k, pdf), schema)
-    return tasks.groupBy("wkey").applyInPandas(lambda k, pdf: run_static(DispatchedWorkerProcessor(plan), k, pdf),
-                                               out_schema)
+    tasks = stateful_stage(data, "dkey", lambda: DispatcherProcessor(plan), dispatched_schema(plan.key_type),
+                           partitions=plan.spark_partitions)
+    return stateful_stage(tasks, "wkey", lambda: DispatchedWorkerProcessor(plan), out_schema,
+                          partitions=plan.spark_partitions)
 
 
 def _static_table(data: DataFrame, plan: EquiPlan) -> RoutingTable:

@@ -84,8 +84,7 @@ from driftjoin.spark.equi.payload import PayloadLayout, decode, encode_rows, pai
 from driftjoin.spark.runtime.decisions import newest, publish
 from driftjoin.spark.runtime.files import filesystem, write_whole
 from driftjoin.spark.runtime.heartbeats import heartbeat_batch
-from driftjoin.spark.runtime.keys import SlotPlan
-from driftjoin.spark.runtime.plan_guard import PLAN_KEY, PlanGuard
+from driftjoin.spark.runtime.plan_guard import PLAN_KEY, OperatorPlan
 from driftjoin.spark.runtime.processor import OperatorProcessor
 from driftjoin.spark.runtime.queries import task_query
 from driftjoin.spark.runtime.state import BlobState, LoggedState
@@ -115,7 +114,7 @@ def key_codec(key_type: str) -> tuple[Callable[[Any], Any], Callable[[Any], Any]
 
 
 @dataclass(frozen=True)
-class EquiPlan(SlotPlan):
+class EquiPlan(OperatorPlan):
     """Everything the operators need, fixed when the query is built (shipped by pickling).
 
     ``key_type``: how the join key travels ("long", "string" or "binary"); ``window``: seconds
@@ -128,6 +127,8 @@ class EquiPlan(SlotPlan):
     build other parts of a plan); ``partitions``: the Spark state partitions the ``parallelism``
     workers are placed on round-robin (None: one per worker; :func:`driftjoin.spark.runtime.keys.slot_keys`).
     """
+
+    operator = "equi_join"
 
     algorithm: str
     parallelism: int
@@ -169,10 +170,7 @@ class EquiPlan(SlotPlan):
 
     def adoptable(self) -> frozenset[str]:
         """Settings a restart may change: ``metrics_dir`` unless it holds SHC's tables and moves."""
-        return frozenset() if self.controlled else frozenset({"metrics_dir"})
-
-    def guard(self, handle: StatefulProcessorHandle) -> PlanGuard:
-        return PlanGuard(handle, "equi_join", self.settings(), self.adoptable(), self.defaults())
+        return frozenset() if self.controlled else self.ADOPTABLE
 
     def new_dispatcher(self) -> Dispatcher:
         """The in-process dispatcher of ``routing="dispatcher"``."""

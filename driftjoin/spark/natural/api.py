@@ -67,9 +67,10 @@ from driftjoin.spark.natural.table import (
 )
 from driftjoin.spark.runtime.columns import common_id_type
 from driftjoin.spark.runtime.connect import master, shares_files
+from driftjoin.spark.runtime.jvm import arrow_schema
 from driftjoin.spark.runtime.plan_store import remember
-from driftjoin.spark.runtime.session import prepare_for_stateful, prepare_session
-from driftjoin.spark.runtime.static import run_static
+from driftjoin.spark.runtime.session import prepare_session
+from driftjoin.spark.runtime.stages import inputs_streaming, stateful_stage
 from driftjoin.spark.runtime.stats import read_stats
 
 # --------------------------------------------------------------------------------------------
@@ -301,8 +302,7 @@ def natural_join(
     >>> [(r.left_id, r.right_id) for r in natural_join(docs, window=100, partitions=2).collect()]
     [(1, 2)]
     """
-    if other is not None and other.isStreaming != docs.isStreaming:
-        raise ValueError("docs and other must both be streaming or both static")
+    streaming = inputs_streaming(docs, other, ("docs", "other"))
     if slide is not None or within is not None:
         raise ValueError("natural_join joins per tumbling window (window= a duration, a document count or TimeWindow): "
                          "slide= (sliding windows) and within= (an interval join) are not offered; drop them, or join "
@@ -320,7 +320,6 @@ def natural_join(
     data = inputs[0] if len(inputs) == 1 else inputs[0].unionByName(inputs[1])
     parsed_schema, routed_schema, keyed_schema, pair_schema = _schemas(plan, id_type)
     spark = docs.sparkSession
-    streaming = data.isStreaming
     if routing == "parallel" and not streaming and fit_docs is None:
         drawn = data.mapInArrow(lambda it: sample_rows(plan, it), keyed_schema).orderBy("seq").limit(plan.sample_size)
         fit_docs = [Document(r.seq, json.loads(r.avps)) for r in drawn.collect()]
@@ -328,36 +327,24 @@ def natural_join(
         fitted = plan.new_partitioner()
         fitted.fit(fit_docs)
         plan = NaturalPlan(**{**plan.__dict__, "initial": pickle.dumps(fitted, protocol=pickle.HIGHEST_PROTOCOL)})
+    final = not streaming  # a static input is one batch: every window closes at its end
     if routing == "assigner":
         parsed = data.mapInArrow(lambda it: parse_batches(plan, it), parsed_schema)
+        routed = stateful_stage(parsed, "akey", lambda: AssignerProcessor(plan, id_is_str, final=final), routed_schema,
+                                partitions=plan.partitions)
+    else:
         if streaming:
-            prepare_for_stateful(spark, plan.partitions)
-            routed = parsed.groupBy("akey").transformWithStateInPandas(
-                AssignerProcessor(plan, id_is_str), routed_schema, "Append", "None")
-            return _output(routed.groupBy("jkey").transformWithStateInPandas(
-                JoinerProcessor(plan, id_is_str), pair_schema, "Append", "None"), plan)
-        spark.conf.set("spark.sql.shuffle.partitions", str(plan.partitions))
-        routed = parsed.groupBy("akey").applyInPandas(
-            lambda k, pdf: run_static(AssignerProcessor(plan, id_is_str, final=True), k, pdf), routed_schema)
-        return _output(routed.groupBy("jkey").applyInPandas(
-            lambda k, pdf: run_static(JoinerProcessor(plan, id_is_str, final=True), k, pdf), pair_schema), plan)
-    arrow_schema = pa.schema([pa.field(f.name, _ARROW[type(f.dataType)]) for f in routed_schema.fields])
-    if streaming:
-        from driftjoin.spark.natural.control import (
-            NaturalPartitionController,
-            attach_natural,
-        )
+            from driftjoin.spark.natural.control import (
+                NaturalPartitionController,
+                attach_natural,
+            )
 
-        plan = NaturalPlan(**{**plan.__dict__, "control": _control_dir(spark, metrics_dir)})
-        prepare_for_stateful(spark, plan.partitions)
-        attach_natural(spark, NaturalPartitionController(plan))
-        routed = data.mapInArrow(lambda it: route_documents(plan, id_is_str, arrow_schema, it), routed_schema)
-        return _output(routed.groupBy("jkey").transformWithStateInPandas(
-            JoinerProcessor(plan, id_is_str), pair_schema, "Append", "None"), plan)
-    spark.conf.set("spark.sql.shuffle.partitions", str(plan.partitions))
-    routed = data.mapInArrow(lambda it: route_documents(plan, id_is_str, arrow_schema, it), routed_schema)
-    return _output(routed.groupBy("jkey").applyInPandas(
-        lambda k, pdf: run_static(JoinerProcessor(plan, id_is_str, final=True), k, pdf), pair_schema), plan)
+            plan = NaturalPlan(**{**plan.__dict__, "control": _control_dir(spark, metrics_dir)})
+            attach_natural(spark, NaturalPartitionController(plan))
+        routed_arrow = arrow_schema(routed_schema)
+        routed = data.mapInArrow(lambda it: route_documents(plan, id_is_str, routed_arrow, it), routed_schema)
+    return _output(stateful_stage(routed, "jkey", lambda: JoinerProcessor(plan, id_is_str, final=final), pair_schema,
+                                  partitions=plan.partitions), plan)
 
 
 def _output(pairs: DataFrame, plan: NaturalPlan) -> DataFrame:
@@ -369,10 +356,6 @@ def _output(pairs: DataFrame, plan: NaturalPlan) -> DataFrame:
         end = F.timestamp_micros((F.col("window") + 1) * F.lit(us)).alias("window_end")
         pairs = pairs.select("left_id", "right_id", "window", start, end, *(["merged"] if plan.merged else []))
     return remember(pairs, plan)
-
-
-_ARROW = {T.IntegerType: pa.int32(), T.ByteType: pa.int8(), T.LongType: pa.int64(), T.StringType: pa.string(),
-          T.DoubleType: pa.float64()}
 
 
 def invalid_documents(

@@ -16,15 +16,13 @@ from typing import Any, Iterator
 import numpy as np
 import pandas as pd
 import pyarrow as pa
-from pyspark.sql.streaming.stateful_processor import StatefulProcessorHandle
 
 from driftjoin.durations import parse_duration
 from driftjoin.schemafree.document import flatten
 from driftjoin.schemafree.partitioner import PARTITIONER_NAMES, Partitioner
 from driftjoin.schemafree.window import CountWindow, TimeWindow
 from driftjoin.spark.runtime.heartbeats import heartbeat_batch
-from driftjoin.spark.runtime.keys import SlotPlan
-from driftjoin.spark.runtime.plan_guard import PlanGuard
+from driftjoin.spark.runtime.plan_guard import OperatorPlan
 from driftjoin.spark.runtime.settings import choice, integer, number
 
 LOCAL_JOINS = ("fptree", "hash", "nested")
@@ -35,15 +33,11 @@ ROUTINGS = ("parallel", "assigner")
 BEAT, DOC = 0, 1
 #: Version of the state; a checkpoint written by another version is refused.
 STATE_FORMAT = 3
-#: Settings a restarted query may change: where statistics and decisions go (a new directory
-#: only costs broadcasting the windows that are open across the restart), and the local join
-#: (each joiner rebuilds it from its stored documents, and every local join is exact).
-ADOPTABLE = frozenset({"metrics_dir", "local_join"})
 ASSIGNER_OP, JOINER_OP = "natural_assigner", "natural_joiner"
 
 
 @dataclass(frozen=True)
-class NaturalPlan(SlotPlan):
+class NaturalPlan(OperatorPlan):
     """Everything the operators need, fixed when the query is built (shipped by pickling).
 
     ``window_kind`` is ``"count"`` (``size`` documents), ``"time"`` (``length`` seconds of
@@ -53,6 +47,12 @@ class NaturalPlan(SlotPlan):
     one decision travels with the plan) and the joiners write their statistics to;
     ``lineage`` names this run's decisions (a new one each time the query is built).
     """
+
+    operator = "natural_join"
+    #: settings a restarted query may change: where statistics and decisions go (a new directory
+    #: only costs broadcasting the windows that are open across the restart), and the local join
+    #: (each joiner rebuilds it from its stored documents, and every local join is exact)
+    ADOPTABLE = frozenset({"metrics_dir", "local_join"})
 
     partitions: int
     partitioner: str
@@ -97,9 +97,6 @@ class NaturalPlan(SlotPlan):
                 "merged": self.merged, "sample_size": self.sample_size, "seed": self.seed,
                 "require_time": self.require_time, "routing": self.routing, "metrics_dir": self.metrics_dir}
         # ``initial`` seeds a new query only; ``control`` and ``lineage`` belong to one run
-
-    def guard(self, handle: StatefulProcessorHandle) -> PlanGuard:
-        return PlanGuard(handle, "natural_join", self.settings(), ADOPTABLE)
 
     def new_partitioner(self) -> Partitioner:
         return Partitioner(self.partitions, self.partitioner, delta=self.delta, theta=self.theta,  # type: ignore[arg-type]

@@ -45,6 +45,6 @@ def preload() -> None:
 
 if __name__ == "__main__":
     preload()
-    from pyspark.daemon import manager
+    from driftjoin.spark.runtime.jvm import serve_python_workers
 
-    manager()
+    serve_python_workers()

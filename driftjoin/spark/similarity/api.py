@@ -9,18 +9,14 @@ import numpy as np
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
-from pyspark.sql.pandas.types import to_arrow_schema
 
 from driftjoin.distance import check_threshold, get_metric
 from driftjoin.s3j.space import random_centroids
 from driftjoin.spark.runtime.columns import check_time_column, common_id_type
 from driftjoin.spark.runtime.plan_store import remember
-from driftjoin.spark.runtime.session import (
-    prepare_for_stateful,
-    prepare_session,
-    worker_placement,
-)
-from driftjoin.spark.runtime.static import static_arrow_udf
+from driftjoin.spark.runtime.jvm import arrow_schema
+from driftjoin.spark.runtime.session import prepare_session, worker_placement
+from driftjoin.spark.runtime.stages import inputs_streaming, stateful_stage
 from driftjoin.spark.similarity.choice import grid_plan
 from driftjoin.spark.similarity.grid import grid_pairs
 from driftjoin.spark.similarity.inputs import (
@@ -276,8 +272,7 @@ def similarity_join(
     vector_col = column
     metrics_dir = prepare_session(left.sparkSession, metrics_dir,
                                   need_metrics=balance != "none" and left.isStreaming and algorithm in ("s3j", "auto"))
-    if right is not None and right.isStreaming != left.isStreaming:
-        raise ValueError("left and right must both be streaming or both static")
+    inputs_streaming(left, right)
     for df in (left, right):
         for name, what in ((ingest_col, "ingest_col"), (time_col, "time_col")):
             if df is not None and name is not None:
@@ -338,28 +333,18 @@ def similarity_join(
     if grid is not None:  # one row per pair (checked above)
         return remember(_pair_columns(grid_pairs(data, grid, id_type=id_type, pair_schema=pair_schema), plan, output), grid)
     if plan.algorithm == "s3j":
-        routed_arrow = to_arrow_schema(routed_schema)
+        routed_arrow = arrow_schema(routed_schema)
         routed = data.mapInArrow(lambda it: route_batches(plan, it, routed_arrow), routed_schema)
-    else:
-        member_arrow = to_arrow_schema(members_schema)
-        members = data.mapInArrow(lambda it: route_members(plan, it, member_arrow), members_schema)
-    if data.isStreaming:
-        prepare_for_stateful(left.sparkSession, plan.partitions)
         if plan.fused:
-            return remember(_pair_columns(routed.groupBy("key").transformWithStateInPandas(
-                FusedProcessor(plan), pair_schema, "Append", "None"), plan, output), plan)
-        if plan.algorithm == "s3j":
-            members = routed.groupBy("key").transformWithStateInPandas(
-                FormulationProcessor(plan), members_schema, "Append", "None")
-        return remember(_pair_columns(members.groupBy("wkey").transformWithStateInPandas(
-            ComputationProcessor(plan), pair_schema, "Append", "None"), plan, output), plan)
-    left.sparkSession.conf.set("spark.sql.shuffle.partitions", str(plan.partitions))
-    pair_arrow = to_arrow_schema(pair_schema)
-    if plan.fused:
-        return _pair_columns(routed.groupBy("key").applyInArrow(
-            static_arrow_udf(lambda: FusedProcessor(plan), pair_arrow), pair_schema), plan, output)
-    return _pair_columns(members.groupBy("wkey").applyInArrow(
-        static_arrow_udf(lambda: ComputationProcessor(plan), pair_arrow), pair_schema), plan, output)
+            pairs = stateful_stage(routed, "key", lambda: FusedProcessor(plan), pair_schema, partitions=plan.partitions)
+            return remember(_pair_columns(pairs, plan, output), plan)
+        members = stateful_stage(routed, "key", lambda: FormulationProcessor(plan), members_schema,
+                                 partitions=plan.partitions)
+    else:
+        member_arrow = arrow_schema(members_schema)
+        members = data.mapInArrow(lambda it: route_members(plan, it, member_arrow), members_schema)
+    pairs = stateful_stage(members, "wkey", lambda: ComputationProcessor(plan), pair_schema, partitions=plan.partitions)
+    return remember(_pair_columns(pairs, plan, output), plan)
 
 
 def _column(value_col: str | None, vector_col: str) -> str:

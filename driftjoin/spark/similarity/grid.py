@@ -54,14 +54,14 @@ from driftjoin.spark.runtime.heartbeats import (
     heartbeat_batch,
     split_heartbeats,
 )
-from driftjoin.spark.runtime.keys import SlotPlan
-from driftjoin.spark.runtime.plan_guard import PLAN_KEY, PlanGuard
+from driftjoin.spark.runtime.plan_guard import PLAN_KEY, OperatorPlan
+from driftjoin.spark.runtime.jvm import arrow_schema
 from driftjoin.spark.runtime.processor import OperatorProcessor
-from driftjoin.spark.runtime.state import BlobState, ChunkedState, Chunks, Meta
+from driftjoin.spark.runtime.stages import stateful_stage
+from driftjoin.spark.runtime.state import ChunkedState, Chunks, Meta
 from driftjoin.spark.runtime.stats import latency_histogram, write_stats
 from driftjoin.spark.runtime.vectors import from_binary, to_binary
 from driftjoin.spark.similarity.plan import (
-    ADOPTABLE,
     classify,
     first_copies,
     late_records,
@@ -73,8 +73,10 @@ from driftjoin.windows import Windowing
 
 
 @dataclass(frozen=True)
-class GridPlan(SlotPlan):
+class GridPlan(OperatorPlan):
     """Everything the grid operators need, fixed when the query is built (shipped by pickling)."""
+
+    operator = "similarity_join"
 
     metric: str
     threshold: float
@@ -102,9 +104,6 @@ class GridPlan(SlotPlan):
                 "grid": list(layout_fingerprint(self.layout)), "float32": self.float32, "self_join": self.self_join,
                 **self.windows.settings(), "time_basis": self.time_basis, "lateness": self.lateness,
                 "metrics_dir": self.metrics_dir}
-
-    def guard(self, handle: StatefulProcessorHandle) -> PlanGuard:
-        return PlanGuard(handle, "similarity_join", self.settings(), ADOPTABLE)
 
     @property
     def dtype(self) -> np.dtype:
@@ -143,7 +142,7 @@ class GridProcessor(OperatorProcessor):
 
     def open(self, handle: StatefulProcessorHandle) -> None:
         self.state = ChunkedState(handle, "grid_worker")
-        self.legacy = BlobState(handle, "grid")
+        self.keep_old_states(handle, "grid")
 
     def _new(self, worker: int) -> tuple[GridWorker, WindowClock]:
         plan = self.plan
@@ -175,9 +174,7 @@ class GridProcessor(OperatorProcessor):
         worker = plan.slot_of(key)
         loaded = self.state.load(key, lambda meta, chunks, stale: self._rebuild(worker, meta, chunks, stale),
                                  lambda: self._new(worker))
-        if loaded.source == "new" and self.legacy.value.exists():
-            raise ValueError("this checkpoint holds grid state of an older driftjoin; start the query from a new "
-                             "checkpoint location")
+        self.refuse_old_state(loaded.source == "new")
         core, clock = loaded.value
         seq = loaded.seq
         first = clock.first_open()
@@ -247,24 +244,15 @@ def _stats(plan: GridPlan, worker: int, seq: int, emit: float, core: GridWorker,
 def grid_pairs(data: Any, plan: GridPlan, *, id_type: Any, pair_schema: Any) -> Any:
     """The raw pair DataFrame of the grid join (the columns of the S3J computation operator)."""
     from pyspark.sql import types as T
-    from pyspark.sql.pandas.types import to_arrow_schema
-
-    from driftjoin.spark.runtime.session import prepare_for_stateful
-    from driftjoin.spark.runtime.static import static_arrow_udf
 
     routed_schema = T.StructType([
         T.StructField("wkey", T.IntegerType()), T.StructField("bucket", T.IntegerType()), T.StructField("side", T.ByteType()),
         T.StructField("id", id_type), T.StructField("vec", T.BinaryType()), T.StructField("ingest", T.DoubleType()),
         T.StructField("window", T.LongType()), T.StructField("time", T.LongType()), T.StructField("ghost", T.BooleanType()),
     ])
-    routed_arrow = to_arrow_schema(routed_schema)
+    routed_arrow = arrow_schema(routed_schema)
     routed = data.mapInArrow(lambda it: route_grid(plan, it, routed_arrow), routed_schema)
-    spark = data.sparkSession
-    if data.isStreaming:
-        prepare_for_stateful(spark, plan.partitions or plan.parallelism)
-        return routed.groupBy("wkey").transformWithStateInPandas(GridProcessor(plan), pair_schema, "Append", "None")
-    spark.conf.set("spark.sql.shuffle.partitions", str(plan.partitions or plan.parallelism))
-    return routed.groupBy("wkey").applyInArrow(
-        static_arrow_udf(lambda: GridProcessor(plan), to_arrow_schema(pair_schema)), pair_schema)
+    return stateful_stage(routed, "wkey", lambda: GridProcessor(plan), pair_schema,
+                          partitions=plan.partitions or plan.parallelism)
 
 

@@ -66,12 +66,11 @@ from driftjoin.metric.store import Run
 from driftjoin.metric.validate import reasons
 from driftjoin.s3j.compute import Pairs
 from driftjoin.spark.runtime.heartbeats import HEARTBEAT, heartbeat_batch, split_heartbeats
-from driftjoin.spark.runtime.keys import SlotPlan
-from driftjoin.spark.runtime.plan_guard import PLAN_KEY, PlanGuard
+from driftjoin.spark.runtime.plan_guard import PLAN_KEY, OperatorPlan
 from driftjoin.spark.runtime.processor import OperatorProcessor
 from driftjoin.spark.runtime.state import ChunkedState, Chunks, Meta, dumps
 from driftjoin.spark.runtime.stats import latency_histogram, write_stats
-from driftjoin.spark.similarity.plan import ADOPTABLE, pair_frames, window_clock
+from driftjoin.spark.similarity.plan import pair_frames, window_clock
 from driftjoin.windows import Windowing
 
 #: Chunk groups of S3J's centroids and outer buffer (windows are the other groups; no window
@@ -87,8 +86,10 @@ def _fingerprint(value: Any) -> str:
 
 
 @dataclass(frozen=True)
-class MetricPlan(SlotPlan):
+class MetricPlan(OperatorPlan):
     """Everything the metric operators need, fixed when the query is built (shipped by pickling)."""
+
+    operator = "similarity_join"
 
     strategy: Strategy
     space: Space
@@ -123,9 +124,6 @@ class MetricPlan(SlotPlan):
                 "token_order": None if order is None else f"{len(order)}:{_fingerprint(order)}",
                 "self_join": self.self_join, **self.windows.settings(), "time_basis": self.time_basis,
                 "lateness": self.lateness, "metrics_dir": self.metrics_dir}
-
-    def guard(self, handle: StatefulProcessorHandle) -> PlanGuard:
-        return PlanGuard(handle, "similarity_join", self.settings(), ADOPTABLE)
 
 
 def python_values(kind: str, values: list[Any]) -> list[Any]:

@@ -25,7 +25,6 @@ from typing import Any
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
-from pyspark.sql.pandas.types import to_arrow_schema
 
 from driftjoin.distance import METRICS
 import numpy as np
@@ -37,8 +36,9 @@ from driftjoin.metric.tokens import TokenOrder
 from driftjoin.metric.validate import check_settings, check_user_metric
 from driftjoin.spark.runtime.columns import check_time_column, common_id_type
 from driftjoin.spark.runtime.queries import AUTO
-from driftjoin.spark.runtime.session import prepare_for_stateful, worker_placement
-from driftjoin.spark.runtime.static import static_arrow_udf
+from driftjoin.spark.runtime.jvm import arrow_schema
+from driftjoin.spark.runtime.session import worker_placement
+from driftjoin.spark.runtime.stages import inputs_streaming, stateful_stage
 from driftjoin.spark.similarity.choice import write_choice
 from driftjoin.spark.similarity.inputs import join_windows, normalise, vector_column
 from driftjoin.spark.similarity.metric import (
@@ -182,8 +182,7 @@ def metric_pairs(left: DataFrame, right: DataFrame | None, *, threshold: Any, me
     if output not in ("pairs", "pairs-lean"):
         raise ValueError(f"output={output!r} is not available for a metric join (it emits one row per pair): "
                          "use output='pairs' or 'pairs-lean'")
-    if right is not None and right.isStreaming != left.isStreaming:
-        raise ValueError("left and right must both be streaming or both static")
+    inputs_streaming(left, right)
     for df in (left, right):
         for name, what in ((ingest_col, "ingest_col"), (time_col, "time_col")):
             if df is not None and name is not None:
@@ -248,15 +247,10 @@ def metric_pairs(left: DataFrame, right: DataFrame | None, *, threshold: Any, me
             T.StructField("ingest_us", T.LongType()), T.StructField("emit_us", T.LongType()),
             T.StructField("worker", T.IntegerType()), T.StructField("workset", T.LongType())]),
     ])
-    routed_arrow = to_arrow_schema(routed_schema)
+    routed_arrow = arrow_schema(routed_schema)
     routed = data.mapInArrow(lambda it: route_metric(plan, it, routed_arrow), routed_schema)
-    n_partitions = plan.partitions or plan.parallelism
-    if data.isStreaming:
-        prepare_for_stateful(spark, n_partitions)
-        return routed.groupBy("key").transformWithStateInPandas(MetricProcessor(plan), pair_schema, "Append", "None"), plan
-    spark.conf.set("spark.sql.shuffle.partitions", str(n_partitions))
-    return routed.groupBy("key").applyInArrow(
-        static_arrow_udf(lambda: MetricProcessor(plan), to_arrow_schema(pair_schema)), pair_schema), plan
+    return stateful_stage(routed, "key", lambda: MetricProcessor(plan), pair_schema,
+                          partitions=plan.partitions or plan.parallelism), plan
 
 
 def _resolve(algorithm: str, space: Space, threshold: float, prepared: Any, parallelism: int, rows: int | None,

@@ -18,13 +18,11 @@ import numpy as np
 import pandas as pd
 import pyarrow as pa
 from pyspark.sql import types as T
-from pyspark.sql.streaming.stateful_processor import StatefulProcessorHandle
 
 from driftjoin.clock import WindowClock, tick_of, ticks
 from driftjoin.distance import get_metric
 from driftjoin.s3j.records import Records, expand
-from driftjoin.spark.runtime.keys import SlotPlan
-from driftjoin.spark.runtime.plan_guard import PlanGuard, digest
+from driftjoin.spark.runtime.plan_guard import OperatorPlan, digest
 from driftjoin.spark.runtime.vectors import validate
 from driftjoin.windows import INTERVAL, UNBOUNDED, Windowing
 
@@ -47,13 +45,11 @@ TRANSPORTS = ("flat", "grouped", "lean")
 STATE_FORMAT = 4
 
 
-#: Plan settings a restarted query may change (they do not touch state).
-ADOPTABLE = frozenset({"metrics_dir"})
-
-
 @dataclass(frozen=True)
-class S3JPlan(SlotPlan):
+class S3JPlan(OperatorPlan):
     """Everything the operators need, fixed when the query is built (shipped by pickling)."""
+
+    operator = "similarity_join"
 
     metric: str
     threshold: float
@@ -90,9 +86,6 @@ class S3JPlan(SlotPlan):
                 "stages": 1 if self.fused else 2, "transport": self.transport, "centroids": digest(self.centroids),
                 "self_join": self.self_join, **self.windows.settings(), "time_basis": self.time_basis,
                 "lateness": self.lateness, "metrics_dir": self.metrics_dir}
-
-    def guard(self, handle: StatefulProcessorHandle) -> PlanGuard:
-        return PlanGuard(handle, "similarity_join", self.settings(), ADOPTABLE)
 
 
 def window_clock(plan: Any) -> WindowClock:

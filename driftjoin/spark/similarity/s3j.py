@@ -38,11 +38,9 @@ import numpy as np
 import pandas as pd
 import pyarrow as pa
 from pyspark.sql import types as T
-from pyspark.sql.pandas.types import to_arrow_schema
 from pyspark.sql.streaming.stateful_processor import (
     StatefulProcessorHandle,
 )
-from pyspark.sql.types import BinaryType, StructField, StructType
 
 from driftjoin.clock import WindowClock, batch_max, tick_of
 from driftjoin.distance import get_metric
@@ -67,13 +65,13 @@ from driftjoin.spark.runtime.heartbeats import (
     split_heartbeats,
 )
 from driftjoin.spark.runtime.plan_guard import PLAN_KEY
+from driftjoin.spark.runtime.jvm import arrow_schema
 from driftjoin.spark.runtime.processor import OperatorProcessor
 from driftjoin.spark.runtime.state import ChunkedState, Chunks, Loaded, Meta
 from driftjoin.spark.runtime.stats import latency_histogram, write_stats
 from driftjoin.spark.runtime.vectors import binary_rows, from_binary, to_binary
 from driftjoin.spark.similarity.assignment import read_assignment
 from driftjoin.spark.similarity.plan import (
-    STATE_FORMAT,
     S3JPlan,
     classify,
     first_copies,
@@ -84,7 +82,6 @@ from driftjoin.spark.similarity.plan import (
     window_copies,
 )
 
-_BLOB = StructType([StructField("blob", BinaryType(), False)])
 #: Left records per output DataFrame of the grouped transport.
 GROUPED_CHUNK = 20_000
 #: Workset memberships per output DataFrame of the formulation (with a 128-D vector each, ~100 MB).
@@ -189,13 +186,6 @@ def _records(pdf: pd.DataFrame, dim: int) -> Records:
         time=pdf["time"].to_numpy(dtype=np.int64),
         ghost=pdf["ghost"].to_numpy(dtype=bool),
     )
-
-
-def _legacy_refusal() -> RuntimeError:
-    return RuntimeError(
-        f"this checkpoint holds similarity_join state written by an older driftjoin (one value per key); "
-        f"driftjoin {__import__('driftjoin').__version__} keeps it in chunks (format {STATE_FORMAT}): restart "
-        "the query with a new checkpoint location (or run the driftjoin version that wrote it)")
 
 
 #: Chunk group of the workset centroids (windows are the other groups; centroids never expire).
@@ -414,8 +404,7 @@ class _S3JProcessor(OperatorProcessor):
 
     def open(self, handle: StatefulProcessorHandle) -> None:
         self.states = {name: ChunkedState(handle, name) for name in self.parts}
-        # state of driftjoin releases before the chunked layout (one value per key)
-        self.legacy = [handle.getValueState(name, _BLOB) for name in ("formulation", "worker")]
+        self.keep_old_states(handle, "formulation", "worker")
 
     def batch(self, key: Any, pdf: pd.DataFrame) -> Iterator[pd.DataFrame]:
         clock = time.perf_counter
@@ -423,8 +412,7 @@ class _S3JProcessor(OperatorProcessor):
         pdf, top = split_heartbeats(pdf)
         slot = self.plan.slot_of(key)
         loaded = {name: self.states[name].load(key, *self._builders(name, slot)) for name in self.parts}
-        if any(part.meta.token is None for part in loaded.values()) and any(v.exists() for v in self.legacy):
-            raise _legacy_refusal()
+        self.refuse_old_state(any(part.meta.token is None for part in loaded.values()))
         seq = next(iter(loaded.values())).seq
         t1 = clock()
         frames, stats = self.process(slot, pdf, top, loaded, seq)
@@ -490,7 +478,7 @@ class FormulationProcessor(_S3JProcessor):
         part = loaded["formulation"]
         rec, routed, stats = part.value.run(pdf, top, seq, part.chunks)
         id_type = T.StringType() if pdf["id"].dtype == object else T.LongType()
-        beat = heartbeat_frame(to_arrow_schema(member_schema(id_type)), self.plan.keys, {"side": HEARTBEAT, "ingest": top})
+        beat = heartbeat_frame(arrow_schema(member_schema(id_type)), self.plan.keys, {"side": HEARTBEAT, "ingest": top})
         return itertools.chain(_member_frames(self.plan, rec, routed), [beat]), {"formulation": _reported(stats)}
 
 

@@ -30,8 +30,8 @@ from pyspark.sql import types as T
 from driftjoin.durations import parse_duration
 from driftjoin.spark.runtime.columns import common_id_type, time_seconds
 from driftjoin.spark.runtime.plan_store import remember
-from driftjoin.spark.runtime.session import prepare_for_stateful, prepare_session
-from driftjoin.spark.runtime.static import run_static
+from driftjoin.spark.runtime.session import prepare_session
+from driftjoin.spark.runtime.stages import inputs_streaming, stateful_stage
 from driftjoin.spark.topk.operators import (
     MergeProcessor,
     SwoopProcessor,
@@ -136,8 +136,7 @@ def topk_set_join(
     [('enter', 2, 1)]
     """
     TopKSettings.check({n: v for n, v in locals().items() if n not in ("left", "right")})
-    if right is not None and right.isStreaming != left.isStreaming:
-        raise ValueError("left and right must both be streaming or both static")
+    inputs_streaming(left, right)
     prepare_session(left.sparkSession, metrics_dir)
     if share_bound:
         if not left.isStreaming:
@@ -162,11 +161,7 @@ def topk_set_join(
                                T.StructField("change_time", T.LongType()), T.StructField("seq", T.LongType())])
     sets = data.mapInArrow(valid_sets, set_schema)
     if parallelism == 1:
-        if data.isStreaming:
-            prepare_for_stateful(left.sparkSession, 1)
-            raw = sets.groupBy("key").transformWithStateInPandas(SwoopProcessor(plan), out_schema, "Append", "None")
-        else:
-            raw = sets.groupBy("key").applyInPandas(lambda key, pdf: run_static(SwoopProcessor(plan), key, pdf), out_schema)
+        raw = stateful_stage(sets, "key", lambda: SwoopProcessor(plan), out_schema, partitions=1)
         return remember(raw.withColumn("change_time", F.timestamp_micros("change_time")), plan)
     routed_schema = T.StructType([*set_schema.fields, T.StructField("owner", T.IntegerType())])
     worker_schema = T.StructType([
@@ -175,15 +170,8 @@ def topk_set_join(
         T.StructField("end", T.DoubleType()), T.StructField("i", T.LongType()), T.StructField("j", T.LongType()),
         T.StructField("left_id", id_type), T.StructField("right_id", id_type)])
     routed = sets.mapInArrow(lambda batches: route_sets(plan, batches), routed_schema)
-    if data.isStreaming:
-        prepare_for_stateful(left.sparkSession, parallelism)
-        changes = routed.groupBy("key").transformWithStateInPandas(WorkerProcessor(plan), worker_schema, "Append", "None")
-        raw = changes.groupBy("mkey").transformWithStateInPandas(MergeProcessor(plan), out_schema, "Append", "None")
-    else:
-        changes = routed.groupBy("key").applyInPandas(
-            lambda key, pdf: run_static(WorkerProcessor(plan), key, pdf), worker_schema)
-        raw = changes.groupBy("mkey").applyInPandas(
-            lambda key, pdf: run_static(MergeProcessor(plan), key, pdf), out_schema)
+    changes = stateful_stage(routed, "key", lambda: WorkerProcessor(plan), worker_schema, partitions=parallelism)
+    raw = stateful_stage(changes, "mkey", lambda: MergeProcessor(plan), out_schema, partitions=parallelism)
     return remember(raw.withColumn("change_time", F.timestamp_micros("change_time")), plan)
 
 
