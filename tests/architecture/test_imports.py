@@ -4,7 +4,8 @@
 - nothing under ``driftjoin.spark.runtime`` or ``driftjoin.spark.sources`` imports an operator package
   or the applications;
 - no core (``s3j, grid, swoop, schemafree, hypercube, checkpointing, generators, distance, clock,
-  durations, blockjoin, metric, windows``) imports ``pyspark`` or ``driftjoin.spark``, nor the applications;
+  durations, blockjoin, metric, metric_names, windows``) imports ``pyspark`` or ``driftjoin.spark``, nor the
+  applications;
 - ``driftjoin.control`` does not import an operator package; nothing but ``driftjoin.app`` imports
   ``driftjoin.app``;
 - no module imports a private name (``_x``) of another module;
@@ -36,7 +37,7 @@ PRIVATE_ATTRIBUTES = {"_gateway", "_ensure_initialized", "_execute_streaming_que
                       "_parse_datatype_json_string", "_sc"}
 OPERATORS = ("similarity", "topk", "natural", "equi")
 CORES = ("s3j", "grid", "swoop", "schemafree", "hypercube", "checkpointing", "generators", "distance", "clock",
-         "durations", "blockjoin", "metric", "windows")
+         "durations", "blockjoin", "metric", "metric_names", "windows")
 
 
 def _module_name(path: Path) -> str:

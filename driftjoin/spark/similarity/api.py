@@ -129,7 +129,8 @@ def similarity_join(
     ``"angular"`` (default),        ``array<double>``, ``array<float>``,  a distance (angular: radians
     ``"cosine"``, ``"euclidean"``,  MLlib ``Vector``                      / pi, in [0, 1])
     ``"manhattan"``, ``"chebyshev"``
-    ``"levenshtein"``               ``string``                            whole edits (0, 1, 2, ...)
+    ``"levenshtein"`` (or           ``string``                            whole edits (0, 1, 2, ...)
+    ``"edit"``, ``"edit_distance"``)
     ``"jaccard"``                   ``array<string>``, ``array<int>``,    in [0, 1): ``1 - |A & B| /
                                     ``array<long>`` (a set of tokens)     |A | B|``
     a callable ``f(a, b)``,         any of the above (values as Python    the user's distance
@@ -171,9 +172,11 @@ def similarity_join(
         The largest distance of a joined pair (``choose_threshold`` picks one for a selectivity).
     metric:
         ``"angular"`` (angle / pi, in [0, 1]), ``"cosine"`` (1 - cos), ``"euclidean"``,
-        ``"manhattan"`` or ``"chebyshev"`` on vectors; ``"levenshtein"`` on strings,
-        ``"jaccard"`` on token sets; a callable ``f(a, b) -> float`` or
-        :func:`driftjoin.user_metric` on any of them (the table above).
+        ``"manhattan"`` or ``"chebyshev"`` on vectors; ``"levenshtein"`` (also ``"edit"``,
+        ``"edit_distance"``) on strings, ``"jaccard"`` on token sets; a callable ``f(a, b) ->
+        float`` or :func:`driftjoin.user_metric` on any of them (the table above). The names are
+        those of :mod:`driftjoin.metric_names`; a name it does not know is refused with every
+        name listed and the closest one suggested.
     id_col, vector_col, value_col:
         The columns: an integer or string id; the compared values (``value_col``;
         ``vector_col`` is its older name for vectors): ``array<double>``, ``array<float>`` or an

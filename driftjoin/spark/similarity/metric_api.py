@@ -26,7 +26,6 @@ from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
-from driftjoin.distance import METRICS
 import numpy as np
 
 from driftjoin.metric.choose import build_strategy, choose, strategies_for
@@ -34,6 +33,7 @@ from driftjoin.metric.records import take_values
 from driftjoin.metric.spaces import JaccardSpace, Space
 from driftjoin.metric.tokens import TokenOrder
 from driftjoin.metric.validate import check_settings, check_user_metric
+from driftjoin.metric_names import SET, VECTOR, kind_of
 from driftjoin.spark.runtime.columns import check_time_column, common_id_type
 from driftjoin.spark.runtime.queries import AUTO
 from driftjoin.spark.runtime.jvm import arrow_schema
@@ -69,10 +69,6 @@ def _is_default(value: Any, default: Any) -> bool:
     return value is default or (isinstance(value, (str, int, float, tuple)) and value == default)
 
 
-def _metric_key(metric: Any) -> str | None:
-    return metric.strip().lower() if isinstance(metric, str) else None
-
-
 def value_kind(dtype: T.DataType, metric: Any) -> str:
     """What a column of type ``dtype`` holds for ``metric``: ``"string"``, ``"set"`` (an array of
     strings, or of integers under Jaccard), ``"vector"`` (an array of numbers, an MLlib Vector) or
@@ -85,7 +81,7 @@ def value_kind(dtype: T.DataType, metric: Any) -> str:
         element = dtype.elementType
         if isinstance(element, T.StringType):
             return "set"
-        if isinstance(element, T.IntegralType) and _metric_key(metric) == "jaccard":
+        if isinstance(element, T.IntegralType) and kind_of(metric) == SET:
             return "set"
         if isinstance(element, T.NumericType):
             return "vector"
@@ -94,8 +90,7 @@ def value_kind(dtype: T.DataType, metric: Any) -> str:
 
 def is_metric_join(left: DataFrame, metric: Any, column: str) -> bool:
     """Whether ``similarity_join`` takes the metric path (module docstring)."""
-    key = _metric_key(metric)
-    if key is None or key not in METRICS:
+    if kind_of(metric) != VECTOR:
         return True
     return column in left.columns and value_kind(left.schema[column].dataType, metric) != "vector"
 

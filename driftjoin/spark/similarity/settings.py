@@ -22,6 +22,7 @@ import numpy as np
 from driftjoin.distance import Metric, check_threshold, get_metric
 from driftjoin.metric.choose import strategies_for
 from driftjoin.metric.spaces import Space, get_space
+from driftjoin.metric_names import VECTOR, UnknownMetricError, listing, lookup
 from driftjoin.windows import Windowing, windowing
 from driftjoin.spark.runtime.settings import (
     SettingError,
@@ -38,8 +39,6 @@ from driftjoin.spark.runtime.settings import (
 #: ``algorithm=`` values: ``auto`` chooses between the two exact methods S3J and the grid;
 #: ClusterJoin and brute force are the paper's baselines.
 ALGORITHMS = ("auto", "s3j", "grid", "clusterjoin", "bruteforce")
-#: ``metric=`` names of the metric path (strings, token sets); the other names are vector metrics.
-METRIC_SPACES = ("levenshtein", "jaccard")
 #: ``balance=`` policies of the workset balancer.
 BALANCE = ("none", "s3j", "greedy")
 #: ``output=`` shapes.
@@ -60,10 +59,16 @@ BALANCE_OPTIONS = {
 
 def _metric(value: Any) -> Metric | Space:
     """A vector metric of :mod:`driftjoin.distance`, or the space of a metric join (strings, token
-    sets, a user metric: :func:`driftjoin.metric.spaces.get_space`)."""
-    if isinstance(value, str) and value.strip().lower() not in METRIC_SPACES:
-        return core("metric", lambda: get_metric(value))
-    if isinstance(value, (str, Space)) or callable(value):
+    sets, a user metric: :func:`driftjoin.metric.spaces.get_space`); a name is looked up in the
+    one registry of names (:mod:`driftjoin.metric_names`)."""
+    if isinstance(value, str):
+        try:
+            entry = lookup(value)
+        except UnknownMetricError as e:
+            raise SettingError("metric", f"={value!r} is an unknown metric{e.detail}: write one of {listing()}",
+                               show_value=False) from None
+        return get_metric(entry.name) if entry.kind == VECTOR else get_space(entry.name)
+    if isinstance(value, Space) or callable(value):
         return core("metric", lambda: get_space(value))
     raise SettingError("metric", "must be the name of a distance ('angular', 'euclidean', 'levenshtein', 'jaccard', "
                                  "...), a callable f(a, b) -> float or driftjoin.user_metric(...)", value)
