@@ -81,6 +81,7 @@ from driftjoin.hypercube.table import (
     batch_order,
 )
 from driftjoin.spark.equi.payload import PayloadLayout, decode, encode_rows, pairs_frame
+from driftjoin.spark.equi.settings import EquiSettings
 from driftjoin.spark.runtime.decisions import newest, publish
 from driftjoin.spark.runtime.files import filesystem, write_whole
 from driftjoin.spark.runtime.heartbeats import heartbeat_batch
@@ -143,6 +144,15 @@ class EquiPlan(OperatorPlan):
     routing: str = "parallel"
     layout: PayloadLayout | None = None
     partitions: int | None = None
+
+    @classmethod
+    def of(cls, settings: EquiSettings, *, parallelism: int, partitions: int, key_type: str,
+           options: dict[str, Any], streaming: bool, layout: PayloadLayout) -> EquiPlan:
+        """The plan of a join with ``settings`` (checked) on ``parallelism`` workers placed on
+        ``partitions`` Spark partitions, whose key travels as ``key_type``."""
+        s = settings
+        return cls(s.algorithm, parallelism, key_type, s.within_seconds, s.lateness_seconds, tuple(sorted(options.items())),
+                   s.metrics_dir, s.output, streaming, routing=s.routing, layout=layout, partitions=partitions)
 
     @property
     def spark_partitions(self) -> int:

@@ -52,6 +52,7 @@ from pyarrow import fs as pafs
 from driftjoin.spark.runtime import hub, jvm
 from driftjoin.spark.runtime.connect import is_connect, master, session_key, shares_files
 from driftjoin.spark.runtime.files import filesystem, plain_path, read_whole, write_whole
+from driftjoin.spark.runtime.settings import SettingError
 
 log = logging.getLogger(__name__)
 
@@ -255,10 +256,11 @@ def default_metrics_dir(spark) -> str:
     needs an explicit ``metrics_dir``.
     """
     if not shares_files(spark):
-        raise ValueError(f"balance= without metrics_dir= works in local mode only, with the driver on this machine (this "
-                         f"session runs on {master(spark)}{', through Spark Connect' if is_connect(spark) else ''}): "
-                         "pass metrics_dir= a location this process, the driver and every executor reach (a shared "
-                         "mount, or s3://, hdfs://, gs://)")
+        raise SettingError("metrics_dir", f"is required with balance= unless the session runs in local mode with the "
+                                          f"driver on this machine (this session runs on {master(spark)}"
+                                          f"{', through Spark Connect' if is_connect(spark) else ''}): pass "
+                                          "metrics_dir= a location this process, the driver and every executor reach "
+                                          "(a shared mount, or s3://, hdfs://, gs://)", show_value=False)
     if is_connect(spark):
         root = tempfile.mkdtemp(prefix="driftjoin-metrics-")
         track(spark, root)

@@ -36,6 +36,7 @@ from pyspark.sql import SparkSession
 from driftjoin.spark.runtime import jvm, queries
 from driftjoin.spark.runtime.connect import ConnectUnsupported, is_connect, master
 from driftjoin.spark.runtime.class_archive import jvm_options as class_archive_options
+from driftjoin.spark.runtime.settings import SettingError, integer
 from driftjoin.spark.sources import documents, generator
 
 log = logging.getLogger(__name__)
@@ -227,13 +228,12 @@ def worker_placement(spark: SparkSession, parallelism: int | None, partitions: i
     whatever it does, so more tasks than cores only raise the batch floor."""
     if parallelism is None:
         parallelism = int(spark.conf.get("spark.sql.shuffle.partitions"))
-    if isinstance(parallelism, bool) or not isinstance(parallelism, int) or parallelism < 1:
-        raise ValueError(f"parallelism must be an integer >= 1 (the number of workers), got {parallelism!r}")
+    parallelism = integer("parallelism", parallelism, what="the number of workers")
     if partitions is None:
         partitions = min(parallelism, task_slots(spark))
     if isinstance(partitions, bool) or not isinstance(partitions, int) or not 1 <= partitions <= parallelism:
-        raise ValueError(f"partitions must be an integer in [1, parallelism] = [1, {parallelism}] (the Spark state "
-                         f"partitions the workers share), got {partitions!r}")
+        raise SettingError("partitions", f"must be an integer in [1, parallelism] = [1, {parallelism}] (the Spark state "
+                                         "partitions the workers share)", partitions)
     return parallelism, partitions
 
 

@@ -77,6 +77,7 @@ from driftjoin.spark.runtime.plan_guard import OperatorPlan
 from driftjoin.spark.runtime.processor import OperatorProcessor
 from driftjoin.spark.runtime.state import BlobState, LoggedState
 from driftjoin.spark.runtime.stats import write_stats
+from driftjoin.spark.topk.settings import TopKSettings
 from driftjoin.swoop import DuplicateSetError, InvalidSetError, LateSetError, Swoop
 from driftjoin.swoop.bound import Staircase
 from driftjoin.swoop.pairs import SimilarPair
@@ -122,6 +123,13 @@ class TopKPlan(OperatorPlan):
     design: str = "owner"
     #: ``within=``: a pair is valid while its sets' times differ by at most this much
     within_seconds: float | None = None
+
+    @classmethod
+    def of(cls, settings: TopKSettings, two_stream: bool) -> TopKPlan:
+        """The plan of a join with ``settings`` (checked) of one input, or two (``two_stream``)."""
+        s = settings
+        return cls(s.k, s.similarity, s.window_seconds, two_stream, s.metrics_dir, s.parallelism, s.share_bound,
+                   s.design if s.parallelism > 1 else "owner", s.within_seconds)
 
     @property
     def band(self) -> float:
