@@ -150,7 +150,6 @@ def _plan(left: DataFrame, right: DataFrame, s: EquiSettings) -> EquiPlan:
     """The plan of the join: the settings, the workers the session gives, the inputs' columns; the
     rules that need the number of workers are checked here."""
     parallelism, partitions = worker_placement(left.sparkSession, s.parallelism, s.partitions)
-    options = dict(s.options or {})
     if s.algorithm == "biclique" and parallelism < 2:
         raise SettingError("parallelism", "must be >= 2 for algorithm='biclique': Join-Biclique needs parallelism >= 2 "
                                           "(half the workers store each side)", parallelism)
@@ -158,15 +157,15 @@ def _plan(left: DataFrame, right: DataFrame, s: EquiSettings) -> EquiPlan:
         if isinstance(s.groups, bool) or not isinstance(s.groups, int) or not 1 <= s.groups <= parallelism // 2:
             raise SettingError("groups", f"must be an integer in [1, parallelism // 2] = [1, {parallelism // 2}]",
                                s.groups)
-        options["groups"] = s.groups
     key_type = _check_inputs(left, right, s)
     layout = PayloadLayout.of(left, right, _output_names(left, right, s.on, s.prefixes) if s.output == "rows" else ())
     try:
-        make_dispatcher(s.algorithm, parallelism, window=s.within_seconds, lateness=s.lateness_seconds, **options)
+        make_dispatcher(s.algorithm, parallelism, window=s.within_seconds, lateness=s.lateness_seconds,
+                        **s.dispatcher_options())
     except (TypeError, ValueError) as e:
         raise SettingError("options", f"are invalid settings for algorithm={s.algorithm!r}: {e}", show_value=False) from None
-    plan = EquiPlan.of(s, parallelism=parallelism, partitions=partitions, key_type=key_type, options=options,
-                       streaming=left.isStreaming, layout=layout)
+    plan = EquiPlan.of(s, parallelism=parallelism, partitions=partitions, key_type=key_type, streaming=left.isStreaming,
+                       layout=layout)
     if plan.controlled and not s.metrics_dir:
         raise SettingError("metrics_dir", "is required: equi_join(algorithm='shc') on streams needs metrics_dir=: the "
                                           "driver publishes SHC's routing tables there between micro-batches and "

@@ -146,13 +146,14 @@ class EquiPlan(OperatorPlan):
     partitions: int | None = None
 
     @classmethod
-    def of(cls, settings: EquiSettings, *, parallelism: int, partitions: int, key_type: str,
-           options: dict[str, Any], streaming: bool, layout: PayloadLayout) -> EquiPlan:
+    def of(cls, settings: EquiSettings, *, parallelism: int, partitions: int, key_type: str, streaming: bool,
+           layout: PayloadLayout) -> EquiPlan:
         """The plan of a join with ``settings`` (checked) on ``parallelism`` workers placed on
         ``partitions`` Spark partitions, whose key travels as ``key_type``."""
         s = settings
-        return cls(s.algorithm, parallelism, key_type, s.within_seconds, s.lateness_seconds, tuple(sorted(options.items())),
-                   s.metrics_dir, s.output, streaming, routing=s.routing, layout=layout, partitions=partitions)
+        return cls(s.algorithm, parallelism, key_type, s.within_seconds, s.lateness_seconds,
+                   tuple(sorted(s.dispatcher_options().items())), s.metrics_dir, s.output, streaming, routing=s.routing,
+                   layout=layout, partitions=partitions)
 
     @property
     def spark_partitions(self) -> int:

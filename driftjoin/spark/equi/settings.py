@@ -55,6 +55,10 @@ class EquiSettings:
     #: derived: the time column of each side (both None without ``within``)
     time_cols: tuple[str | None, str | None] = field(default=(None, None), metadata={"derived": True})
 
+    def dispatcher_options(self) -> dict[str, Any]:
+        """The algorithm's settings as its dispatcher takes them: SHC's ``options`` and Join-Biclique's ``groups``."""
+        return {**(self.options or {}), **({"groups": self.groups} if self.groups is not None else {})}
+
     @classmethod
     def names(cls) -> tuple[str, ...]:
         """The settings a caller may give (the derived fields are not among them)."""

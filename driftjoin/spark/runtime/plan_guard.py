@@ -62,7 +62,7 @@ def digest(array: Any) -> str:
     return f"{a.shape}:{hashlib.sha256(a.tobytes()).hexdigest()[:16]}"
 
 
-def canonical(settings: Mapping[str, Any]) -> dict[str, Any]:
+def _canonical(settings: Mapping[str, Any]) -> dict[str, Any]:
     """The settings as JSON values (tuples become lists), so stored and running plans compare."""
     return json.loads(json.dumps(dict(settings), sort_keys=True, default=str))
 
@@ -161,9 +161,9 @@ class PlanGuard:
                  adoptable: frozenset[str] = frozenset(), defaults: Mapping[str, Any] | None = None) -> None:
         self.value = handle.getValueState("plan", _PLAN_SCHEMA)
         self.operator = operator
-        self.settings = canonical(settings)
+        self.settings = _canonical(settings)
         self.adoptable = adoptable
-        self.defaults = canonical(defaults or {})
+        self.defaults = _canonical(defaults or {})
 
     def check(self) -> None:
         """Store the plan on a key's first batch; adopt or refuse differences on later ones."""

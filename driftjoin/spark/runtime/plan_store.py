@@ -48,8 +48,9 @@ from driftjoin.spark.runtime.files import (
     read_whole,
     write_whole,
 )
-from driftjoin.spark.runtime.plan_guard import OperatorPlan, canonical, compare, refusal
+from driftjoin.spark.runtime.plan_guard import OperatorPlan, compare, refusal
 from driftjoin.spark.runtime.queries import last_commit
+from driftjoin.spark.runtime.static import MemoryHandle
 
 log = logging.getLogger("driftjoin")
 
@@ -81,14 +82,16 @@ _LOCK = threading.Lock()
 
 
 def remember(df: Any, plan: OperatorPlan) -> Any:
-    """Keep ``plan`` for the start check of the query that will run ``df``, and return ``df``
-    tagged with it; a static DataFrame is returned as it is."""
+    """Keep ``plan`` (an :class:`~driftjoin.spark.runtime.plan_guard.OperatorPlan`, or any plan
+    with ``guard(handle)``) for the start check of the query that will run ``df``, and return
+    ``df`` tagged with it; a static DataFrame is returned as it is."""
     spark = df.sparkSession
     if not df.isStreaming or is_connect(spark):
         return df
+    guard = plan.guard(MemoryHandle())
     token = uuid.uuid4().hex[:16]
     with _LOCK:
-        _PLANS[token] = Planned(plan.operator, canonical(plan.settings()), plan.adoptable(), canonical(plan.defaults()))
+        _PLANS[token] = Planned(guard.operator, guard.settings, guard.adoptable, guard.defaults)
         key = session_key(spark)
         if key not in _ATTACHED:
             _ATTACHED.add(key)

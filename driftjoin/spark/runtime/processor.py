@@ -56,7 +56,7 @@ class OperatorProcessor(StatefulProcessor):
     def refuse_old_state(self, new: bool) -> None:
         """Refuse a key whose state is ``new`` to the state layer but held in an old value state."""
         if new and any(state.exists() for state in self.old_states):
-            raise old_checkpoint(self.plan.operator)
+            raise old_checkpoint(getattr(self.plan, "operator", "") or type(self).__name__)
 
     def open(self, handle: StatefulProcessorHandle) -> None:
         """Create the processor's state handles."""

@@ -1,19 +1,36 @@
-"""The metric similarity joins on Spark (strings, token sets, user metrics): a stateless router and
+"""The metric-space path of ``similarity_join`` (strings, token sets, user metrics): a stateless
+router and one stateful operator keyed by worker, driving a strategy of :mod:`driftjoin.metric`,
+in the shape every similarity path shares (:mod:`driftjoin.spark.similarity.shape`).
+
+A join takes this path when its metric is not one of the vector metrics of
+:mod:`driftjoin.distance` (``"levenshtein"``, ``"jaccard"``, a callable ``f(a, b)``,
+:func:`driftjoin.user_metric`: :attr:`SimilaritySettings.on_space_path
+<driftjoin.spark.similarity.settings.SimilaritySettings.on_space_path>`) or when its column holds
+no vectors (then the checks say which metric fits the column: :func:`takes_space_path`). The
+vector metrics on vector columns keep their own S3J and grid.
+
+Before the start (:func:`space_plan`): the checks of the column, the sample (``sample=`` when
+given: a static DataFrame with the value column, or a list of values; else a static input's first
+rows), which gives S3J its centroids, prefix filtering its global token order, ``auto`` its
+estimate (the core's counted work, :func:`driftjoin.metric.choose.choose`) and a user metric its
+triangle check. Without one, a stream can still run PassJoin (edit distance) and prefix filtering
+(Jaccard, with a token order by hash instead of frequency: exact, less pruning); S3J and user
+metrics need it.
 one stateful operator keyed by worker, driving a strategy of :mod:`driftjoin.metric`.
 
 Data path (one micro-batch)::
 
-    input rows --mapInArrow(route_metric)--> (worker key, role, record copy)     [strategy.route]
-      --groupBy(worker key).transformWithStateInPandas(MetricProcessor)--> pairs  [worker.add]
+    input rows --mapInArrow(route_values)--> (worker key, role, record copy)     [strategy.route]
+      --groupBy(worker key).transformWithStateInPandas(SpaceProcessor)--> pairs  [worker.add]
 
-The plan (:class:`MetricPlan`) holds the strategy, fixed before the start and shipped by
+The plan (:class:`SpacePlan`) holds the strategy, fixed before the start and shipped by
 pickling: S3J's space and its centroids (records of a sample), PassJoin's ``tau`` and worker
 count, prefix filtering's threshold with a :class:`~driftjoin.metric.spaces.JaccardSpace` whose
 token order was fitted on a sample. The in-process runtime :class:`driftjoin.metric.engine.MetricEngine`
 is what this follows, step for step:
 
 - **Router** (stateless, every input task): a row the join cannot use goes to the dead letters
-  (:func:`classify_rows`, the one test :func:`dead_letter_batches` shares: a missing id, an
+  (:func:`classify_rows`, the one test the dead-letter output shares: a missing id, an
   unusable time, the space's reasons for the value); the valid values are prepared with the
   plan's space, times become ticks, each record becomes its window copies
   (:func:`driftjoin.metric.records.expand`) and :meth:`~driftjoin.metric.base.Strategy.route`
@@ -21,7 +38,7 @@ is what this follows, step for step:
   untouched) and each worker prepares its own rows again. One row per record is its *home* row
   (its first routed row, of its earliest window), which lists it once in the statistics should
   it be late. Heartbeats last (:mod:`driftjoin.spark.runtime.heartbeats`).
-- **Worker** (:class:`MetricProcessor`, one key per logical worker): plan check, the window clock
+- **Worker** (:class:`SpaceProcessor`, one key per logical worker): plan check, the window clock
   (:mod:`driftjoin.clock`: every key derives the same frontier from the heartbeats), late
   records refused whole at every key (:meth:`driftjoin.windows.Windowing.late`), the copies
   sorted into one deterministic order and joined by ``worker.add`` (each new pair once), then
@@ -47,31 +64,63 @@ id in the meta fields.
 from __future__ import annotations
 
 import hashlib
+import logging
 import pickle
 import time
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from typing import Any, Iterator
 
 import numpy as np
 import pandas as pd
 import pyarrow as pa
+from pyspark.sql import Column, DataFrame
+from pyspark.sql import functions as F
+from pyspark.sql import types as T
 from pyspark.sql.streaming.stateful_processor import StatefulProcessorHandle
 
-from driftjoin.clock import WindowClock, batch_max, tick_of, ticks
+from driftjoin.clock import WindowClock, tick_of, ticks
 from driftjoin.metric.base import STATE_FORMAT, Strategy, WorkerJoin, WorkerStats
+from driftjoin.metric.choose import build_strategy, choose, strategies_for
 from driftjoin.metric.records import MetricPairs, MetricRecords, concat_values, expand, take_values
 from driftjoin.metric.s3j import S3JStrategy, S3JWorker
-from driftjoin.metric.spaces import JaccardSpace, Space
+from driftjoin.metric.spaces import JaccardSpace, Space, get_space
 from driftjoin.metric.store import Run
-from driftjoin.metric.validate import reasons
+from driftjoin.metric.tokens import TokenOrder
+from driftjoin.metric.validate import check_kind, check_user_metric, reasons
+from driftjoin.metric_names import SET, kind_of
 from driftjoin.s3j.compute import Pairs
-from driftjoin.spark.runtime.heartbeats import HEARTBEAT, heartbeat_batch, split_heartbeats
-from driftjoin.spark.runtime.plan_guard import PLAN_KEY, OperatorPlan
+from driftjoin.spark.runtime.columns import require_column
+from driftjoin.spark.runtime.heartbeats import split_heartbeats
+from driftjoin.spark.runtime.jvm import arrow_schema
 from driftjoin.spark.runtime.processor import OperatorProcessor
+from driftjoin.spark.runtime.queries import AUTO
+from driftjoin.spark.runtime.settings import ColumnTypeError, SettingError, core
+from driftjoin.spark.runtime.stages import stateful_stage
 from driftjoin.spark.runtime.state import ChunkedState, Chunks, Meta, dumps
 from driftjoin.spark.runtime.stats import latency_histogram, write_stats
-from driftjoin.spark.similarity.plan import pair_frames, window_clock
-from driftjoin.windows import Windowing
+from driftjoin.spark.similarity.choice import write_choice
+from driftjoin.spark.similarity.inputs import JoinInputs, vector_column
+from driftjoin.spark.similarity.settings import SimilaritySettings
+from driftjoin.spark.similarity.shape import (
+    SimilarityPlan,
+    dead_letters,
+    open_rows,
+    pair_frames,
+    pair_schema,
+    routed,
+    window_clock,
+)
+
+log = logging.getLogger("driftjoin")
+
+#: Rows of a static input (per side) that ``auto``, S3J's centroids and the token order are drawn from.
+SAMPLE_ROWS = 2000
+
+#: Values of the sample ``auto`` runs each strategy on: the estimate scales with the square of the
+#: sample for S3J (every record against every centroid within 2t, and at Jaccard t >= 0.5 every
+#: record is outer everywhere), and counted work extrapolates (``expected``), so a smaller sample
+#: keeps the choice while the centroids and the token order still come from the whole sample.
+ESTIMATE_ROWS = 1000
 
 #: Chunk groups of S3J's centroids and outer buffer (windows are the other groups; no window
 #: id comes near them: a Spark timestamp's ticks are above -2^56).
@@ -85,27 +134,14 @@ def _fingerprint(value: Any) -> str:
     return hashlib.sha256(pickle.dumps(value, protocol=4)).hexdigest()[:16]
 
 
-@dataclass(frozen=True)
-class MetricPlan(OperatorPlan):
-    """Everything the metric operators need, fixed when the query is built (shipped by pickling)."""
-
-    operator = "similarity_join"
+@dataclass(frozen=True, kw_only=True)
+class SpacePlan(SimilarityPlan):
+    """Everything the metric-space operators need, fixed when the query is built (shipped by pickling)."""
 
     strategy: Strategy
     space: Space
-    threshold: float
-    parallelism: int
-    self_join: bool
-    windows: Windowing
     #: what the compared column holds: "string", "set", "vector" or "other"
     value_kind: str
-    metrics_dir: str | None
-    time_basis: str = "batch"
-    #: how far behind the largest time of earlier batches a window may still take records (seconds)
-    lateness: float = 0.0
-    partitions: int | None = None
-    #: how pairs leave the Python worker: "flat" or "lean" (no provenance columns)
-    transport: str = "flat"
     #: what ``algorithm="auto"`` decided on (statistics and the stored plan)
     choice: dict = field(default_factory=dict)
 
@@ -117,13 +153,10 @@ class MetricPlan(OperatorPlan):
         """The plan as stored with the checkpoint (:mod:`driftjoin.spark.runtime.plan_guard`)."""
         s = self.strategy
         order = self.space.order.tokens.tolist() if isinstance(self.space, JaccardSpace) else None
-        return {"operator": "similarity_join", "state_format": f"metric-{STATE_FORMAT}", "algorithm": s.name,
-                "metric": self.space.name, "threshold": self.threshold, "value_kind": self.value_kind,
-                "parallelism": self.parallelism, "partitions": self.partitions or self.parallelism,
+        return {**self.shared_settings(), "state_format": f"metric-{STATE_FORMAT}", "algorithm": s.name,
+                "metric": self.space.name, "value_kind": self.value_kind,
                 "centroids": _fingerprint(s.centroids) if isinstance(s, S3JStrategy) else None,
-                "token_order": None if order is None else f"{len(order)}:{_fingerprint(order)}",
-                "self_join": self.self_join, **self.windows.settings(), "time_basis": self.time_basis,
-                "lateness": self.lateness, "metrics_dir": self.metrics_dir}
+                "token_order": None if order is None else f"{len(order)}:{_fingerprint(order)}"}
 
 
 def python_values(kind: str, values: list[Any]) -> list[Any]:
@@ -139,7 +172,7 @@ def python_values(kind: str, values: list[Any]) -> list[Any]:
 def classify_rows(space: Space, kind: str, batch: pa.RecordBatch) -> tuple[np.ndarray, list[Any]]:
     """Why each input row cannot be joined (None where it can) and the values of all rows.
 
-    The one test of the join (which keeps the valid rows) and :func:`dead_letter_batches` (which
+    The one test of the join (which keeps the valid rows) and its dead-letter output (which
     reports the others): a missing id, the reason the JVM gave for an unusable time
     (:func:`driftjoin.spark.runtime.columns.time_seconds`), else the space's reason for the value
     (:func:`driftjoin.metric.validate.reasons`: a null string or set, an empty token set, ...).
@@ -152,49 +185,32 @@ def classify_rows(space: Space, kind: str, batch: pa.RecordBatch) -> tuple[np.nd
     return reason, values
 
 
-def route_metric(plan: MetricPlan, batches: Iterator[pa.RecordBatch], schema: pa.Schema) -> Iterator[pa.RecordBatch]:
+def route_values(plan: SpacePlan, batches: Iterator[pa.RecordBatch], schema: pa.Schema) -> Iterator[pa.RecordBatch]:
     """Validate, prepare, expand into window copies and route each copy (module docstring); heartbeats last."""
     keys = np.asarray(plan.keys, dtype=np.int32)
-    seen = -np.inf
-    for batch in batches:
+
+    def route(batch: pa.RecordBatch) -> tuple[pa.RecordBatch, float] | None:
         reason, values = classify_rows(plan.space, plan.value_kind, batch)
-        idx = np.nonzero(reason == None)[0]  # noqa: E711
-        if not len(idx):
-            continue
-        basis = batch.column("time").to_numpy(zero_copy_only=False)[idx].astype(np.float64)
-        seen = max(seen, batch_max(basis))
-        side = batch.column("side").to_numpy(zero_copy_only=False)[idx].astype(np.int8)
-        prepared = plan.space.prepare([values[i] for i in idx.tolist()])
+        rows = open_rows(batch, reason)
+        if rows is None:
+            return None
+        prepared = plan.space.prepare([values[i] for i in rows.idx.tolist()])
         # ids: the rows' indices in the batch (the real ids travel as Arrow columns)
-        copies = expand(MetricRecords.of(idx, prepared, ticks(basis), side), plan.windows)
+        copies = expand(MetricRecords.of(rows.idx, prepared, ticks(rows.basis), rows.side), plan.windows)
         routing = plan.strategy.route(copies)
         row = copies.id[routing.row]
         home = np.ones(len(row), dtype=bool)
         home[1:] = row[1:] != row[:-1]  # routing is grouped by copy, copies by record, earliest window first
         take = pa.array(row)
-        yield pa.RecordBatch.from_arrays(
+        return pa.RecordBatch.from_arrays(
             [pa.array(keys[routing.worker], pa.int32()), pa.array(routing.role, pa.int8()),
              pa.array(copies.side[routing.row], pa.int8()), batch.column("id").take(take), batch.column("value").take(take),
              batch.column("ingest").take(take).cast(pa.float64()), pa.array(copies.time[routing.row], pa.int64()),
              pa.array(copies.window[routing.row], pa.int64()), pa.array(copies.ghost[routing.row]), pa.array(home)],
             schema=schema,
-        )
-    yield heartbeat_batch(schema, [*plan.keys, PLAN_KEY], {"side": HEARTBEAT, "ingest": seen, "value": None})
+        ), rows.top
 
-
-def dead_letter_batches(space: Space, kind: str, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-    """The rows :func:`route_metric` drops, with the reason (the dead-letter output)."""
-    for batch in batches:
-        reason, _ = classify_rows(space, kind, batch)
-        bad = np.nonzero(reason != None)[0]  # noqa: E711
-        if len(bad) == 0:
-            continue
-        take = pa.array(bad)
-        yield pa.RecordBatch.from_arrays(
-            [batch.column("side").take(take).cast(pa.int8()), batch.column("id").take(take), batch.column("raw").take(take),
-             pa.array(reason[bad].tolist(), pa.string())],
-            names=["side", "id", "raw", "reason"],
-        )
+    return routed(plan, batches, schema, route, {"value": None})
 
 
 @dataclass
@@ -212,7 +228,7 @@ class _Worker:
         return int(sum(self.sizes.values()))
 
 
-class MetricProcessor(OperatorProcessor):
+class SpaceProcessor(OperatorProcessor):
     """The join of one worker of a metric strategy (key = the worker's slot key; module docstring)."""
 
     def open(self, handle: StatefulProcessorHandle) -> None:
@@ -362,3 +378,193 @@ def _pair_ingest(pdf: pd.DataFrame, pairs: Any, self_join: bool) -> np.ndarray:
     left = table.reindex(pd.MultiIndex.from_arrays([np.zeros(n, np.int8), pairs.left_id])).to_numpy(dtype=np.float64)
     right = table.reindex(pd.MultiIndex.from_arrays([np.full(n, 0 if self_join else 1, np.int8), pairs.right_id]))
     return np.fmax(left, right.to_numpy(dtype=np.float64))
+
+
+def value_kind(dtype: T.DataType, metric: Any) -> str:
+    """What a column of type ``dtype`` holds for ``metric``: ``"string"``, ``"set"`` (an array of
+    strings, or of integers under Jaccard), ``"vector"`` (an array of numbers, an MLlib Vector) or
+    ``"other"``."""
+    if isinstance(dtype, T.StringType):
+        return "string"
+    if isinstance(dtype, T.UserDefinedType) and dtype.simpleString() == "vector":
+        return "vector"
+    if isinstance(dtype, T.ArrayType):
+        element = dtype.elementType
+        if isinstance(element, T.StringType):
+            return "set"
+        if isinstance(element, T.IntegralType) and kind_of(metric) == SET:
+            return "set"
+        if isinstance(element, T.NumericType):
+            return "vector"
+    return "other"
+
+
+def takes_space_path(join: JoinInputs) -> bool:
+    """Whether the join takes the metric-space path (module docstring)."""
+    s = join.settings
+    if s.on_space_path:
+        return True
+    return s.column in join.left.columns and value_kind(join.left.schema[s.column].dataType, s.metric) != "vector"
+
+
+def _value_column(df: DataFrame, name: str, kind: str) -> Column:
+    if kind == "vector":
+        return vector_column(df, name)
+    if kind == "set" and isinstance(df.schema[name].dataType.elementType, T.IntegralType):
+        return F.col(name).cast("array<long>")
+    return F.col(name)
+
+
+def _kind(join: JoinInputs) -> str:
+    """What the compared column holds, alike on both sides."""
+    s, kinds = join.settings, set()
+    for df in join.frames:
+        require_column(df, s.column, s.column_setting)
+        kinds.add(value_kind(df.schema[s.column].dataType, s.metric))
+    if len(kinds) > 1:
+        raise ColumnTypeError(s.column_setting, f"={s.column!r} holds {' and '.join(sorted(kinds))} values on the two "
+                                                "sides: give both sides the same column type", show_value=False)
+    return kinds.pop()
+
+
+def _sample_values(frames: list[DataFrame], column: str, kind: str, space: Space, rows: int) -> list[Any]:
+    """The valid values of the first ``rows`` rows of each frame (the router's own test)."""
+    out: list[Any] = []
+    for df in frames:
+        got = df.select(_value_column(df, column, kind).alias("v")).limit(rows).collect()
+        values = python_values(kind, [r["v"] for r in got])
+        out += [v for v, why in zip(values, (space.reason(v) for v in values)) if why is None]
+    return out
+
+
+def _stream_sample(sample: Any, column: str, kind: str, space: Space) -> list[Any] | None:
+    if sample is None:
+        return None
+    if isinstance(sample, DataFrame):
+        if sample.isStreaming:
+            raise SettingError("sample", "= must be a static DataFrame or a list of values, not a stream",
+                               show_value=False)
+        if column not in sample.columns:
+            raise SettingError("sample", f"= has no column {column!r} (value_col); columns are {sample.columns}",
+                               show_value=False)
+        return _sample_values([sample], column, kind, space, 10 * SAMPLE_ROWS)
+    values = python_values(kind, list(sample))
+    return [v for v in values if space.reason(v) is None]
+
+
+@dataclass(frozen=True)
+class SpaceChoice:
+    """What ``algorithm`` resolved to and the counted estimates it was chosen on
+    (recorded like the vector path's choice: :func:`driftjoin.spark.similarity.choice.write_choice`)."""
+
+    algorithm: str
+    reason: str
+    metric: str
+    parallelism: int
+    sample_rows: int = 0
+    window_rows: int = 0
+    estimates: tuple = ()
+
+    def as_dict(self) -> dict:
+        return {**asdict(self), "estimates": [asdict(e) for e in self.estimates]}
+
+
+def space_plan(join: JoinInputs, sample: Any) -> SpacePlan:
+    """The plan of a metric-space join (module docstring): every check runs before Spark runs a
+    job (the column's type before the sample is drawn, the user metric's triangle test on it)."""
+    s = join.settings
+    if not s.on_space_path:  # the column sends a vector metric's join here: the settings this path refuses
+        s.refuse_on_space_path()
+    kind = _kind(join)
+    space = s.distance if isinstance(s.distance, Space) else core("metric", lambda: get_space(s.distance.name))
+    core("metric", lambda: check_kind(space, kind, s.column))
+    column, parallelism, partitions = s.column, join.parallelism, join.partitions
+    if join.streaming:
+        values = _stream_sample(sample, column, kind, space)
+        rows = None if values is None else len(values)
+    else:
+        values = (_sample_values(join.frames, column, kind, space, SAMPLE_ROWS) if sample is None
+                  else _stream_sample(sample, column, kind, space))
+        rows = sum(df.count() for df in join.frames)
+    if not values and strategies_for(space)[1:] == ():
+        if values is None:
+            raise SettingError("sample", f"= is required for metric={space.name!r} on a stream (a static DataFrame "
+                                         f"with column {column!r}, or a list of values): S3J draws its centroids "
+                                         "from it and the triangle inequality of a user metric is checked on it "
+                                         "before the start", show_value=False)
+        raise SettingError("sample", f"= is required: the first rows of the input hold no valid value to draw S3J's "
+                                     f"centroids from (column {column!r}; invalid_records() lists why each row "
+                                     "cannot be joined): pass sample= values like the input's", show_value=False)
+    core("metric", lambda: check_user_metric(space, values or []))
+    if isinstance(space, JaccardSpace):
+        space = JaccardSpace(TokenOrder.from_sample(values or []))
+        if values is None:
+            log.info("similarity_join: no sample= for metric='jaccard' on a stream: prefix filtering orders tokens "
+                     "by hash (exact; a sample's frequencies would prune more)")
+    prepared = space.prepare(values) if values else None  # an empty static input: no sample either
+    name, estimates = _resolve(s, space, prepared, parallelism, rows)
+    w = join.windows
+    strategy = build_strategy(name, space, s.threshold, parallelism, self_join=join.self_join, windows=w.windows,
+                              sample=prepared, seed=s.seed)
+    choice = SpaceChoice(name, _reason(s.algorithm, name, estimates, prepared), space.name, strategy.n_workers,
+                         0 if prepared is None else len(prepared), rows or 0, tuple(estimates))
+    log.info("similarity_join algorithm=%s: %s", name, choice.reason)
+    if join.metrics_dir and not join.metrics_dir.startswith(AUTO):
+        write_choice(join.metrics_dir, choice)
+    if strategy.n_workers < parallelism:  # S3J: fewer distinct sample values than workers
+        partitions = min(partitions, strategy.n_workers)
+    return SpacePlan(strategy=strategy, space=space, threshold=s.threshold, parallelism=strategy.n_workers,
+                     self_join=join.self_join, windows=w.windows, value_kind=kind, metrics_dir=join.metrics_dir,
+                     time_basis=w.time_basis, lateness=w.lateness, partitions=partitions,
+                     transport="lean" if s.output == "pairs-lean" else "flat", choice=choice.as_dict())
+
+
+def space_pairs(join: JoinInputs, plan: SpacePlan) -> DataFrame:
+    """The raw pair DataFrame of the metric-space path (the columns of the vector paths' flat or
+    lean pairs)."""
+    data = join.rows(value=lambda df: _value_column(df, join.settings.column, plan.value_kind))
+    routed_schema = T.StructType([
+        T.StructField("key", T.IntegerType()), T.StructField("role", T.ByteType()), T.StructField("side", T.ByteType()),
+        T.StructField("id", join.id_type), T.StructField("value", data.schema["value"].dataType),
+        T.StructField("ingest", T.DoubleType()), T.StructField("time", T.LongType()),
+        T.StructField("window", T.LongType()), T.StructField("ghost", T.BooleanType()),
+        T.StructField("home", T.BooleanType()),
+    ])
+    routed_arrow = arrow_schema(routed_schema)
+    rows = data.mapInArrow(lambda it: route_values(plan, it, routed_arrow), routed_schema)
+    return stateful_stage(rows, "key", lambda: SpaceProcessor(plan), pair_schema(join.id_type, plan.transport),
+                          partitions=plan.partitions or plan.parallelism)
+
+
+def _resolve(s: SimilaritySettings, space: Space, prepared: Any, parallelism: int, rows: int | None) -> tuple[str, list]:
+    """The strategy ``algorithm`` names (``auto``: the least counted work on the sample)."""
+    algorithm = s.algorithm
+    if algorithm != "auto":
+        if algorithm == "s3j" and prepared is None:
+            raise SettingError("sample", "= is required for algorithm='s3j' on a stream (S3J's centroids are records of "
+                                         "a sample)", show_value=False)
+        return algorithm, []
+    if prepared is None:  # a stream without a sample: the strategy that needs none
+        return strategies_for(space)[1], []
+    n = min(ESTIMATE_ROWS, len(prepared))
+    return choose(space, s.threshold, take_values(prepared, np.arange(n)), n_workers=parallelism,
+                  expected=rows if rows is not None else len(prepared), seed=s.seed)
+
+
+def _reason(algorithm: str, name: str, estimates: list, prepared: Any) -> str:
+    if algorithm != "auto":
+        return f"algorithm={algorithm!r} given"
+    if not estimates:
+        return f"no sample: {name} needs none"
+    work = ", ".join(f"{e.strategy} {e.work:.3g}" for e in estimates)
+    return f"least estimated work on {min(ESTIMATE_ROWS, len(prepared))} sample values ({work})"
+
+
+def space_dead_letters(join: JoinInputs) -> DataFrame:
+    """The dead-letter rows of a metric-space join (``invalid_records`` on this path)."""
+    s = join.settings
+    kind = _kind(join)
+    space = s.distance if isinstance(s.distance, Space) else core("metric", lambda: get_space(s.distance.name))
+    core("metric", lambda: check_kind(space, kind, s.column))
+    data = join.rows(with_raw=True, value=lambda df: _value_column(df, s.column, kind))
+    return dead_letters(data, lambda batch: classify_rows(space, kind, batch)[0])
