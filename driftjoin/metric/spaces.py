@@ -32,7 +32,7 @@ from typing import Any
 
 import numpy as np
 
-from driftjoin.distance import METRICS, Metric, check_threshold as check_vector_threshold, get_metric
+from driftjoin.distance import Metric, check_threshold as check_vector_threshold, get_metric
 from driftjoin.metric.records import Values, object_array, take_values
 from driftjoin.metric.tokens import TokenOrder, TokenSets
 from driftjoin.metric_names import SET, STRING, lookup
@@ -395,9 +395,6 @@ def user_metric(pairwise: Callable[[Any, Any], Any], *, rowwise: Callable[[Any, 
         [[1.0], [2.0]]
     """
     return PairwiseSpace(pairwise, rowwise, name)
-
-
-VECTOR_METRICS = tuple(name for name, m in METRICS.items() if m.partition_name == name)
 
 
 def get_space(metric: str | Space | Callable[[Any, Any], float], order: TokenOrder | None = None) -> Space:

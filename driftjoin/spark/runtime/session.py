@@ -1,7 +1,7 @@
 """Spark session settings the stateful operators need, and a fast, quiet local session for laptops.
 
-Measured on 2 cores (../shared/notes/spark-facts.md): 200 shuffle partitions make a stateful
-micro-batch take 14 s, so the join sets ``spark.sql.shuffle.partitions`` to its parallelism;
+Measured on 2 cores (docs/architecture.md, "Measured costs"): 200 shuffle partitions make a
+stateful micro-batch take 14 s, so the join sets ``spark.sql.shuffle.partitions`` to its parallelism;
 ``transformWithStateInPandas`` needs the RocksDB state store provider.
 
 Console noise, and where it comes from: the JVM's log4j console appender (startup banner,
