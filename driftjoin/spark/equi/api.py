@@ -306,7 +306,7 @@ def _routed(data: DataFrame, plan: EquiPlan) -> DataFrame:
         attach(data.sparkSession, EquiRoutingController(plan))
     elif plan.algorithm == "shc" and not data.isStreaming:
         plan = replace(plan, static_table=_static_table(data, plan))
-    routed = data.mapInArrow(lambda batches: route_rows(plan, batches), routed_schema(plan.key_type))
+    routed = data.mapInArrow(lambda batches: route_rows(plan, batches), routed_schema())
     return stateful_stage(routed, "wkey", lambda: WorkerProcessor(plan), out_schema, partitions=plan.spark_partitions)
 
 

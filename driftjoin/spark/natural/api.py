@@ -67,7 +67,7 @@ from driftjoin.spark.runtime.columns import common_id_type, require_column
 from driftjoin.spark.runtime.connect import master, shares_files
 from driftjoin.spark.runtime.jvm import arrow_schema
 from driftjoin.spark.runtime.plan_store import remember
-from driftjoin.spark.runtime.session import prepare_session
+from driftjoin.spark.runtime.session import default_workers, prepare_session
 from driftjoin.spark.runtime.settings import ColumnTypeError, SettingError
 from driftjoin.spark.runtime.stages import inputs_streaming, stateful_stage
 from driftjoin.spark.runtime.stats import read_stats
@@ -294,7 +294,7 @@ def natural_join(
     data = _inputs(docs, other, s, False)
     spark = docs.sparkSession
     prepare_session(spark, s.metrics_dir)
-    partitions = s.partitions or int(spark.conf.get("spark.sql.shuffle.partitions"))
+    partitions = s.partitions or default_workers(spark)
     plan = NaturalPlan.of(s, partitions=partitions, two_streams=other is not None)
     id_is_str = isinstance(data.schema["id"].dataType, T.StringType)
     fit_docs = _sample_documents(sample, s) if sample is not None else None

@@ -15,7 +15,8 @@
   :mod:`.vectors` (vector validation and bytes).
 - The plan of a query: :mod:`.plan_guard` (the base of every plan and its guard, in the state),
   :mod:`.plan_store` (the same plans beside the checkpoint, checked when a query starts).
-- State: :mod:`.state` (the shared state layer: chunks, a process cache, old module names).
+- State: :mod:`.state` (the shared state layer: chunks, a process cache, old module names),
+  :mod:`.relocate` (a moved or copied checkpoint made to name its own state schema files again).
 - The control plane: :mod:`.queries` (the query a task runs in, the one reader of Spark's task
   context), :mod:`.stats` (per-batch statistics counted exactly once), :mod:`.decisions`
   (versioned decisions), :mod:`.hub` (the one query listener per session), :mod:`.files` (files

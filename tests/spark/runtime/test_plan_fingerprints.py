@@ -5,7 +5,7 @@ A restarted query is refused when its plan differs from the one stored with its 
 change of the code that builds plans (settings objects, the paths' shared plan) must leave every
 stored value as it was, or every checkpoint written before it would be refused.
 ``data/plans_before_i34.json`` holds the stored plans of the joins below as the code before that
-change built them (:func:`stored_plans`, run on driftjoin at commit bbcbf15: ``python
+change built them (:func:`stored_plans`, run on driftjoin at commit 4064185, main before this change: ``python
 tests/spark/runtime/test_plan_fingerprints.py <file>`` with that checkout first on
 ``PYTHONPATH``); the current code must build the same ones. No query runs: a streaming join
 records its plan when it is built.
