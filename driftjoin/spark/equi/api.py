@@ -285,9 +285,7 @@ def equi_join(
                       f"driftjoin operator now calls within=: write within={window!r} (window= means tumbling windows "
                       "in similarity_join and natural_join)", DeprecationWarning, stacklevel=2)
     s = EquiSettings.check({n: v for n, v in locals().items() if n in EquiSettings.names()})
-    if not isinstance(left, DataFrame) or not isinstance(right, DataFrame):
-        raise TypeError("equi_join(left, right, on=...) needs two DataFrames")
-    inputs_streaming(left, right)
+    inputs_streaming(left, right, pair=True)
     plan = _plan(left, right, s)
     prepare_session(left.sparkSession, s.metrics_dir)
     data = _normalise(left, 0, s, plan).unionByName(_normalise(right, 1, s, plan))
@@ -376,10 +374,8 @@ def invalid_equi_records(
     [(0, "null join key 'k'")]
     """
     s = EquiSettings.check({"on": on, "time_col": time_col}, dead_letters=True)
-    for side, df in ((0, left), (1, right)):
-        _check_columns(df, s.on, "on", ("left", "right")[side])
-        if s.time_cols[side] is not None:
-            _check_columns(df, [s.time_cols[side]], "time_col", ("left", "right")[side])
+    inputs_streaming(left, right, pair=True)
+    _check_inputs(left, right, s)
     prepare_session(left.sparkSession)
     out = []
     for side, df in ((0, left), (1, right)):

@@ -131,6 +131,9 @@ def _sample_documents(sample: object, s: NaturalSettings) -> list[Document]:
         if sample.isStreaming:
             raise SettingError("sample", "= must be a static DataFrame or a list of documents, not a stream",
                                show_value=False)
+        if s.doc_col not in sample.columns:
+            raise SettingError("sample", f"= has no column {s.doc_col!r} (doc_col); columns are {sample.columns}",
+                               show_value=False)
         texts = [r[0] for r in sample.select(_doc_column(sample, s.doc_col)).limit(s.sample_size).collect()]
     elif isinstance(sample, (list, tuple)):
         texts = [d if isinstance(d, (str, bytes)) or d is None else json.dumps(d) for d in sample]
@@ -375,6 +378,7 @@ def invalid_documents(
     """
     s = NaturalSettings.check({"id_col": id_col, "doc_col": doc_col, "time_col": time_col, "window": window},
                               dead_letters=True)
+    inputs_streaming(docs, other, ("docs", "other"))
     data = _inputs(docs, other, s, True)
     prepare_session(docs.sparkSession)
     plan = NaturalPlan.of_rows(s, two_streams=other is not None)

@@ -65,6 +65,11 @@ class ColumnTypeError(SettingError, TypeError):
     double; ...``): a :class:`SettingError`, and a ``TypeError`` as such errors were before."""
 
 
+class InputTypeError(SettingError, TypeError):
+    """An input that is not a DataFrame (``left``, ``right``, ``docs``, ...): a
+    :class:`SettingError` naming the argument, and a ``TypeError`` as Python's own would be."""
+
+
 def integer(name: str, value: Any, *, low: int | None = 1, high: int | None = None, what: str = "") -> int:
     """An integer in ``[low, high]`` (numpy integers too; ``bool`` is not an integer here)."""
     ok = isinstance(value, numbers.Integral) and not isinstance(value, (bool, np.bool_))

@@ -17,6 +17,7 @@ from typing import Any
 
 import numpy as np
 from pyarrow import fs as pafs
+from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
@@ -32,18 +33,35 @@ from driftjoin.spark.similarity.settings import grouped_on_the_grid
 
 log = logging.getLogger("driftjoin")
 
-def sample_matrix(sample: Any, vector_col: str, dim: int) -> np.ndarray:
-    """``sample=`` as a matrix: an array of vectors or a static DataFrame (its first rows)."""
-    if hasattr(sample, "sparkSession"):
+def check_sample(sample: Any, vector_col: str, dim: int | None) -> None:
+    """``sample=`` of a vector join, checked before any job: a static DataFrame with the vector
+    column, or an array of vectors (of dimension ``dim`` when it is known)."""
+    if isinstance(sample, DataFrame):
         if sample.isStreaming:
             raise SettingError("sample", "= must be a static DataFrame or an array of vectors, not a stream",
                                show_value=False)
+        if vector_col not in sample.columns:
+            raise SettingError("sample", f"= has no column {vector_col!r} (the vector column); columns are "
+                                         f"{sample.columns}", show_value=False)
+        vector_column(sample, vector_col)  # its type
+        return
+    try:
+        mat = np.asarray(sample, dtype=np.float64)
+    except (TypeError, ValueError):
+        raise SettingError("sample", "= must be a static DataFrame with the vector column or an array of vectors "
+                                     "(rows x dim)", show_value=False) from None
+    if mat.ndim != 2 or (dim is not None and mat.shape[1] != dim):
+        raise SettingError("sample", f"= must hold vectors of dimension {dim or 'dim'} (rows x {dim or 'dim'}), got "
+                                     f"shape {mat.shape}", show_value=False)
+
+
+def sample_matrix(sample: Any, vector_col: str, dim: int) -> np.ndarray:
+    """``sample=`` as a matrix (checked first: :func:`check_sample`): an array of vectors or a
+    static DataFrame (its first rows)."""
+    check_sample(sample, vector_col, dim)
+    if isinstance(sample, DataFrame):
         sample = collect_vectors(sample, vector_col, dim)
-    mat = np.asarray(sample, dtype=np.float64)
-    if mat.ndim != 2 or mat.shape[1] != dim:
-        raise SettingError("sample", f"= must hold vectors of dimension {dim} (rows x {dim}), got shape {mat.shape}",
-                           show_value=False)
-    return mat
+    return np.asarray(sample, dtype=np.float64)
 
 
 def collect_vectors(df: Any, vector_col: str, dim: int) -> np.ndarray:
@@ -60,7 +78,7 @@ def choose_vector_algorithm(join: JoinInputs, plan: S3JPlan, algorithm: str, sam
     elif sample is not None or not join.streaming:
         if sample is not None:
             mat = sample_matrix(sample, s.column, plan.dim)
-            rows = sample.count() if hasattr(sample, "sparkSession") else len(mat)
+            rows = sample.count() if isinstance(sample, DataFrame) else len(mat)
         else:
             mat = np.vstack([collect_vectors(df, s.column, plan.dim) for df in join.frames])
             rows = sum(df.count() for df in join.frames)  # the one window of a static input
@@ -83,6 +101,8 @@ def vector_plan(join: JoinInputs, sample: Any) -> S3JPlan | GridPlan:
     """The plan of the vector path the join runs: S3J (or a baseline the settings name), or the
     grid when ``algorithm`` is ``"grid"``, or ``"auto"`` and the estimate prefers it."""
     s = join.settings
+    if sample is not None:
+        check_sample(sample, s.column, s.dim)
     flexible = s.algorithm in ("auto", "grid")
     plan = s3j_plan(join, "s3j" if flexible else s.algorithm)
     if not flexible:

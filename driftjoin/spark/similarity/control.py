@@ -254,14 +254,13 @@ class BalanceController:
 
 def attach_balancer(join: Any, plan: Any) -> None:
     """Attach the workset balancer of a join whose settings ask for one (``balance=``): it moves
-    S3J worksets, on a stream; its settings are the checked ``balance_options``."""
+    S3J worksets, on a stream (:class:`~driftjoin.spark.similarity.inputs.JoinInputs` refuses it on
+    static inputs); its settings are the checked ``balance_options``."""
     s = join.settings
     if s.balance == "none":
         return
     if plan.algorithm != "s3j":
         raise SettingError("balance", "moves S3J worksets: it needs algorithm='s3j'", show_value=False)
-    if not join.streaming:
-        raise SettingError("balance", "applies to streaming joins; a static join runs once", show_value=False)
     controller = BalanceController(plan.metrics_dir, plan.parallelism, plan.dim, policy=s.balance, **s.balance_options)
     CONTROLLERS[plan.metrics_dir] = controller
     attach(join.left.sparkSession, controller)

@@ -198,6 +198,8 @@ class JoinInputs:
         id_type = common_id_type(left, right, s.id_col)
         if not joining:
             return cls(left, right, s, streaming, id_type, metrics_dir=s.metrics_dir)
+        if s.balance != "none" and not streaming:
+            raise SettingError("balance", "applies to streaming joins; a static join runs once", show_value=False)
         windows = join_windows(left, right, s)
         parallelism, partitions = worker_placement(left.sparkSession, s.parallelism, s.partitions)
         return cls(left, right, s, streaming, id_type, windows, parallelism, partitions, s.metrics_dir)

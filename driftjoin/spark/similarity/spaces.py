@@ -68,7 +68,8 @@ import logging
 import pickle
 import time
 from dataclasses import asdict, dataclass, field
-from typing import Any, Iterator
+from collections.abc import Iterable, Iterator, Mapping
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -437,7 +438,11 @@ def _sample_values(frames: list[DataFrame], column: str, kind: str, space: Space
     return out
 
 
-def _stream_sample(sample: Any, column: str, kind: str, space: Space) -> list[Any] | None:
+def _given_sample(sample: Any, column: str, kind: str, space: Space, metric: Any) -> list[Any] | None:
+    """The valid values of ``sample=`` (None when none is given): a static DataFrame with the value
+    column of the input's type (its first rows), or a list of values like the input's. Its form
+    and its column's type are checked before its rows are read; a sample without one valid value
+    is a mistake whatever the strategy."""
     if sample is None:
         return None
     if isinstance(sample, DataFrame):
@@ -447,9 +452,25 @@ def _stream_sample(sample: Any, column: str, kind: str, space: Space) -> list[An
         if column not in sample.columns:
             raise SettingError("sample", f"= has no column {column!r} (value_col); columns are {sample.columns}",
                                show_value=False)
-        return _sample_values([sample], column, kind, space, 10 * SAMPLE_ROWS)
-    values = python_values(kind, list(sample))
-    return [v for v in values if space.reason(v) is None]
+        holds = value_kind(sample.schema[column].dataType, metric)
+        if holds != kind:
+            raise SettingError("sample", f"= column {column!r} holds {holds} values, the input's hold {kind} values: "
+                                         "give the sample the input's column type", show_value=False)
+        values = _sample_values([sample], column, kind, space, 10 * SAMPLE_ROWS)
+        given = "its first rows hold"
+    elif isinstance(sample, (str, bytes, Mapping)) or not isinstance(sample, Iterable):
+        raise SettingError("sample", f"= must be a static DataFrame with column {column!r} or a list of values like "
+                                     f"the input's, got {type(sample).__name__!r}", show_value=False)
+    else:
+        given_values = python_values(kind, list(sample))
+        values = [v for v in given_values if space.reason(v) is None]
+        given = f"its {len(given_values)} values hold" if given_values else "it holds"
+    if not values:
+        what = "" if space.value_type == "any" else f"{space.value_type} "
+        raise SettingError("sample", f"= has no value metric={space.name!r} can join ({given} none that is valid: "
+                                     f"{what}values like the input's column {column!r}); pass such values, or drop "
+                                     "sample=", show_value=False)
+    return values
 
 
 @dataclass(frozen=True)
@@ -479,13 +500,9 @@ def space_plan(join: JoinInputs, sample: Any) -> SpacePlan:
     space = s.distance if isinstance(s.distance, Space) else core("metric", lambda: get_space(s.distance.name))
     core("metric", lambda: check_kind(space, kind, s.column))
     column, parallelism, partitions = s.column, join.parallelism, join.partitions
-    if join.streaming:
-        values = _stream_sample(sample, column, kind, space)
-        rows = None if values is None else len(values)
-    else:
-        values = (_sample_values(join.frames, column, kind, space, SAMPLE_ROWS) if sample is None
-                  else _stream_sample(sample, column, kind, space))
-        rows = sum(df.count() for df in join.frames)
+    values = _given_sample(sample, column, kind, space, s.metric)
+    if values is None and not join.streaming:
+        values = _sample_values(join.frames, column, kind, space, SAMPLE_ROWS)
     if not values and strategies_for(space)[1:] == ():
         if values is None:
             raise SettingError("sample", f"= is required for metric={space.name!r} on a stream (a static DataFrame "
@@ -496,6 +513,10 @@ def space_plan(join: JoinInputs, sample: Any) -> SpacePlan:
                                      f"centroids from (column {column!r}; invalid_records() lists why each row "
                                      "cannot be joined): pass sample= values like the input's", show_value=False)
     core("metric", lambda: check_user_metric(space, values or []))
+    if join.streaming:
+        rows = None if values is None else len(values)
+    else:  # the one window of a static input, counted once every check has passed
+        rows = sum(df.count() for df in join.frames)
     if isinstance(space, JaccardSpace):
         space = JaccardSpace(TokenOrder.from_sample(values or []))
         if values is None:

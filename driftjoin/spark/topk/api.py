@@ -214,6 +214,7 @@ def invalid_sets(left: DataFrame, right: DataFrame | None = None, *, tokens_col:
     [(2, 'empty set'), (3, 'missing time (ts)')]
     """
     s = TopKSettings.check({"tokens_col": tokens_col, "id_col": id_col, "time_col": time_col}, dead_letters=True)
+    inputs_streaming(left, right)
     data = _inputs(left, right, s, True)
     prepare_session(left.sparkSession)
     schema = T.StructType([T.StructField("side", T.ByteType()), T.StructField("id", data.schema["id"].dataType),
