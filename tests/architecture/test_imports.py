@@ -11,7 +11,8 @@
 - no module imports a private name (``_x``) of another module;
 - there are no import circles between modules (function-local imports count too);
 - no module inside the package imports through the root package's lazy names (``from driftjoin
-  import similarity_join`` hides an arrow from these rules: import the defining module);
+  import similarity_join`` or ``driftjoin.similarity_join`` after ``import driftjoin`` hides an
+  arrow from these rules: import the defining module);
 - only ``driftjoin.spark.runtime.jvm`` reaches into PySpark's and Py4J's private names (its
   private modules, ``_x`` names, and the attributes of :data:`PRIVATE_ATTRIBUTES`), in the package
   and in the benchmarks.
@@ -132,12 +133,36 @@ def _lazy_names() -> set[str]:
     raise AssertionError("driftjoin/__init__.py has no _LAZY table")
 
 
+def _lazy_attributes(path: Path, lazy: set[str]) -> list[str]:
+    """Where a module that imports the root package (``import driftjoin``) reads one of its lazy
+    names as an attribute (``driftjoin.similarity_join``)."""
+    text = path.read_text()
+    if not re.search(r"^\s*import driftjoin\b", text, re.MULTILINE):
+        return []
+    tree = ast.parse(text)
+    aliases = {a.asname or a.name for node in ast.walk(tree) if isinstance(node, ast.Import)
+               for a in node.names if a.name == "driftjoin"}
+    where = path.relative_to(ROOT) if path.is_relative_to(ROOT) else path
+    return [f"{where}:{node.lineno} reads driftjoin.{node.attr}" for node in ast.walk(tree)
+            if isinstance(node, ast.Attribute) and node.attr in lazy and isinstance(node.value, ast.Name)
+            and node.value.id in aliases]
+
+
 def test_no_imports_through_the_root_packages_lazy_names():
     lazy = _lazy_names()
     assert "similarity_join" in lazy
     bad = [f"{m}:{line} takes {n} from driftjoin" for m, imps in IMPORTS.items() for t, n, line in imps
            if t == "driftjoin" and n in lazy and m != "driftjoin"]
+    bad += [hit for m, path in MODULES.items() if m != "driftjoin" for hit in _lazy_attributes(path, lazy)]
     assert not bad
+
+
+def test_the_lazy_name_rule_reads_both_spellings(tmp_path):
+    """The rule above sees ``from driftjoin import x`` (through :data:`IMPORTS`) and ``driftjoin.x``."""
+    module = tmp_path / "m.py"
+    module.write_text("import driftjoin as dj\n\n\ndef f():\n    return dj.similarity_join, dj.__version__\n")
+    lazy = _lazy_names()
+    assert [hit.rsplit(" ", 1)[-1] for hit in _lazy_attributes(module, lazy)] == ["driftjoin.similarity_join"]
 
 
 def _private_reaches(path: Path) -> list[str]:
