@@ -11,12 +11,12 @@ vector metrics on vector columns keep their own S3J and grid.
 
 Before the start (:func:`space_plan`): the checks of the column, the sample (``sample=`` when
 given: a static DataFrame with the value column, or a list of values; else a static input's first
-rows), which gives S3J its centroids, prefix filtering its global token order, ``auto`` its
-estimate (the core's counted work, :func:`driftjoin.metric.choose.choose`) and a user metric its
-triangle check. Without one, a stream can still run PassJoin (edit distance) and prefix filtering
-(Jaccard, with a token order by hash instead of frequency: exact, less pruning); S3J and user
-metrics need it.
-one stateful operator keyed by worker, driving a strategy of :mod:`driftjoin.metric`.
+rows), which gives S3J its centroids, pivot filtering its pivots and cells (a user metric's plan
+reuses the distances of its triangle check), prefix filtering its global token order, ``auto``
+its estimate (the core's counted work, :func:`driftjoin.metric.choose.choose`) and a user metric
+its triangle check. Without one, a stream can still run PassJoin (edit distance) and prefix
+filtering (Jaccard, with a token order by hash instead of frequency: exact, less pruning); S3J,
+pivot filtering and user metrics need it.
 
 Data path (one micro-batch)::
 
