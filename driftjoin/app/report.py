@@ -166,7 +166,8 @@ def summary(metrics_dir: str, query_id: str | None = None, run_id: str | None = 
     tuple[dict, pandas.DataFrame]
         ``totals``: ``records_in`` (valid records the workers received), ``pairs_out``,
         ``duplication_ratio`` (workset memberships per record), ``comparisons_ratio`` (distance
-        computations per pair), ``comparisons``, ``late`` (records that arrived after their
+        computations per pair), ``comparisons``, ``distance_calls`` (calls of a user metric, the
+        routers' and the workers'; None for a built-in metric), ``late`` (records that arrived after their
         window closed), ``batches`` and ``startup_batches``. ``per_worker``: columns ``worker,
         pairs, comparisons, p50_latency_s, p99_latency_s`` (steady state: nan when every batch
         was a start-up batch) and ``startup_p99_latency_s``.
@@ -197,6 +198,8 @@ def summary(metrics_dir: str, query_id: str | None = None, run_id: str | None = 
         "duplication_ratio": memberships / inputs if inputs else math.nan,
         "comparisons_ratio": comparisons / pairs if pairs else math.nan,
         "comparisons": comparisons,
+        "distance_calls": (sum(s["distance_calls"] for s in records if "distance_calls" in s)
+                           if any("distance_calls" in s for s in records) else None),
         "late": sum(s.get("late", 0) for s in records + _records(metrics_dir, query_id, run_id, "formulation")),
         "batches": int(table["seq"].nunique()) if len(table) else 0,
         "startup_batches": int(table.loc[table["startup"], "seq"].nunique()) if len(table) else 0,

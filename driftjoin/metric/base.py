@@ -6,9 +6,11 @@ per micro-batch:
 1. expand the batch into window copies (:func:`driftjoin.metric.records.expand`) and drop late
    records (:meth:`driftjoin.windows.Windowing.late`);
 2. :meth:`Strategy.route` the copies: rows ``(row, worker, role)``, stateless given the strategy
-   (which is a plain picklable value fixed before the start);
-3. per worker, :meth:`WorkerJoin.add` its rows (in the same order): it returns each new
-   qualifying pair exactly once and keeps what later pairs need;
+   (which is a plain picklable value fixed before the start), optionally with a numeric
+   *payload* per row that the router computed for the worker (pivot filtering's distances to
+   its pivots) and the distance calls the router made;
+3. per worker, :meth:`WorkerJoin.add_routed` its rows (in the same order, with their payload): it
+   returns each new qualifying pair exactly once and keeps what later pairs need;
 4. after the batch, :meth:`WorkerJoin.expire_before` the first open window of the clock.
 
 :meth:`WorkerJoin.state` is a plain dict (numpy arrays, lists, ints) with the per-window part
@@ -33,11 +35,15 @@ STATE_FORMAT = 1
 
 @dataclass(frozen=True)
 class Routing:
-    """Copy ``row[k]`` of the batch goes to worker ``worker[k]`` with role ``role[k]``."""
+    """Copy ``row[k]`` of the batch goes to worker ``worker[k]`` with role ``role[k]``; ``payload[k]``
+    (a float row, when the strategy has one) travels with it; ``calls[k]`` counts the distance calls
+    the router made for it (a strategy that makes none leaves ``calls`` None)."""
 
     row: np.ndarray
     worker: np.ndarray
     role: np.ndarray
+    payload: np.ndarray | None = None
+    calls: np.ndarray | None = None
 
     def __len__(self) -> int:
         return len(self.row)
@@ -46,11 +52,13 @@ class Routing:
 @dataclass
 class WorkerStats:
     """What a worker did: candidate pairs its store enumerated (each one filtered), distances (or exact
-    overlaps) it computed, pairs it emitted."""
+    overlaps) it computed, pairs it emitted, and calls of a user metric it made (every evaluation of
+    the user's function, :attr:`driftjoin.metric.spaces.Space.calls`; built-in metrics count none)."""
 
     candidates: int = 0
     comparisons: int = 0
     pairs: int = 0
+    calls: int = 0
 
 
 class WorkerJoin(ABC):
@@ -64,6 +72,11 @@ class WorkerJoin(ABC):
     @abstractmethod
     def add(self, batch: MetricRecords, role: np.ndarray) -> MetricPairs:
         """Join the copies routed here (in routing order); returns the pairs they complete."""
+
+    def add_routed(self, batch: MetricRecords, role: np.ndarray, payload: np.ndarray | None) -> MetricPairs:
+        """:meth:`add` with the rows' :attr:`Routing.payload` (what a runtime calls); a strategy
+        whose router sends a payload overrides it."""
+        return self.add(batch, role)
 
     @abstractmethod
     def expire_before(self, window: int) -> None:
@@ -129,6 +142,10 @@ class Strategy(ABC):
     @abstractmethod
     def worker(self, index: int) -> WorkerJoin:
         """A new, empty join for worker ``index``."""
+
+    def describe(self) -> str:
+        """What the strategy chose from its sample, for the logs and the recorded choice ("": nothing)."""
+        return ""
 
 
 def check_format(state: dict) -> None:

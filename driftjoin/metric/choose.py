@@ -1,8 +1,15 @@
 """Building a metric strategy by name, and ``algorithm="auto"``: the cheaper one on a sample.
 
-Strategies by space: every space has ``"s3j"`` (:mod:`driftjoin.metric.s3j`); edit distance also
-``"passjoin"`` (:mod:`driftjoin.metric.passjoin`), Jaccard also ``"prefix"``
+Strategies by space: every space has ``"s3j"`` (:mod:`driftjoin.metric.s3j`, the paper's space
+partitioning) and ``"pivots"`` (:mod:`driftjoin.metric.pivots`, pivot filtering); edit distance
+also ``"passjoin"`` (:mod:`driftjoin.metric.passjoin`), Jaccard also ``"prefix"``
 (:mod:`driftjoin.metric.prefix`).
+
+A user metric (a Python callable or :func:`driftjoin.metric.spaces.user_metric`) is judged by its
+calls: ``auto`` runs pivot filtering, which never computes more distances than the brute force
+(its plan chooses the pivots and cells from the metric's measured cost), without estimating S3J
+first (running S3J on the sample would itself cost more calls than the brute force of the sample).
+For the built-in metrics ``auto`` counts work as below.
 
 The choice counts work instead of timing it, so it is deterministic for a sample and a seed: each
 candidate runs on the sample (one batch, one window) and reports the entries it stored (keys,
@@ -25,29 +32,52 @@ import numpy as np
 from driftjoin.metric.base import Strategy
 from driftjoin.metric.engine import MetricEngine
 from driftjoin.metric.passjoin import PassJoinStrategy
+from driftjoin.metric.pivots import Measured, PivotStrategy, plan_pivots
 from driftjoin.metric.prefix import PrefixStrategy
 from driftjoin.metric.records import MetricRecords, Values
 from driftjoin.metric.s3j import S3JStrategy, choose_centroids
-from driftjoin.metric.spaces import JaccardSpace, LevenshteinSpace, Space
+from driftjoin.metric.spaces import CallableSpace, JaccardSpace, LevenshteinSpace, PairwiseSpace, Space
 from driftjoin.windows import Windowing
 
 ENTRY = 0.2
 CANDIDATE = 0.05
 DISTANCE = 1.0
 
+#: What ``algorithm="auto"`` runs for a user metric (module docstring).
+USER_METRIC_AUTO = "pivots"
+USER_METRIC_REASON = ("a user metric: pivot filtering, which never computes more distances than the brute force "
+                      "(algorithm='s3j' runs the paper's space partitioning)")
+
 
 def strategies_for(space: Space) -> tuple[str, ...]:
-    """The strategies that can join in ``space`` (the first is the default)."""
+    """The strategies that can join in ``space``."""
     if isinstance(space, LevenshteinSpace):
-        return ("s3j", "passjoin")
+        return ("s3j", "passjoin", "pivots")
     if isinstance(space, JaccardSpace):
-        return ("s3j", "prefix")
-    return ("s3j",)
+        return ("s3j", "prefix", "pivots")
+    return ("s3j", "pivots")
+
+
+def sample_free(space: Space) -> str | None:
+    """The strategy of ``space`` that needs no sample (a stream without ``sample=``), if any."""
+    if isinstance(space, LevenshteinSpace):
+        return "passjoin"
+    if isinstance(space, JaccardSpace):
+        return "prefix"
+    return None
+
+
+def is_user_metric(space: Space) -> bool:
+    return isinstance(space, (CallableSpace, PairwiseSpace))
 
 
 def build_strategy(name: str, space: Space, threshold: float, n_workers: int, *, self_join: bool, windows: Windowing,
-                   sample: Values | None = None, seed: int = 0) -> Strategy:
-    """The strategy ``name`` for ``space``; S3J draws its centroids from ``sample`` (prepared values).
+                   sample: Values | None = None, seed: int = 0, expected: int | None = None,
+                   measured: Measured | None = None, reproducible: bool = False) -> Strategy:
+    """The strategy ``name`` for ``space``; S3J draws its centroids from ``sample`` (prepared values),
+    pivot filtering its plan (for ``expected`` records per window, default the sample's size,
+    reusing the distances ``measured`` on sample values if given; ``reproducible``: a stream's plan,
+    decided on counts only, see :func:`driftjoin.metric.pivots.plan_pivots`).
 
     Example::
 
@@ -64,7 +94,12 @@ def build_strategy(name: str, space: Space, threshold: float, n_workers: int, *,
     if name == "prefix":
         return PrefixStrategy(threshold, n_workers, self_join=self_join, windows=windows)
     if sample is None or len(sample) == 0:
-        raise ValueError("S3J needs a sample of the values to draw its centroids from")
+        raise ValueError(f"{'pivot filtering' if name == 'pivots' else 'S3J'} needs a sample of the values to draw "
+                         f"its {'pivots' if name == 'pivots' else 'centroids'} from")
+    if name == "pivots":
+        plan = plan_pivots(space, threshold, sample, n_workers=n_workers, expected=expected, self_join=self_join, seed=seed,
+                           measured=measured, reproducible=reproducible)
+        return PivotStrategy(space, threshold, plan, self_join=self_join, windows=windows)
     return S3JStrategy(space, threshold, choose_centroids(space, sample, n_workers, seed), self_join=self_join,
                        windows=windows)
 
@@ -98,7 +133,8 @@ def estimate(name: str, space: Space, threshold: float, sample: Values, *, n_wor
 
 def choose(space: Space, threshold: float, sample: Values, *, n_workers: int, expected: int | None = None,
            seed: int = 0) -> tuple[str, list[Estimate]]:
-    """``algorithm="auto"``: the strategy with the least estimated work on ``sample`` (module docstring).
+    """``algorithm="auto"``: the strategy with the least estimated work on ``sample``, or for a user
+    metric :data:`USER_METRIC_AUTO` with no estimate (module docstring).
 
     Parameters
     ----------
@@ -116,7 +152,9 @@ def choose(space: Space, threshold: float, sample: Values, *, n_workers: int, ex
         >>> choose(sp, 1, words, n_workers=2)[0]
         'passjoin'
     """
+    if is_user_metric(space):
+        return USER_METRIC_AUTO, []
     estimates = [estimate(name, space, threshold, sample, n_workers=n_workers, expected=expected, seed=seed)
-                 for name in strategies_for(space)]
+                 for name in strategies_for(space) if name != "pivots"]
     best = min(estimates, key=lambda e: e.work)  # the first (S3J) wins ties
     return best.strategy, estimates

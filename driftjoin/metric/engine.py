@@ -33,6 +33,13 @@ class MetricEngine:
         self.seen: int | None = None
         #: records refused as late, by id
         self.late: list = []
+        #: distance calls the router made (the workers count theirs in their stats)
+        self.router_calls = 0
+
+    @property
+    def calls(self) -> int:
+        """Calls of a user metric the join made so far: the router's and every worker's."""
+        return self.router_calls + sum(w.stats.calls for w in self.workers.values())
 
     def process(self, batch: MetricRecords) -> MetricPairs:
         """Join one micro-batch of records (window 0, no ghosts: they are assigned here)."""
@@ -43,13 +50,16 @@ class MetricEngine:
             batch = batch.take(np.nonzero(~late)[0])
         copies = expand(batch, self.windows)
         routing = self.strategy.route(copies)
+        if routing.calls is not None:
+            self.router_calls += int(routing.calls.sum())
         out = []
         for w in np.unique(routing.worker).tolist():
             sel = np.nonzero(routing.worker == w)[0]
             worker = self.workers.get(w)
             if worker is None:
                 worker = self.workers[w] = self.strategy.worker(w)
-            out.append(worker.add(copies.take(routing.row[sel]), routing.role[sel]))
+            payload = None if routing.payload is None else routing.payload[sel]
+            out.append(worker.add_routed(copies.take(routing.row[sel]), routing.role[sel], payload))
         if len(batch):
             top = int(batch.time.max())
             self.seen = top if self.seen is None else max(self.seen, top)

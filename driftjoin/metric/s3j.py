@@ -123,6 +123,7 @@ class S3JStrategy(Strategy):
         if n == 0:
             z = np.zeros(0, np.int64)
             return Routing(z, z, np.zeros(0, np.int8))
+        before = self.space.calls
         dist = self.space.pairwise(batch.value, self.centroids)
         inner = np.argmin(dist, axis=1)
         parts = np.arange(p)
@@ -133,7 +134,9 @@ class S3JStrategy(Strategy):
         worker = np.concatenate([inner, out_parts])
         role = np.concatenate([np.full(n, INNER, np.int8), np.full(len(out_rows), OUTER, np.int8)])
         order = np.argsort(row, kind="stable")
-        return Routing(row[order], worker[order].astype(np.int64), role[order])
+        calls = np.zeros(len(row), np.int64)
+        calls[0] = self.space.calls - before
+        return Routing(row[order], worker[order].astype(np.int64), role[order], calls=calls)
 
     def worker(self, index: int) -> "S3JWorker":
         return S3JWorker(self.space, self.threshold, self.self_join, self.windows)
@@ -160,10 +163,13 @@ class S3JWorker(RunJoin):
         return len(self.ids)
 
     def add(self, batch: MetricRecords, role: np.ndarray) -> MetricPairs:
+        before = self.space.calls
         records, row, workset, mrole = self.formulate(batch, np.asarray(role) == OUTER)
-        return self.join_runs(batch, records.window[row], lambda sel: Run.build(
+        pairs = self.join_runs(batch, records.window[row], lambda sel: Run.build(
             records, workset[sel], (mrole[sel] == OUTER).astype(np.int64) | (records.side[row[sel]].astype(np.int64) << 1),
             row[sel], {"role": mrole[sel]}))
+        self.stats.calls += self.space.calls - before
+        return pairs
 
     def verify(self, a: Run, ia: np.ndarray, b: Run, ib: np.ndarray) -> MetricPairs:
         A, B = a.records, b.records

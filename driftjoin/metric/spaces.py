@@ -26,7 +26,8 @@ slack (:data:`driftjoin.distance.BOUND_SLACK`) so that rounding never drops a pa
 - user metrics: :class:`CallableSpace` for ``f(a, b) -> float`` and :class:`PairwiseSpace`
   (:func:`user_metric`) for ``f(A, B) -> matrix``. The user declares them metrics;
   :func:`check_triangle` checks symmetry and the triangle inequality on a sample and refuses,
-  naming the violating triple.
+  naming the violating triple. They count every evaluation of the user's function
+  (:attr:`Space.calls`): what a join over an expensive metric is judged by.
 """
 
 from __future__ import annotations
@@ -57,6 +58,9 @@ class Space(ABC):
     name: str = ""
     #: the kind of value the space compares: "string", "set", "vector" or "any"
     value_type: str = "any"
+    #: distances a user metric evaluated in this process so far (a runtime reads differences;
+    #: built-in spaces leave it at 0)
+    calls: int = 0
     #: distances are exact numbers compared exactly (module docstring), not float computations
     exact: bool = False
 
@@ -360,10 +364,12 @@ class CallableSpace(Space):
 
     def pairwise(self, a: np.ndarray, b: np.ndarray) -> np.ndarray:
         f = self.fn
+        self.calls += len(a) * len(b)
         return np.array([[float(f(x, y)) for y in b] for x in a], dtype=np.float64).reshape(len(a), len(b))
 
     def rowwise(self, a: np.ndarray, b: np.ndarray) -> np.ndarray:
         f = self.fn
+        self.calls += len(a)
         return np.fromiter((float(f(x, y)) for x, y in zip(a, b)), np.float64, len(a))
 
 
@@ -394,6 +400,7 @@ class PairwiseSpace(Space):
     def pairwise(self, a: np.ndarray, b: np.ndarray) -> np.ndarray:
         if len(a) == 0 or len(b) == 0:
             return np.zeros((len(a), len(b)))
+        self.calls += len(a) * len(b)
         d = np.asarray(self.fn(a, b), dtype=np.float64)
         if d.shape != (len(a), len(b)):
             raise ValueError(f"user metric {self.name!r}: pairwise(A, B) returned shape {d.shape} for "
@@ -404,6 +411,7 @@ class PairwiseSpace(Space):
         if len(a) == 0:
             return np.zeros(0)
         if self.row_fn is not None:
+            self.calls += len(a)
             return np.asarray(self.row_fn(a, b), dtype=np.float64).reshape(len(a))
         return np.array([self.pairwise(a[k : k + 1], b[k : k + 1])[0, 0] for k in range(len(a))])
 
@@ -460,14 +468,41 @@ def get_space(metric: str | Space | Callable[[Any, Any], float], order: TokenOrd
     return VectorSpace(entry.name)
 
 
-def check_triangle(space: Space, values: Values, *, slack: float = 1e-9) -> None:
+#: Sample values on which :func:`check_triangle` calls a per-pair user metric in both orders and
+#: on themselves (the symmetry probe); every other pair of the sample is measured once.
+SYMMETRY_PROBE = 16
+
+
+def check_triangle(space: Space, values: Values, *, slack: float = 1e-9) -> np.ndarray:
     """Refuse a user metric that is not one on a sample: a negative or asymmetric distance, or
     ``d(a, c) > d(a, b) + d(b, c)`` beyond a rounding slack (relative to the largest distance).
-    The message names the violating values. About ``n^3`` additions for ``n`` sample values."""
+    The message names the violating values. About ``n^3`` additions for ``n`` sample values.
+    Returns the sample's distance matrix (a plan may reuse it rather than call the metric again).
+
+    A callable ``f(a, b)`` (:class:`CallableSpace`, one call per pair) is called once per pair of
+    the sample, ``n(n-1)/2`` calls, as a double loop would, plus the reverse order and ``d(a, a)`` of
+    the first :data:`SYMMETRY_PROBE` values (symmetry is checked there); a vectorised metric
+    computes the whole matrix in one call and is checked for symmetry on all of it.
+
+    Example::
+
+        >>> space = CallableSpace(lambda a, b: abs(len(a) - len(b)))
+        >>> d = check_triangle(space, space.prepare(["a", "bb", "ccc"]))
+        >>> d.tolist(), space.calls  # 3 pairs, and the probe's 3 reverse orders and 3 diagonals
+        ([[0.0, 1.0, 2.0], [1.0, 0.0, 1.0], [2.0, 1.0, 0.0]], 9)
+    """
     n = _len(values)
     if n == 0:
-        return
-    d = space.pairwise(values, values)
+        return np.zeros((0, 0))
+    if isinstance(space, CallableSpace):
+        d = np.zeros((n, n))
+        iu, ju = np.triu_indices(n, 1)
+        if len(iu):
+            d[iu, ju] = d[ju, iu] = space.distances(values, iu, values, ju)
+        il, jl = np.tril_indices(min(n, SYMMETRY_PROBE))  # i >= j: the reverse orders and the diagonal
+        d[il, jl] = space.distances(values, il, values, jl)
+    else:
+        d = space.pairwise(values, values)
     tol = slack * max(1.0, float(np.nanmax(np.abs(d))) if d.size else 1.0)
 
     def show(i: int) -> str:
@@ -492,6 +527,7 @@ def check_triangle(space: Space, values: Values, *, slack: float = 1e-9) -> None
                 f"metric {space.name!r} violates the triangle inequality: d(a, c) = {d[i, k]} > "
                 f"d(a, b) + d(b, c) = {d[i, j]} + {d[j, k]} for a={show(i)}, b={show(j)}, c={show(k)}; "
                 "S3J's partitioning is exact only for a metric")
+    return d
 
 
 def _value_at(values: Values, i: int) -> Any:

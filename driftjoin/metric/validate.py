@@ -13,11 +13,13 @@ the dead letters with the reason and joins the rest.
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from driftjoin.metric.choose import strategies_for
+from driftjoin.metric.pivots import Measured
 from driftjoin.metric.spaces import CallableSpace, PairwiseSpace, Space, check_triangle, get_space
 from driftjoin.metric.tokens import TokenOrder
 from driftjoin.windows import Windowing, windowing
@@ -110,12 +112,16 @@ def check_kind(space: Space, value_kind: str, column: str = "value") -> None:
                          f"{value_kind} values: use {_ADVICE[value_kind]}")
 
 
-def check_user_metric(space: Space, sample: Sequence[Any]) -> None:
-    """For a user metric, :func:`check_triangle` on (at most :data:`TRIANGLE_SAMPLE`) valid sample values."""
+def check_user_metric(space: Space, sample: Sequence[Any]) -> Measured | None:
+    """For a user metric, :func:`check_triangle` on (at most :data:`TRIANGLE_SAMPLE`) valid sample
+    values; returns what it measured (the values, their distances, the seconds they took), which
+    pivot filtering's plan reuses instead of calling the metric again."""
     if not isinstance(space, (CallableSpace, PairwiseSpace)):
-        return
-    valid = [v for v, why in zip(sample, reasons(space, sample)) if why is None][:TRIANGLE_SAMPLE]
-    check_triangle(space, space.prepare(valid))
+        return None
+    valid = space.prepare([v for v, why in zip(sample, reasons(space, sample)) if why is None][:TRIANGLE_SAMPLE])
+    start, before = time.perf_counter(), space.calls
+    matrix = check_triangle(space, valid)
+    return Measured(valid, matrix, time.perf_counter() - start, space.calls - before)
 
 
 def reasons(space: Space, values: Sequence[Any]) -> list[str | None]:

@@ -7,7 +7,8 @@ import numpy as np
 import pytest
 
 import driftjoin
-from driftjoin.metric.choose import CANDIDATE, DISTANCE, ENTRY, build_strategy, choose, estimate, strategies_for
+from driftjoin.metric.choose import (CANDIDATE, DISTANCE, ENTRY, build_strategy, choose, estimate, sample_free,
+                                    strategies_for)
 from driftjoin.metric.spaces import CallableSpace, JaccardSpace, LevenshteinSpace, PairwiseSpace, VectorSpace
 from driftjoin.metric.validate import check_settings, check_user_metric, reasons
 from driftjoin.windows import Windowing
@@ -41,9 +42,14 @@ def test_s3j_wins_where_it_computes_less():
 
 
 def test_strategies_by_space():
-    assert strategies_for(LevenshteinSpace()) == ("s3j", "passjoin")
-    assert strategies_for(JaccardSpace()) == ("s3j", "prefix")
-    assert strategies_for(CallableSpace(abs)) == ("s3j",)
+    assert strategies_for(LevenshteinSpace()) == ("s3j", "passjoin", "pivots")
+    assert strategies_for(JaccardSpace()) == ("s3j", "prefix", "pivots")
+    assert strategies_for(CallableSpace(abs)) == ("s3j", "pivots")
+    assert sample_free(LevenshteinSpace()) == "passjoin" and sample_free(CallableSpace(abs)) is None
+    # a user metric: pivot filtering, without running S3J on the sample (that alone costs calls)
+    counted = CallableSpace(lambda a, b: abs(a - b))
+    assert choose(counted, 1.0, counted.prepare([float(v) for v in range(50)]), n_workers=2) == ("pivots", [])
+    assert counted.calls == 0
     sp = JaccardSpace()
     assert choose(sp, 0.3, sp.prepare([["a", "b"], ["a", "c"], ["b", "c", "d"]] * 20), n_workers=2)[0] in ("s3j", "prefix")
     assert estimate("prefix", sp, 0.3, sp.prepare([["a"], ["a"]]), n_workers=1).candidates == 1

@@ -1,6 +1,6 @@
 """Jaccard pairs exactly at the threshold (issue 33): thresholds that binary floating point cannot
 write (0.1, 0.2, 0.3, 0.7, 1/3, 2/3) and set pairs built to sit exactly on them, just inside and
-just outside, through every strategy of the core (prefix filtering, S3J, and ``auto``'s choice)
+just outside, through every strategy of the core (prefix filtering, S3J, pivot filtering and ``auto``'s choice)
 against the exact oracle; the number a threshold stands for; the exact decisions on floats."""
 
 from __future__ import annotations
@@ -87,6 +87,9 @@ def strategy_of(kind: str, t, vals, recs, p: int, seed: int):
         kind = choose(space, t, values, n_workers=p, seed=seed)[0]
     if kind == "prefix":
         return PrefixStrategy(t, p, self_join=self_join, windows=w), values
+    if kind == "pivots":  # planned on every value, for as many records as they may stand for
+        return build_strategy("pivots", space, t, p, self_join=self_join, windows=w, sample=values, seed=seed,
+                              expected=10**6), values
     return S3JStrategy(space, t, choose_centroids(space, values, p, seed), self_join=self_join, windows=w), values
 
 
@@ -94,7 +97,7 @@ FAST = settings(max_examples=60, deadline=None, suppress_health_check=[HealthChe
 
 
 @FAST
-@given(case=records_on_threshold(), kind=st.sampled_from(["prefix", "s3j", "auto"]), p=st.integers(1, 4),
+@given(case=records_on_threshold(), kind=st.sampled_from(["prefix", "s3j", "pivots", "auto"]), p=st.integers(1, 4),
        seed=st.integers(0, 9))
 def test_pairs_on_a_written_threshold_equal_the_exact_oracle(case, kind, p, seed):
     t, recs = case
@@ -105,7 +108,7 @@ def test_pairs_on_a_written_threshold_equal_the_exact_oracle(case, kind, p, seed
     assert got == oracle(list(zip(ids, sides, vals, times)), jaccard, t, self_join, window_spec(w))
 
 
-@pytest.mark.parametrize("kind", ["prefix", "s3j", "auto"])
+@pytest.mark.parametrize("kind", ["prefix", "s3j", "pivots", "auto"])
 @pytest.mark.parametrize("p", [1, 3])
 def test_seven_of_ten_shared_joins_at_three_tenths(kind, p):
     """The issue's case: 7 of 10 tokens shared is distance 1 - 7/10 = 3/10 (0.30000000000000004 in
@@ -124,7 +127,7 @@ def test_auto_chooses_among_strategies_that_agree():
     space = JaccardSpace()
     values = space.prepare(vals)
     want = None
-    for name in ("prefix", "s3j"):
+    for name in ("prefix", "s3j", "pivots"):
         strategy = build_strategy(name, space, space.check_threshold(0.3), 2, self_join=True,
                                   windows=Windowing.unbounded(), sample=values)
         got = sorted(MetricEngine(strategy).process(MetricRecords.of(np.arange(len(vals)), values)).tuples())

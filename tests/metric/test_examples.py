@@ -8,7 +8,8 @@ import importlib
 import pytest
 
 MODULES = ["driftjoin.windows", "driftjoin.metric.tokens", "driftjoin.metric.exact", "driftjoin.metric.spaces", "driftjoin.metric.s3j",
-           "driftjoin.metric.passjoin", "driftjoin.metric.prefix", "driftjoin.metric.engine", "driftjoin.metric.choose",
+           "driftjoin.metric.passjoin", "driftjoin.metric.pivots", "driftjoin.metric.prefix", "driftjoin.metric.engine",
+           "driftjoin.metric.choose",
            "driftjoin.metric.validate"]
 
 

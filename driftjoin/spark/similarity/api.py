@@ -85,9 +85,12 @@ def similarity_join(
 
     Strings, token sets and user metrics run the metric strategies of :mod:`driftjoin.metric`
     (:mod:`driftjoin.spark.similarity.spaces`): ``algorithm="auto"`` chooses by their counted
-    work on a sample, or name one: ``"s3j"`` (S3J's space partitioning in the metric space:
-    centroids are records), ``"passjoin"`` (edit distance: PassJoin's segment pigeonhole) or
-    ``"prefix"`` (Jaccard: prefix filtering with a global token order). The sample is a static
+    work on a sample (a user metric: pivot filtering), or name one: ``"s3j"`` (S3J's space
+    partitioning in the metric space: centroids are records), ``"pivots"`` (pivot filtering:
+    never more calls of the metric than the brute force; :mod:`driftjoin.metric.pivots`),
+    ``"passjoin"`` (edit distance: PassJoin's segment pigeonhole) or ``"prefix"`` (Jaccard: prefix
+    filtering with a global token order). A user metric's calls are counted: ``distance_calls``
+    in the statistics and in :func:`driftjoin.app.report.summary`. The sample is a static
     input's first rows, or ``sample=`` for a stream (a static DataFrame with the column, or a list
     of values): S3J draws its centroids from it, prefix filtering its token order, and a user
     metric is checked there to be a metric (symmetry, triangle inequality) before the start. A
@@ -165,8 +168,8 @@ def similarity_join(
         ``"s3j"`` (space partitioning and worksets), ``"grid"`` (1-Bucket-Theta with
         matrix-product blocks: embeddings of tens to hundreds of dimensions), ``"clusterjoin"``
         (the paper's baseline, ``virtual_partitions`` partitions) or ``"bruteforce"``; on the
-        metric path ``"auto"``, ``"s3j"``, ``"passjoin"`` (edit distance) or ``"prefix"``
-        (Jaccard).
+        metric path ``"auto"``, ``"s3j"``, ``"pivots"``, ``"passjoin"`` (edit distance) or
+        ``"prefix"`` (Jaccard).
     virtual_partitions:
         ClusterJoin's partitions.
     balance, balance_options:
@@ -181,8 +184,8 @@ def similarity_join(
     sample:
         Vectors like a stream's (an array or a static DataFrame) for ``algorithm="auto"`` to
         decide on; without it a stream is decided by ``dim``. On the metric path: values of the
-        column (a list, or a static DataFrame with the column) for S3J's centroids, the token
-        order, ``auto`` and a user metric's triangle check.
+        column (a list, or a static DataFrame with the column) for S3J's centroids, the pivots,
+        the token order, ``auto`` and a user metric's triangle check.
     block_bytes:
         Memory of one matrix-product block of the grid (default 32 MB).
 

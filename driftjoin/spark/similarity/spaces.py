@@ -11,21 +11,21 @@ vector metrics on vector columns keep their own S3J and grid.
 
 Before the start (:func:`space_plan`): the checks of the column, the sample (``sample=`` when
 given: a static DataFrame with the value column, or a list of values; else a static input's first
-rows), which gives S3J its centroids, prefix filtering its global token order, ``auto`` its
-estimate (the core's counted work, :func:`driftjoin.metric.choose.choose`) and a user metric its
-triangle check. Without one, a stream can still run PassJoin (edit distance) and prefix filtering
-(Jaccard, with a token order by hash instead of frequency: exact, less pruning); S3J and user
-metrics need it.
-one stateful operator keyed by worker, driving a strategy of :mod:`driftjoin.metric`.
+rows), which gives S3J its centroids, pivot filtering its pivots and cells (a user metric's plan
+reuses the distances of its triangle check), prefix filtering its global token order, ``auto``
+its estimate (the core's counted work, :func:`driftjoin.metric.choose.choose`) and a user metric
+its triangle check. Without one, a stream can still run PassJoin (edit distance) and prefix
+filtering (Jaccard, with a token order by hash instead of frequency: exact, less pruning); S3J,
+pivot filtering and user metrics need it.
 
 Data path (one micro-batch)::
 
     input rows --mapInArrow(route_values)--> (worker key, role, record copy)     [strategy.route]
-      --groupBy(worker key).transformWithStateInPandas(SpaceProcessor)--> pairs  [worker.add]
+      --groupBy(worker key).transformWithStateInPandas(SpaceProcessor)--> pairs  [worker.add_routed]
 
 The plan (:class:`SpacePlan`) holds the strategy, fixed before the start and shipped by
-pickling: S3J's space and its centroids (records of a sample), PassJoin's ``tau`` and worker
-count, prefix filtering's threshold with a :class:`~driftjoin.metric.spaces.JaccardSpace` whose
+pickling: S3J's space and its centroids (records of a sample), pivot filtering's plan (pivots,
+cells, the sample's distances), PassJoin's ``tau`` and worker count, prefix filtering's threshold with a :class:`~driftjoin.metric.spaces.JaccardSpace` whose
 token order was fitted on a sample. The in-process runtime :class:`driftjoin.metric.engine.MetricEngine`
 is what this follows, step for step:
 
@@ -41,8 +41,9 @@ is what this follows, step for step:
 - **Worker** (:class:`SpaceProcessor`, one key per logical worker): plan check, the window clock
   (:mod:`driftjoin.clock`: every key derives the same frontier from the heartbeats), late
   records refused whole at every key (:meth:`driftjoin.windows.Windowing.late`), the copies
-  sorted into one deterministic order and joined by ``worker.add`` (each new pair once), then
-  ``expire_before`` the first open window.
+  sorted into one deterministic order and joined by ``worker.add_routed`` with the rows' payload
+  (each new pair once; a user metric's calls, the router's carried in the rows and the worker's,
+  go to the statistics as ``distance_calls``), then ``expire_before`` the first open window.
 
 Why each pair comes out exactly once on Spark: the strategies' routers are functions of the copy
 and the plan, so a copy reaches the same workers whichever task routes it, and each worker's
@@ -81,7 +82,8 @@ from pyspark.sql.streaming.stateful_processor import StatefulProcessorHandle
 
 from driftjoin.clock import WindowClock, tick_of, ticks
 from driftjoin.metric.base import STATE_FORMAT, Strategy, WorkerJoin, WorkerStats
-from driftjoin.metric.choose import build_strategy, choose, strategies_for
+from driftjoin.metric.choose import USER_METRIC_REASON, build_strategy, choose, is_user_metric, sample_free
+from driftjoin.metric.pivots import PivotStrategy
 from driftjoin.metric.records import MetricPairs, MetricRecords, concat_values, expand, take_values
 from driftjoin.metric.s3j import S3JStrategy, S3JWorker
 from driftjoin.metric.spaces import JaccardSpace, Space, get_space
@@ -156,7 +158,8 @@ class SpacePlan(SimilarityPlan):
         order = self.space.order.tokens.tolist() if isinstance(self.space, JaccardSpace) else None
         return {**self.shared_settings(), "state_format": f"metric-{STATE_FORMAT}", "algorithm": s.name,
                 "metric": self.space.name, "value_kind": self.value_kind,
-                "centroids": _fingerprint(s.centroids) if isinstance(s, S3JStrategy) else None,
+                "centroids": (_fingerprint(s.centroids) if isinstance(s, S3JStrategy) else
+                              _fingerprint(s.plan.signature()) if isinstance(s, PivotStrategy) else None),
                 "token_order": None if order is None else f"{len(order)}:{_fingerprint(order)}"}
 
 
@@ -200,6 +203,7 @@ def route_values(plan: SpacePlan, batches: Iterator[pa.RecordBatch], schema: pa.
         copies = expand(MetricRecords.of(rows.idx, prepared, ticks(rows.basis), rows.side), plan.windows)
         routing = plan.strategy.route(copies)
         row = copies.id[routing.row]
+        calls = np.zeros(len(row), np.int64) if routing.calls is None else routing.calls
         home = np.ones(len(row), dtype=bool)
         home[1:] = row[1:] != row[:-1]  # routing is grouped by copy, copies by record, earliest window first
         take = pa.array(row)
@@ -207,11 +211,21 @@ def route_values(plan: SpacePlan, batches: Iterator[pa.RecordBatch], schema: pa.
             [pa.array(keys[routing.worker], pa.int32()), pa.array(routing.role, pa.int8()),
              pa.array(copies.side[routing.row], pa.int8()), batch.column("id").take(take), batch.column("value").take(take),
              batch.column("ingest").take(take).cast(pa.float64()), pa.array(copies.time[routing.row], pa.int64()),
-             pa.array(copies.window[routing.row], pa.int64()), pa.array(copies.ghost[routing.row]), pa.array(home)],
+             pa.array(copies.window[routing.row], pa.int64()), pa.array(copies.ghost[routing.row]), pa.array(home),
+             _payload(routing.payload, len(row), schema.field("payload").type), pa.array(calls, pa.int64())],
             schema=schema,
         ), rows.top
 
-    return routed(plan, batches, schema, route, {"value": None})
+    return routed(plan, batches, schema, route, {"value": None, "payload": None})
+
+
+def _payload(payload: np.ndarray | None, n: int, kind: pa.DataType) -> pa.Array:
+    """The routing's payload rows as an Arrow list column (nulls when the strategy has none)."""
+    if payload is None:
+        return pa.nulls(n, kind)
+    width = payload.shape[1]
+    offsets = pa.array(np.arange(0, n * width + 1, width, dtype=np.int32))
+    return pa.ListArray.from_arrays(offsets, pa.array(np.ascontiguousarray(payload, np.float64).ravel()), type=kind)
 
 
 @dataclass
@@ -277,6 +291,7 @@ class SpaceProcessor(OperatorProcessor):
         core, clock, chunks = w.core, w.clock, loaded.chunks
         t1 = time.perf_counter()
         pdf = pdf.sort_values(["time", "side", "id", "window"], kind="stable").reset_index(drop=True)
+        router_calls = int(pdf["calls"].sum()) if "calls" in pdf and len(pdf) else 0
         times = pdf["time"].to_numpy(dtype=np.int64)
         late = clock.late(times)
         home = pdf["home"].to_numpy(dtype=bool)
@@ -291,7 +306,9 @@ class SpaceProcessor(OperatorProcessor):
         s3j = isinstance(core, S3JWorker)
         n_ids, n_buffer = (len(core.ids), 0 if core.buffer is None else len(core.buffer)) if s3j else (0, 0)
         centroid_before = core.centroid_comparisons if s3j else 0
-        pairs = core.add(rec, pdf["role"].to_numpy(dtype=np.int8)) if len(rec) else MetricPairs.empty(rec.id.dtype)
+        payload = np.stack(pdf["payload"].to_numpy()) if len(rec) and pdf["payload"].iloc[0] is not None else None
+        pairs = (core.add_routed(rec, pdf["role"].to_numpy(dtype=np.int8), payload) if len(rec)
+                 else MetricPairs.empty(rec.id.dtype))
         t2 = time.perf_counter()
         clock.advance(tick_of(top))
         first = clock.first_open()
@@ -316,6 +333,8 @@ class SpaceProcessor(OperatorProcessor):
                 "timings": {"state_read": t1 - t0, "work": t2 - t1, "state_write": t3 - t2},
                 "state": {"source": loaded.source, "chunks_read": chunks.read_count, "bytes_written": chunks.written_bytes},
             }
+            if is_user_metric(plan.space):  # every call of the user's metric: the router's and this worker's
+                stats["distance_calls"] = router_calls + core.stats.calls
             if s3j:
                 stats["centroid_comparisons"] = core.centroid_comparisons - centroid_before
                 stats["worksets_open"] = core.n_worksets
@@ -503,7 +522,7 @@ def space_plan(join: JoinInputs, sample: Any) -> SpacePlan:
     values = _given_sample(sample, column, kind, space, s.metric)
     if values is None and not join.streaming:
         values = _sample_values(join.frames, column, kind, space, SAMPLE_ROWS)
-    if not values and strategies_for(space)[1:] == ():
+    if not values and sample_free(space) is None:
         if values is None:
             raise SettingError("sample", f"= is required for metric={space.name!r} on a stream (a static DataFrame "
                                          f"with column {column!r}, or a list of values): S3J draws its centroids "
@@ -512,7 +531,7 @@ def space_plan(join: JoinInputs, sample: Any) -> SpacePlan:
         raise SettingError("sample", f"= is required: the first rows of the input hold no valid value to draw S3J's "
                                      f"centroids from (column {column!r}; invalid_records() lists why each row "
                                      "cannot be joined): pass sample= values like the input's", show_value=False)
-    core("metric", lambda: check_user_metric(space, values or []))
+    measured = core("metric", lambda: check_user_metric(space, values or []))  # pivot filtering's plan reuses these
     if join.streaming:
         rows = None if values is None else len(values)
     else:  # the one window of a static input, counted once every check has passed
@@ -526,8 +545,10 @@ def space_plan(join: JoinInputs, sample: Any) -> SpacePlan:
     name, estimates = _resolve(s, space, prepared, parallelism, rows)
     w = join.windows
     strategy = build_strategy(name, space, s.threshold, parallelism, self_join=join.self_join, windows=w.windows,
-                              sample=prepared, seed=s.seed)
-    choice = SpaceChoice(name, _reason(s.algorithm, name, estimates, prepared), space.name, strategy.n_workers,
+                              sample=prepared, seed=s.seed, expected=rows, measured=measured,
+                              reproducible=join.streaming)
+    reason = "; ".join(r for r in (_reason(s.algorithm, name, estimates, prepared), strategy.describe()) if r)
+    choice = SpaceChoice(name, reason, space.name, strategy.n_workers,
                          0 if prepared is None else len(prepared), rows or 0, tuple(estimates))
     log.info("similarity_join algorithm=%s: %s", name, choice.reason)
     if join.metrics_dir and not join.metrics_dir.startswith(AUTO):
@@ -549,7 +570,8 @@ def space_pairs(join: JoinInputs, plan: SpacePlan) -> DataFrame:
         T.StructField("id", join.id_type), T.StructField("value", data.schema["value"].dataType),
         T.StructField("ingest", T.DoubleType()), T.StructField("time", T.LongType()),
         T.StructField("window", T.LongType()), T.StructField("ghost", T.BooleanType()),
-        T.StructField("home", T.BooleanType()),
+        T.StructField("home", T.BooleanType()), T.StructField("payload", T.ArrayType(T.DoubleType())),
+        T.StructField("calls", T.LongType()),
     ])
     routed_arrow = arrow_schema(routed_schema)
     rows = data.mapInArrow(lambda it: route_values(plan, it, routed_arrow), routed_schema)
@@ -561,12 +583,13 @@ def _resolve(s: SimilaritySettings, space: Space, prepared: Any, parallelism: in
     """The strategy ``algorithm`` names (``auto``: the least counted work on the sample)."""
     algorithm = s.algorithm
     if algorithm != "auto":
-        if algorithm == "s3j" and prepared is None:
-            raise SettingError("sample", "= is required for algorithm='s3j' on a stream (S3J's centroids are records of "
-                                         "a sample)", show_value=False)
+        if algorithm in ("s3j", "pivots") and prepared is None:
+            raise SettingError("sample", f"= is required for algorithm={algorithm!r} on a stream (its "
+                                         f"{'centroids' if algorithm == 's3j' else 'pivots'} are values of a sample)",
+                               show_value=False)
         return algorithm, []
     if prepared is None:  # a stream without a sample: the strategy that needs none
-        return strategies_for(space)[1], []
+        return sample_free(space), []
     n = min(ESTIMATE_ROWS, len(prepared))
     return choose(space, s.threshold, take_values(prepared, np.arange(n)), n_workers=parallelism,
                   expected=rows if rows is not None else len(prepared), seed=s.seed)
@@ -576,7 +599,7 @@ def _reason(algorithm: str, name: str, estimates: list, prepared: Any) -> str:
     if algorithm != "auto":
         return f"algorithm={algorithm!r} given"
     if not estimates:
-        return f"no sample: {name} needs none"
+        return f"no sample: {name} needs none" if prepared is None else USER_METRIC_REASON
     work = ", ".join(f"{e.strategy} {e.work:.3g}" for e in estimates)
     return f"least estimated work on {min(ESTIMATE_ROWS, len(prepared))} sample values ({work})"
 

@@ -131,6 +131,8 @@ def test_user_metrics_and_the_triangle_check(spark):
     edits = lambda a, b: Levenshtein.distance(a, b)  # noqa: E731
     callable_rows = similarity_join(df, threshold=1, metric=edits, value_col="name", parallelism=2).collect()
     assert _keys(callable_rows) == _want(WORDS, 1, lev)
+    paper_rows = similarity_join(df, threshold=1, metric=edits, value_col="name", parallelism=2, algorithm="s3j").collect()
+    assert _keys(paper_rows) == _want(WORDS, 1, lev)
     rows = similarity_join(vectors, threshold=0.2, metric=manhattan, value_col="v", parallelism=2).collect()
     assert _keys(rows) == _want(list(X), 0.2, lambda a, b: float(np.abs(a - b).sum()))
     squared = user_metric(pairwise=lambda A, B: ((A[:, None, :] - B[None, :, :]) ** 2).sum(axis=2), name="squared")
@@ -163,7 +165,7 @@ def test_dead_letters_and_settings_refused_before_the_start(spark):
         (df, {"threshold": 0.1}, "metric='angular' compares vector values, but column 'name' holds string values"),
         (df, {"threshold": 1, "metric": "levenshtein", "balance": "greedy"}, "fused per space partition"),
         (df, {"threshold": 1, "metric": "levenshtein", "algorithm": "prefix"},
-         r"algorithm must be one of 'auto', 's3j', 'passjoin' \(for metric='levenshtein'\), got 'prefix'"),
+         r"algorithm must be one of 'auto', 's3j', 'passjoin', 'pivots' \(for metric='levenshtein'\), got 'prefix'"),
         (df, {"threshold": 1, "metric": 3}, "metric must be the name of a distance .*, a callable f"),
         (df, {"threshold": 1, "metric": "levenshtein", "output": "grouped"}, "one row per pair"),
         (df, {"threshold": 1, "metric": "levenshtein", "window": "10 seconds", "slide": "20 seconds"},

@@ -17,6 +17,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from driftjoin.metric.passjoin import PassJoinStrategy
+from driftjoin.metric.pivots import PivotStrategy, plan_pivots
 from driftjoin.metric.prefix import PrefixStrategy
 from driftjoin.metric.s3j import S3JStrategy, choose_centroids
 from driftjoin.metric.spaces import JaccardSpace, LevenshteinSpace
@@ -41,7 +42,8 @@ def _schemas(value: pa.DataType) -> tuple[pa.Schema, pa.Schema]:
                         ("time", pa.float64()), ("time_reason", pa.string())])
     routed = pa.schema([("key", pa.int32()), ("role", pa.int8()), ("side", pa.int8()), ("id", pa.int64()), ("value", value),
                         ("ingest", pa.float64()), ("time", pa.int64()), ("window", pa.int64()), ("ghost", pa.bool_()),
-                        ("home", pa.bool_())])
+                        ("home", pa.bool_()), ("payload", pa.list_(pa.field("element", pa.float64()))),
+                        ("calls", pa.int64())])
     return source, routed
 
 
@@ -80,7 +82,7 @@ def streaming_cache(monkeypatch):
 
 
 @settings(max_examples=30, deadline=None, suppress_health_check=list(HealthCheck))
-@given(kind=st.sampled_from(["passjoin", "s3j-strings", "prefix", "s3j-sets"]), data=st.data(),
+@given(kind=st.sampled_from(["passjoin", "s3j-strings", "prefix", "s3j-sets", "pivots-strings"]), data=st.data(),
        processes=st.integers(1, 3), workers=st.integers(1, 3))
 def test_failures_replays_and_processes_equal_the_oracle(streaming_cache, kind, data, processes, workers):
     sets = kind in ("prefix", "s3j-sets")
@@ -100,6 +102,10 @@ def test_failures_replays_and_processes_equal_the_oracle(streaming_cache, kind, 
         strategy = PassJoinStrategy(t, workers, self_join=self_join, windows=w)
     elif kind == "prefix":
         strategy = PrefixStrategy(t, workers, self_join=self_join, windows=w)
+    elif kind == "pivots-strings":  # planned for many records: pivots and several cells
+        plan = plan_pivots(space, t, space.prepare(vals[: len(vals) // 2 + 1]), n_workers=workers, expected=10**6,
+                           self_join=self_join)
+        strategy = PivotStrategy(space, t, plan, self_join=self_join, windows=w)
     else:
         strategy = S3JStrategy(space, t, choose_centroids(space, space.prepare(vals), workers, 0), self_join=self_join, windows=w)
     plan = SpacePlan(strategy=strategy, space=space, threshold=t, parallelism=strategy.n_workers, self_join=self_join,
