@@ -34,7 +34,7 @@ from pyspark import SparkConf, SparkContext
 from pyspark.sql import SparkSession
 from pyspark.sql.utils import is_remote
 
-from driftjoin.spark.runtime import queries
+from driftjoin.spark.runtime import queries, stats
 from driftjoin.spark.runtime.connect import ConnectUnsupported, cluster_parallelism, is_connect, master
 from driftjoin.spark.runtime.class_archive import jvm_options as class_archive_options
 from driftjoin.spark.sources import documents, generator
@@ -397,7 +397,8 @@ def prepare_session(spark: SparkSession, metrics_dir: str | None = None, *, need
     """What every driftjoin operator does first on the session of its input.
 
     Checks the Python workers (:func:`ensure_workers_python`); with a ``metrics_dir`` (or
-    ``need_metrics``) attaches the query tracker that makes statistics exactly-once. Returns the
+    ``need_metrics``) attaches the query tracker that makes statistics exactly-once and the writer
+    of each committed batch's timings (:func:`driftjoin.spark.runtime.stats.track_batches`). Returns the
     metrics directory to use: ``metrics_dir``, or with ``need_metrics`` and none given a default
     inside the query's checkpoint (local mode; :func:`driftjoin.spark.runtime.queries.default_metrics_dir`).
     """
@@ -407,6 +408,7 @@ def prepare_session(spark: SparkSession, metrics_dir: str | None = None, *, need
         return queries.default_metrics_dir(spark)
     if metrics_dir is not None:
         queries.track(spark, metrics_dir)
+        stats.track_batches(spark, metrics_dir)
     return metrics_dir
 
 
