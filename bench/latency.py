@@ -255,8 +255,17 @@ def floor_query(frames: list):
                                                           timeMode="None")
 
 
-def build_inputs(spark, sc: Scenario, work: Path, cap: int | None) -> tuple[list, FileProducer | None]:
-    """The scenario's input frames and, for files, its producer (not started)."""
+def build_inputs(spark, sc: Scenario, work: Path, cap: int | None, watermark: float | None = None
+                 ) -> tuple[list, FileProducer | None]:
+    """The scenario's input frames (with ``watermark``: Spark's ``withWatermark`` of that many
+    seconds on ``ts``, as a user may declare it) and, for files, its producer (not started)."""
+    frames, producer = _inputs(spark, sc, work, cap)
+    if watermark is not None:
+        frames = [f.withWatermark("ts", f"{watermark:g} seconds") for f in frames]
+    return frames, producer
+
+
+def _inputs(spark, sc: Scenario, work: Path, cap: int | None) -> tuple[list, FileProducer | None]:
     from pyspark.sql import functions as F
 
     total = int(sc.rate * sc.seconds)
@@ -344,41 +353,57 @@ def child(sc: Scenario, kind: str, args: argparse.Namespace, out: Path) -> None:
     shutil.rmtree(work, ignore_errors=True)
     work.mkdir(parents=True)
     parallelism = sc.parallelism if kind == "join" else 2
-    spark = local_session(parallelism, f"latency-{sc.name}-{kind}", conf=conf)
+    warm = args.warm_up if args.warm_up is not None else sc.name == "demo"  # the demo warms up (driftjoin demo does)
+    spark = local_session(parallelism, f"latency-{sc.name}-{kind}", conf=conf, warm_up=warm)
     t_session = time.time()
-    frames, producer = build_inputs(spark, sc, work, args.cap)
+    frames, producer = build_inputs(spark, sc, work, args.cap, args.input_watermark)
     metrics = str(work / "metrics")
-    df = scenario_query(spark, sc, frames, metrics) if kind == "join" else floor_query(frames)
     trigger = sc.trigger if args.trigger is None else args.trigger
-    writer = df.writeStream.option("checkpointLocation", str(work / "checkpoint")).trigger(processingTime=f"{trigger:g} seconds")
-    writer = writer.format("noop") if sc.sink == "noop" else writer.format("parquet").option("path", str(work / "out"))
     load: list[float] = []
     stop = threading.Event()
     load_sampler(load, stop)
     if producer is not None:
         producer.start(time.time() + 1.0)
-    q = writer.start()
+    if kind == "join" and sc.name == "demo" and args.trigger is None and not args.cap:
+        from driftjoin.app.demo import start_demo_query  # the demo's own query, as `driftjoin demo` starts it
+
+        q = start_demo_query(spark, work, seconds=sc.seconds, rate=sc.rate, parallelism=sc.parallelism)
+    else:
+        df = scenario_query(spark, sc, frames, metrics) if kind == "join" else floor_query(frames)
+        writer = df.writeStream.option("checkpointLocation", str(work / "checkpoint")).trigger(processingTime=f"{trigger:g} seconds")
+        writer = writer.format("noop") if sc.sink == "noop" else writer.format("parquet").option("path", str(work / "out"))
+        q = writer.start()
     t_start = time.time()
     log = ProgressLog(q)
+    # CPU of the JVM and its Python workers (not this driver, which also runs a file producer)
+    from driftjoin.control.autoscale.collector import ProcessCpu
+
+    tree = ProcessCpu(spark.sparkContext.applicationId, int(spark.sparkContext._jvm.java.lang.ProcessHandle.current().pid()))
+    cpu_first: tuple[int, float] | None = None
     expected = sc.rate * sc.seconds * sc.streams if sc.source != "files" else None
     deadline = t_start + sc.seconds + max(60.0, sc.seconds)
     while time.time() < deadline and q.exception() is None:
         time.sleep(1.0)
         seen = log.poll()
+        if cpu_first is None and seen:
+            cpu_first = (seen, sum(tree.sample().values()))
         if expected is not None and seen >= expected:
             break
         if producer is not None and not producer.thread.is_alive():
             q.processAllAvailable()
             break
     log.poll()
+    cpu_end = sum(tree.sample().values())
     t_end = time.time()
     error = q.exception()
     q.stop()
     stop.set()
     result: dict[str, Any] = {
         "scenario": sc.name, "kind": kind, "error": None if error is None else str(error)[:2000], "conf": conf,
-        "cap": args.cap, "trigger_s": trigger, "process_start": t_process, "session_ready": t_session,
+        "cap": args.cap, "trigger_s": trigger, "warm_up": warm, "process_start": t_process, "session_ready": t_session,
         "query_start": t_start, "query_end": t_end, "load": load, "progress": log.progress,
+        "cpu_ms_per_record": None if cpu_first is None or log.records <= cpu_first[0]
+        else 1000 * (cpu_end - cpu_first[1]) / (log.records - cpu_first[0]),
     }
     if producer is not None:
         result["files"] = {name: list(v) for name, v in producer.arrived.items()}
@@ -540,7 +565,7 @@ def analyse(r: dict, steady_s: float) -> dict[str, Any]:
         "rows_per_batch_max": _q(np.array([p["numInputRows"] for p in steady_batches], float), 100),
         "drain_s": drain, "latency_first_third_p50": first_third, "latency_last_third_p50": last_third, "kept_up": bool(kept),
         "load_min": float(np.nanmin(load)), "load_p50": float(np.nanmedian(load)), "load_max": float(np.nanmax(load)),
-        "per_batch": per_batch,
+        "per_batch": per_batch, "cpu_ms_per_record": r.get("cpu_ms_per_record"),
     }
     if "pairs" in r:
         out.update(analyse_pairs(r, t0, steady_s))
@@ -609,6 +634,7 @@ ROWS = [("records offered / processed", lambda a: f"{a['offered']:,} / {a['proce
         ("rows per batch p50 / max", lambda a: f"{_f(a['rows_per_batch_p50'])} / {_f(a['rows_per_batch_max'])}"),
         ("batches with data / empty (empty p50 s)", lambda a: f"{a['batches_with_data']} / {a['empty_batches']} ({_f(a['empty_batch_p50'])})"),
         ("state commit p50 (ms)", lambda a: _f(a["state_commit_ms_p50"])),
+        ("CPU ms per record (JVM + workers)", lambda a: _f(a.get("cpu_ms_per_record"))),
         ("drain after the last record (s)", lambda a: _f(a["drain_s"])),
         ("kept up", lambda a: _f(a["kept_up"])),
         ("load average min / p50 / max", lambda a: f"{a['load_min']:.1f} / {a['load_p50']:.1f} / {a['load_max']:.1f}")]
@@ -616,8 +642,10 @@ ROWS = [("records offered / processed", lambda a: f"{a['offered']:,} / {a['proce
 
 def report(sc: Scenario, runs: dict[str, dict], label: str) -> None:
     names = list(runs)
+    first = runs[names[0]]
     print(f"\n{sc.name}: {sc.what}; {sc.streams} x {sc.rate:,}/s for {sc.seconds:g} s, {sc.sink} sink, trigger "
-          f"{runs[names[0]].get('trigger_s', sc.trigger):g} s; goal: {sc.goal}")
+          f"{first.get('trigger_s', sc.trigger):g} s, cap {first.get('cap')}, warm-up {first.get('warm_up')}, "
+          f"conf {first.get('conf') or '-'}; goal: {sc.goal}")
     for name in names:
         if runs[name].get("error"):
             print(f"  {name} FAILED: {runs[name]['error'][:400]}")
@@ -667,6 +695,10 @@ def main() -> None:
     ap.add_argument("--trigger", type=float, help="processing-time trigger in seconds (0: back to back)")
     ap.add_argument("--label", default="", help="suffix of the result files")
     ap.add_argument("--steady", type=float, default=STEADY_S, help="seconds after the start before the steady state")
+    ap.add_argument("--warm-up", dest="warm_up", action="store_true", default=None,
+                    help="local_session(warm_up=True) in both runs (default: only the demo, as `driftjoin demo`)")
+    ap.add_argument("--no-warm-up", dest="warm_up", action="store_false", help="no warm-up, also for the demo")
+    ap.add_argument("--input-watermark", type=float, help="declare withWatermark('ts', S seconds) on the inputs")
     ap.add_argument("--no-floor", action="store_true", help="run the scenario only")
     ap.add_argument("--floor-only", action="store_true", help="run the floor only")
     ap.add_argument("--child", help=argparse.SUPPRESS)
@@ -692,9 +724,12 @@ def main() -> None:
         cmd = [sys.executable, __file__, sc.name, "--child", kind, "--out", str(out)]
         for c in args.conf:
             cmd += ["--conf", c]
-        for flag, value in (("--cap", args.cap), ("--trigger", args.trigger), ("--seconds", args.seconds)):
+        for flag, value in (("--cap", args.cap), ("--trigger", args.trigger), ("--seconds", args.seconds),
+                            ("--input-watermark", args.input_watermark)):
             if value is not None:
                 cmd += [flag, str(value)]
+        if args.warm_up is not None:
+            cmd.append("--warm-up" if args.warm_up else "--no-warm-up")
         print(f"[{time.strftime('%H:%M:%S')}] {sc.name} {kind} (load {os.getloadavg()[0]:.1f}) ...", flush=True)
         run = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True)
         if run.returncode != 0 or not out.exists():
@@ -705,7 +740,8 @@ def main() -> None:
         runs[kind] = r
     report(sc, runs, args.label)
     (RESULTS / f"latency_{sc.name}{suffix}.json").write_text(json.dumps(
-        {k: {"analysis": v["analysis"], "conf": v["conf"], "cap": v["cap"], "trigger_s": v["trigger_s"]} for k, v in runs.items()},
+        {k: {"analysis": v["analysis"], "conf": v["conf"], "cap": v["cap"], "trigger_s": v["trigger_s"],
+             "warm_up": v.get("warm_up")} for k, v in runs.items()},
         indent=1, default=str))
     plot(sc, runs, RESULTS / f"latency_{sc.name}{suffix}.png")
 
