@@ -132,7 +132,7 @@ def _session(master: str, app_name: str, parallelism: int, conf: dict[str, str],
 def local_session(parallelism: int = 2, app_name: str = "driftjoin", *, cores: int | None = None,
                   driver_memory: str = "4g", verbose: bool | None = None, log_level: str = "WARN",
                   log_file: str | None = None, preload_workers: bool = True, class_archive: bool = True,
-                  conf: dict[str, str] | None = None) -> SparkSession:
+                  warm_up: bool = False, conf: dict[str, str] | None = None) -> SparkSession:
     """An embedded local Spark with settings for small, fast stateful streaming.
 
     UI off, adaptive execution off (it would coalesce the partitions that pin workers),
@@ -168,6 +168,12 @@ def local_session(parallelism: int = 2, app_name: str = "driftjoin", *, cores: i
     class_archive:
         Map the archive of Spark's classes that :mod:`driftjoin.spark.runtime.class_archive`
         builds (``scripts/setup.sh`` does), if there is one: a faster start.
+    warm_up:
+        Before returning, run one small streaming query of the joins' shape
+        (:func:`driftjoin.spark.runtime.warmup.warm_up`), so the process's one-time start-up
+        (JVM code paths, the Python workers) is paid before the first real query starts rather
+        than by its first micro-batch, whose records wait for it. A few seconds longer to get
+        the session; ``driftjoin demo`` and ``driftjoin run`` turn it on.
     conf:
         Further settings (e.g. ``spark.eventLog.enabled`` for a benchmark's stage times).
 
@@ -186,8 +192,13 @@ def local_session(parallelism: int = 2, app_name: str = "driftjoin", *, cores: i
     master = f"local[{cores or min(os.cpu_count() or 2, max(2, parallelism))}]"
     java_options = f"-XX:+UseSerialGC -XX:TieredStopAtLevel=1 {class_archive_options(class_archive)}".strip()
     settings = {"spark.driver.memory": driver_memory, "spark.driver.extraJavaOptions": java_options, **(conf or {})}
-    return _session(master, app_name, parallelism, settings, verbose=verbose, log_level=log_level, log_file=log_file,
-                    preload_workers=preload_workers)
+    spark = _session(master, app_name, parallelism, settings, verbose=verbose, log_level=log_level, log_file=log_file,
+                     preload_workers=preload_workers)
+    if warm_up:
+        from driftjoin.spark.runtime.warmup import warm_up as run_warm_up
+
+        run_warm_up(spark)
+    return spark
 
 
 def cluster_session(master: str, parallelism: int = 2, app_name: str = "driftjoin", *, executor_memory: str = "1g",
