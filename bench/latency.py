@@ -143,10 +143,6 @@ class FileProducer:
             for r in rows:
                 self.record_time[r["id"]] = r["ts"]
 
-    @property
-    def total(self) -> int:
-        return self.ticks  # files
-
     def records(self) -> int:
         return sum(n for _, n in self.arrived.values())
 
@@ -640,7 +636,7 @@ ROWS = [("records offered / processed", lambda a: f"{a['offered']:,} / {a['proce
         ("load average min / p50 / max", lambda a: f"{a['load_min']:.1f} / {a['load_p50']:.1f} / {a['load_max']:.1f}")]
 
 
-def report(sc: Scenario, runs: dict[str, dict], label: str) -> None:
+def report(sc: Scenario, runs: dict[str, dict]) -> None:
     names = list(runs)
     first = runs[names[0]]
     print(f"\n{sc.name}: {sc.what}; {sc.streams} x {sc.rate:,}/s for {sc.seconds:g} s, {sc.sink} sink, trigger "
@@ -690,6 +686,7 @@ def main() -> None:
     ap.add_argument("scenario", nargs="?", choices=sorted(SCENARIOS))
     ap.add_argument("--list", action="store_true", help="print the scenarios and exit")
     ap.add_argument("--seconds", type=float, help="override the scenario's length")
+    ap.add_argument("--rate", type=int, help="override the scenario's records/s per stream")
     ap.add_argument("--conf", action="append", default=[], help="a Spark setting KEY=VALUE for both runs (repeat)")
     ap.add_argument("--cap", type=int, help="records per stream (generators) or files (files) per batch at most")
     ap.add_argument("--trigger", type=float, help="processing-time trigger in seconds (0: back to back)")
@@ -711,6 +708,8 @@ def main() -> None:
     sc = SCENARIOS[args.scenario]
     if args.seconds:
         sc = Scenario(**{**sc.__dict__, "seconds": args.seconds})
+    if args.rate:
+        sc = Scenario(**{**sc.__dict__, "rate": args.rate})
     if args.child:
         child(sc, args.child, args, Path(args.out))
         return
@@ -724,7 +723,7 @@ def main() -> None:
         cmd = [sys.executable, __file__, sc.name, "--child", kind, "--out", str(out)]
         for c in args.conf:
             cmd += ["--conf", c]
-        for flag, value in (("--cap", args.cap), ("--trigger", args.trigger), ("--seconds", args.seconds),
+        for flag, value in (("--cap", args.cap), ("--trigger", args.trigger), ("--seconds", args.seconds), ("--rate", args.rate),
                             ("--input-watermark", args.input_watermark)):
             if value is not None:
                 cmd += [flag, str(value)]
@@ -738,7 +737,7 @@ def main() -> None:
         r = json.loads(out.read_text())
         r["analysis"] = analyse(r, args.steady)
         runs[kind] = r
-    report(sc, runs, args.label)
+    report(sc, runs)
     (RESULTS / f"latency_{sc.name}{suffix}.json").write_text(json.dumps(
         {k: {"analysis": v["analysis"], "conf": v["conf"], "cap": v["cap"], "trigger_s": v["trigger_s"],
              "warm_up": v.get("warm_up")} for k, v in runs.items()},
