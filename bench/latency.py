@@ -36,7 +36,9 @@ Writes ``bench/results/latency_<scenario>[_<label>].json`` and ``.png`` (record 
 batch over time, scenario and floor) and prints one table. ``--conf`` passes Spark settings to
 both processes (the levers of issue 37), ``--cap`` caps a batch's records per stream (generator
 ``max_records_per_batch``) or files (``maxFilesPerTrigger``), ``--trigger`` replaces the
-scenario's processing-time trigger (0: back to back).
+scenario's processing-time trigger (0: back to back). ``--versus KEY=VALUE`` measures a lever:
+each process (the scenario's, the floor's) runs twice, without and then with the setting, and the
+ratios with / without are printed.
 """
 
 from __future__ import annotations
@@ -662,6 +664,20 @@ def report(sc: Scenario, runs: dict[str, dict]) -> None:
                 print(f"ratio to the floor, {title}: {j[key] / f[key]:.2f}x")
 
 
+def versus_ratios(runs: dict[str, dict], versus: list[str]) -> None:
+    """Each ``--versus`` run against the same kind without the settings (below 1: the settings help)."""
+    for kind in ("join", "floor"):
+        if kind not in runs or f"{kind}+" not in runs:
+            continue
+        a, b = runs[kind]["analysis"], runs[f"{kind}+"]["analysis"]
+        cells = []
+        for key, title in (("record_p50", "record p50"), ("record_p99", "record p99"), ("pair_p99", "pair p99"),
+                           ("batch_p50", "batch p50"), ("cpu_ms_per_record", "CPU per record")):
+            if a.get(key) and b.get(key):
+                cells.append(f"{title} {b[key] / a[key]:.2f}x")
+        print(f"{kind} with {' '.join(versus)} / without: " + ", ".join(cells))
+
+
 def plot(sc: Scenario, runs: dict[str, dict], path: Path) -> None:
     import matplotlib
 
@@ -696,6 +712,9 @@ def main() -> None:
                     help="local_session(warm_up=True) in both runs (default: only the demo, as `driftjoin demo`)")
     ap.add_argument("--no-warm-up", dest="warm_up", action="store_false", help="no warm-up, also for the demo")
     ap.add_argument("--input-watermark", type=float, help="declare withWatermark('ts', S seconds) on the inputs")
+    ap.add_argument("--versus", action="append", default=[],
+                    help="a Spark setting KEY=VALUE to measure against the run without it: each process runs twice, "
+                         "without and with it, side by side (repeat to set several at once)")
     ap.add_argument("--no-floor", action="store_true", help="run the scenario only")
     ap.add_argument("--floor-only", action="store_true", help="run the floor only")
     ap.add_argument("--child", help=argparse.SUPPRESS)
@@ -717,11 +736,14 @@ def main() -> None:
     kinds = ["floor"] if args.floor_only else ["join"] if args.no_floor else ["join", "floor"]
     runs: dict[str, dict] = {}
     suffix = f"_{args.label}" if args.label else ""
-    for kind in kinds:
-        out = WORK / f"{sc.name}-{kind}.json"
+    # with --versus: each kind without, then with the settings, one after the other (A B A' B')
+    variants = [(kind, extra) for kind in kinds for extra in ([[], args.versus] if args.versus else [[]])]
+    for kind, extra in variants:
+        name = f"{kind}+" if extra else kind
+        out = WORK / f"{sc.name}-{name}.json"
         out.parent.mkdir(parents=True, exist_ok=True)
         cmd = [sys.executable, __file__, sc.name, "--child", kind, "--out", str(out)]
-        for c in args.conf:
+        for c in args.conf + extra:
             cmd += ["--conf", c]
         for flag, value in (("--cap", args.cap), ("--trigger", args.trigger), ("--seconds", args.seconds), ("--rate", args.rate),
                             ("--input-watermark", args.input_watermark)):
@@ -729,15 +751,17 @@ def main() -> None:
                 cmd += [flag, str(value)]
         if args.warm_up is not None:
             cmd.append("--warm-up" if args.warm_up else "--no-warm-up")
-        print(f"[{time.strftime('%H:%M:%S')}] {sc.name} {kind} (load {os.getloadavg()[0]:.1f}) ...", flush=True)
+        print(f"[{time.strftime('%H:%M:%S')}] {sc.name} {name} (load {os.getloadavg()[0]:.1f}) ...", flush=True)
         run = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True)
         if run.returncode != 0 or not out.exists():
             print(run.stdout[-2000:], run.stderr[-4000:])
-            raise SystemExit(f"{sc.name} {kind} failed")
+            raise SystemExit(f"{sc.name} {name} failed")
         r = json.loads(out.read_text())
         r["analysis"] = analyse(r, args.steady)
-        runs[kind] = r
+        runs[name] = r
     report(sc, runs)
+    if args.versus:
+        versus_ratios(runs, args.versus)
     (RESULTS / f"latency_{sc.name}{suffix}.json").write_text(json.dumps(
         {k: {"analysis": v["analysis"], "conf": v["conf"], "cap": v["cap"], "trigger_s": v["trigger_s"],
              "warm_up": v.get("warm_up")} for k, v in runs.items()},
