@@ -50,7 +50,8 @@ def test_each_committed_batch_is_timed_and_the_parts_of_the_latency_fit_in_it(sp
     assert split["pairs"].sum() == summary(metrics)[0]["pairs_out"] > 0
     assert (split[["wait_p50_s", "work_p50_s", "handover_p50_s", "handover_p99_s"]] >= 0).all().all()
     longest = max(t["committed"] - t["started"] for t in timings.values())
-    assert (split["work_p99_s"] + split["handover_p99_s"] <= longest + 1e-6).all()
+    # each part fits in a batch (their p99s may come from different batches: they need not add up to one)
+    assert (split[["work_p99_s", "handover_p99_s", "batch_p50_s"]] <= longest + 1e-6).all().all()
     # without an ingestion column a record's time is its batch's: it waits for nothing, and what
     # the histogram's bucket leaves (half a bucket, 6% of the latency) is all that can show as waiting
     assert (split["wait_p99_s"] <= 0.07 * longest + 0.01).all()
