@@ -375,8 +375,9 @@ def child(sc: Scenario, kind: str, args: argparse.Namespace, out: Path) -> None:
     log = ProgressLog(q)
     # CPU of the JVM and its Python workers (not this driver, which also runs a file producer)
     from driftjoin.control.autoscale.collector import ProcessCpu
+    from driftjoin.spark.runtime import jvm
 
-    tree = ProcessCpu(spark.sparkContext.applicationId, int(spark.sparkContext._jvm.java.lang.ProcessHandle.current().pid()))
+    tree = ProcessCpu(spark.sparkContext.applicationId, jvm.driver_pid(spark))
     cpu_first: tuple[int, float] | None = None
     expected = sc.rate * sc.seconds * sc.streams if sc.source != "files" else None
     deadline = t_start + sc.seconds + max(60.0, sc.seconds)
