@@ -35,6 +35,8 @@ def test_each_committed_batch_is_timed_and_the_parts_of_the_latency_fit_in_it(sp
          .trigger(availableNow=True).start())
     q.awaitTermination()
     records = [s for s in read_stats(metrics, "computation")]
+    # each key's state round trips in the batch are counted (at least the meta value's read)
+    assert records and all(part["calls"] >= 1 for s in records for part in s["state"].values())
     batches = {s[STAMP]["batch"] for s in records}
     deadline = time.time() + 60  # the listener hears the last batch a moment after the query ends
     while time.time() < deadline and {b for _, b in read_batches(metrics)} < batches:
