@@ -160,7 +160,9 @@ def _run_job(cfg, *, timeout: float, available_now: bool, verbose: bool, log_lev
     from driftjoin.spark.runtime.session import local_session
 
     console = Console()
-    spark = local_session(cfg.parallelism, "driftjoin-run", verbose=verbose, log_level=log_level, log_file=str(log_file))
+    # a stream's first records wait for the first batch: pay the process's start-up before it starts
+    spark = local_session(cfg.parallelism, "driftjoin-run", verbose=verbose, log_level=log_level, log_file=str(log_file),
+                          warm_up=not (available_now or cfg.available_now))
     job = None
     try:
         job = start_job(spark, cfg, available_now=available_now, scratch=scratch)

@@ -140,6 +140,33 @@ def count_rows(spark, path: str) -> int:
         return 0
 
 
+#: What lowers each part of the latency (:func:`driftjoin.app.report.latency_split`).
+SPLIT_HINTS = {"wait": "waiting for its batch: a shorter trigger, or a cap on records per batch so one slow batch "
+                       "does not make the next one larger",
+               "work": "the batch's own work: more workers or cores, a lower threshold, fewer records per batch",
+               "handover": "handing over the output: output=\"pairs-lean\", a cheaper sink (the pairs cross into Spark "
+                           "and the sink before the batch commits)"}
+
+
+def print_latency_split(console: Console, per_worker) -> None:
+    """Per worker where a pair's steady latency goes (waiting, the batch's work, the hand-over),
+    and which part is the largest with what lowers it."""
+    shown = per_worker.dropna(subset=["wait_p99_s"])
+    if not len(shown):
+        return
+    table = Table(title="where a pair's latency goes (steady state; p50 / p99 in seconds)")
+    for c in ("worker", "waiting for its batch", "the batch's work", "handing over the output"):
+        table.add_column(c, justify="right")
+    for _, r in shown.iterrows():
+        table.add_row(str(int(r.worker)), f"{_fmt(float(r.wait_p50_s))} / {_fmt(float(r.wait_p99_s))}",
+                      f"{_fmt(float(r.work_p50_s))} / {_fmt(float(r.work_p99_s))}",
+                      f"{_fmt(float(r.handover_p50_s))} / {_fmt(float(r.handover_p99_s))}")
+    console.print(table)
+    parts = {k: float(shown[f"{k}_p99_s"].max()) for k in SPLIT_HINTS}
+    largest = max(parts, key=parts.get)
+    console.print(f"largest part of the p99: {SPLIT_HINTS[largest]}")
+
+
 def print_summary(console: Console, spark, job, outcome: Outcome, title: str) -> dict:
     """The summary of a run: this run's counts (records read and joined, pairs, ratios, late
     records), what the sinks hold over all runs of the checkpoint, whether the stream kept up,
@@ -181,6 +208,8 @@ def print_summary(console: Console, spark, job, outcome: Outcome, title: str) ->
             wt.add_row(str(int(r.worker)), f"{int(r.pairs):,}", f"{int(r.comparisons):,}", _fmt(float(r.p50_latency_s)),
                        _fmt(float(r.p99_latency_s)), _fmt(float(r.startup_p99_latency_s)))
         console.print(wt)
+        if "wait_p99_s" in per_worker.columns:
+            print_latency_split(console, per_worker)
     nothing_valid = None
     if outcome.records and totals and not totals["records_in"] and not totals["late"]:
         nothing_valid = (f"nothing valid was read: {outcome.records:,} records read, none joined; dead letters: "

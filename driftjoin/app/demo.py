@@ -67,6 +67,31 @@ def check_demo(out_dir: Path, *, seconds: float, rate: int, parallelism: int, wi
         raise e.spelled(f"--{e.name}") from None
 
 
+#: The demo's processing-time trigger (seconds).
+TRIGGER_SECONDS = 1.0
+
+
+def start_demo_query(spark, out_dir: Path, *, seconds: float = 60.0, rate: int = 500, parallelism: int = 2,
+                     selectivity: float = 0.001, window: str = "20 seconds", dist: str = "uniform"):
+    """Start the demo's streaming query on ``spark``: two generated streams of ``rate`` records/s
+    for ``seconds`` through the S3J join, pairs to ``out_dir/pairs`` (Parquet), statistics to
+    ``out_dir/metrics``; returns the started query (``bench/latency.py`` measures this one)."""
+    from driftjoin.spark.similarity.api import similarity_join
+
+    total = int(rate * seconds)
+
+    def stream(i: int):
+        return (spark.readStream.format("driftjoin").option("stream", i).option("rate", rate).option("dim", 2)
+                .option("dist", dist).option("seed", 7).option("total", total).load())
+
+    # 2-D uniform directions: angular distance is uniform on [0, 1], so threshold = selectivity
+    pairs = similarity_join(stream(0), stream(1), threshold=selectivity, metric="angular", window=window,
+                            parallelism=parallelism, dim=2, ingest_col="ts", metrics_dir=str(out_dir / "metrics"))
+    return (pairs.writeStream.format("parquet").option("path", str(out_dir / "pairs"))
+            .option("checkpointLocation", str(out_dir / "checkpoint"))
+            .trigger(processingTime=f"{TRIGGER_SECONDS:g} second").start())
+
+
 def run_demo(out_dir: Path, seconds: float = 60.0, rate: int = 500, parallelism: int = 2,
              selectivity: float = 0.001, window: str = "20 seconds", dist: str = "uniform",
              verbose: bool = False, log_level: str = "WARN") -> dict:
@@ -74,34 +99,25 @@ def run_demo(out_dir: Path, seconds: float = 60.0, rate: int = 500, parallelism:
     from driftjoin.app.console import count_rows, print_summary, watch
     from driftjoin.app.report import plot_latency
     from driftjoin.spark.runtime.session import local_session
-    from driftjoin.spark.similarity.api import similarity_join
 
     check_demo(out_dir, seconds=seconds, rate=rate, parallelism=parallelism, window=window, selectivity=selectivity)
     console = Console()
     prepare_out_dir(out_dir)
     console.print(f"[bold]driftjoin demo[/bold]: 2 streams x {rate} records/s, 2-D {dist}, angular distance, "
                   f"selectivity {selectivity:.2%}, {parallelism} workers, {window} windows, {seconds:g} s")
+    # warm_up: the process's one-time start-up is paid before the streams start, not by their records
     spark = local_session(parallelism, "driftjoin-demo", verbose=verbose, log_level=log_level,
-                          log_file=str(out_dir / "spark.log"))
+                          log_file=str(out_dir / "spark.log"), warm_up=True)
     total = int(rate * seconds)
-    # 2-D uniform directions: angular distance is uniform on [0, 1], so threshold = selectivity
-    threshold = selectivity
-
-    def stream(i: int):
-        return (spark.readStream.format("driftjoin").option("stream", i).option("rate", rate).option("dim", 2)
-                .option("dist", dist).option("seed", 7).option("total", total).load())
-
     metrics = str(out_dir / "metrics")
-    pairs = similarity_join(stream(0), stream(1), threshold=threshold, metric="angular", window=window,
-                            parallelism=parallelism, dim=2, ingest_col="ts", metrics_dir=metrics)
-    query = (pairs.writeStream.format("parquet").option("path", str(out_dir / "pairs"))
-             .option("checkpointLocation", str(out_dir / "checkpoint")).trigger(processingTime="1 second").start())
+    query = start_demo_query(spark, out_dir, seconds=seconds, rate=rate, parallelism=parallelism,
+                             selectivity=selectivity, window=window, dist=dist)
     try:
         outcome = watch([query], console, total=2 * total, limit=seconds * 4 + 120)
         if outcome.error is not None:
             raise outcome.error
         job = SimpleNamespace(queries=[query], metrics_dir=metrics, pairs_path=str(out_dir / "pairs"),
-                              dead_letters_path=None, available_now=False, trigger_seconds=1.0)
+                              dead_letters_path=None, available_now=False, trigger_seconds=TRIGGER_SECONDS)
         result = print_summary(console, spark, job, outcome, "driftjoin demo summary")
         plot = plot_latency(metrics, out_dir / "latency.png", f"driftjoin demo: p99 latency per worker ({parallelism} workers)")
         console.print(f"latency plot: {plot}\npairs (Parquet, read with spark.read.parquet): {out_dir / 'pairs'}")

@@ -8,7 +8,11 @@ computes the paper's metrics (section 9.1):
 - comparisons ratio: distance computations divided by joined pairs (inner x inner pairs are
   emitted without a comparison);
 - processing-time latency per worker: operator emission time minus the later ingestion time of
-  the pair, as p50/p99 from per-batch histograms.
+  the pair, as p50/p99 from per-batch histograms;
+- where that latency goes (:func:`latency_split`): waiting for the pair's micro-batch to start,
+  the batch's own work up to the emission, and handing the output over until the batch commits
+  (the sink, the state commit, Spark's logs), from the driver's batch timings
+  (:func:`driftjoin.spark.runtime.stats.read_batches`).
 """
 
 from __future__ import annotations
@@ -19,7 +23,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from driftjoin.spark.runtime.stats import STAMP, histogram_quantile, read_stats
+from driftjoin.spark.runtime.stats import LATENCY_BOUNDS, STAMP, histogram_quantile, read_batches, read_stats
 
 #: Micro-batches with data at the start of each run whose latency is start-up, not steady state:
 #: the first batches of a run start the Python workers, load the state and compile the kernels.
@@ -170,7 +174,9 @@ def summary(metrics_dir: str, query_id: str | None = None, run_id: str | None = 
         routers' and the workers'; None for a built-in metric), ``late`` (records that arrived after their
         window closed), ``batches`` and ``startup_batches``. ``per_worker``: columns ``worker,
         pairs, comparisons, p50_latency_s, p99_latency_s`` (steady state: nan when every batch
-        was a start-up batch) and ``startup_p99_latency_s``.
+        was a start-up batch) and ``startup_p99_latency_s``; on a stream also where the steady
+        latency goes (:func:`latency_split`: ``wait_*``, ``work_*``, ``handover_*`` p50 and p99,
+        nan where the batch timings are missing).
 
     Examples
     --------
@@ -211,7 +217,107 @@ def summary(metrics_dir: str, query_id: str | None = None, run_id: str | None = 
                            "p50_latency_s": p50, "p99_latency_s": p99,
                            "startup_p99_latency_s": _quantiles(list(g.loc[g["startup"], "latency_hist"]))[1]})
     columns = ["worker", "pairs", "comparisons", "p50_latency_s", "p99_latency_s", "startup_p99_latency_s"]
-    return totals, pd.DataFrame(per_worker, columns=columns)
+    frame = pd.DataFrame(per_worker, columns=columns)
+    split = latency_split(metrics_dir, query_id, run_id)
+    if len(split):
+        frame = frame.merge(split.drop(columns=["pairs"]), on="worker", how="left")
+    return totals, frame
+
+
+def _weighted_quantile(values: np.ndarray, weights: np.ndarray, q: float) -> float:
+    """The ``q`` quantile of ``values`` each counted ``weights`` times (nan if no weight)."""
+    keep = weights > 0
+    values, weights = values[keep], weights[keep]
+    if not len(values):
+        return math.nan
+    order = np.argsort(values, kind="stable")
+    cum = np.cumsum(weights[order])
+    return float(values[order][min(int(np.searchsorted(cum, q * cum[-1], side="left")), len(cum) - 1)])
+
+
+#: The columns of :func:`latency_split`.
+SPLIT_COLUMNS = ["worker", "pairs", "wait_p50_s", "wait_p99_s", "work_p50_s", "work_p99_s", "handover_p50_s",
+                 "handover_p99_s", "batch_p50_s"]
+
+
+def latency_split(metrics_dir: str, query_id: str | None = None, run_id: str | None = None,
+                  steady: bool = True) -> pd.DataFrame:
+    """Where a pair's latency goes, per worker: waiting, the batch's work, handing over the output.
+
+    A pair's latency (its emission minus its later record's ingestion) is split at the start of
+    its micro-batch and at the emission: **waiting** (ingestion to the batch's start: the trigger
+    interval and the batch before; lower it with a shorter trigger or a cap on records per
+    batch), **work** (the batch's start to the emission: reading, routing, state, the join; lower
+    it with more workers or fewer pairs per record) and **hand-over** (the emission to the batch's
+    commit: the output's way into Spark, the sink, the state commit; lower it with
+    ``output="pairs-lean"`` or a cheaper sink). Work and hand-over are one value per worker and
+    batch (each of its pairs has it); waiting is each pair's latency minus its batch's work, from
+    the latency histograms (each bucket taken at its geometric middle: within 6%). Needs the batch timings the driver
+    writes (:func:`driftjoin.spark.runtime.stats.track_batches`); batches without them are left out.
+
+    Parameters
+    ----------
+    metrics_dir:
+        The ``metrics_dir`` the join wrote to.
+    query_id, run_id:
+        Keep one query's (one run's) batches, as in :func:`metrics_table`.
+    steady:
+        Leave out each run's first :data:`STARTUP_BATCHES` micro-batches with data (start-up).
+
+    Returns
+    -------
+    pandas.DataFrame
+        Columns :data:`SPLIT_COLUMNS` (seconds; ``batch_p50_s``: the median whole batch, start
+        to commit), one row per worker with pairs in batches that have timings.
+
+    Examples
+    --------
+    >>> import tempfile
+    >>> from driftjoin import local_session, similarity_join
+    >>> from driftjoin.app.report import latency_split
+    >>> spark = local_session(2)
+    >>> df = spark.createDataFrame([(i, [float(i), 0.0]) for i in range(20)], "id long, vector array<double>")
+    >>> metrics = tempfile.mkdtemp()
+    >>> similarity_join(df, threshold=1.0, metric="euclidean", parallelism=2, metrics_dir=metrics).count()
+    19
+    >>> list(latency_split(metrics).columns)[:4]  # a static join has no micro-batches to time
+    ['worker', 'pairs', 'wait_p50_s', 'wait_p99_s']
+    """
+    records = _records(metrics_dir, query_id, run_id)
+    startup = _startup(records) if steady else set()
+    timings = read_batches(metrics_dir, query_id)
+    # a bucket's latencies lie between its bounds: take their geometric middle (within 6%)
+    upper = np.append(LATENCY_BOUNDS, LATENCY_BOUNDS[-1])
+    bounds = np.sqrt(upper * np.concatenate([[LATENCY_BOUNDS[0] / LATENCY_BOUNDS[1] * LATENCY_BOUNDS[0]], upper[:-1]]))
+    per: dict[int, dict[str, list]] = {}
+    for s in records:
+        stamp = s.get(STAMP)
+        if not stamp or _run_of(s) in startup:
+            continue
+        batch = timings.get((stamp["query"], stamp["batch"]))
+        hist = np.asarray(s["latency_hist"], dtype=np.float64)
+        if batch is None or not hist.sum():
+            continue
+        work, handover = s["time"] - batch["started"], batch["committed"] - s["time"]
+        w = per.setdefault(int(s["worker"]), {"wait": [], "wait_n": [], "work": [], "handover": [], "n": [], "batch": []})
+        w["wait"].append(np.maximum(bounds - work, 0.0))
+        w["wait_n"].append(hist)
+        w["work"].append(work)
+        w["handover"].append(handover)
+        w["n"].append(hist.sum())
+        w["batch"].append(batch["committed"] - batch["started"])
+    rows = []
+    for worker, w in sorted(per.items()):
+        wait, wait_n = np.concatenate(w["wait"]), np.concatenate(w["wait_n"])
+        n = np.asarray(w["n"])
+        work, handover = np.asarray(w["work"]), np.asarray(w["handover"])
+        rows.append({"worker": worker, "pairs": int(n.sum()),
+                     "wait_p50_s": _weighted_quantile(wait, wait_n, 0.5), "wait_p99_s": _weighted_quantile(wait, wait_n, 0.99),
+                     "work_p50_s": _weighted_quantile(work, n, 0.5), "work_p99_s": _weighted_quantile(work, n, 0.99),
+                     "handover_p50_s": _weighted_quantile(handover, n, 0.5),
+                     "handover_p99_s": _weighted_quantile(handover, n, 0.99),
+                     "batch_p50_s": float(np.median(w["batch"]))})
+    return pd.DataFrame(rows, columns=SPLIT_COLUMNS)
 
 
 def plot_latency(metrics_dir: str, path: str | Path, title: str = "p99 latency per worker") -> Path:

@@ -27,6 +27,8 @@ PUBLIC = [
     "driftjoin.app.report.metrics_table",
     "driftjoin.app.report.workset_table",
     "driftjoin.app.report.plot_latency",
+    "driftjoin.app.report.latency_split",
+    "driftjoin.spark.runtime.warmup.warm_up",
     "driftjoin.spark.runtime.errors.explain_error",
     "driftjoin.spark.runtime.relocate.relocate_checkpoint",
     "driftjoin.app.pack.pack",

@@ -2,7 +2,8 @@
 
 - Sessions and the Python workers: :mod:`.session` (local and cluster sessions, the checks of the
   workers' Python, the settings a stateful query needs), :mod:`.worker_daemon` (the workers'
-  daemon with driftjoin's imports done once), :mod:`.class_archive` (the driver JVM's class-data
+  daemon with driftjoin's imports done once), :mod:`.warmup` (one small query of the joins' shape
+  that pays a new process's start-up before the user's stream starts), :mod:`.class_archive` (the driver JVM's class-data
   archive), :mod:`.connect` (what differs on a Spark Connect session), :mod:`.jvm` (every reach
   into PySpark's and Py4J's private names, in one module).
 - Settings: :mod:`.settings` (the checkers each operator's settings class builds on, and the one

@@ -38,7 +38,8 @@ from __future__ import annotations
 import logging
 import threading
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from datetime import datetime
 from typing import Any
 
 from driftjoin.spark.runtime.connect import is_connect, session_key
@@ -48,12 +49,15 @@ log = logging.getLogger("driftjoin")
 
 @dataclass(frozen=True)
 class Progress:
-    """A finished micro-batch of some query: its query and run ids, batch id and input rows."""
+    """A finished micro-batch of some query: its query and run ids, batch id and input rows, when
+    it started (epoch seconds; None if unknown) and Spark's durations of its phases (ms)."""
 
     query: str
     run: str
     batch: int
     rows: int
+    started: float | None = None
+    durations: dict[str, int] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -186,6 +190,14 @@ def _leave_before_stop(spark: Any, key: str, listener: Any) -> None:
     spark.stop = stop_after_the_control_plane
 
 
+def _epoch(timestamp: Any) -> float | None:
+    """A progress report's ISO-8601 ``timestamp`` (the batch's start) in epoch seconds."""
+    try:
+        return datetime.fromisoformat(str(timestamp).replace("Z", "+00:00")).timestamp()
+    except ValueError:
+        return None
+
+
 def _listener(hub: _Hub) -> Any:
     from pyspark.sql.streaming import StreamingQueryListener
 
@@ -195,7 +207,8 @@ def _listener(hub: _Hub) -> Any:
 
         def onQueryProgress(self, event) -> None:  # noqa: N802
             p = event.progress
-            hub.progress(Progress(str(p.id), str(p.runId), int(p.batchId), int(p.numInputRows)))
+            hub.progress(Progress(str(p.id), str(p.runId), int(p.batchId), int(p.numInputRows), _epoch(p.timestamp),
+                                  {str(k): int(v) for k, v in dict(p.durationMs or {}).items()}))
 
         def onQueryIdle(self, event) -> None:  # noqa: N802
             pass

@@ -67,7 +67,7 @@ class OperatorProcessor(StatefulProcessor):
         if not frames:
             return
         if self.guard is not None:
-            self.guard.check()
+            self.guard.check(key[0])
         if key[0] == PLAN_KEY and not self.runs_plan_key:
             return
         yield from self.batch(key[0], pd.concat(frames, ignore_index=True))

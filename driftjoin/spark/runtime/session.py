@@ -2,7 +2,8 @@
 
 Measured on 2 cores (docs/architecture.md, "Measured costs"): 200 shuffle partitions make a
 stateful micro-batch take 14 s, so the join sets ``spark.sql.shuffle.partitions`` to its parallelism;
-``transformWithStateInPandas`` needs the RocksDB state store provider.
+``transformWithStateInPandas`` needs the RocksDB state store provider; the Python workers and
+the state server talk over Unix domain sockets where the OS has them (:data:`UDS`).
 
 Console noise, and where it comes from: the JVM's log4j console appender (startup banner,
 warnings, and about 95 lines of ERROR and stack trace when a query is stopped during a batch),
@@ -26,6 +27,7 @@ import logging
 import os
 import re
 import shutil
+import socket
 import subprocess
 import sys
 import tempfile
@@ -33,7 +35,7 @@ import tempfile
 from pyspark import SparkContext
 from pyspark.sql import SparkSession
 
-from driftjoin.spark.runtime import jvm, queries
+from driftjoin.spark.runtime import jvm, queries, stats
 from driftjoin.spark.runtime.connect import ConnectUnsupported, cluster_parallelism, is_connect, master
 from driftjoin.spark.runtime.class_archive import jvm_options as class_archive_options
 from driftjoin.spark.runtime.settings import SettingError, integer
@@ -49,6 +51,10 @@ LOG_FILE: str | None = None
 _PYTHON_CHECKED: set[tuple[str, str]] = set()
 #: Python worker daemon that imports driftjoin's modules before forking workers.
 DAEMON = "driftjoin.spark.runtime.worker_daemon"
+#: Python workers and the transformWithState state server over Unix domain sockets instead of TCP
+#: (Spark 4.1+): measured here, a state call 1.3-2.5x faster and a stateful batch of 2,000 state
+#: calls per kind 1.3-1.6x shorter (docs/benchmarks.md, "Latency"). Only where the OS has them.
+UDS = "spark.python.unix.domain.socket.enabled"
 
 
 def _settings(parallelism: int, preload_workers: bool = True) -> dict[str, str]:
@@ -67,6 +73,7 @@ def _settings(parallelism: int, preload_workers: bool = True) -> dict[str, str]:
         # a loaded machine can take longer than the default 15 s to start a Python worker
         "spark.python.authenticate.socketTimeout": "120s",
         "spark.python.daemon.module": DAEMON if preload_workers else "pyspark.daemon",
+        UDS: "true" if hasattr(socket, "AF_UNIX") else "false",
     }
 
 
@@ -126,7 +133,7 @@ def _session(master: str, app_name: str, parallelism: int, conf: dict[str, str],
 def local_session(parallelism: int = 2, app_name: str = "driftjoin", *, cores: int | None = None,
                   driver_memory: str = "4g", verbose: bool | None = None, log_level: str = "WARN",
                   log_file: str | None = None, preload_workers: bool = True, class_archive: bool = True,
-                  conf: dict[str, str] | None = None) -> SparkSession:
+                  warm_up: bool = False, conf: dict[str, str] | None = None) -> SparkSession:
     """An embedded local Spark with settings for small, fast stateful streaming.
 
     UI off, adaptive execution off (it would coalesce the partitions that pin workers),
@@ -162,6 +169,12 @@ def local_session(parallelism: int = 2, app_name: str = "driftjoin", *, cores: i
     class_archive:
         Map the archive of Spark's classes that :mod:`driftjoin.spark.runtime.class_archive`
         builds (``scripts/setup.sh`` does), if there is one: a faster start.
+    warm_up:
+        Before returning, run one small streaming query of the joins' shape
+        (:func:`driftjoin.spark.runtime.warmup.warm_up`), so the process's one-time start-up
+        (JVM code paths, the Python workers) is paid before the first real query starts rather
+        than by its first micro-batch, whose records wait for it. A few seconds longer to get
+        the session; ``driftjoin demo`` and ``driftjoin run`` turn it on.
     conf:
         Further settings (e.g. ``spark.eventLog.enabled`` for a benchmark's stage times).
 
@@ -180,8 +193,13 @@ def local_session(parallelism: int = 2, app_name: str = "driftjoin", *, cores: i
     master = f"local[{cores or min(os.cpu_count() or 2, max(2, parallelism))}]"
     java_options = f"-XX:+UseSerialGC -XX:TieredStopAtLevel=1 {class_archive_options(class_archive)}".strip()
     settings = {"spark.driver.memory": driver_memory, "spark.driver.extraJavaOptions": java_options, **(conf or {})}
-    return _session(master, app_name, parallelism, settings, verbose=verbose, log_level=log_level, log_file=log_file,
-                    preload_workers=preload_workers)
+    spark = _session(master, app_name, parallelism, settings, verbose=verbose, log_level=log_level, log_file=log_file,
+                     preload_workers=preload_workers)
+    if warm_up:
+        from driftjoin.spark.runtime.warmup import warm_up as run_warm_up
+
+        run_warm_up(spark)
+    return spark
 
 
 def cluster_session(master: str, parallelism: int = 2, app_name: str = "driftjoin", *, executor_memory: str = "1g",
@@ -390,7 +408,8 @@ def prepare_session(spark: SparkSession, metrics_dir: str | None = None, *, need
     """What every driftjoin operator does first on the session of its input.
 
     Checks the Python workers (:func:`ensure_workers_python`); with a ``metrics_dir`` (or
-    ``need_metrics``) attaches the query tracker that makes statistics exactly-once. Returns the
+    ``need_metrics``) attaches the query tracker that makes statistics exactly-once and the writer
+    of each committed batch's timings (:func:`driftjoin.spark.runtime.stats.track_batches`). Returns the
     metrics directory to use: ``metrics_dir``, or with ``need_metrics`` and none given a default
     inside the query's checkpoint (local mode; :func:`driftjoin.spark.runtime.queries.default_metrics_dir`).
     """
@@ -400,6 +419,7 @@ def prepare_session(spark: SparkSession, metrics_dir: str | None = None, *, need
         return queries.default_metrics_dir(spark)
     if metrics_dir is not None:
         queries.track(spark, metrics_dir)
+        stats.track_batches(spark, metrics_dir)
     return metrics_dir
 
 

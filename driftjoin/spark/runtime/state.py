@@ -160,6 +160,9 @@ class Chunks:
         self.read_count = 0
         #: bytes of the chunks this batch wrote
         self.written_bytes = 0
+        #: state calls of this key in this batch (each a round trip to the JVM's state server):
+        #: reading the meta value, every chunk read, written or removed, writing the meta value
+        self.calls = 1
 
     def groups(self) -> list[int]:
         return sorted(self._meta.chunks)
@@ -177,6 +180,7 @@ class Chunks:
                 out.append((c, known[c]))
             else:
                 self.read_count += 1
+                self.calls += 1
                 out.append((c, loads(self._store.getValue((group, c))[0])))
         return out
 
@@ -189,12 +193,14 @@ class Chunks:
         """:meth:`add` for a value pickled already."""
         chunk = secrets.randbits(62)
         self._store.updateValue((group, chunk), (blob,))
+        self.calls += 1
         self.written_bytes += len(blob)
         self._meta.chunks.setdefault(group, []).append(chunk)
         return chunk
 
     def remove(self, group: int, chunk: int) -> None:
         self._store.removeKey((group, chunk))
+        self.calls += 1
         ids = self._meta.chunks.get(group, [])
         ids.remove(chunk)
         if not ids:
@@ -206,6 +212,7 @@ class Chunks:
         for g in dropped:
             for c in self._meta.chunks.pop(g):
                 self._store.removeKey((g, c))
+                self.calls += 1
         return dropped
 
 
@@ -244,7 +251,8 @@ class ChunkedState:
         """This batch's state: the cached value if its token matches, else ``rebuild(meta, chunks,
         stale)`` (``stale``: a cached value of an older or failed batch, whose decoded chunks the
         rebuild may reuse by id, or None)."""
-        meta = loads(self._meta.get()[0]) if self._meta.exists() else Meta()
+        stored = self._meta.get()  # None when the key has no state yet: no separate exists() round trip
+        meta = Meta() if stored is None else loads(stored[0])
         chunks = Chunks(self._store, meta)
         value, exact = (None, False) if self.cache is None else self.cache.take((self.name, key), meta.token)
         if exact:
@@ -261,6 +269,7 @@ class ChunkedState:
         if fields is not None:
             meta.fields = fields
         self._meta.update((dumps(meta),))
+        loaded.chunks.calls += 1
         if self.cache is not None:
             self.cache.put((self.name, key), meta.token, loaded.value, nbytes)
 
@@ -273,9 +282,8 @@ class BlobState:
         self.value = handle.getValueState(name, BLOB)
 
     def load(self) -> dict[str, Any] | None:
-        if not self.value.exists():
-            return None
-        return loads(self.value.get()[0])
+        stored = self.value.get()  # None when there is no value: one round trip, not exists() and get()
+        return None if stored is None else loads(stored[0])
 
     def save(self, state: dict[str, Any]) -> None:
         self.value.update((dumps(state),))

@@ -28,12 +28,25 @@ that ended before its plan was read, or a checkpoint that is gone) every batch c
 
 ``dir`` may be a local path or any URI ``pyarrow.fs`` understands (s3://, hdfs://, gs://), which a
 real cluster needs, or a default directory inside the checkpoint (:data:`driftjoin.spark.runtime.queries.AUTO`).
+
+**Batch timings.** A pair's latency (emission minus its later record's ingestion) splits into
+waiting for its micro-batch to start, the batch's own work up to the emission, and handing the
+output over (the rest of the operator, the sink, the state commit, Spark's commit log) until the
+batch commits. The tasks know the emission only; the batch's start and commit are the driver's.
+So the first statistics record a process writes for a query in a directory also leaves a marker
+``<dir>/_batches/<query id>/`` (:func:`write_stats`), and the driver (:func:`track_batches`,
+attached by every operator given a ``metrics_dir``) writes, after each committed micro-batch of a
+query whose marker is there, ``<dir>/_batches/<query id>/<batch id>-<run id>.json``: when it
+started, Spark's durations of its phases and its input rows. Spark reports a batch only once it
+committed, so these are committed batches; :func:`read_batches` reads them.
 """
 
 from __future__ import annotations
 
 import json
+import logging
 import math
+import threading
 import time
 from collections.abc import Iterator
 from typing import Any
@@ -41,13 +54,26 @@ from typing import Any
 import numpy as np
 from pyarrow import fs as pafs
 
+from driftjoin.spark.runtime import hub
+from driftjoin.spark.runtime.connect import session_key
 from driftjoin.spark.runtime.files import write_whole
-from driftjoin.spark.runtime.queries import last_commit, metrics_filesystem, recorded_checkpoint, task_query
+from driftjoin.spark.runtime.queries import AUTO, last_commit, metrics_filesystem, recorded_checkpoint, task_query
+
+log = logging.getLogger(__name__)
 
 #: Latency histogram buckets: upper bounds in seconds, 20 per decade from 1 ms to ~3 hours.
 LATENCY_BOUNDS = np.round(10.0 ** np.arange(-3.0, 4.0, 0.05), 6)
 #: Key of the query stamp in a statistics record.
 STAMP = "_spark"
+#: The folder of the driver's batch timings in a metrics directory.
+BATCHES = "_batches"
+#: (metrics directory, query id) whose batch marker this process has written.
+_MARKED_BATCHES: set[tuple[str, str]] = set()
+#: Metrics directories per session whose queries' batch timings the driver writes (:func:`track_batches`).
+_BATCH_DIRS: dict[str, set[str]] = {}
+_BATCH_LOCK = threading.Lock()
+#: The key of the batch-timing writer among the session's listener callbacks.
+BATCH_TRACKER = "driftjoin:batches"
 
 
 def latency_histogram(latency: np.ndarray) -> list[int]:
@@ -74,6 +100,9 @@ def write_stats(root: str, operator: str, key: int, seq: int, stats: dict[str, A
         stats = {**stats, STAMP: {"query": q.query_id, "run": q.run_id, "batch": q.batch_id, "first_batch": q.first_batch,
                                   "checkpoint": q.checkpoint, "written": time.time()}}
         folder, name = f"{folder}/{q.query_id}", f"{q.batch_id:012d}-{q.run_id}.json"
+        if (base, q.query_id) not in _MARKED_BATCHES:  # the driver writes this query's batch timings here
+            fs.create_dir(f"{base}/{BATCHES}/{q.query_id}", recursive=True)
+            _MARKED_BATCHES.add((base, q.query_id))
     else:
         name = f"{seq:012d}.json"
     write_whole(fs, f"{folder}/{name}", json.dumps(stats, separators=(",", ":")).encode())
@@ -166,3 +195,64 @@ def _newest_whole(fs: pafs.FileSystem, paths: list[str]) -> dict[str, Any] | Non
             except ValueError:
                 continue
     return None
+
+
+def track_batches(spark: Any, metrics_dir: str) -> None:
+    """Write the timings of each committed micro-batch of ``spark``'s queries into ``metrics_dir``
+    for the queries whose statistics go there (module docstring, "Batch timings").
+
+    One listener callback per session (:mod:`driftjoin.spark.runtime.hub`) serves every
+    directory registered here; a default directory inside the checkpoint (``AUTO``) is resolved
+    in the tasks only, so it gets no timings."""
+    if metrics_dir.startswith(AUTO):
+        return
+    key = session_key(spark)
+    with _BATCH_LOCK:
+        dirs = _BATCH_DIRS.get(key)
+        if dirs is None:
+            dirs = _BATCH_DIRS[key] = set()
+            hub.register(spark, BATCH_TRACKER, lambda p: _write_batch(dirs, p))
+        dirs.add(metrics_dir)
+
+
+def _write_batch(dirs: set[str], p: hub.Progress) -> None:
+    """Write one committed batch's timings into every directory that holds its query's statistics."""
+    if p.started is None:
+        return
+    record = json.dumps({"query": p.query, "run": p.run, "batch": p.batch, "rows": p.rows, "started": p.started,
+                         "durations_ms": p.durations}, separators=(",", ":")).encode()
+    with _BATCH_LOCK:
+        roots = list(dirs)
+    for root in roots:
+        try:
+            fs, base = metrics_filesystem(root)
+            folder = f"{base}/{BATCHES}/{p.query}"
+            if fs.get_file_info(folder).type == pafs.FileType.Directory:
+                write_whole(fs, f"{folder}/{p.batch:012d}-{p.run}.json", record)
+        except OSError as e:  # timings are a report's extra: never fail the query for them
+            log.debug("driftjoin: batch timings of %s not written to %s (%s)", p.query, root, e)
+
+
+def read_batches(root: str, query_id: str | None = None) -> dict[tuple[str, int], dict[str, Any]]:
+    """The batch timings the driver wrote into metrics directory ``root`` (``track_batches``), per
+    (query id, batch id): ``started`` (epoch seconds), ``committed`` (``started`` plus Spark's
+    ``triggerExecution``), ``durations_ms``, ``rows`` and ``run``. A batch reported by two runs
+    (it cannot commit twice; a copied checkpoint could) keeps the later report."""
+    fs, base = metrics_filesystem(root)
+    selector = pafs.FileSelector(f"{base}/{BATCHES}", recursive=True, allow_not_found=True)
+    out: dict[tuple[str, int], dict[str, Any]] = {}
+    for info in fs.get_file_info(selector):
+        if info.type != pafs.FileType.File or not info.path.endswith(".json") or info.base_name.startswith("."):
+            continue
+        with fs.open_input_stream(info.path) as f:
+            try:
+                r = json.loads(f.read())
+            except ValueError:
+                continue
+        if query_id is not None and r["query"] != query_id:
+            continue
+        r["committed"] = r["started"] + r["durations_ms"].get("triggerExecution", 0) / 1000
+        key = (r["query"], r["batch"])
+        if key not in out or out[key]["started"] < r["started"]:
+            out[key] = r
+    return out

@@ -547,7 +547,8 @@ class _S3JProcessor(OperatorProcessor):
             timings = {"state_read": t1 - t0, "work": t2 - t1, "output_build": build, "output_spark": spark,
                        "state_write": t4 - t3}
             state = {name: {"source": part.source, "chunks_read": part.chunks.read_count,
-                            "bytes_written": part.chunks.written_bytes} for name, part in loaded.items()}
+                            "bytes_written": part.chunks.written_bytes, "calls": part.chunks.calls}
+                     for name, part in loaded.items()}
             for operator, st in stats.items():
                 if st is not None:
                     write_stats(self.plan.metrics_dir, operator, slot, seq, {**st, "timings": timings, "state": state})

@@ -331,7 +331,8 @@ class SpaceProcessor(OperatorProcessor):
                 "latency_hist": latency_histogram(emit - out.ingest), "windows": sorted(int(g) for g in core.store.windows),
                 "worksets": {}, "late": len(late_rows), "late_rows": late_rows,
                 "timings": {"state_read": t1 - t0, "work": t2 - t1, "state_write": t3 - t2},
-                "state": {"source": loaded.source, "chunks_read": chunks.read_count, "bytes_written": chunks.written_bytes},
+                "state": {"source": loaded.source, "chunks_read": chunks.read_count, "bytes_written": chunks.written_bytes,
+                          "calls": chunks.calls},
             }
             if is_user_metric(plan.space):  # every call of the user's metric: the router's and this worker's
                 stats["distance_calls"] = router_calls + core.stats.calls
