@@ -54,7 +54,7 @@ def test_each_section_is_written_when_it_finishes(bench, monkeypatch, tmp_path, 
     with pytest.raises(RuntimeError, match="failure section broke"):
         _main(bench, monkeypatch, tmp_path, "--queries", "q1", "--sections", "normal,failure")
     written = json.loads((tmp_path / "out" / "checkpointing_testbed.json").read_text())
-    assert {r["protocol"] for r in written["normal"]} == {"none", "coor", "unc", "cic"}
+    assert {r["protocol"] for r in written["normal"]} == {"none", "coor", "unc", "cic", "cic-delta"}
     assert written["costs"]["measured"]["when"] == "test"
     assert "from " in capsys.readouterr().out                # the costs' source is printed
 
@@ -63,8 +63,9 @@ def test_recovered_runs_are_checked_record_for_record(bench, monkeypatch, tmp_pa
     _main(bench, monkeypatch, tmp_path, "--queries", "q1", "--sections", "normal,failure")
     out = capsys.readouterr().out
     rows = json.loads((tmp_path / "out" / "checkpointing_testbed.json").read_text())["failure"]
-    assert len(rows) == 3 and all(r["exact"] is True for r in rows)
-    assert "3 of 3 recovered runs equal their failure-free run" in out
+    assert len(rows) == 4 and all(r["exact"] is True for r in rows)
+    assert "4 of 4 recovered runs equal their failure-free run" in out
+    assert "phases drawn (seed 0) over 40 ms of the 40 ms interval (whole interval)" in out   # the clock setting, stated
 
     real = bench.run
 
@@ -95,3 +96,19 @@ def test_the_msts_are_measured_for_the_selected_sections_workers_only(bench, mon
     _main(bench, monkeypatch, tmp_path, "--queries", "q1", "--sections", "normal,cyclic", "--failure-workers", "7",
           "--skew-workers", "8", "--cyclic-workers", "3")
     assert seen["workers"] == [1, 3]
+
+
+def test_msts_are_probed_to_saturation_and_the_overhead_section_scales_them(bench, monkeypatch, tmp_path, capsys):
+    _main(bench, monkeypatch, tmp_path, "--queries", "q1", "--sections", "normal,overhead", "--probes", "8",
+          "--protocols", "unc,cic-delta", "--overhead-workers", "2", "--clock-skew", "0")
+    out = capsys.readouterr().out
+    data = json.loads((tmp_path / "out" / "checkpointing_testbed.json").read_text())
+    normal = {r["protocol"]: r for r in data["normal"]}
+    assert set(normal) == {"none", "unc", "cic-delta"}
+    for r in normal.values():
+        ok = [rate for rate, sustained, _ in r["probes"] if sustained]
+        assert r["saturated"] and r["mst"] == max(ok) < r["upper"]
+        assert r["rate"] == pytest.approx(0.8 * r["mst"])                # the metrics: a run at 80% of it
+    over = {r["protocol"]: r for r in data["overhead"]}
+    assert over["unc"]["workers"] == 2 and over["unc"]["rate"] == pytest.approx(0.8 * normal["unc"]["mst"] * 2)
+    assert "(in step)" in out and "not probed at these counts" in out
