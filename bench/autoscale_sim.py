@@ -1,36 +1,49 @@
 """Autoscalers at the thesis's scale, simulated: every policy on every workload shape.
 
-    nice -n 10 .venv/bin/python bench/autoscale_sim.py [--minutes 60 --max-workers 70 --sizing thesis,waves]
-        [--sections workloads,constant,cpu,joint,nexmark] [--nexmark bench/results/nexmark_live.json] [--out FILE]
+    nice -n 10 .venv/bin/python bench/autoscale_sim.py [--minutes 60 --max-workers 70]
+        [--setups thesis/restart,waves/restart,waves/live] [--sections nexmark,sweeps,workloads,constant,cpu,joint]
+        [--nexmark bench/inputs/nexmark_costs.json] [--mechanics bench/inputs/spark_mechanics.json] [--out FILE]
 
-Sections (``--sections``, all but ``nexmark`` by default; ``nexmark`` needs ``--nexmark``):
+A *setup* is a sizing and an actuation (``--setups``): sizing ``thesis`` acts on the worker
+count the policy names, ``waves`` on the fewest executors giving that count's throughput over
+the state partitions (:mod:`driftjoin.control.autoscale.policies`, the default of
+``autoscale()``); actuation ``restart`` is the thesis's stop-and-restart (the batch in flight
+is lost, no batch runs for the restart pause measured on Spark, then the state is reloaded),
+``live`` adds and removes executors under the running query (the default of ``autoscale()``).
+``thesis/restart`` is the thesis's operating point; ``waves/live`` is what a user gets.
 
-- ``workloads``: per workload, policy and sizing (``thesis``: the worker count the policy
-  names; ``waves``: the fewest executors giving that count's throughput over the state
-  partitions, see :mod:`driftjoin.control.autoscale.policies`), the thesis's metrics (section
-  4.5.1): p50/p95 queue latency of every record offered (a record still waiting at the end
-  counts its wait so far), beside them the records processed over records offered and the p95
-  over the processed records only, p95 processing-time latency, mean workers, scaling actions,
-  and on the steps workload the convergence time and steps after each change. One PNG per
-  workload and sizing (workers and latency over time, like the thesis's Figures 4.3 to 4.7).
+Sections (``--sections``; ``nexmark,sweeps,workloads,constant,cpu`` by default):
+
+- ``nexmark``: the thesis's five queries (Map, Filter, Incremental Join, Sliding and Session
+  Window Aggregate) as multi-stage queries with the per-stage costs measured live
+  (``--nexmark``, committed small in bench/inputs/), the Incremental Join with its state
+  growing with the rate (the model bench/autoscale_mechanics.py fitted on Spark, in
+  ``--mechanics``). Map and SWA on the five workloads (the thesis's workload comparison,
+  4.6.2, and convergence on steps, 4.6.4); Filter, IJ and SA on cosine (4.6.3). Per run the
+  thesis's metrics (4.5.1): p50/p95 queue latency of every record offered (a record still
+  waiting at the end counts its wait so far), records processed over offered, mean workers,
+  scaling actions, on steps the convergence time and steps after each change.
+- ``sweeps``: the settings the thesis fixed, swept with the thesis's value marked: the peak
+  (0.2 to 1.0 of what the most workers take; this project assumed 0.8), DS2's
+  over-provisioning (0 to 0.5; the thesis 0.2, and 0 in its convergence runs), HPA's CPU
+  target (0.5 to 0.9; the thesis 0.7, "the best performing among the values tested") and the
+  restart pause (the measured one to 120 s).
+- ``workloads``: the five workload shapes on a one-stage query of 2,000 records/s per worker.
 - ``constant``: a constant load at 50%, 70% and 90% of what 10 (and ``--max-workers``)
   workers take, starting at 1 worker and at all of them: whether each policy keeps up in the
-  second half of the run and stops acting (settles), per sizing.
-- ``cpu``: HPA-CPU's result against the CPU it reads per unit of busy time (0.6, 0.8, 1.0,
-  1.2; ``bench/autoscale_live.py --cpu-rate`` measures it), per sizing.
+  second half of the run and stops acting (settles).
+- ``cpu``: HPA-CPU's result against the CPU it reads per unit of busy time (0.6 to 1.2;
+  ``bench/autoscale_live.py --cpu-rate`` measures it).
 - ``joint``: balance and scale together on a skewed, changing workload (``control/joint.py``).
-- ``nexmark``: the thesis's five queries (Map, Filter, Incremental Join, Sliding and Session
-  Window Aggregation) as multi-stage queries with the per-stage costs measured live
-  (``bench/autoscale_live.py --queries map,filter,ij,sa,swa`` writes them; ``--nexmark``
-  reads that JSON), on the cosine workload (thesis 4.6.3) and on steps (convergence, 4.6.4).
 
 ``--calibration FILE`` takes the engine constants (capacity per worker, batch and task
-overheads, executor launch delay, state reload, restart pause, CPU per busy second) from the
-live runs' JSON (bench/autoscale_live.py, its ``calibration`` of ``--query``); with
+overheads, executor launch delay, state reload, restart pause, CPU per busy second) from a
+live run's JSON (bench/autoscale_live.py, its ``calibration`` of ``--query``); with
 ``--compare`` it replays every live run of that query instead (same schedule, policy, range,
 cooldown, monitoring window, trigger and actuation path) and prints live and simulated side
-by side. Writes ``--out`` (default bench/results/autoscale_sim.json) after each section, and
-the PNGs beside it.
+by side. Deterministic (no seed but the random workload's). Writes ``--out`` (default
+bench/results/autoscale_sim.json) after each section, the PNGs beside it, and prints the
+docs' tables (``--markdown``).
 """
 
 from __future__ import annotations
@@ -48,9 +61,15 @@ from driftjoin.control.autoscale.simulator import SimConfig, SimResult, Simulati
 from driftjoin.control.joint import WorksetBalancerModel, moving_hotspot
 from driftjoin.generators.rates import RateSchedule
 
-POLICIES = ["dhalion", "ds2", "hpa-cpu", "hpa-varga", "batch-interval", "spark-dynamic-allocation"]
+POLICIES = ["dhalion", "dhalion-stage", "ds2", "hpa-cpu", "hpa-varga", "batch-interval", "spark-dynamic-allocation"]
 OUT = Path(__file__).resolve().parent / "results"
-SECTIONS = ("workloads", "constant", "cpu", "joint", "nexmark")
+INPUTS = Path(__file__).resolve().parent / "inputs"
+SECTIONS = ("nexmark", "sweeps", "workloads", "constant", "cpu", "joint")
+WORKLOADS = ("increasing", "decreasing", "cosine", "random", "steps")
+#: the thesis's workload comparison and convergence (Map, SWA: every shape) and query comparison (cosine)
+QUERY_WORKLOADS = {"map": WORKLOADS, "swa": WORKLOADS, "filter": ("cosine",), "ij": ("cosine",), "sa": ("cosine",)}
+#: the thesis's values of the swept settings (4.6.1), and this project's assumed peak
+THESIS = {"peak": 0.8, "overprovisioning": 0.2, "target": 0.7}
 
 
 def workloads(seconds: float, peak: float) -> dict[str, RateSchedule]:
@@ -63,8 +82,20 @@ def workloads(seconds: float, peak: float) -> dict[str, RateSchedule]:
     }
 
 
-def scaler(policy: str, lo: int, hi: int, cooldown: float, sizing: str, partitions: int) -> Scaler:
-    return Scaler(make_policy(policy), lo, hi, cooldown=cooldown, sizing=sizing, partitions=partitions)
+def scaler(policy: str, lo: int, hi: int, cooldown: float, sizing: str, partitions: int, **options: float) -> Scaler:
+    return Scaler(make_policy(policy, **options), lo, hi, cooldown=cooldown, sizing=sizing, partitions=partitions)
+
+
+def parse_setups(text: str) -> list[tuple[str, str]]:
+    """``"thesis/restart,waves/live"`` -> [("thesis", "restart"), ("waves", "live")]."""
+    out = []
+    for item in text.split(","):
+        sizing, _, mode = item.partition("/")
+        if sizing not in ("thesis", "waves") or mode not in ("live", "restart"):
+            raise SystemExit(f"setup {item!r}: write sizing/actuation with sizing thesis or waves and actuation live or "
+                             "restart, e.g. thesis/restart,waves/live")
+        out.append((sizing, mode))
+    return out
 
 
 def row(name: str, policy: str, r: SimResult, sched: RateSchedule, seconds: float) -> dict:
@@ -83,14 +114,14 @@ def _f(x, fmt: str) -> str:
     return "-" if x is None or (isinstance(x, float) and math.isnan(x)) else format(x, fmt)
 
 
-HEAD = (f"{'workload':11s} {'policy':25s} {'sizing':7s} {'p50 s':>8s} {'p95 s':>8s} {'thr/in':>7s} {'read p95':>9s} "
+HEAD = (f"{'workload':11s} {'policy':25s} {'setup':14s} {'p50 s':>8s} {'p95 s':>8s} {'thr/in':>7s} {'read p95':>9s} "
         f"{'proc p95':>9s} {'workers':>8s} {'actions':>7s}  convergence")
 
 
-def line(x: dict, sizing: str) -> str:
+def line(x: dict, setup: str) -> str:
     conv = (f"{_f(x['converge1_s'], '.0f')}s/{x['converge1_steps']} then {_f(x['converge2_s'], '.0f')}s/{x['converge2_steps']}"
             if "converge1_s" in x else "")
-    return (f"{x['workload']:11s} {x['policy']:25s} {sizing:7s} {x['p50']:8.1f} {x['p95']:8.1f} {x['throughput_ratio']:7.2f} "
+    return (f"{x['workload']:11s} {x['policy']:25s} {setup:14s} {x['p50']:8.1f} {x['p95']:8.1f} {x['throughput_ratio']:7.2f} "
             f"{_f(x['p95_processed'], '9.1f')} {_f(x['proc_p95'], '9.1f')} {x['mean_workers']:8.1f} {x['actions']:7d}  {conv}")
 
 
@@ -163,23 +194,42 @@ def compare(live: dict, query: str, sizing: str) -> list[dict]:
 
 # -- sections -------------------------------------------------------------------------------------
 
+def setup_name(sizing: str, mode: str) -> str:
+    return f"{sizing}/{mode}"
+
+
+def run_setups(args, cfg: SimConfig, sched: RateSchedule, seconds: float, policies: list[str], start: int,
+               tag: dict, name: str, plot_as: str | None = None, figures: Path | None = None,
+               options: dict[str, dict] | None = None) -> list[dict]:
+    """Every policy under every setup on one schedule; a row per run (printed), a PNG per setup."""
+    rows = []
+    for sizing, mode in args.setups:
+        runs = {}
+        mcfg = replace(cfg, mode=mode)
+        for policy in policies:
+            first = start if policy != "spark-dynamic-allocation" or start == 1 else start
+            sim = Simulation(sched, scaler(policy, 1, args.max_workers, args.cooldown, sizing, cfg.partitions,
+                                           **(options or {}).get(policy, {})), mcfg, initial_workers=first)
+            runs[policy] = r = sim.run(seconds)
+            x = row(name, policy, r, sched, seconds) | tag | {"sizing": sizing, "actuation": mode,
+                                                                 "setup": setup_name(sizing, mode)}
+            rows.append(x)
+            print(line(dict(x, workload=(tag.get("query", "") + "/" + name if tag.get("query") else name)[:11]),
+                       setup_name(sizing, mode)), flush=True)
+        if plot_as and figures is not None:
+            plot(f"{plot_as}, {setup_name(sizing, mode)}", runs, seconds,
+                 figures / f"autoscale_sim_{plot_as.replace(' ', '_').replace(',', '')}_{sizing}_{mode}.png")
+    return rows
+
+
 def section_workloads(args, cfg: SimConfig, figures: Path) -> list[dict]:
     seconds = args.minutes * 60
-    peak = 0.8 * cfg.capacity * args.max_workers      # the peak needs ~80% of the workers
+    peak = args.peak * cfg.capacity * args.max_workers      # the peak needs ~80% of the workers
     rows = []
     print(HEAD)
     for name, sched in workloads(seconds, peak).items():
-        for sizing in args.sizing:
-            runs = {}
-            for policy in POLICIES:
-                start = args.max_workers if name == "decreasing" else 1
-                sim = Simulation(sched, scaler(policy, 1, args.max_workers, args.cooldown, sizing, cfg.partitions), cfg,
-                                 initial_workers=start)
-                runs[policy] = r = sim.run(seconds)
-                x = row(name, policy, r, sched, seconds) | {"sizing": sizing}
-                rows.append(x)
-                print(line(x, sizing), flush=True)
-            plot(f"{name} workload, sizing {sizing}", runs, seconds, figures / f"autoscale_sim_{name}_{sizing}.png")
+        rows += run_setups(args, cfg, sched, seconds, POLICIES, args.max_workers if name == "decreasing" else 1, {}, name,
+                           plot_as=f"{name} workload", figures=figures)
     return rows
 
 
@@ -190,7 +240,7 @@ def section_constant(args, cfg: SimConfig) -> list[dict]:
     seconds = args.minutes * 60
     half = seconds / 2
     rows = []
-    print(f"{'P':>3s} {'load':>5s} {'start':>5s} {'policy':25s} {'sizing':7s} {'thr/in 2nd half':>15s} {'end lag s':>9s} "
+    print(f"{'P':>3s} {'load':>5s} {'start':>5s} {'policy':25s} {'setup':14s} {'thr/in 2nd half':>15s} {'end lag s':>9s} "
           f"{'acts':>5s} {'acts 2nd half':>13s} {'final':>5s} {'p95 s':>8s}  workers over time")
     for parts in sorted({10, args.max_workers}):
         pcfg = replace(cfg, partitions=parts)
@@ -199,39 +249,41 @@ def section_constant(args, cfg: SimConfig) -> list[dict]:
             sched = RateSchedule("constant", high=rate, duration=seconds)
             for start in (1, parts):
                 for policy in POLICIES:
-                    for sizing in args.sizing:
-                        r = Simulation(sched, scaler(policy, 1, parts, args.cooldown, sizing, parts), pcfg,
+                    for sizing, mode in args.setups:
+                        r = Simulation(sched, scaler(policy, 1, parts, args.cooldown, sizing, parts), replace(pcfg, mode=mode),
                                        initial_workers=start).run(seconds)
                         late = sum(b[2] for b in r.batches if b[0] >= half) / (rate * half)
                         late_actions = sum(1 for t, _ in r.workers if t >= half)
                         end_lag = (r.offered - sum(b[2] for b in r.batches)) / rate
                         x = {"partitions": parts, "load": load, "start": start, "policy": policy, "sizing": sizing,
+                             "actuation": mode, "setup": setup_name(sizing, mode),
                              "throughput_second_half": late, "actions": r.actions, "actions_second_half": late_actions,
                              "final_workers": r.workers[-1][1], "p95": r.latency(0.95), "end_lag_s": end_lag,
                              "kept_up": bool(late >= 0.98 and end_lag <= 30.0),
                              "throughput_ratio": r.processed_fraction(), "workers": [(float(t), k) for t, k in r.workers]}
                         rows.append(x)
                         trail = " ".join(str(k) for _, k in r.workers[:12]) + (" ..." if len(r.workers) > 12 else "")
-                        print(f"{parts:3d} {load:5.1f} {start:5d} {policy:25s} {sizing:7s} {late:15.2f} {end_lag:9.1f} {r.actions:5d} "
-                              f"{late_actions:13d} {r.workers[-1][1]:5d} {x['p95']:8.1f}  {trail}", flush=True)
+                        print(f"{parts:3d} {load:5.1f} {start:5d} {policy:25s} {x['setup']:14s} {late:15.2f} {end_lag:9.1f} "
+                              f"{r.actions:5d} {late_actions:13d} {r.workers[-1][1]:5d} {x['p95']:8.1f}  {trail}", flush=True)
     return rows
 
 
 def section_cpu(args, cfg: SimConfig) -> list[dict]:
     """HPA-CPU against the CPU reading per busy second (the simulator's ``cpu_per_busy``)."""
     seconds = args.minutes * 60
-    peak = 0.8 * cfg.capacity * args.max_workers
+    peak = args.peak * cfg.capacity * args.max_workers
     rows = []
-    print(f"{'workload':11s} {'cpu/busy':>8s} {'sizing':7s} {'p50 s':>8s} {'p95 s':>8s} {'thr/in':>7s} {'workers':>8s} {'actions':>7s}")
+    print(f"{'workload':11s} {'cpu/busy':>8s} {'setup':14s} {'p50 s':>8s} {'p95 s':>8s} {'thr/in':>7s} {'workers':>8s} {'actions':>7s}")
     for name, sched in workloads(seconds, peak).items():
         for ratio in (0.6, 0.8, 1.0, 1.2):
-            for sizing in args.sizing:
+            for sizing, mode in args.setups:
                 start = args.max_workers if name == "decreasing" else 1
                 r = Simulation(sched, scaler("hpa-cpu", 1, args.max_workers, args.cooldown, sizing, cfg.partitions),
-                               replace(cfg, cpu_per_busy=ratio), initial_workers=start).run(seconds)
-                x = row(name, "hpa-cpu", r, sched, seconds) | {"cpu_per_busy": ratio, "sizing": sizing}
+                               replace(cfg, cpu_per_busy=ratio, mode=mode), initial_workers=start).run(seconds)
+                x = row(name, "hpa-cpu", r, sched, seconds) | {"cpu_per_busy": ratio, "sizing": sizing, "actuation": mode,
+                                                               "setup": setup_name(sizing, mode)}
                 rows.append(x)
-                print(f"{name:11s} {ratio:8.1f} {sizing:7s} {x['p50']:8.1f} {x['p95']:8.1f} {x['throughput_ratio']:7.2f} "
+                print(f"{name:11s} {ratio:8.1f} {x['setup']:14s} {x['p50']:8.1f} {x['p95']:8.1f} {x['throughput_ratio']:7.2f} "
                       f"{x['mean_workers']:8.1f} {x['actions']:7d}", flush=True)
     return rows
 
@@ -243,7 +295,7 @@ def section_joint(args, cfg: SimConfig) -> list[dict]:
     loads = moving_hotspot(worksets=8 * parts, hot=6, hot_share=0.4, period=600, seed=1)
     sched = RateSchedule("cosine", low=0.05 * jcfg.capacity * parts, high=0.6 * jcfg.capacity * parts, duration=seconds)
     rows = []
-    print(f"skewed, moving hot spot, cosine rate, {parts} state partitions, sizing {args.sizing[0]}")
+    print(f"skewed, moving hot spot, cosine rate, {parts} state partitions, sizing {args.setups[0][0]}, live actuation")
     print(f"{'policy':10s} {'plane':18s} {'p50 s':>8s} {'p95 s':>8s} {'thr/in':>7s} {'proc p95':>9s} {'workers':>8s} "
           f"{'scalings':>8s} {'balancings':>10s}")
     for policy in ("ds2", "hpa-varga", "dhalion"):
@@ -251,7 +303,7 @@ def section_joint(args, cfg: SimConfig) -> list[dict]:
             lo, hi = (fixed, fixed) if fixed else (1, parts)
             mode = "none" if plane == "autoscale only" else ("joint" if plane == "joint" else "balance")
             bal = WorksetBalancerModel(loads, parts, mode=mode)
-            r = Simulation(sched, scaler(policy, lo, hi, 120, args.sizing[0], parts), jcfg, initial_workers=fixed or 4,
+            r = Simulation(sched, scaler(policy, lo, hi, 120, args.setups[0][0], parts), jcfg, initial_workers=fixed or 4,
                            balancer=bal).run(seconds)
             x = {"policy": policy, "plane": plane, "p50": r.latency(0.5), "p95": r.latency(0.95),
                  "throughput_ratio": r.processed_fraction(), "proc_p95": r.latency(0.95, "processing"),
@@ -262,41 +314,191 @@ def section_joint(args, cfg: SimConfig) -> list[dict]:
     return rows
 
 
-def nexmark_config(base: SimConfig, measured: dict) -> SimConfig:
+def nexmark_config(base: SimConfig, measured: dict, state: dict | None = None) -> SimConfig:
     """A query's :class:`SimConfig` from its live measurement (``bench/autoscale_live.py``'s
-    ``nexmark_costs``): its stages with their cost per record and selectivity, the batch
-    overhead and the state reload."""
-    stages = tuple(StageModel(s["name"], s["cost"], s["selectivity"], None) for s in measured["stages"])
-    return replace(base, stages=stages, capacity=1.0 / sum(s.cost for s in stages),
-                   batch_overhead=measured.get("batch_overhead", base.batch_overhead),
-                   state_reload=measured.get("state_reload", base.state_reload))
+    ``nexmark_costs``, bench/inputs/nexmark_costs.json): its stages with their cost per source
+    record and selectivity, the batch overhead; ``state`` (the Incremental Join's fit from
+    bench/autoscale_mechanics.py) gives its last stage a state of ``ttl`` seconds that a batch
+    scans and a record probes, and replaces that stage's cost by the fit's per-record one, all
+    scaled by the ratio of the two measurements' scan costs (one machine, two loads)."""
+    stages = [StageModel(s["name"], s["cost"], s["selectivity"], None) for s in measured["stages"]]
+    if state:
+        g = state["state_rows_per_source_record_of_ttl"]
+        k = state.get("scale", 1.0)
+        last = stages[-1]
+        stages[-1] = StageModel(last.name, k * state["per_source_record_s"], last.selectivity, None, state_ttl=state["ttl"],
+                                state_cost=k * state["per_state_row_per_batch_s"] * g,
+                                probe_cost=k * state["per_record_per_partition_row_s"] * g)
+    stages_t = tuple(stages)
+    return replace(base, stages=stages_t, capacity=1.0 / sum(s.cost for s in stages_t),
+                   batch_overhead=measured.get("batch_overhead", base.batch_overhead))
+
+
+def capacity_at(cfg: SimConfig, workers: int, rate_guess: float) -> float:
+    """Records/s ``workers`` take through every stage, the state at that rate included (a
+    fixed point: a stage's state grows with the rate it takes)."""
+    rate = rate_guess
+    for _ in range(50):
+        per = 0.0
+        for st in cfg.query():
+            per += st.cost
+            if st.state_ttl is not None:
+                rows = rate * st.state_ttl
+                p = st.tasks or cfg.partitions
+                per += st.probe_cost * rows / p + st.state_cost * rows / max(rate * cfg.trigger_interval, 1e-9)
+        new = workers / per
+        if abs(new - rate) <= 1e-6 * rate:
+            break
+        rate = 0.5 * (rate + new)
+    return rate
+
+
+def _nexmark_inputs(args) -> tuple[dict, dict | None]:
+    measured = json.loads(Path(args.nexmark).read_text())["nexmark_costs"]
+    state = None
+    if args.mechanics and Path(args.mechanics).exists():
+        fit = json.loads(Path(args.mechanics).read_text()).get("ij")
+        if fit and fit.get("per_source_record_s") is not None:
+            state = dict(fit, ttl=args.ij_ttl)
+    return measured, state
 
 
 def section_nexmark(args, cfg: SimConfig, figures: Path) -> list[dict]:
-    """The thesis's queries (4.5.2) with their measured stages, on cosine and steps."""
-    measured = json.loads(Path(args.nexmark).read_text())["nexmark_costs"]
+    """The thesis's queries (4.5.2) with their measured stages: Map and SWA on every workload,
+    Filter, IJ and SA on cosine."""
+    measured, state = _nexmark_inputs(args)
     seconds = args.minutes * 60
     rows = []
     print(HEAD.replace("workload   ", "query/load "))
     for query, m in measured.items():
-        qcfg = nexmark_config(cfg, m)
-        peak = 0.8 * qcfg.stage_capacity() * args.max_workers
-        scheds = workloads(seconds, peak)
-        for name in ("cosine", "steps"):
-            for sizing in args.sizing:
-                runs = {}
-                for policy in POLICIES:
-                    r = Simulation(scheds[name], scaler(policy, 1, args.max_workers, args.cooldown, sizing, qcfg.partitions),
-                                   qcfg).run(seconds)
-                    runs[policy] = r
-                    x = row(name, policy, r, scheds[name], seconds) | {"query": query, "sizing": sizing,
-                                                                        "stages": [s.name for s in qcfg.stages]}
-                    rows.append(x)
-                    x2 = dict(x, workload=f"{query}/{name}"[:11])
-                    print(line(x2, sizing), flush=True)
-                plot(f"{query}, {name} workload, sizing {sizing}", runs, seconds,
-                     figures / f"autoscale_sim_nexmark_{query}_{name}_{sizing}.png")
+        qcfg = nexmark_config(cfg, m, state if query == "ij" else None)
+        cap = capacity_at(qcfg, args.max_workers, qcfg.stage_capacity() * args.max_workers)
+        scheds = workloads(seconds, args.peak * cap)
+        for name in QUERY_WORKLOADS.get(query, ("cosine",)):
+            rows += run_setups(args, qcfg, scheds[name], seconds, POLICIES, args.max_workers if name == "decreasing" else 1,
+                               {"query": query, "stages": [s.name for s in qcfg.query()], "capacity": cap}, name,
+                               plot_as=f"nexmark {query} {name}", figures=figures)
     return rows
+
+
+def section_sweeps(args, cfg: SimConfig) -> list[dict]:
+    """The thesis's fixed settings swept: peak, DS2's over-provisioning, HPA's target, restart pause."""
+    measured, state = _nexmark_inputs(args)
+    seconds = args.minutes * 60
+    rows = []
+    configs = {q: nexmark_config(cfg, measured[q], state if q == "ij" else None) for q in ("map", "swa") if q in measured}
+    caps = {q: capacity_at(c, args.max_workers, c.stage_capacity() * args.max_workers) for q, c in configs.items()}
+    print(HEAD.replace("workload   ", "query/load "))
+    for query, qcfg in configs.items():
+        for peak in (0.2, 0.4, 0.6, 0.8, 1.0):
+            for name in ("increasing", "cosine"):
+                sched = workloads(seconds, peak * caps[query])[name]
+                rows += [x | {"sweep": "peak", "value": peak} for x in
+                         run_setups(args, qcfg, sched, seconds, POLICIES, 1, {"query": query}, name)]
+        scheds = workloads(seconds, args.peak * caps[query])
+        for op in (0.0, 0.1, 0.2, 0.5):
+            for name in ("steps", "cosine"):
+                rows += [x | {"sweep": "overprovisioning", "value": op} for x in
+                         run_setups(args, qcfg, scheds[name], seconds, ["ds2"], 1, {"query": query}, name,
+                                    options={"ds2": {"overprovisioning": op}})]
+        for target in (0.5, 0.6, 0.7, 0.8, 0.9):
+            for name in ("increasing", "decreasing", "cosine", "random"):
+                rows += [x | {"sweep": "target", "value": target} for x in
+                         run_setups(args, qcfg, scheds[name], seconds, ["hpa-cpu", "hpa-varga"],
+                                    args.max_workers if name == "decreasing" else 1, {"query": query}, name,
+                                    options={"hpa-cpu": {"target": target}, "hpa-varga": {"target": target}})]
+        for pause in sorted({round(cfg.restart_pause, 1), 30.0, 60.0, 120.0}):
+            pcfg = replace(qcfg, restart_pause=pause)
+            sub = argparse.Namespace(**vars(args))
+            sub.setups = [(sz, md) for sz, md in args.setups if md == "restart"]
+            for name in ("cosine", "increasing"):
+                rows += [x | {"sweep": "restart_pause", "value": pause} for x in
+                         run_setups(sub, pcfg, scheds[name], seconds, POLICIES, 1, {"query": query}, name)]
+    return rows
+
+
+# -- the docs' tables ----------------------------------------------------------------------------
+
+def _conv(x: dict, i: int) -> str:
+    t, n = x.get(f"converge{i}_s"), x.get(f"converge{i}_steps")
+    if n is None:
+        return ""
+    if n == 0:
+        return "none needed"
+    return f"never ({n})" if t is None or (isinstance(t, float) and math.isnan(t)) else f"{t:.0f} s/{n}"
+
+
+def _cell(x: dict | None) -> str:
+    if x is None:
+        return ""
+    return f"{x['p95']:.0f} ({x['throughput_ratio']:.2f}, {x['mean_workers']:.0f}, {x['actions']})"
+
+
+def markdown(result: dict) -> None:
+    """The tables docs/autoscaling.md shows, from a JSON this bench wrote."""
+    setups = result.get("setups", [])
+    nx = result.get("nexmark", [])
+    if nx:
+        print("\n### NexMark queries: p95 s (thr/in, mean workers, actions)\n")
+        print("| query | workload | policy | " + " | ".join(setups) + " |")
+        print("|---|---|---|" + "---|" * len(setups))
+        keys = dict.fromkeys((x["query"], x["workload"], x["policy"]) for x in nx)
+        for q, w, pol in keys:
+            cells = [_cell(next((x for x in nx if (x["query"], x["workload"], x["policy"], x["setup"]) == (q, w, pol, su)), None))
+                     for su in setups]
+            print(f"| {q} | {w} | {pol} | " + " | ".join(cells) + " |")
+        steps = [x for x in nx if x["workload"] == "steps"]
+        if steps:
+            print("\n### Convergence on steps (after the rise; after the fall): time/actions\n")
+            print("| query | policy | " + " | ".join(setups) + " |")
+            print("|---|---|" + "---|" * len(setups))
+            for q, pol in dict.fromkeys((x["query"], x["policy"]) for x in steps):
+                cells = []
+                for su in setups:
+                    x = next((x for x in steps if (x["query"], x["policy"], x["setup"]) == (q, pol, su)), None)
+                    cells.append(f"{_conv(x, 1)}; {_conv(x, 2)}" if x else "")
+                print(f"| {q} | {pol} | " + " | ".join(cells) + " |")
+    sw = result.get("sweeps", [])
+    for sweep, label in (("peak", "peak (share of what the most workers take)"), ("overprovisioning", "DS2's over-provisioning"),
+                         ("target", "HPA's CPU / utilisation target"), ("restart_pause", "restart pause, s")):
+        rows = [x for x in sw if x.get("sweep") == sweep]
+        if not rows:
+            continue
+        values = sorted({x["value"] for x in rows})
+        print(f"\n### Sweep of {label}: p95 s (thr/in, mean workers, actions); thesis's value marked *\n")
+        print("| query | workload | policy | setup | " + " | ".join(f"{v:g}{'*' if THESIS.get(sweep) == v else ''}"
+                                                         for v in values) + " |")
+        print("|---|---|---|---|" + "---|" * len(values))
+        for q, w, pol, su in dict.fromkeys((x["query"], x["workload"], x["policy"], x["setup"]) for x in rows):
+            cells = []
+            for v in values:
+                x = next((x for x in rows if (x["query"], x["workload"], x["policy"], x["setup"], x["value"]) == (q, w, pol, su, v)),
+                         None)
+                cell = _cell(x)
+                if x is not None and w == "steps":
+                    cell += f"; {_conv(x, 1)}; {_conv(x, 2)}"
+                cells.append(cell)
+            print(f"| {q} | {w} | {pol} | {su} | " + " | ".join(cells) + " |")
+    wl = result.get("rows", [])
+    if wl:
+        print("\n### One-stage query, 2,000 records/s per worker: p95 s (thr/in, mean workers, actions)\n")
+        print("| workload | policy | " + " | ".join(setups) + " |")
+        print("|---|---|" + "---|" * len(setups))
+        for w, pol in dict.fromkeys((x["workload"], x["policy"]) for x in wl):
+            print(f"| {w} | {pol} | " + " | ".join(_cell(next((x for x in wl if (x["workload"], x["policy"], x["setup"]) ==
+                                                                 (w, pol, su)), None)) for su in setups) + " |")
+    const = result.get("constant", [])
+    if const:
+        print("\n### Constant load: kept up / settled (not kept up: thr/in of the 2nd half, lag at the end s)\n")
+        print("| P | load | start | setup | kept up | settled | not kept up |")
+        print("|---|---|---|---|---|---|---|")
+        for pp, load, start, su in dict.fromkeys((x["partitions"], x["load"], x["start"], x["setup"]) for x in const):
+            xs = [x for x in const if (x["partitions"], x["load"], x["start"], x["setup"]) == (pp, load, start, su)]
+            up = sum(x["kept_up"] for x in xs)
+            settled = [x["policy"] for x in xs if x["actions_second_half"]]
+            bad = "; ".join(f"{x['policy']} {x['throughput_second_half']:.2f}, {x['end_lag_s']:.0f}" for x in xs if not x["kept_up"])
+            print(f"| {pp} | {load} | {start} | {su} | {up} of {len(xs)} | {len(xs) - len(settled)} of {len(xs)}"
+                  f"{' (not: ' + ', '.join(settled) + ')' if settled else ''} | {bad} |")
 
 
 def main() -> None:
@@ -304,39 +506,65 @@ def main() -> None:
     ap.add_argument("--minutes", type=float, default=60)
     ap.add_argument("--max-workers", type=int, default=70)
     ap.add_argument("--cooldown", type=float, default=300)
-    ap.add_argument("--sizing", default="thesis,waves", help="comma-separated: thesis, waves, or thesis,waves (side by side)")
-    ap.add_argument("--sections", default="workloads,constant,cpu,joint")
+    ap.add_argument("--peak", type=float, default=THESIS["peak"], help="the workloads' peak, a share of what --max-workers "
+                    "take (this project's assumption: 0.8; the sweeps section varies it)")
+    ap.add_argument("--setups", default="thesis/restart,waves/restart,waves/live",
+                    help="sizing/actuation pairs: sizing thesis or waves, actuation restart (the thesis's) or live")
+    ap.add_argument("--sections", default="nexmark,sweeps,workloads,constant,cpu")
+    ap.add_argument("--restart-pause", type=float, help="seconds without batches after a restart (default: measured on "
+                    "Spark, --mechanics, at the most state partitions measured)")
     ap.add_argument("--cpu-per-busy", type=float, help="CPU read per busy second (default: the simulator's, measured "
                     "live: bench/autoscale_live.py --cpu-rate)")
     ap.add_argument("--calibration", type=Path, help="bench/results/autoscale_live.json")
     ap.add_argument("--query", default="join", help="whose calibration: agg or join")
     ap.add_argument("--compare", action="store_true", help="replay the live runs of --query instead")
     ap.add_argument("--joint", action="store_true", help="add the joint section (as --sections ...,joint)")
-    ap.add_argument("--nexmark", type=Path, help="the live NexMark runs' JSON (bench/autoscale_live.py --queries map,...)")
+    ap.add_argument("--nexmark", type=Path, default=INPUTS / "nexmark_costs.json",
+                    help="the NexMark queries' per-stage costs (bench/autoscale_live.py --queries map,...; committed small)")
+    ap.add_argument("--mechanics", type=Path, default=INPUTS / "spark_mechanics.json",
+                    help="Spark's restart pause and the Incremental Join's state model (bench/autoscale_mechanics.py)")
+    ap.add_argument("--ij-ttl", type=float, default=10.0, help="the Incremental Join's time-to-live, s (the live query's)")
     ap.add_argument("--out", type=Path, default=OUT / "autoscale_sim.json")
+    ap.add_argument("--markdown", action="store_true", help="print the docs' tables from --out (no simulation)")
     args = ap.parse_args()
-    args.sizing = [s for s in args.sizing.split(",") if s]
+    args.setups = parse_setups(args.setups)
     sections = [s for s in args.sections.split(",") if s] + (["joint"] if args.joint and "joint" not in args.sections else [])
     unknown = set(sections) - set(SECTIONS)
     if unknown:
         raise SystemExit(f"unknown sections {sorted(unknown)}: choose from {', '.join(SECTIONS)}")
-    if "nexmark" in sections and not args.nexmark:
-        raise SystemExit("--sections nexmark needs --nexmark FILE (bench/autoscale_live.py --queries map,filter,ij,sa,swa)")
+    if {"nexmark", "sweeps"} & set(sections) and not args.nexmark.exists():
+        raise SystemExit(f"--nexmark {args.nexmark} does not exist (bench/autoscale_live.py --queries map,filter,ij,sa,swa "
+                         "writes the costs)")
+    if args.markdown:
+        markdown(json.loads(args.out.read_text()))
+        return
     figures = args.out.resolve().parent
     figures.mkdir(parents=True, exist_ok=True)
     cfg = SimConfig(partitions=args.max_workers)
     if args.cpu_per_busy is not None:
         cfg = replace(cfg, cpu_per_busy=args.cpu_per_busy)
+    mech = json.loads(args.mechanics.read_text()) if args.mechanics and args.mechanics.exists() else {}
+    restart = mech.get("restart", {})
+    if restart:
+        most = max(restart, key=int)
+        cfg = replace(cfg, restart_pause=float(restart[most]["pause_s"]),
+                      state_reload=max(0.0, float(restart[most]["extra_first_batch_s"])))
+    if args.restart_pause is not None:
+        cfg = replace(cfg, restart_pause=args.restart_pause)
     if args.calibration:
         live = json.loads(args.calibration.read_text())
         if args.compare:
-            rows = compare(live, args.query, args.sizing[0])
+            rows = compare(live, args.query, args.setups[0][0])
             (figures / f"autoscale_sim_vs_live_{args.query}.json").write_text(json.dumps(rows, indent=1, default=str))
             return
         cfg = calibrated(cfg, live["calibration"][args.query], ENGINE)
     print(f"engine: capacity {cfg.capacity:,.0f}/s per worker, {cfg.partitions} state partitions, CPU per busy second "
-          f"{cfg.cpu_per_busy}, {args.minutes:g} minutes, cooldown {args.cooldown:g} s, sizing {', '.join(args.sizing)}")
-    result: dict = {"config": asdict(cfg), "minutes": args.minutes, "sizing": args.sizing}
+          f"{cfg.cpu_per_busy}, restart pause {cfg.restart_pause:.1f} s, state reload {cfg.state_reload:.1f} s, launch delay "
+          f"{cfg.launch_delay:.0f} s, {args.minutes:g} minutes, cooldown {args.cooldown:g} s, peak {args.peak:g} of "
+          f"{args.max_workers} workers, setups {', '.join(setup_name(*x) for x in args.setups)}")
+    result: dict = {"config": asdict(cfg), "minutes": args.minutes, "setups": [setup_name(*x) for x in args.setups],
+                    "peak": args.peak, "max_workers": args.max_workers, "cooldown": args.cooldown,
+                    "inputs": {"nexmark": str(args.nexmark), "mechanics": str(args.mechanics) if mech else None}}
 
     def save() -> None:
         args.out.write_text(json.dumps(result, default=lambda v: None if v is None or (isinstance(v, float) and math.isnan(v)) else v,
@@ -352,6 +580,8 @@ def main() -> None:
             result["cpu"] = section_cpu(args, cfg)
         elif name == "joint":
             result["joint"] = section_joint(args, cfg)
+        elif name == "sweeps":
+            result["sweeps"] = section_sweeps(args, cfg)
         else:
             result["nexmark"] = section_nexmark(args, cfg, figures)
         save()

@@ -189,12 +189,13 @@ def test_dhalion_per_stage_grows_the_pool_by_one_stages_share():
 # -- a stage whose state grows with the rate (the Incremental Join) ----------------------------
 
 def test_a_stage_with_a_time_to_live_holds_rate_times_ttl_rows_and_costs_more_per_record_as_it_grows():
-    """The join stage keeps 20 s of records; each record probes the state at 1 us per row: at
+    """The join stage keeps 20 s of records; each record probes its partition's state (a hundredth
+    of it) at 100 us per row, 1 us per row of the whole state: at
     1,000 records/s its state settles at 20,000 rows and a record costs 1 + 20 ms; at 2,000/s
     at 40,000 rows: DS2's true processing rate halves (work grows with the rate squared)."""
     def run(rate):
         cfg = SimConfig(partitions=100, task_overhead=0.0, batch_overhead=0.0, monitoring_window=30, trigger_interval=1.0,
-                        stages=(StageModel("join", 1e-3, 0.0, state_ttl=20.0, probe_cost=1e-6),))
+                        stages=(StageModel("join", 1e-3, 0.0, state_ttl=20.0, probe_cost=1e-4),))
         sim = Simulation(RateSchedule.parse(f"constant:high={rate},duration=300"), Scaler(make_policy("ds2"), 100, 100), cfg,
                          initial_workers=100)    # enough workers: 2,000/s x 41 ms = 82 cores' worth
         r = sim.run(300)

@@ -18,7 +18,8 @@ from the live runs (:class:`SimConfig`, calibrated by bench/autoscale_live.py):
   ``machine_cores`` (when fewer than ``k``), so their tasks stretch by ``k / machine_cores``;
 - a stage may hold state (:attr:`StageModel.state_ttl`): the records it took in the last
   ``state_ttl`` seconds, which each of its batches scans (``state_cost`` per row) and each of its
-  records probes (``probe_cost`` per row), so its work grows with the rate squared (the
+  records probes (``probe_cost`` per row of its partition), so its work grows with the rate
+  squared (the
   thesis's Incremental Join: "a constantly growing state and a non-linear to the input
   computational cost", bounded by its time-to-live);
 - scaling ``live``: an added executor takes tasks ``launch_delay`` seconds later (also the
@@ -79,7 +80,8 @@ class StageModel:
     state_ttl: float | None = None
     #: seconds per state row per batch (scanning the state: eviction by the watermark)
     state_cost: float = 0.0
-    #: seconds per record per state row (what a record's probe of the state costs as it grows)
+    #: seconds per record per state row of its partition (a record probes its own partition's
+    #: state, a 1/tasks share of the rows: what its probe costs as the state grows)
     probe_cost: float = 0.0
 
     def __post_init__(self) -> None:
@@ -275,8 +277,8 @@ class Simulation:
                     p = st.tasks or cfg.partitions
                     frac = shares if p == len(shares) else np.full(p, 1.0 / p)
                     stretch = max(1.0, self.k / cfg.machine_cores)
-                    rows = self.state_rows(i, start)
-                    work = records * (st.cost + st.probe_cost * rows) + rows * st.state_cost
+                    rows = self.state_rows(i, start)        # a record probes its own partition's share
+                    work = records * (st.cost + st.probe_cost * rows / p) + rows * st.state_cost
                     tasks = frac * (work * stretch) + cfg.task_overhead
                     yield from self._run_stage(tasks)
                     self._stage_in[i] += records
