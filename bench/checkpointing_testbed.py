@@ -166,7 +166,7 @@ def section_normal(args: argparse.Namespace) -> list[dict]:
         for p in ("none",) + args.protocols:
             if q == "reach" and p == "coor":
                 continue
-            for w in args.workers:
+            for w in getattr(args, "workers_of", {}).get(q, args.workers):
                 jobs.append({"cfg": _cfg(args, query=q, protocol=p, workers=w), "probes": args.probes})
     print(f"normal operation: {len(jobs)} MST searches ({'probed to saturation, ' + str(args.probes) + ' probes at most' if args.probes else 'utilisation estimate, extrapolated'}), "
           f"then a run at 80% of each; {args.duration:g} s runs, a checkpoint every {args.interval:g} s; {clock_note(args)}")
@@ -503,10 +503,12 @@ def main() -> None:
     check_settings(args, sections)
     # the MSTs the selected sections run at (a share of): measured for their worker counts too
     needed = ((set(args.failure_workers) if {"failure", "intervals"} & set(sections) else set())
-              | ({args.skew_workers} if "skew" in sections else set())
-              | (set(args.cyclic_workers) if "cyclic" in sections else set()))
+              | ({args.skew_workers} if "skew" in sections else set()))
     if not needed <= set(args.workers):
         args.workers = sorted(set(args.workers) | needed)
+    # the cyclic section needs the reachability query's MSTs at its own worker counts only
+    args.workers_of = {q: sorted(set(args.workers) | (set(args.cyclic_workers) if q == "reach" and "cyclic" in sections
+                                                      else set())) for q in args.queries}
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     args.costs, costs_note = load_costs(args)

@@ -89,13 +89,15 @@ def test_the_msts_are_measured_for_the_selected_sections_workers_only(bench, mon
 
     def normal(args):
         seen["workers"] = list(args.workers)
+        seen["of"] = dict(args.workers_of)
         return []
 
     monkeypatch.setattr(bench, "section_normal", normal)
     monkeypatch.setattr(bench, "section_cyclic", lambda args, rows: [])
-    _main(bench, monkeypatch, tmp_path, "--queries", "q1", "--sections", "normal,cyclic", "--failure-workers", "7",
+    _main(bench, monkeypatch, tmp_path, "--queries", "q1,reach", "--sections", "normal,cyclic", "--failure-workers", "7",
           "--skew-workers", "8", "--cyclic-workers", "3")
-    assert seen["workers"] == [1, 3]
+    assert seen["workers"] == [1]
+    assert seen["of"] == {"q1": [1], "reach": [1, 3]}          # the cyclic section's counts for its query only
 
 
 def test_msts_are_probed_to_saturation_and_the_overhead_section_scales_them(bench, monkeypatch, tmp_path, capsys):
