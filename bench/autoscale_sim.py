@@ -70,6 +70,9 @@ WORKLOADS = ("increasing", "decreasing", "cosine", "random", "steps")
 QUERY_WORKLOADS = {"map": WORKLOADS, "swa": WORKLOADS, "filter": ("cosine",), "ij": ("cosine",), "sa": ("cosine",)}
 #: the thesis's values of the swept settings (4.6.1), and this project's assumed peak
 THESIS = {"peak": 0.8, "overprovisioning": 0.2, "target": 0.7}
+#: the values the sweeps section tries (the restart pause also tries the measured one)
+SWEEPS = {"peak": (0.2, 0.4, 0.6, 0.8, 1.0), "overprovisioning": (0.0, 0.1, 0.2, 0.5), "target": (0.5, 0.6, 0.7, 0.8, 0.9),
+          "restart_pause": (30.0, 60.0, 120.0)}
 
 
 def workloads(seconds: float, peak: float) -> dict[str, RateSchedule]:
@@ -390,24 +393,24 @@ def section_sweeps(args, cfg: SimConfig) -> list[dict]:
     caps = {q: capacity_at(c, args.max_workers, c.stage_capacity() * args.max_workers) for q, c in configs.items()}
     print(HEAD.replace("workload   ", "query/load "))
     for query, qcfg in configs.items():
-        for peak in (0.2, 0.4, 0.6, 0.8, 1.0):
+        for peak in SWEEPS["peak"]:
             for name in ("increasing", "cosine"):
                 sched = workloads(seconds, peak * caps[query])[name]
                 rows += [x | {"sweep": "peak", "value": peak} for x in
                          run_setups(args, qcfg, sched, seconds, POLICIES, 1, {"query": query}, name)]
         scheds = workloads(seconds, args.peak * caps[query])
-        for op in (0.0, 0.1, 0.2, 0.5):
+        for op in SWEEPS["overprovisioning"]:
             for name in ("steps", "cosine"):
                 rows += [x | {"sweep": "overprovisioning", "value": op} for x in
                          run_setups(args, qcfg, scheds[name], seconds, ["ds2"], 1, {"query": query}, name,
                                     options={"ds2": {"overprovisioning": op}})]
-        for target in (0.5, 0.6, 0.7, 0.8, 0.9):
+        for target in SWEEPS["target"]:
             for name in ("increasing", "decreasing", "cosine", "random"):
                 rows += [x | {"sweep": "target", "value": target} for x in
                          run_setups(args, qcfg, scheds[name], seconds, ["hpa-cpu", "hpa-varga"],
                                     args.max_workers if name == "decreasing" else 1, {"query": query}, name,
                                     options={"hpa-cpu": {"target": target}, "hpa-varga": {"target": target}})]
-        for pause in sorted({round(cfg.restart_pause, 1), 30.0, 60.0, 120.0}):
+        for pause in sorted({round(cfg.restart_pause, 1), *SWEEPS["restart_pause"]}):
             pcfg = replace(qcfg, restart_pause=pause)
             sub = argparse.Namespace(**vars(args))
             sub.setups = [(sz, md) for sz, md in args.setups if md == "restart"]

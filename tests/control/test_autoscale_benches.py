@@ -1,0 +1,94 @@
+"""bench/autoscale_sim.py and bench/autoscale_mechanics.py: the thesis-scale tables run from the
+committed inputs alone, with every setup, query x workload cell and sweep the docs show; the
+Incremental Join's state model is fitted from Spark's numbers exactly when they follow it."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+BENCH = Path(__file__).resolve().parents[2] / "bench"
+
+
+def _load(name: str, monkeypatch):
+    spec = importlib.util.spec_from_file_location(name, BENCH / f"{name}.py")
+    module = importlib.util.module_from_spec(spec)
+    monkeypatch.setitem(sys.modules, name, module)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_the_simulated_tables_run_from_the_committed_inputs(monkeypatch, tmp_path, capsys):
+    sim = _load("autoscale_sim", monkeypatch)
+    mech = tmp_path / "mechanics.json"
+    mech.write_text(json.dumps({"restart": {"70": {"pause_s": 12.5, "extra_first_batch_s": 3.0}},
+                                "ij": {"per_source_record_s": 1e-6, "per_state_row_per_batch_s": 2e-7,
+                                       "per_record_per_partition_row_s": 1e-9, "state_rows_per_source_record_of_ttl": 0.01}}))
+    out = tmp_path / "sim.json"
+    monkeypatch.setattr(sim, "SWEEPS", {"peak": (0.8, 1.0), "overprovisioning": (0.0, 0.2), "target": (0.7, 0.9),
+                                        "restart_pause": (60.0,)})
+    monkeypatch.setattr(sys, "argv", ["autoscale_sim.py", "--minutes", "1", "--max-workers", "2", "--cooldown", "20",
+                                      "--sections", "nexmark,sweeps", "--setups", "thesis/restart,waves/live",
+                                      "--mechanics", str(mech), "--out", str(out)])
+    sim.main()
+    res = json.loads(out.read_text())
+    assert res["config"]["restart_pause"] == 12.5 and res["config"]["state_reload"] == 3.0   # measured on Spark
+    cells = {(x["query"], x["workload"]) for x in res["nexmark"]}
+    assert {("map", w) for w in sim.WORKLOADS} | {("swa", w) for w in sim.WORKLOADS} <= cells
+    assert {("filter", "cosine"), ("ij", "cosine"), ("sa", "cosine")} <= cells
+    assert {x["policy"] for x in res["nexmark"]} == set(sim.POLICIES) and "dhalion-stage" in sim.POLICIES
+    assert {x["setup"] for x in res["nexmark"]} == {"thesis/restart", "waves/live"}
+    assert {x["sweep"] for x in res["sweeps"]} == {"peak", "overprovisioning", "target", "restart_pause"}
+    assert {x["value"] for x in res["sweeps"] if x["sweep"] == "restart_pause"} == {12.5, 60.0}
+    assert {x["setup"] for x in res["sweeps"] if x["sweep"] == "restart_pause"} == {"thesis/restart"}
+    monkeypatch.setattr(sys, "argv", ["autoscale_sim.py", "--markdown", "--out", str(out)])
+    capsys.readouterr()
+    sim.main()
+    text = capsys.readouterr().out
+    assert "| setup | 0.8* | 1 |" in text and "| setup | 0* | 0.2* |" not in text and "| setup | 0 | 0.2* |" in text
+    assert "| setup | 0.7* | 0.9 |" in text                                # the thesis's values, marked
+
+
+def test_the_incremental_joins_state_makes_its_capacity_fall_with_the_rate(monkeypatch):
+    sim = _load("autoscale_sim", monkeypatch)
+    from driftjoin.control.autoscale.simulator import SimConfig
+
+    measured = json.loads((BENCH / "inputs" / "nexmark_costs.json").read_text())["nexmark_costs"]["ij"]
+    plain = sim.nexmark_config(SimConfig(partitions=70), measured)
+    state = {"per_source_record_s": 2e-6, "per_state_row_per_batch_s": 1e-7, "per_record_per_partition_row_s": 1e-8,
+             "state_rows_per_source_record_of_ttl": 0.05, "ttl": 10.0}
+    grown = sim.nexmark_config(SimConfig(partitions=70), measured, state)
+    join = grown.query()[-1]
+    assert join.state_ttl == 10.0 and join.state_cost == pytest.approx(5e-9) and join.probe_cost == pytest.approx(5e-10)
+    assert plain.query()[-1].state_ttl is None
+    a, b = sim.capacity_at(grown, 10, 1e5), sim.capacity_at(grown, 70, 1e6)
+    assert b < 7 * a                                          # seven times the workers, less than seven times the rate
+    assert sim.capacity_at(plain, 70, 1e6) == pytest.approx(7 * sim.capacity_at(plain, 10, 1e5))
+
+
+def test_the_incremental_join_model_is_fitted_exactly_from_windows_that_follow_it(monkeypatch):
+    mech = _load("autoscale_mechanics", monkeypatch)
+    a, b, c = 1.5e-6, 4e-7, 2e-9
+    rows = []
+    rng = np.random.default_rng(1)
+    for rate in (10_000, 40_000):
+        for ttl in (5, 40):
+            for _ in range(6):
+                n = rate * 15 * rng.uniform(0.9, 1.1)
+                s = 0.02 * rate * ttl * rng.uniform(0.5, 1.0)
+                batches = int(rng.integers(5, 15))
+                rows.append({"rate": rate, "ttl": ttl, "partitions": 2, "source_records": n, "state_rows": s, "batches": batches,
+                             "join_useful_s": a * n + b * s * batches + c * n * s / 2})
+    fit = mech.fit_ij(rows)
+    assert fit["per_source_record_s"] == pytest.approx(a, rel=1e-6)
+    assert fit["per_state_row_per_batch_s"] == pytest.approx(b, rel=1e-6)
+    assert fit["per_record_per_partition_row_s"] == pytest.approx(c, rel=1e-6)
+    assert fit["r2"] > 0.999999
+    summary = mech.summarise({"ij": rows, "restart": [
+        {"partitions": 70, "pause_s": p, "extra_first_batch_s": 1.0, "actuation_s": 9.0, "load": 3.0} for p in (10.0, 12.0, 30.0)]})
+    assert summary["restart"]["70"]["pause_s"] == 12.0 and summary["ij"]["windows"] == len(rows)
