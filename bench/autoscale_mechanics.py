@@ -20,10 +20,11 @@ mechanisms the thesis-scale simulation (bench/autoscale_sim.py) rests on.
   ``spark.locality.wait``); on 6 partitions 3 and 4 executors give the same batch.
 - ``restart``: the thesis's stop-and-restart on Spark (``RestartActuator``: ``query.stop()``,
   change the executors, start again from the checkpoint) of a stateful aggregation over
-  ``--restart-partitions`` state partitions: from the action to the first batch's start after
-  it (the simulator's ``restart_pause``; the batch the stop interrupted is lost), from the
-  last batch's end before it (no batch for), and the first batch's extra time
-  (``state_reload``).
+  ``--restart-partitions`` state partitions, alternately removing and adding executors: from the
+  action to the first batch's start after it (the simulator's ``restart_pause`` when executors
+  are removed; when they are added the restart also waits for them to launch, the simulator's
+  ``launch_delay``; the batch the stop interrupted is lost), from the last batch's end before
+  it (no batch for), and the first batch's extra time (``state_reload``).
 - ``ij``: the NexMark Incremental Join (driftjoin.control.autoscale.nexmark) at one executor,
   constant rates and time-to-lives: its join stage's useful time per window against the records
   it takes and the rows in its state (a least-squares fit of ``useful = a * records + b *
@@ -348,10 +349,18 @@ def summarise(res: dict) -> dict:
         by_p: dict[int, list[dict]] = {}
         for r in rs:
             by_p.setdefault(r["partitions"], []).append(r)
-        out["restart"] = {str(p): {"pause_s": float(np.median([r["pause_s"] for r in v])),
-                                   "extra_first_batch_s": float(np.median([r["extra_first_batch_s"] for r in v])),
-                                   "actuation_s": float(np.median([r["actuation_s"] for r in v])), "n": len(v),
-                                   "load": [min(r["load"] for r in v), max(r["load"] for r in v)]} for p, v in by_p.items()}
+        out["restart"] = {}
+        for p, v in by_p.items():
+            down = [r for r in v if r["to"] < r["from"]] or v
+            up = [r for r in v if r["to"] > r["from"]]
+            x = {"pause_s": float(np.median([r["pause_s"] for r in down])),
+                 "extra_first_batch_s": float(np.median([r["extra_first_batch_s"] for r in v])),
+                 "actuation_s": float(np.median([r["actuation_s"] for r in v])), "n": len(v),
+                 "load": [min(r["load"] for r in v), max(r["load"] for r in v)]}
+            if up and any(r["to"] < r["from"] for r in v):   # a restart that adds executors also waits for them
+                x["pause_up_s"] = float(np.median([r["pause_s"] for r in up]))
+                x["launch_s"] = max(0.0, x["pause_up_s"] - x["pause_s"])
+            out["restart"][str(p)] = x
     if res.get("ij"):
         out["ij"] = fit_ij(res["ij"])
     for name in ("waves", "stateful"):
@@ -381,7 +390,17 @@ def main() -> None:
     ap.add_argument("--out", type=Path, default=OUT / "autoscale_mechanics.json")
     ap.add_argument("--inputs", type=Path, help="merge the summary into this small file (bench/inputs/spark_mechanics.json)")
     ap.add_argument("--work", type=Path, default=Path(tempfile.gettempdir()) / "driftjoin-mechanics")
+    ap.add_argument("--summarise", action="store_true", help="only write --inputs from the measurements in --out")
     args = ap.parse_args()
+    if args.summarise:
+        if not args.inputs:
+            raise SystemExit("--summarise writes --inputs FILE: give it")
+        full = json.loads(args.out.read_text())
+        summary = summarise(full)
+        summary["measured"] = {name: full["measured"] for name in ("waves", "stateful", "restart", "ij") if name in full}
+        args.inputs.write_text(json.dumps(summary, indent=1, default=str) + "\n")
+        print(f"wrote {args.inputs} from {args.out}")
+        return
     args.executors = [int(x) for x in args.executors.split(",")]
     args.tasks = [int(x) for x in args.tasks.split(",")]
     args.restart_partitions = [int(x) for x in args.restart_partitions.split(",")]

@@ -549,9 +549,9 @@ def main() -> None:
     mech = json.loads(args.mechanics.read_text()) if args.mechanics and args.mechanics.exists() else {}
     restart = mech.get("restart", {})
     if restart:
-        most = max(restart, key=int)
-        cfg = replace(cfg, restart_pause=float(restart[most]["pause_s"]),
-                      state_reload=max(0.0, float(restart[most]["extra_first_batch_s"])))
+        most = restart[max(restart, key=int)]
+        cfg = replace(cfg, restart_pause=float(most["pause_s"]), state_reload=max(0.0, float(most["extra_first_batch_s"])),
+                      launch_delay=float(most.get("launch_s", cfg.launch_delay)))
     if args.restart_pause is not None:
         cfg = replace(cfg, restart_pause=args.restart_pause)
     if args.calibration:

@@ -26,7 +26,7 @@ def _load(name: str, monkeypatch):
 def test_the_simulated_tables_run_from_the_committed_inputs(monkeypatch, tmp_path, capsys):
     sim = _load("autoscale_sim", monkeypatch)
     mech = tmp_path / "mechanics.json"
-    mech.write_text(json.dumps({"restart": {"70": {"pause_s": 12.5, "extra_first_batch_s": 3.0}},
+    mech.write_text(json.dumps({"restart": {"70": {"pause_s": 12.5, "extra_first_batch_s": 3.0, "launch_s": 21.0}},
                                 "ij": {"per_source_record_s": 1e-6, "per_state_row_per_batch_s": 2e-7,
                                        "per_record_per_partition_row_s": 1e-9, "state_rows_per_source_record_of_ttl": 0.01}}))
     out = tmp_path / "sim.json"
@@ -37,7 +37,7 @@ def test_the_simulated_tables_run_from_the_committed_inputs(monkeypatch, tmp_pat
                                       "--mechanics", str(mech), "--out", str(out)])
     sim.main()
     res = json.loads(out.read_text())
-    assert res["config"]["restart_pause"] == 12.5 and res["config"]["state_reload"] == 3.0   # measured on Spark
+    assert (res["config"]["restart_pause"], res["config"]["state_reload"], res["config"]["launch_delay"]) == (12.5, 3.0, 21.0)
     cells = {(x["query"], x["workload"]) for x in res["nexmark"]}
     assert {("map", w) for w in sim.WORKLOADS} | {("swa", w) for w in sim.WORKLOADS} <= cells
     assert {("filter", "cosine"), ("ij", "cosine"), ("sa", "cosine")} <= cells
@@ -90,5 +90,7 @@ def test_the_incremental_join_model_is_fitted_exactly_from_windows_that_follow_i
     assert fit["per_record_per_partition_row_s"] == pytest.approx(c, rel=1e-6)
     assert fit["r2"] > 0.999999
     summary = mech.summarise({"ij": rows, "restart": [
-        {"partitions": 70, "pause_s": p, "extra_first_batch_s": 1.0, "actuation_s": 9.0, "load": 3.0} for p in (10.0, 12.0, 30.0)]})
-    assert summary["restart"]["70"]["pause_s"] == 12.0 and summary["ij"]["windows"] == len(rows)
+        {"partitions": 70, "from": a, "to": b, "pause_s": p, "extra_first_batch_s": 1.0, "actuation_s": 9.0, "load": 3.0}
+        for a, b, p in ((4, 2, 6.0), (2, 4, 30.0), (4, 2, 8.0), (2, 4, 34.0))]})
+    assert summary["restart"]["70"]["pause_s"] == 7.0 and summary["restart"]["70"]["launch_s"] == 25.0
+    assert summary["ij"]["windows"] == len(rows)

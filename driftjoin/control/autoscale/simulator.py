@@ -27,8 +27,9 @@ from the live runs (:class:`SimConfig`, calibrated by bench/autoscale_live.py):
   ``state_reload`` (state partitions reloaded by other executors). ``restart`` (the thesis's
   stop-and-restart, Flink's savepoint path; on Spark ``query.stop()`` and a restart from the
   checkpoint): the batch in flight is abandoned (its records are read again after the
-  restart), no batch runs for ``restart_pause`` seconds (measured on Spark:
-  bench/autoscale_mechanics.py), then the first batch pays ``state_reload``;
+  restart), no batch runs for ``restart_pause`` seconds, and ``launch_delay`` more when the
+  restart adds executors (both measured on Spark: bench/autoscale_mechanics.py), then the
+  first batch pays ``state_reload``;
 - Spark's dynamic allocation (policy ``spark-dynamic-allocation``) is modelled as Spark
   configures it: while tasks wait longer than ``backlog_timeout`` it asks for 1, 2, 4 ... more
   executors every ``backlog_timeout`` (up to the tasks running and waiting, and
@@ -427,8 +428,8 @@ class Simulation:
             target = self.scaler.decide(m, self.k)
             if target is None:
                 continue
-            if cfg.mode == "restart":
-                self.paused_until = self.env.now + cfg.restart_pause
+            if cfg.mode == "restart":     # stop; a scale-up waits for its executors to launch; start again
+                self.paused_until = self.env.now + cfg.restart_pause + (cfg.launch_delay if target > self.k else 0.0)
                 self._set_workers(target)
                 self.reload_due = True
                 if self._in_batch and self._engine is not None and self._engine.is_alive:
