@@ -204,8 +204,9 @@ class CommunicationInducedPacked(CommunicationInduced):
     - ``cic-delta`` (``delta=True``): Singhal and Kshemkalyani's differential technique (1992)
       for vector clocks on FIFO channels: a message carries only the entries that changed since
       the previous message on the same channel (index and new value as varints, or a bitset of
-      the flipped booleans when that is smaller) and ``lc``; the receiver keeps the last vectors
-      it decoded per channel and applies the delta. An unchanged vector costs 5 bytes.
+      the flipped booleans when that is smaller) and ``lc`` if it changed, behind a tag byte
+      whose bits say which parts follow; the receiver keeps the last vectors it decoded per
+      channel and applies the delta. Unchanged variables cost the tag alone, one byte.
 
     Exactness: the receiver decodes what the sender encoded (FIFO channels, no loss between
     failures); a failure drops the messages in flight, so every channel starts again from full
@@ -243,8 +244,8 @@ class CommunicationInducedPacked(CommunicationInduced):
 
     def _delta(self, sent: tuple, base: tuple | None) -> Piggyback:
         lc = sent[0]
-        if base is sent:
-            return Piggyback(False, lc, _NONE, _NONE, _NONE, _NONE, 1 + varint_bytes(lc) + 3, sent)
+        if base is sent:           # nothing changed since the last message on the channel: the tag alone
+            return Piggyback(False, lc, _NONE, _NONE, _NONE, _NONE, 1, sent)
         n = self.n
         if base is None:
             return self._full(sent)
@@ -253,8 +254,11 @@ class CommunicationInducedPacked(CommunicationInduced):
         taken_idx = np.flatnonzero(sent[2] != base[2])
         greater_idx = np.flatnonzero(sent[3] != base[3])
         # changed entries: (index, new value) pairs; flipped booleans as indices or a bitset
-        size = (1 + varint_bytes(lc) + varint_bytes(len(ck_idx)) + varint_bytes(ck_idx) + varint_bytes(ck_val)
-                + _index_set_bytes(taken_idx, n) + _index_set_bytes(greater_idx, n))
+        # a tag (whose bits say which parts follow), lc if it changed, the parts that changed
+        size = (1 + (varint_bytes(lc) if lc != base[0] else 0)
+                + (varint_bytes(len(ck_idx)) + varint_bytes(ck_idx) + varint_bytes(ck_val) if len(ck_idx) else 0)
+                + (_index_set_bytes(taken_idx, n) if len(taken_idx) else 0)
+                + (_index_set_bytes(greater_idx, n) if len(greater_idx) else 0))
         return Piggyback(False, lc, ck_idx, ck_val, taken_idx, greater_idx, size, sent)
 
     def piggyback_bytes(self, inst: Any, sends: list) -> int:
