@@ -26,9 +26,10 @@ mechanisms the thesis-scale simulation (bench/autoscale_sim.py) rests on.
   ``launch_delay``; the batch the stop interrupted is lost), from the last batch's end before
   it (no batch for), and the first batch's extra time (``state_reload``).
 - ``ij``: the NexMark Incremental Join (driftjoin.control.autoscale.nexmark) at one executor,
-  constant rates and time-to-lives: its join stage's useful time per window against the records
-  it takes and the rows in its state (a least-squares fit of ``useful = a * records + b *
-  rows * batches + c * records * rows / partitions``), the model of its growing, non-linear cost that the
+  constant rates and time-to-lives: its join stage's CPU time per micro-batch (the status
+  store's, which the other jobs on these cores do not inflate) against the source records of
+  the batch and the rows in its state (a least-squares fit of ``cpu = a * records + b * rows +
+  c * records * rows / partitions``), the model of its growing, non-linear cost that the
   simulator takes (StageModel ``state_ttl``, ``state_cost``, ``probe_cost``).
 
 Every measurement records the machine's load average beside it (other sessions share these 2
@@ -249,16 +250,41 @@ def section_restart(spark, act, prog: Progress, args, work: Path) -> list[dict]:
     return rows
 
 
+def stage_batches(spark, run: str) -> dict[int, list[dict]]:
+    """Per micro-batch of query run ``run``, its completed stages in order: tasks, records in, run
+    time and CPU time (seconds; CPU time is what the work took, whatever else shared the cores)."""
+    import re
+
+    sc = spark.sparkContext
+    jvm = sc._jvm
+    store = sc._jsc.sc().statusStore()
+    statuses = jvm.java.util.ArrayList()
+    statuses.add(jvm.org.apache.spark.status.api.v1.StageStatus.COMPLETE)
+    it = store.stageList(statuses, False, False, sc._gateway.new_array(jvm.double, 0), jvm.java.util.ArrayList()).iterator()
+    out: dict[int, list] = {}
+    while it.hasNext():
+        st = it.next()
+        desc = st.description()
+        text = desc.get() if desc.isDefined() else ""
+        m_run, m_batch = re.search(r"runId = ([0-9a-f-]+)", text), re.search(r"batch = (\d+)", text)
+        if not m_run or m_run.group(1) != run or not m_batch:
+            continue
+        out.setdefault(int(m_batch.group(1)), []).append(
+            (int(st.stageId()), {"tasks": int(st.numTasks()), "records_in": float(st.inputRecords() + st.shuffleReadRecords()),
+                                 "run_s": st.executorRunTime() / 1000.0, "cpu_s": st.executorCpuTime() / 1e9}))
+    return {b: [x for _, x in sorted(v, key=lambda t: t[0])] for b, v in out.items()}
+
+
 def section_ij(spark, act, prog: Progress, args, work: Path) -> list[dict]:
-    """The Incremental Join's join stage: useful time per window against records and state rows."""
-    from driftjoin.control.autoscale.collector import QueryMetricsCollector
+    """The Incremental Join's join stage per micro-batch: CPU and run time against the records
+    it takes and the rows in its state, at constant rates and time-to-lives, one executor."""
     from driftjoin.control.autoscale.nexmark import NexmarkSettings, query
 
     act.scale_to(1)
     spark.conf.set("spark.sql.shuffle.partitions", "2")
     rows = []
-    print(f"{'rate/s':>8s} {'ttl s':>5s} {'window':>6s} {'join in':>9s} {'state rows':>10s} {'batches':>7s} "
-          f"{'join useful s':>13s} {'us/record':>9s} {'load':>5s}")
+    print(f"{'rate/s':>8s} {'ttl s':>5s} {'batches':>7s} {'source/batch':>12s} {'state rows':>10s} {'join cpu s':>10s} "
+          f"{'join run s':>10s} {'cpu us/record':>13s} {'load':>5s}")
     for rate in args.ij_rates:
         for ttl in args.ij_ttls:
             ck = work / f"ij_{rate}_{ttl}"
@@ -267,57 +293,40 @@ def section_ij(spark, act, prog: Progress, args, work: Path) -> list[dict]:
             stream = (spark.readStream.format("driftjoin").option("schedule", f"constant:high={rate},duration={seconds + 60}")
                       .option("dim", 1).option("seed", 1).option("partitions", 2).option("start", time.time() + 5)
                       .option("max_records_per_batch", int(rate * 20)).load())
-            col = QueryMetricsCollector(spark, trigger_interval=1.0)
-            from pyspark.sql.streaming import StreamingQueryListener
-
-            class _Feed(StreamingQueryListener):
-                def onQueryStarted(self, event) -> None:  # noqa: N802
-                    pass
-
-                def onQueryProgress(self, event) -> None:  # noqa: N802
-                    col.add_progress(event.progress)
-
-                def onQueryIdle(self, event) -> None:  # noqa: N802
-                    pass
-
-                def onQueryTerminated(self, event) -> None:  # noqa: N802
-                    pass
-
-            feed = _Feed()
-            spark.streams.addListener(feed)
             q = (query(stream, "ij", NexmarkSettings(ttl=float(ttl))).writeStream.format("noop").outputMode("append")
                  .option("checkpointLocation", str(ck)).trigger(processingTime="1 second").start())
             try:
                 run = str(q.runId)
                 _wait_batches(prog, run, 2)
-                col.window()                       # drop the warm-up
-                t_end = time.time() + seconds
-                while time.time() < t_end:
-                    time.sleep(args.ij_window)
-                    m = col.window()
-                    batches = [b for b in prog.of(run) if m.time - m.duration <= b["start"] < m.time]
-                    if not m.stages or not batches:
-                        continue
-                    join = m.stages[-1]
-                    state = float(np.mean([b["state_rows"] for b in batches]))
-                    x = {"section": "ij", "rate": rate, "ttl": ttl, "partitions": 2, "window_s": m.duration,
-                         "source_records": m.processed_rate * m.duration,
-                         "join_in": join.records_in, "join_useful_s": join.useful_time, "state_rows": state, "batches": len(batches),
-                         "stages": [(s.name, s.records_in, s.useful_time) for s in m.stages], "load": load()}
-                    rows.append(x)
-                    us = 1e6 * join.useful_time / max(x["source_records"], 1)
-                    print(f"{rate:8d} {ttl:5d} {m.duration:6.0f} {join.records_in:9.0f} {state:10.0f} {len(batches):7d} "
-                          f"{join.useful_time:13.2f} {us:9.2f} {x['load']:5.1f}", flush=True)
+                time.sleep(seconds)
             finally:
                 q.stop()
-                spark.streams.removeListener(feed)
+            progress = {e["batch"]: e for e in prog.of(run)}
+            stages = stage_batches(spark, run)
+            got = []
+            for b, sts in sorted(stages.items()):
+                e = progress.get(b)
+                if e is None or b < 2 or len(sts) < 3:        # the first batches start the Python and state stores
+                    continue
+                join = sts[-1]
+                x = {"section": "ij", "rate": rate, "ttl": ttl, "partitions": 2, "batch": b, "source_records": e["rows"],
+                     "state_rows": e["state_rows"], "batches": 1, "join_cpu_s": join["cpu_s"], "join_run_s": join["run_s"],
+                     "join_in": join["records_in"], "stages": sts, "load": load()}
+                got.append(x)
+            rows += got
+            if got:
+                cpu = sum(x["join_cpu_s"] for x in got)
+                src = sum(x["source_records"] for x in got)
+                print(f"{rate:8d} {ttl:5d} {len(got):7d} {src / len(got):12.0f} {np.median([x['state_rows'] for x in got]):10.0f} "
+                      f"{cpu:10.2f} {sum(x['join_run_s'] for x in got):10.2f} {1e6 * cpu / max(src, 1):13.3f} {load():5.1f}",
+                      flush=True)
     return rows
 
 
 def fit_ij(rows: list[dict]) -> dict:
-    """Least squares of the join stage's useful time per window on (source records, state rows x
-    batches, source records x state rows of a partition), all non-negative; and the rows per
-    source record of the time-to-live (state rows / (rate x ttl))."""
+    """Least squares of the join stage's CPU time per batch (or useful time per window) on
+    (source records, state rows x batches, source records x state rows of a partition), all
+    non-negative; and the rows per source record of the time-to-live (state rows / (rate x ttl))."""
     from scipy.optimize import nnls
 
     pts = [r for r in rows if r["batches"]]
@@ -326,7 +335,7 @@ def fit_ij(rows: list[dict]) -> dict:
     n = np.array([r["source_records"] for r in pts])
     s = np.array([r["state_rows"] for r in pts])
     b = np.array([r["batches"] for r in pts], dtype=float)
-    u = np.array([r["join_useful_s"] for r in pts])
+    u = np.array([r.get("join_cpu_s", r.get("join_useful_s")) for r in pts])
     parts = np.array([r.get("partitions", 2) for r in pts], dtype=float)
     a_mat = np.column_stack([n, s * b, n * s / parts])
     scale = a_mat.max(axis=0)

@@ -78,12 +78,11 @@ def test_the_incremental_join_model_is_fitted_exactly_from_windows_that_follow_i
     rng = np.random.default_rng(1)
     for rate in (10_000, 40_000):
         for ttl in (5, 40):
-            for _ in range(6):
-                n = rate * 15 * rng.uniform(0.9, 1.1)
+            for _ in range(6):                                    # one row per micro-batch
+                n = rate * rng.uniform(0.9, 1.1)
                 s = 0.02 * rate * ttl * rng.uniform(0.5, 1.0)
-                batches = int(rng.integers(5, 15))
-                rows.append({"rate": rate, "ttl": ttl, "partitions": 2, "source_records": n, "state_rows": s, "batches": batches,
-                             "join_useful_s": a * n + b * s * batches + c * n * s / 2})
+                rows.append({"rate": rate, "ttl": ttl, "partitions": 2, "source_records": n, "state_rows": s, "batches": 1,
+                             "join_cpu_s": a * n + b * s + c * n * s / 2})
     fit = mech.fit_ij(rows)
     assert fit["per_source_record_s"] == pytest.approx(a, rel=1e-6)
     assert fit["per_state_row_per_batch_s"] == pytest.approx(b, rel=1e-6)
