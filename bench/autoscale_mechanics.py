@@ -406,7 +406,8 @@ def main() -> None:
             raise SystemExit("--summarise writes --inputs FILE: give it")
         full = json.loads(args.out.read_text())
         summary = summarise(full)
-        summary["measured"] = {name: full["measured"] for name in ("waves", "stateful", "restart", "ij") if name in full}
+        by = full.get("measured_by_section", {})
+        summary["measured"] = {name: by.get(name, full["measured"]) for name in ("waves", "stateful", "restart", "ij") if name in full}
         args.inputs.write_text(json.dumps(summary, indent=1, default=str) + "\n")
         print(f"wrote {args.inputs} from {args.out}")
         return
@@ -434,6 +435,9 @@ def main() -> None:
     act.check()
     prog = Progress(spark)
     res: dict = json.loads(args.out.read_text()) if args.out.exists() else {}
+    for name in ("waves", "stateful", "restart", "ij"):      # sections of an earlier run keep when they were measured
+        if name in res:
+            res.setdefault("measured_by_section", {}).setdefault(name, dict(res.get("measured", {})))
     res["measured"] = {"when": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()), "master": args.master,
                        "load_start": load(), "cores": os.cpu_count(), "spark": spark.version}
     for name in sections:
@@ -448,6 +452,7 @@ def main() -> None:
             res[name] = section_ij(spark, act, prog, args, args.work)
         res["measured"]["load_end"] = load()
         res["measured"]["seconds"] = round(time.time() - t0)
+        res.setdefault("measured_by_section", {})[name] = dict(res["measured"])
         args.out.write_text(json.dumps(res, indent=1, default=str))
         if args.inputs:
             old = json.loads(args.inputs.read_text()) if args.inputs.exists() else {}
