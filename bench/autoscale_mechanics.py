@@ -28,8 +28,8 @@ mechanisms the thesis-scale simulation (bench/autoscale_sim.py) rests on.
 - ``ij``: the NexMark Incremental Join (driftjoin.control.autoscale.nexmark) at one executor,
   constant rates and time-to-lives: its join stage's CPU time per micro-batch (the status
   store's, which the other jobs on these cores do not inflate) against the source records of
-  the batch and the rows in its state (a least-squares fit of ``cpu = a * records + b * rows +
-  c * records * rows / partitions``), the model of its growing, non-linear cost that the
+  the batch and the rows in its state (a least-squares fit of ``cpu = k + a * records + b *
+  rows + c * records * rows / partitions``), the model of its growing, non-linear cost that the
   simulator takes (StageModel ``state_ttl``, ``state_cost``, ``probe_cost``).
 
 Every measurement records the machine's load average beside it (other sessions share these 2
@@ -324,29 +324,32 @@ def section_ij(spark, act, prog: Progress, args, work: Path) -> list[dict]:
 
 
 def fit_ij(rows: list[dict]) -> dict:
-    """Least squares of the join stage's CPU time per batch (or useful time per window) on
-    (source records, state rows x batches, source records x state rows of a partition), all
-    non-negative; and the rows per source record of the time-to-live (state rows / (rate x ttl))."""
+    """Least squares (non-negative) of the join stage's CPU time per batch (or useful time per
+    window) on (1, source records, state rows x batches, source records x state rows of a
+    partition): a fixed cost per batch, a cost per record, a scan of the state per batch, a probe
+    whose cost grows with the state; and the rows per source record of the time-to-live (state
+    rows / (rate x ttl))."""
     from scipy.optimize import nnls
 
     pts = [r for r in rows if r["batches"]]
-    if len(pts) < 4:
+    if len(pts) < 5:
         return {}
     n = np.array([r["source_records"] for r in pts])
     s = np.array([r["state_rows"] for r in pts])
     b = np.array([r["batches"] for r in pts], dtype=float)
     u = np.array([r.get("join_cpu_s", r.get("join_useful_s")) for r in pts])
     parts = np.array([r.get("partitions", 2) for r in pts], dtype=float)
-    a_mat = np.column_stack([n, s * b, n * s / parts])
+    a_mat = np.column_stack([b, n, s * b, n * s / parts])
     scale = a_mat.max(axis=0)
     scale[scale == 0] = 1.0
-    coef, resid = nnls(a_mat / scale, u)
+    coef, _ = nnls(a_mat / scale, u)
     coef = coef / scale
     pred = a_mat @ coef
     r2 = 1.0 - float(np.sum((u - pred) ** 2) / max(np.sum((u - u.mean()) ** 2), 1e-12))
     steady = [r["state_rows"] / (r["rate"] * r["ttl"]) for r in pts if r["state_rows"] > 0]
-    return {"per_source_record_s": float(coef[0]), "per_state_row_per_batch_s": float(coef[1]),
-            "per_record_per_partition_row_s": float(coef[2]), "r2": r2, "windows": len(pts),
+    return {"per_batch_s": float(coef[0]), "per_source_record_s": float(coef[1]), "per_state_row_per_batch_s": float(coef[2]),
+            "per_record_per_partition_row_s": float(coef[3]), "r2": r2, "windows": len(pts),
+            "state_rows": [float(s.min()), float(s.max())],
             "state_rows_per_source_record_of_ttl": float(np.median(steady)) if steady else math.nan}
 
 

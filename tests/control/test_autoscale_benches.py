@@ -40,7 +40,7 @@ def test_the_simulated_tables_run_from_the_committed_inputs(monkeypatch, tmp_pat
     assert (res["config"]["restart_pause"], res["config"]["state_reload"], res["config"]["launch_delay"]) == (12.5, 3.0, 21.0)
     cells = {(x["query"], x["workload"]) for x in res["nexmark"]}
     assert {("map", w) for w in sim.WORKLOADS} | {("swa", w) for w in sim.WORKLOADS} <= cells
-    assert {("filter", "cosine"), ("ij", "cosine"), ("sa", "cosine")} <= cells
+    assert {("filter", "cosine"), ("ij", "cosine"), ("sa", "cosine"), ("ij-premise", "cosine")} <= cells
     assert {x["policy"] for x in res["nexmark"]} == set(sim.POLICIES) and "dhalion-stage" in sim.POLICIES
     assert {x["setup"] for x in res["nexmark"]} == {"thesis/restart", "waves/live"}
     assert {x["sweep"] for x in res["sweeps"]} == {"peak", "overprovisioning", "target", "restart_pause"}
@@ -69,11 +69,15 @@ def test_the_incremental_joins_state_makes_its_capacity_fall_with_the_rate(monke
     a, b = sim.capacity_at(grown, 10, 1e5), sim.capacity_at(grown, 70, 1e6)
     assert b < 7 * a                                          # seven times the workers, less than seven times the rate
     assert sim.capacity_at(plain, 70, 1e6) == pytest.approx(7 * sim.capacity_at(plain, 10, 1e5))
+    peak = 0.8 * plain.stage_capacity() * 70
+    premise = sim.premise_config(plain, 10.0, peak)          # the thesis's premise: the state doubles the cost at the peak
+    rows_per_partition = peak * 10.0 / 70
+    assert premise.query()[-1].probe_cost * rows_per_partition == pytest.approx(sum(s.cost for s in plain.query()))
 
 
 def test_the_incremental_join_model_is_fitted_exactly_from_windows_that_follow_it(monkeypatch):
     mech = _load("autoscale_mechanics", monkeypatch)
-    a, b, c = 1.5e-6, 4e-7, 2e-9
+    k, a, b, c = 0.1, 1.5e-6, 4e-7, 2e-9
     rows = []
     rng = np.random.default_rng(1)
     for rate in (10_000, 40_000):
@@ -82,8 +86,9 @@ def test_the_incremental_join_model_is_fitted_exactly_from_windows_that_follow_i
                 n = rate * rng.uniform(0.9, 1.1)
                 s = 0.02 * rate * ttl * rng.uniform(0.5, 1.0)
                 rows.append({"rate": rate, "ttl": ttl, "partitions": 2, "source_records": n, "state_rows": s, "batches": 1,
-                             "join_cpu_s": a * n + b * s + c * n * s / 2})
+                             "join_cpu_s": k + a * n + b * s + c * n * s / 2})
     fit = mech.fit_ij(rows)
+    assert fit["per_batch_s"] == pytest.approx(k, rel=1e-6)
     assert fit["per_source_record_s"] == pytest.approx(a, rel=1e-6)
     assert fit["per_state_row_per_batch_s"] == pytest.approx(b, rel=1e-6)
     assert fit["per_record_per_partition_row_s"] == pytest.approx(c, rel=1e-6)
