@@ -569,7 +569,7 @@ def main() -> None:
     restart = mech.get("restart", {})
     if restart:
         most = restart[max(restart, key=int)]
-        cfg = replace(cfg, restart_pause=float(most["pause_s"]), state_reload=max(0.0, float(most["extra_first_batch_s"])),
+        cfg = replace(cfg, restart_pause=float(most["pause_s"]), restart_reload=max(0.0, float(most["extra_first_batch_s"])),
                       launch_delay=float(most.get("launch_s", cfg.launch_delay)))
     if args.restart_pause is not None:
         cfg = replace(cfg, restart_pause=args.restart_pause)
@@ -581,7 +581,8 @@ def main() -> None:
             return
         cfg = calibrated(cfg, live["calibration"][args.query], ENGINE)
     print(f"engine: capacity {cfg.capacity:,.0f}/s per worker, {cfg.partitions} state partitions, CPU per busy second "
-          f"{cfg.cpu_per_busy}, restart pause {cfg.restart_pause:.1f} s, state reload {cfg.state_reload:.1f} s, launch delay "
+          f"{cfg.cpu_per_busy}, restart pause {cfg.restart_pause:.1f} s, first batch after it +{cfg.restart_reload or cfg.state_reload:.1f} s, "
+          f"after a live action +{cfg.state_reload:.1f} s, launch delay "
           f"{cfg.launch_delay:.0f} s, {args.minutes:g} minutes, cooldown {args.cooldown:g} s, peak {args.peak:g} of "
           f"{args.max_workers} workers, setups {', '.join(setup_name(*x) for x in args.setups)}")
     result: dict = {"config": asdict(cfg), "minutes": args.minutes, "setups": [setup_name(*x) for x in args.setups],

@@ -37,7 +37,7 @@ def test_the_simulated_tables_run_from_the_committed_inputs(monkeypatch, tmp_pat
                                       "--mechanics", str(mech), "--out", str(out)])
     sim.main()
     res = json.loads(out.read_text())
-    assert (res["config"]["restart_pause"], res["config"]["state_reload"], res["config"]["launch_delay"]) == (12.5, 3.0, 21.0)
+    assert (res["config"]["restart_pause"], res["config"]["restart_reload"], res["config"]["launch_delay"]) == (12.5, 3.0, 21.0)
     cells = {(x["query"], x["workload"]) for x in res["nexmark"]}
     assert {("map", w) for w in sim.WORKLOADS} | {("swa", w) for w in sim.WORKLOADS} <= cells
     assert {("filter", "cosine"), ("ij", "cosine"), ("sa", "cosine"), ("ij-premise", "cosine")} <= cells

@@ -29,7 +29,8 @@ from the live runs (:class:`SimConfig`, calibrated by bench/autoscale_live.py):
   checkpoint): the batch in flight is abandoned (its records are read again after the
   restart), no batch runs for ``restart_pause`` seconds, and ``launch_delay`` more when the
   restart adds executors (both measured on Spark: bench/autoscale_mechanics.py), then the
-  first batch pays ``state_reload``;
+  first batch pays ``restart_reload`` (the state of every partition reloaded, new Python
+  workers: also measured there);
 - Spark's dynamic allocation (policy ``spark-dynamic-allocation``) is modelled as Spark
   configures it: while tasks wait longer than ``backlog_timeout`` it asks for 1, 2, 4 ... more
   executors every ``backlog_timeout`` (up to the tasks running and waiting, and
@@ -116,6 +117,8 @@ class SimConfig:
     launch_delay: float = 20.0
     state_reload: float = 2.0
     restart_pause: float = 10.0
+    #: the first batch's extra time after a restart (``None``: ``state_reload``, as after a live action)
+    restart_reload: float | None = None
     mode: str = "live"
     #: CPU of an executor's process tree per second of task busy time: 1.20 measured on one
     #: executor at 64% busy, load average 2.8-4.4 (bench/autoscale_live.py --cpu-rate); the
@@ -130,6 +133,8 @@ class SimConfig:
         if self.mode not in ("live", "restart"):
             raise ValueError(f"mode={self.mode!r}: choose 'live' (executors added under the running query) or 'restart' "
                              "(stop, rescale, restart from the checkpoint: the thesis's actuation)")
+        if self.restart_reload is not None and not (self.restart_reload >= 0 and math.isfinite(self.restart_reload)):
+            raise ValueError(f"restart_reload={self.restart_reload!r} must be a finite number of seconds >= 0 (None: state_reload)")
         for name in ("restart_pause", "state_reload", "launch_delay"):
             v = getattr(self, name)
             if not (v >= 0 and math.isfinite(v)):
@@ -267,7 +272,9 @@ class Simulation:
                 continue
             shares = self.shares(start)
             self._idle_check(max(len(shares), max((st.tasks or 0) for st in self.stages)))
-            reload = cfg.state_reload if self.reload_due else 0.0
+            reload = 0.0
+            if self.reload_due:
+                reload = cfg.restart_reload if self.reload_due == "restart" and cfg.restart_reload is not None else cfg.state_reload
             self.reload_due = False
             self._in_batch = True
             try:
@@ -431,7 +438,7 @@ class Simulation:
             if cfg.mode == "restart":     # stop; a scale-up waits for its executors to launch; start again
                 self.paused_until = self.env.now + cfg.restart_pause + (cfg.launch_delay if target > self.k else 0.0)
                 self._set_workers(target)
-                self.reload_due = True
+                self.reload_due = "restart"
                 if self._in_batch and self._engine is not None and self._engine.is_alive:
                     self._engine.interrupt("restart")
             elif target > self.k:
