@@ -14,15 +14,15 @@ Sections (``--sections``; ``normal,failure,overhead,skew,cyclic`` by default):
 - ``overhead``: message overhead at ``--overhead-workers`` (Table 3.2's 10 and 50), each
   protocol at 80% of the ``normal`` section's per-worker MST times the workers (scaled
   linearly, not probed at these counts: says so in the table).
-- ``skew``: Q3, Q8, Q12 at 50% and 80% of each protocol's non-skewed MST with ``--hot`` hot
-  items: p50 latency and average checkpoint time; and at 50% with a failure: restart time
-  (Figures 3.12, 3.13).
+- ``skew``: Q3, Q8, Q12 under the thesis's three protocols (``--skew-protocols``) at 50% and
+  80% of each protocol's non-skewed MST with ``--hot`` hot items: p50 latency and average
+  checkpoint time; and at 50% with a failure: restart time (Figures 3.12, 3.13).
 - ``cyclic``: the reachability query under UNC and CIC at 75% of MST with a failure at 80% of
   the run: checkpoint time, restart time, invalid checkpoints (Table 3.4).
 - ``intervals``: one query under each protocol at several checkpoint intervals.
 
 Runs of the thesis's length: its Table 3.3 counts 8 checkpoints per instance under COOR in a
-60-second run, so a run here is 8 checkpoint intervals (``--duration 0.8 --interval 0.1``,
+60-second run, so a run here is 8 checkpoint intervals (``--duration 0.4 --interval 0.05``,
 simulated seconds). UNC and CIC's timers follow each worker's clock, its phase drawn from the
 seed over ``--clock-skew`` of the interval (default the whole interval: workers that start
 their clocks when they start); every table prints the setting it ran with.
@@ -86,7 +86,7 @@ def task_normal(job: dict) -> dict:
         out = res.summary()
         out.update(mst=est, estimate=est, probes=[], upper=None, saturated=False, load=res.rate / est)
         return out
-    m = search(cfg, BASE_RATE[cfg.query] * cfg.workers, probes=probes)
+    m = search(cfg, BASE_RATE[cfg.query] * cfg.workers, probes=probes, tolerance=job.get("tolerance", 0.03))
     at = run(replace(cfg, rate=0.8 * m.mst))
     out = at.summary()
     out.update(mst=m.mst, estimate=m.estimate, probes=m.probes, upper=m.upper if m.saturated else None,
@@ -167,7 +167,8 @@ def section_normal(args: argparse.Namespace) -> list[dict]:
             if q == "reach" and p == "coor":
                 continue
             for w in getattr(args, "workers_of", {}).get(q, args.workers):
-                jobs.append({"cfg": _cfg(args, query=q, protocol=p, workers=w), "probes": args.probes})
+                jobs.append({"cfg": _cfg(args, query=q, protocol=p, workers=w), "probes": args.probes,
+                             "tolerance": args.tolerance})
     print(f"normal operation: {len(jobs)} MST searches ({'probed to saturation, ' + str(args.probes) + ' probes at most' if args.probes else 'utilisation estimate, extrapolated'}), "
           f"then a run at 80% of each; {args.duration:g} s runs, a checkpoint every {args.interval:g} s; {clock_note(args)}")
     rows = _pool(task_normal, jobs, args.jobs)
@@ -236,7 +237,7 @@ def section_skew(args: argparse.Namespace, normal: list[dict]) -> list[dict]:
     w = args.skew_workers
     jobs = []
     for q in [q for q in ("q3", "q8", "q12") if q in args.queries]:
-        for p in args.protocols:
+        for p in args.skew_protocols:
             for load in (0.5, 0.8):
                 for hot in args.hot:
                     rate = load * _mst_of(normal, q, p, w)
@@ -428,7 +429,7 @@ def check_settings(args: argparse.Namespace, sections: list[str]) -> None:
         need.append(f"the intervals section runs {args.interval_query} (--interval-query): add it to --queries (or to the "
                     f"--mst-from file's) or leave intervals out of --sections")
     from driftjoin.checkpointing.protocols import PROTOCOLS as KNOWN
-    bad = [p for p in args.protocols if p not in KNOWN or p == "none"]
+    bad = [p for p in args.protocols + args.skew_protocols if p not in KNOWN or p == "none"]
     if bad:
         need.append(f"--protocols {','.join(bad)}: choose from {', '.join(p for p in KNOWN if p != 'none')}")
     if args.clock_skew is not None and not 0.0 <= args.clock_skew <= 1.0:
@@ -471,15 +472,18 @@ def main() -> None:
     ap.add_argument("--intervals", default="0.05,0.1,0.2")
     ap.add_argument("--interval-query", default="q8", help="the query of the intervals section")
     ap.add_argument("--hot", default="0,0.1,0.2,0.3", help="hot-item shares of the skew section (the thesis: 10 to 30%%)")
-    ap.add_argument("--duration", type=float, default=0.8, help="simulated seconds of input per run (the thesis's length: "
+    ap.add_argument("--duration", type=float, default=0.4, help="simulated seconds of input per run (the thesis's length: "
                     "8 intervals)")
-    ap.add_argument("--interval", type=float, default=0.1, help="checkpoint interval (simulated seconds)")
+    ap.add_argument("--interval", type=float, default=0.05, help="checkpoint interval (simulated seconds)")
     ap.add_argument("--clocks", default="worker", choices=("worker", "instance"),
                     help="UNC and CIC: checkpoint timers on the worker's clock (the thesis) or each instance's own")
     ap.add_argument("--clock-skew", type=float, default=None, help="over how much of the interval the workers' timer phases "
                     "are drawn (0: in step; default 1, the whole interval)")
-    ap.add_argument("--probes", type=int, default=10, help="probes per MST search, to saturation (0: the utilisation "
+    ap.add_argument("--probes", type=int, default=8, help="probes per MST search, to saturation (0: the utilisation "
                     "estimate alone, extrapolated)")
+    ap.add_argument("--tolerance", type=float, default=0.05, help="an MST search stops once the lowest unsustainable "
+                    "rate probed is within this share above the highest sustainable one")
+    ap.add_argument("--skew-protocols", default="coor,unc,cic", help="the skew section's protocols (the thesis's three)")
     ap.add_argument("--jobs", type=int, default=2)
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--costs", help="a calibration file (python -m driftjoin.checkpointing.calibrate --out FILE, e.g. "
@@ -495,6 +499,7 @@ def main() -> None:
     args.failure_workers = [int(x) for x in args.failure_workers.split(",")]
     args.overhead_workers = [int(x) for x in args.overhead_workers.split(",")]
     args.protocols = tuple(args.protocols.split(","))
+    args.skew_protocols = tuple(args.skew_protocols.split(","))
     args.cyclic_workers = [int(x) for x in args.cyclic_workers.split(",")]
     args.cyclic_clocks = args.cyclic_clocks.split(",")
     args.intervals = [float(x) for x in args.intervals.split(",")]
