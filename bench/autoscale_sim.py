@@ -24,7 +24,12 @@ Sections (``--sections``; ``nexmark,sweeps,workloads,constant,cpu`` by default):
   Filter, IJ and SA on cosine (4.6.3). Per run the
   thesis's metrics (4.5.1): p50/p95 queue latency of every record offered (a record still
   waiting at the end counts its wait so far), records processed over offered, mean workers,
-  scaling actions, on steps the convergence time and steps after each change.
+  scaling actions, on steps the convergence time and steps after each change; and the worker
+  trace's shape: the highest count, when the top of the range was first reached, how often the
+  scaling direction turned (reversals: DS2's oscillation). Every workload starts at 1 worker
+  but the decreasing one, which starts "from an appropriate for the high throughput
+  configuration" (4.5.3): the workers its peak needs, counted by the setup's sizing (0.8 x 70
+  = 56 under ``thesis``, which Spark's waves run like 35; 70 under ``waves``).
 - ``sweeps``: the settings the thesis fixed, swept with the thesis's value marked: the peak
   (0.2 to 1.0 of what the most workers take; this project assumed 0.8), DS2's
   over-provisioning (0 to 0.5; the thesis 0.2, and 0 in its convergence runs), HPA's CPU
@@ -45,7 +50,8 @@ live run's JSON (bench/autoscale_live.py, its ``calibration`` of ``--query``); w
 cooldown, monitoring window, trigger and actuation path) and prints live and simulated side
 by side. Deterministic (no seed but the random workload's). Writes ``--out`` (default
 bench/results/autoscale_sim.json) after each section, the PNGs beside it, and prints the
-docs' tables (``--markdown``).
+docs' tables (``--markdown``; ``--from a.json,b.json`` merges runs of different sections, so
+the sections can run on both cores at once).
 """
 
 from __future__ import annotations
@@ -104,10 +110,22 @@ def parse_setups(text: str) -> list[tuple[str, str]]:
     return out
 
 
-def row(name: str, policy: str, r: SimResult, sched: RateSchedule, seconds: float) -> dict:
+def reversals(workers: list[tuple[float, int]]) -> int:
+    """How often the scaling direction turned (up then down, or down then up): an oscillation
+    count from the worker count over time."""
+    steps = [b[1] - a[1] for a, b in zip(workers, workers[1:]) if b[1] != a[1]]
+    return sum(1 for a, b in zip(steps, steps[1:]) if (a > 0) != (b > 0))
+
+
+def row(name: str, policy: str, r: SimResult, sched: RateSchedule, seconds: float, most: int) -> dict:
+    """A run's metrics: the thesis's (4.5.1) and the worker trace's shape (highest count, when
+    ``most``, the range's top, was first reached, direction reversals)."""
+    at_max = next((float(t) for t, k in r.workers if k >= most), None)
     out = {"workload": name, "policy": policy, "p50": r.latency(0.5), "p95": r.latency(0.95),
            "p95_processed": r.latency(0.95, "processed"), "proc_p95": r.latency(0.95, "processing"),
-           "throughput_ratio": r.processed_fraction(), "mean_workers": r.mean_workers(seconds), "actions": r.actions}
+           "throughput_ratio": r.processed_fraction(), "mean_workers": r.mean_workers(seconds), "actions": r.actions,
+           "start_workers": r.workers[0][1], "peak_workers": max(k for _, k in r.workers), "at_max_s": at_max,
+           "reversals": reversals(r.workers), "trace": [(round(float(t), 1), int(k)) for t, k in r.workers]}
     if name == "steps":
         third = seconds / 3
         for i, at in enumerate((third, 2 * third), 1):
@@ -184,7 +202,7 @@ def compare(live: dict, query: str, sizing: str) -> list[dict]:
         start = cfg.partitions if run["workload"] == "decreasing" and run["policy"] != "spark-dynamic-allocation" else 1
         sc = scaler(run["policy"], 1, cfg.partitions, cal["cooldown"], sizing, cfg.partitions)
         r = Simulation(sched, sc, replace(cfg, mode=run["mode"]), initial_workers=start).run(seconds)
-        sim = row(run["workload"], run["policy"], r, sched, seconds)
+        sim = row(run["workload"], run["policy"], r, sched, seconds, cfg.partitions)
         x = {"workload": run["workload"], "policy": run["policy"], "mode": run["mode"], "live": {k: run.get(k) for k in
              ("p50", "p95", "proc_p95", "throughput_ratio", "mean_workers", "n_actions")}, "sim": sim}
         out.append(x)
@@ -204,21 +222,32 @@ def setup_name(sizing: str, mode: str) -> str:
     return f"{sizing}/{mode}"
 
 
-def run_setups(args, cfg: SimConfig, sched: RateSchedule, seconds: float, policies: list[str], start: int,
+def start_workers(name: str, peak: float, sizing: str, args, partitions: int) -> int:
+    """Where a run starts: the decreasing workload at the workers its peak needs (the thesis,
+    4.5.3: "an appropriate for the high throughput configuration"; ``peak`` a share of what
+    ``--max-workers`` take) as the setup's sizing counts them, every other workload at 1."""
+    if name != "decreasing":
+        return 1
+    sc = scaler("ds2", 1, args.max_workers, args.cooldown, sizing, partitions)
+    return sc.clamp(sc.size(math.ceil(peak * args.max_workers - 1e-9)))
+
+
+def run_setups(args, cfg: SimConfig, sched: RateSchedule, seconds: float, policies: list[str], peak: float,
                tag: dict, name: str, plot_as: str | None = None, figures: Path | None = None,
                options: dict[str, dict] | None = None) -> list[dict]:
-    """Every policy under every setup on one schedule; a row per run (printed), a PNG per setup."""
+    """Every policy under every setup on one schedule whose peak is ``peak`` of what the most
+    workers take; a row per run (printed), a PNG per setup."""
     rows = []
     for sizing, mode in args.setups:
         runs = {}
         mcfg = replace(cfg, mode=mode)
+        first = start_workers(name, peak, sizing, args, cfg.partitions)
         for policy in policies:
-            first = start if policy != "spark-dynamic-allocation" or start == 1 else start
             sim = Simulation(sched, scaler(policy, 1, args.max_workers, args.cooldown, sizing, cfg.partitions,
                                            **(options or {}).get(policy, {})), mcfg, initial_workers=first)
             runs[policy] = r = sim.run(seconds)
-            x = row(name, policy, r, sched, seconds) | tag | {"sizing": sizing, "actuation": mode,
-                                                                 "setup": setup_name(sizing, mode)}
+            x = row(name, policy, r, sched, seconds, args.max_workers) | tag | {"sizing": sizing, "actuation": mode,
+                                                                                "setup": setup_name(sizing, mode)}
             rows.append(x)
             print(line(dict(x, workload=(tag.get("query", "") + "/" + name if tag.get("query") else name)[:11]),
                        setup_name(sizing, mode)), flush=True)
@@ -234,8 +263,8 @@ def section_workloads(args, cfg: SimConfig, figures: Path) -> list[dict]:
     rows = []
     print(HEAD)
     for name, sched in workloads(seconds, peak).items():
-        rows += run_setups(args, cfg, sched, seconds, POLICIES, args.max_workers if name == "decreasing" else 1, {}, name,
-                           plot_as=f"{name} workload", figures=figures)
+        rows += run_setups(args, cfg, sched, seconds, POLICIES, args.peak, {}, name, plot_as=f"{name} workload",
+                           figures=figures)
     return rows
 
 
@@ -283,10 +312,10 @@ def section_cpu(args, cfg: SimConfig) -> list[dict]:
     for name, sched in workloads(seconds, peak).items():
         for ratio in (0.6, 0.8, 1.0, 1.2):
             for sizing, mode in args.setups:
-                start = args.max_workers if name == "decreasing" else 1
+                start = start_workers(name, args.peak, sizing, args, cfg.partitions)
                 r = Simulation(sched, scaler("hpa-cpu", 1, args.max_workers, args.cooldown, sizing, cfg.partitions),
                                replace(cfg, cpu_per_busy=ratio, mode=mode), initial_workers=start).run(seconds)
-                x = row(name, "hpa-cpu", r, sched, seconds) | {"cpu_per_busy": ratio, "sizing": sizing, "actuation": mode,
+                x = row(name, "hpa-cpu", r, sched, seconds, args.max_workers) | {"cpu_per_busy": ratio, "sizing": sizing, "actuation": mode,
                                                                "setup": setup_name(sizing, mode)}
                 rows.append(x)
                 print(f"{name:11s} {ratio:8.1f} {x['setup']:14s} {x['p50']:8.1f} {x['p95']:8.1f} {x['throughput_ratio']:7.2f} "
@@ -397,7 +426,7 @@ def section_nexmark(args, cfg: SimConfig, figures: Path) -> list[dict]:
         cap = capacity_at(qcfg, args.max_workers, qcfg.stage_capacity() * args.max_workers)
         scheds = workloads(seconds, args.peak * cap)
         for name in QUERY_WORKLOADS.get(query, ("cosine",)):
-            rows += run_setups(args, qcfg, scheds[name], seconds, POLICIES, args.max_workers if name == "decreasing" else 1,
+            rows += run_setups(args, qcfg, scheds[name], seconds, POLICIES, args.peak,
                                {"query": query, "stages": [s.name for s in qcfg.query()], "capacity": cap}, name,
                                plot_as=f"nexmark {query} {name}", figures=figures)
     return rows
@@ -416,18 +445,18 @@ def section_sweeps(args, cfg: SimConfig) -> list[dict]:
             for name in ("increasing", "cosine"):
                 sched = workloads(seconds, peak * caps[query])[name]
                 rows += [x | {"sweep": "peak", "value": peak} for x in
-                         run_setups(args, qcfg, sched, seconds, POLICIES, 1, {"query": query}, name)]
+                         run_setups(args, qcfg, sched, seconds, POLICIES, peak, {"query": query}, name)]
         scheds = workloads(seconds, args.peak * caps[query])
         for op in SWEEPS["overprovisioning"]:
             for name in ("steps", "cosine"):
                 rows += [x | {"sweep": "overprovisioning", "value": op} for x in
-                         run_setups(args, qcfg, scheds[name], seconds, ["ds2"], 1, {"query": query}, name,
+                         run_setups(args, qcfg, scheds[name], seconds, ["ds2"], args.peak, {"query": query}, name,
                                     options={"ds2": {"overprovisioning": op}})]
         for target in SWEEPS["target"]:
             for name in ("increasing", "decreasing", "cosine", "random"):
                 rows += [x | {"sweep": "target", "value": target} for x in
-                         run_setups(args, qcfg, scheds[name], seconds, ["hpa-cpu", "hpa-varga"],
-                                    args.max_workers if name == "decreasing" else 1, {"query": query}, name,
+                         run_setups(args, qcfg, scheds[name], seconds, ["hpa-cpu", "hpa-varga"], args.peak,
+                                    {"query": query}, name,
                                     options={"hpa-cpu": {"target": target}, "hpa-varga": {"target": target}})]
         for pause in sorted({round(cfg.restart_pause, 1), *SWEEPS["restart_pause"]}):
             pcfg = replace(qcfg, restart_pause=pause)
@@ -435,7 +464,7 @@ def section_sweeps(args, cfg: SimConfig) -> list[dict]:
             sub.setups = [(sz, md) for sz, md in args.setups if md == "restart"]
             for name in ("cosine", "increasing"):
                 rows += [x | {"sweep": "restart_pause", "value": pause} for x in
-                         run_setups(sub, pcfg, scheds[name], seconds, POLICIES, 1, {"query": query}, name)]
+                         run_setups(sub, pcfg, scheds[name], seconds, POLICIES, args.peak, {"query": query}, name)]
     return rows
 
 
@@ -450,10 +479,37 @@ def _conv(x: dict, i: int) -> str:
     return f"never ({n})" if t is None or (isinstance(t, float) and math.isnan(t)) else f"{t:.0f} s/{n}"
 
 
-def _cell(x: dict | None) -> str:
+def _cell(x: dict | None, turns: bool = False) -> str:
+    """p95 s (thr/in, mean workers, actions[, when the top of the range was first reached][,
+    direction reversals])."""
     if x is None:
         return ""
-    return f"{x['p95']:.0f} ({x['throughput_ratio']:.2f}, {x['mean_workers']:.0f}, {x['actions']})"
+    extra = ""
+    if x.get("at_max_s") is not None and x.get("start_workers") != x.get("peak_workers"):
+        extra += f", max at {x['at_max_s']:.0f} s"
+    if turns and x.get("reversals") is not None:
+        extra += f", {x['reversals']} reversals"
+    return f"{x['p95']:.0f} ({x['throughput_ratio']:.2f}, {x['mean_workers']:.0f}, {x['actions']}{extra})"
+
+
+#: the lists a run's JSON holds per section (merged by ``--markdown --from``)
+RESULT_LISTS = ("nexmark", "sweeps", "rows", "constant", "cpu", "joint")
+
+
+def merged(paths: list[Path]) -> dict:
+    """Several runs' JSONs as one (sections run apart, e.g. on both cores): the first's settings,
+    every run's rows, the setups in order of appearance."""
+    out: dict = {}
+    for path in paths:
+        part = json.loads(path.read_text())
+        if not out:
+            out = {k: v for k, v in part.items() if k not in RESULT_LISTS}
+            out["setups"] = []
+        for k in RESULT_LISTS:
+            if k in part:
+                out.setdefault(k, []).extend(part[k])
+        out["setups"] += [su for su in part.get("setups", []) if su not in out["setups"]]
+    return out
 
 
 def markdown(result: dict) -> None:
@@ -461,7 +517,8 @@ def markdown(result: dict) -> None:
     setups = result.get("setups", [])
     nx = result.get("nexmark", [])
     if nx:
-        print("\n### NexMark queries: p95 s (thr/in, mean workers, actions)\n")
+        print("\n### NexMark queries: p95 s (thr/in, mean workers, actions; when the maximum was first reached, if it was "
+              "and the run did not start there)\n")
         print("| query | workload | policy | " + " | ".join(setups) + " |")
         print("|---|---|---|" + "---|" * len(setups))
         keys = dict.fromkeys((x["query"], x["workload"], x["policy"]) for x in nx)
@@ -496,7 +553,7 @@ def markdown(result: dict) -> None:
             for v in values:
                 x = next((x for x in rows if (x["query"], x["workload"], x["policy"], x["setup"], x["value"]) == (q, w, pol, su, v)),
                          None)
-                cell = _cell(x)
+                cell = _cell(x, turns=sweep == "overprovisioning")
                 if x is not None and w == "steps":
                     cell += f"; {_conv(x, 1)}; {_conv(x, 2)}"
                 cells.append(cell)
@@ -548,6 +605,8 @@ def main() -> None:
     ap.add_argument("--ij-ttl", type=float, default=10.0, help="the Incremental Join's time-to-live, s (the live query's)")
     ap.add_argument("--out", type=Path, default=OUT / "autoscale_sim.json")
     ap.add_argument("--markdown", action="store_true", help="print the docs' tables from --out (no simulation)")
+    ap.add_argument("--from", dest="sources", help="with --markdown: the JSONs to print from, comma-separated (runs of "
+                    "different sections merged; default --out)")
     args = ap.parse_args()
     args.setups = parse_setups(args.setups)
     sections = [s for s in args.sections.split(",") if s] + (["joint"] if args.joint and "joint" not in args.sections else [])
@@ -558,7 +617,7 @@ def main() -> None:
         raise SystemExit(f"--nexmark {args.nexmark} does not exist (bench/autoscale_live.py --queries map,filter,ij,sa,swa "
                          "writes the costs)")
     if args.markdown:
-        markdown(json.loads(args.out.read_text()))
+        markdown(merged([Path(x) for x in args.sources.split(",")] if args.sources else [args.out]))
         return
     figures = args.out.resolve().parent
     figures.mkdir(parents=True, exist_ok=True)

@@ -46,12 +46,29 @@ def test_the_simulated_tables_run_from_the_committed_inputs(monkeypatch, tmp_pat
     assert {x["sweep"] for x in res["sweeps"]} == {"peak", "overprovisioning", "target", "restart_pause"}
     assert {x["value"] for x in res["sweeps"] if x["sweep"] == "restart_pause"} == {12.5, 60.0}
     assert {x["setup"] for x in res["sweeps"] if x["sweep"] == "restart_pause"} == {"thesis/restart"}
-    monkeypatch.setattr(sys, "argv", ["autoscale_sim.py", "--markdown", "--out", str(out)])
+    assert all(x["reversals"] >= 0 and x["peak_workers"] <= 2 and x["trace"][0][0] == 0.0 for x in res["nexmark"])
+    part = tmp_path / "sweeps.json"
+    part.write_text(json.dumps({k: v for k, v in res.items() if k != "nexmark"}))
+    only_nexmark = tmp_path / "nexmark.json"
+    only_nexmark.write_text(json.dumps({k: v for k, v in res.items() if k != "sweeps"}))
+    monkeypatch.setattr(sys, "argv", ["autoscale_sim.py", "--markdown", "--from", f"{only_nexmark},{part}"])
     capsys.readouterr()
     sim.main()
-    text = capsys.readouterr().out
-    assert "| setup | 0.8* | 1 |" in text and "| setup | 0* | 0.2* |" not in text and "| setup | 0 | 0.2* |" in text
+    text = capsys.readouterr().out                                        # two sections' runs, merged
+    assert "### NexMark queries" in text and "| setup | 0.8* | 1 |" in text
+    assert "| setup | 0* | 0.2* |" not in text and "| setup | 0 | 0.2* |" in text and "reversals" in text
     assert "| setup | 0.7* | 0.9 |" in text                                # the thesis's values, marked
+
+
+def test_the_decreasing_workload_starts_where_its_peak_needs_under_each_sizing(monkeypatch):
+    sim = _load("autoscale_sim", monkeypatch)
+    args = type("Args", (), {"max_workers": 70, "cooldown": 300.0})()
+    assert sim.start_workers("decreasing", 0.8, "thesis", args, 70) == 56      # the thesis's count
+    assert sim.start_workers("decreasing", 0.8, "waves", args, 70) == 70       # 56 executors run 2 waves: like 35
+    assert sim.start_workers("decreasing", 0.2, "waves", args, 70) == 14
+    assert sim.start_workers("cosine", 0.8, "thesis", args, 70) == 1
+    assert sim.reversals([(0, 1), (10, 4), (20, 8), (30, 5), (40, 9), (50, 9)]) == 2
+    assert sim.reversals([(0, 70), (10, 56), (20, 44)]) == 0
 
 
 def test_the_incremental_joins_state_makes_its_capacity_fall_with_the_rate(monkeypatch):
