@@ -30,7 +30,8 @@ Sections (``--sections``; ``nexmark,sweeps,workloads,constant,cpu`` by default):
   but the decreasing one, which starts "from an appropriate for the high throughput
   configuration" (4.5.3): the workers its peak needs, counted by the setup's sizing (0.8 x 70
   = 56 under ``thesis``, which Spark's waves run like 35; 70 under ``waves``).
-- ``sweeps``: the settings the thesis fixed, swept with the thesis's value marked: the peak
+- ``sweeps``: the settings the thesis fixed, swept with the thesis's value marked (its four
+  policies and ``dhalion-stage``): the peak
   (0.2 to 1.0 of what the most workers take; this project assumed 0.8), DS2's
   over-provisioning (0 to 0.5; the thesis 0.2, and 0 in its convergence runs), HPA's CPU
   target (0.5 to 0.9; the thesis 0.7, "the best performing among the values tested") and the
@@ -70,6 +71,8 @@ from driftjoin.control.joint import WorksetBalancerModel, moving_hotspot
 from driftjoin.generators.rates import RateSchedule
 
 POLICIES = ["dhalion", "dhalion-stage", "ds2", "hpa-cpu", "hpa-varga", "batch-interval", "spark-dynamic-allocation"]
+#: the thesis's autoscalers (and its Dhalion by stage): the policies the sweeps of its settings run
+THESIS_POLICIES = ["dhalion", "dhalion-stage", "ds2", "hpa-cpu", "hpa-varga"]
 OUT = Path(__file__).resolve().parent / "results"
 INPUTS = Path(__file__).resolve().parent / "inputs"
 SECTIONS = ("nexmark", "sweeps", "workloads", "constant", "cpu", "joint")
@@ -445,7 +448,7 @@ def section_sweeps(args, cfg: SimConfig) -> list[dict]:
             for name in ("increasing", "cosine"):
                 sched = workloads(seconds, peak * caps[query])[name]
                 rows += [x | {"sweep": "peak", "value": peak} for x in
-                         run_setups(args, qcfg, sched, seconds, POLICIES, peak, {"query": query}, name)]
+                         run_setups(args, qcfg, sched, seconds, THESIS_POLICIES, peak, {"query": query}, name)]
         scheds = workloads(seconds, args.peak * caps[query])
         for op in SWEEPS["overprovisioning"]:
             for name in ("steps", "cosine"):
@@ -464,7 +467,7 @@ def section_sweeps(args, cfg: SimConfig) -> list[dict]:
             sub.setups = [(sz, md) for sz, md in args.setups if md == "restart"]
             for name in ("cosine", "increasing"):
                 rows += [x | {"sweep": "restart_pause", "value": pause} for x in
-                         run_setups(sub, pcfg, scheds[name], seconds, POLICIES, args.peak, {"query": query}, name)]
+                         run_setups(sub, pcfg, scheds[name], seconds, THESIS_POLICIES, args.peak, {"query": query}, name)]
     return rows
 
 
