@@ -41,7 +41,8 @@ Prints the tables and writes ``--out`` (a directory, default ``bench/results``):
 section, so a run that stops keeps what finished. Runs are simulated (time in simulated
 seconds; a worker = one CPU) and deterministic; each takes wall time in proportion to the
 records it processes, so they run in parallel (``--jobs``). Example (the docs' tables):
-``nice -n 10 .venv/bin/python bench/checkpointing_testbed.py --costs bench/inputs/checkpointing_costs.json``.
+``nice -n 10 .venv/bin/python bench/checkpointing_testbed.py --costs bench/inputs/checkpointing_costs.json``,
+then ``--markdown`` (same ``--out``) prints them from the JSON.
 """
 
 from __future__ import annotations
@@ -413,6 +414,108 @@ def figures(out: Path, res: dict) -> list[Path]:
 SECTIONS = ("normal", "failure", "overhead", "skew", "cyclic", "intervals")
 
 
+# --- the docs' tables -------------------------------------------------------------------------------
+
+def _n(x: Any, nd: int = 0) -> str:
+    """A number for a markdown cell: thousands separated, '-' when missing."""
+    if x is None or (isinstance(x, float) and not math.isfinite(x)):
+        return "-"
+    return f"{x:,.{nd}f}"
+
+
+def _settings_line(st: dict, section: str) -> str:
+    skew = st.get("clock_skew")
+    interval = st["interval"] if section != "cyclic" else (st.get("cyclic_interval") or st["interval"])
+    duration = st["duration"] if section != "cyclic" else (st.get("cyclic_duration") or st["duration"])
+    share = 1.0 if skew is None else float(skew)
+    timers = ("every worker's timer at a phase drawn over the whole interval (seed "
+              f"{st['seed']})" if share == 1.0 else "the timers in step" if share == 0.0
+              else f"phases drawn over {share:.0%} of the interval (seed {st['seed']})")
+    return (f"{duration:g} s runs ({duration / interval:g} intervals of {interval * 1e3:g} ms), UNC/CIC timers on each "
+            f"{st['clocks']}'s clock, {timers}")
+
+
+def markdown(res: dict) -> None:
+    """The tables docs/checkpointing.md shows, from a JSON this bench wrote (``--markdown``)."""
+    st = res["settings"]
+    normal = res.get("normal", [])
+    if normal:
+        print(f"\n### Normal operation, {_settings_line(st, 'normal')}: MST probed to saturation, the metrics at 80% of "
+              "it\n")
+        print("| query | protocol | W | MST /s | probes (bracketed) | MST / checkpoint-free | p50 ms | p99 ms | checkpoint ms "
+              "| checkpoints | bytes x |")
+        print("|---|---|---|---|---|---|---|---|---|---|---|")
+        for r in normal:
+            print(f"| {r['query']} | {r['protocol']} | {r['workers']} | {_n(r['mst'])} | {len(r.get('probes') or [])} "
+                  f"({'yes' if r.get('saturated') else 'no'}) | {_n(r.get('mst_norm'), 2)} | {_n(r['p50_ms'], 2)} | "
+                  f"{_n(r['p99_ms'], 2)} | {_n(r['avg_checkpoint_ms'], 2)} | {r['checkpoints']} | {_n(r['overhead_ratio'], 2)} |")
+    failure = res.get("failure", [])
+    if failure:
+        print(f"\n### One failure at {st['failure_at']:.0%} of the run, {st['failure_load']:.0%} of each protocol's MST, "
+              f"{_settings_line(st, 'failure')}\n")
+        print("| query | protocol | W | rate /s | p50 ms | p99 ms | restart ms | recovery ms | replayed messages | "
+              "replayed records | checkpoints | invalid % | exact |")
+        print("|---|---|---|---|---|---|---|---|---|---|---|---|---|")
+        for r in failure:
+            f = r["failures"][0]
+            print(f"| {r['query']} | {r['protocol']} | {r['workers']} | {_n(r['rate'])} | {_n(r['p50_ms'], 2)} | "
+                  f"{_n(r['p99_ms'], 1)} | {_n(1e3 * f['restart_s'], 2)} | {_n(1e3 * f['recovery_s'], 0)} | "
+                  f"{_n(f['replayed_messages'])} | {_n(f['replayed_records'])} | {r['checkpoints']} | "
+                  f"{_n(r['invalid_pct'], 1)} | {r.get('exact')} |")
+    over = res.get("overhead", [])
+    if over:
+        protos = list(dict.fromkeys(r["protocol"] for r in over))
+        print(f"\n### Message overhead (all bytes over data bytes, Table 3.2), {_settings_line(st, 'overhead')}\n")
+        print("| query | W | " + " | ".join(protos) + " | thesis CIC |")
+        print("|---|---|" + "---|" * (len(protos) + 1))
+        for q, w in dict.fromkeys((r["query"], r["workers"]) for r in over):
+            cells = [_n(next((r["overhead_ratio"] for r in over if (r["query"], r["workers"], r["protocol"]) == (q, w, p)),
+                             None), 2) for p in protos]
+            thesis = THESIS_OVERHEAD.get(q, (None, None))[0 if w <= 10 else 1]
+            print(f"| {q} | {w} | " + " | ".join(cells) + f" | {_n(thesis, 2)} |")
+    skew = res.get("skew", [])
+    if skew:
+        hots = sorted({r["hot"] for r in skew})
+        print(f"\n### Skew on {st['skew_workers']} workers, {_settings_line(st, 'skew')}: p50 ms / checkpoint ms / p99 ms "
+              "per hot-item share\n")
+        print("| query | protocol | load | " + " | ".join(f"hot {h:.0%}" for h in hots) + " |")
+        print("|---|---|---|" + "---|" * len(hots))
+        for q, p, load in dict.fromkeys((r["query"], r["protocol"], r["load"]) for r in skew if not r.get("failed")):
+            cells = []
+            for h in hots:
+                r = next((r for r in skew if (r["query"], r["protocol"], r["load"], r["hot"]) == (q, p, load, h)
+                          and not r.get("failed")), None)
+                cells.append("" if r is None else f"{_n(r['p50_ms'], 2)} / {_n(r['avg_checkpoint_ms'], 1)} / "
+                             f"{_n(r['p99_ms'], 0)}")
+            print(f"| {q} | {p} | {load:.0%} | " + " | ".join(cells) + " |")
+        failed = [r for r in skew if r.get("failed")]
+        if failed:
+            print(f"\nWith a failure at {st['failure_at']:.0%} of the run (50% of the MST): restart ms / recovery ms per "
+                  "hot-item share\n")
+            print("| query | protocol | " + " | ".join(f"hot {h:.0%}" for h in hots) + " |")
+            print("|---|---|" + "---|" * len(hots))
+            for q, p in dict.fromkeys((r["query"], r["protocol"]) for r in failed):
+                cells = []
+                for h in hots:
+                    r = next((r for r in failed if (r["query"], r["protocol"], r["hot"]) == (q, p, h)), None)
+                    f = r["failures"][0] if r else None
+                    cells.append("" if f is None else f"{_n(1e3 * f['restart_s'], 2)} / {_n(1e3 * f['recovery_s'], 0)}")
+                print(f"| {q} | {p} | " + " | ".join(cells) + " |")
+    cyc = res.get("cyclic", [])
+    if cyc:
+        print(f"\n### Cyclic query (Table 3.4), 75% of each protocol's MST, a failure at 80% of the run, "
+              f"{_settings_line(st, 'cyclic')}\n")
+        print("| clocks | protocol | W | rate /s | checkpoint ms | restart ms | recovery ms | checkpoints | invalid % | "
+              "useless | forced | bytes x | exact |")
+        print("|---|---|---|---|---|---|---|---|---|---|---|---|---|")
+        for r in cyc:
+            f = r["failures"][0]
+            print(f"| {r['clocks']} | {r['protocol']} | {r['workers']} | {_n(r['rate'])} | {_n(r['avg_checkpoint_ms'], 2)} | "
+                  f"{_n(1e3 * f['restart_s'], 2)} | {_n(1e3 * f['recovery_s'], 0)} | {r['checkpoints']} | "
+                  f"{_n(r['invalid_pct'], 1)} | {r['invalid'] - r['discarded']} | {r['forced']} | "
+                  f"{_n(r['overhead_ratio'], 2)} | {r.get('exact')} |")
+
+
 def check_settings(args: argparse.Namespace, sections: list[str]) -> None:
     """What the sections need from ``--queries`` (their MSTs), checked before anything runs."""
     unknown = set(sections) - set(SECTIONS)
@@ -493,7 +596,11 @@ def main() -> None:
     ap.add_argument("--failure-at", type=float, default=0.3, help="failure time as a share of the run (the thesis: 18 s of 60)")
     ap.add_argument("--failure-load", type=float, default=0.8, help="the failure section's rate as a share of each "
                     "protocol's MST (the thesis: 0.8)")
+    ap.add_argument("--markdown", action="store_true", help="print the docs' tables from --out's JSON (no run)")
     args = ap.parse_args()
+    if args.markdown:
+        markdown(json.loads((Path(args.out) / "checkpointing_testbed.json").read_text()))
+        return
     args.queries = args.queries.split(",")
     args.workers = [int(x) for x in args.workers.split(",")]
     args.failure_workers = [int(x) for x in args.failure_workers.split(",")]

@@ -66,6 +66,11 @@ def test_recovered_runs_are_checked_record_for_record(bench, monkeypatch, tmp_pa
     assert len(rows) == 4 and all(r["exact"] is True for r in rows)
     assert "4 of 4 recovered runs equal their failure-free run" in out
     assert "phases drawn (seed 0) over 40 ms of the 40 ms interval (whole interval)" in out   # the clock setting, stated
+    monkeypatch.setattr(sys, "argv", ["checkpointing_testbed.py", "--markdown", "--out", str(tmp_path / "out")])
+    bench.main()
+    text = capsys.readouterr().out
+    assert "### One failure at 30% of the run" in text and "whole interval (seed 0)" in text
+    assert text.count("| q1 | ") == 5 + 4 and "| True |" in text          # normal (none + 4) and failure (4) rows
 
     real = bench.run
 
@@ -114,3 +119,8 @@ def test_msts_are_probed_to_saturation_and_the_overhead_section_scales_them(benc
     over = {r["protocol"]: r for r in data["overhead"]}
     assert over["unc"]["workers"] == 2 and over["unc"]["rate"] == pytest.approx(0.8 * normal["unc"]["mst"] * 2)
     assert "(in step)" in out and "not probed at these counts" in out
+    monkeypatch.setattr(sys, "argv", ["checkpointing_testbed.py", "--markdown", "--out", str(tmp_path / "out")])
+    bench.main()                                                         # the docs' tables, from the JSON alone
+    text = capsys.readouterr().out
+    assert "| q1 | cic-delta | 1 |" in text and "8 probes" not in text and "the timers in step" in text
+    assert "| q1 | 2 | " in text and "| 2.10 |" in text                  # Table 3.2 beside the thesis's CIC at 10 workers
