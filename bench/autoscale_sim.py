@@ -547,7 +547,9 @@ def markdown(result: dict) -> None:
         if not rows:
             continue
         values = sorted({x["value"] for x in rows})
-        print(f"\n### Sweep of {label}: p95 s (thr/in, mean workers, actions); thesis's value marked *\n")
+        mark = ("this project's assumption marked * (the thesis does not state its peak)" if sweep == "peak" else
+                "the thesis's value marked *" if sweep in THESIS else "the pause measured on Spark first")
+        print(f"\n### Sweep of {label}: p95 s (thr/in, mean workers, actions); {mark}\n")
         print("| query | workload | policy | setup | " + " | ".join(f"{v:g}{'*' if THESIS.get(sweep) == v else ''}"
                                                          for v in values) + " |")
         print("|---|---|---|---|" + "---|" * len(values))

@@ -58,6 +58,8 @@ def test_the_simulated_tables_run_from_the_committed_inputs(monkeypatch, tmp_pat
     assert "### NexMark queries" in text and "| setup | 0.8* | 1 |" in text
     assert "| setup | 0* | 0.2* |" not in text and "| setup | 0 | 0.2* |" in text and "reversals" in text
     assert "| setup | 0.7* | 0.9 |" in text                                # the thesis's values, marked
+    assert "peak (share of what the most workers take): p95 s (thr/in, mean workers, actions); this project's assumption" in text
+    assert "restart pause, s: p95 s (thr/in, mean workers, actions); the pause measured on Spark first" in text
 
 
 def test_the_decreasing_workload_starts_where_its_peak_needs_under_each_sizing(monkeypatch):
