@@ -107,7 +107,7 @@ def test_the_msts_are_measured_for_the_selected_sections_workers_only(bench, mon
 
 def test_msts_are_probed_to_saturation_and_the_overhead_section_scales_them(bench, monkeypatch, tmp_path, capsys):
     _main(bench, monkeypatch, tmp_path, "--queries", "q1", "--sections", "normal,overhead", "--probes", "8",
-          "--protocols", "unc,cic-delta", "--overhead-workers", "2", "--clock-skew", "0")
+          "--protocols", "unc,cic-delta", "--overhead-workers", "2", "--overhead-load", "0.25", "--clock-skew", "0")
     out = capsys.readouterr().out
     data = json.loads((tmp_path / "out" / "checkpointing_testbed.json").read_text())
     normal = {r["protocol"]: r for r in data["normal"]}
@@ -117,10 +117,17 @@ def test_msts_are_probed_to_saturation_and_the_overhead_section_scales_them(benc
         assert r["saturated"] and r["mst"] == max(ok) < r["upper"]
         assert r["rate"] == pytest.approx(0.8 * r["mst"])                # the metrics: a run at 80% of it
     over = {r["protocol"]: r for r in data["overhead"]}
-    assert over["unc"]["workers"] == 2 and over["unc"]["rate"] == pytest.approx(0.8 * normal["unc"]["mst"] * 2)
-    assert "(in step)" in out and "not probed at these counts" in out
+    assert over["unc"]["workers"] == 2 and over["unc"]["rate"] == pytest.approx(0.25 * normal["unc"]["mst"] * 2)
+    assert "(in step)" in out and "runs at 25% of the per-worker MST" in out and "not probed at these counts" in out
     monkeypatch.setattr(sys, "argv", ["checkpointing_testbed.py", "--markdown", "--out", str(tmp_path / "out")])
     bench.main()                                                         # the docs' tables, from the JSON alone
     text = capsys.readouterr().out
     assert "| q1 | cic-delta | 1 |" in text and "8 probes" not in text and "the timers in step" in text
     assert "| q1 | 2 | " in text and "| 2.10 |" in text                  # Table 3.2 beside the thesis's CIC at 10 workers
+    assert "Table 3.2) at 25% of the per-worker MST probed at 1 workers times the workers" in text
+
+
+def test_an_overhead_load_outside_the_mst_fails_before_anything_runs(bench, monkeypatch, tmp_path, capsys):
+    with pytest.raises(SystemExit, match="--overhead-load 0 must be in"):
+        _main(bench, monkeypatch, tmp_path, "--queries", "q1", "--sections", "normal,overhead", "--overhead-load", "0")
+    assert "costs" not in capsys.readouterr().out
