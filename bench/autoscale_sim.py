@@ -2,6 +2,7 @@
 
     nice -n 10 .venv/bin/python bench/autoscale_sim.py [--minutes 60 --max-workers 70]
         [--setups thesis/restart,waves/restart,waves/live] [--sections nexmark,sweeps,workloads,constant,cpu,joint]
+        [--queries map,filter,ij,sa,swa,ij-premise] [--sweeps peak,overprovisioning,target,restart_pause]
         [--nexmark bench/inputs/nexmark_costs.json] [--mechanics bench/inputs/spark_mechanics.json] [--out FILE]
 
 A *setup* is a sizing and an actuation (``--setups``): sizing ``thesis`` acts on the worker
@@ -30,8 +31,8 @@ Sections (``--sections``; ``nexmark,sweeps,workloads,constant,cpu`` by default):
   but the decreasing one, which starts "from an appropriate for the high throughput
   configuration" (4.5.3): the workers its peak needs, counted by the setup's sizing (0.8 x 70
   = 56 under ``thesis``, which Spark's waves run like 35; 70 under ``waves``).
-- ``sweeps``: the settings the thesis fixed, swept with the thesis's value marked (its four
-  policies and ``dhalion-stage``): the peak
+- ``sweeps``: the settings the thesis fixed (``--sweeps``), swept with the thesis's value marked
+  (its four policies and ``dhalion-stage``, on Map and SWA): the peak
   (0.2 to 1.0 of what the most workers take; this project assumed 0.8), DS2's
   over-provisioning (0 to 0.5; the thesis 0.2, and 0 in its convergence runs), HPA's CPU
   target (0.5 to 0.9; the thesis 0.7, "the best performing among the values tested") and the
@@ -51,8 +52,8 @@ live run's JSON (bench/autoscale_live.py, its ``calibration`` of ``--query``); w
 cooldown, monitoring window, trigger and actuation path) and prints live and simulated side
 by side. Deterministic (no seed but the random workload's). Writes ``--out`` (default
 bench/results/autoscale_sim.json) after each section, the PNGs beside it, and prints the
-docs' tables (``--markdown``; ``--from a.json,b.json`` merges runs of different sections, so
-the sections can run on both cores at once).
+docs' tables (``--markdown``; ``--from a.json,b.json`` merges runs of different sections,
+queries (``--queries``) or sweeps (``--sweeps``), so the pieces can run on both cores at once).
 """
 
 from __future__ import annotations
@@ -421,8 +422,8 @@ def section_nexmark(args, cfg: SimConfig, figures: Path) -> list[dict]:
     seconds = args.minutes * 60
     rows = []
     print(HEAD.replace("workload   ", "query/load "))
-    configs = {q: nexmark_config(cfg, m, state if q == "ij" else None) for q, m in measured.items()}
-    if "ij" in measured:      # the thesis's premise: at the peak its state doubles a record's cost
+    configs = {q: nexmark_config(cfg, m, state if q == "ij" else None) for q, m in measured.items() if q in args.queries}
+    if "ij" in measured and "ij-premise" in args.queries:   # the thesis's premise: at the peak its state doubles a record's cost
         plain = nexmark_config(cfg, measured["ij"])
         configs["ij-premise"] = premise_config(plain, args.ij_ttl, args.peak * plain.stage_capacity() * args.max_workers)
     for query, qcfg in configs.items():
@@ -440,28 +441,29 @@ def section_sweeps(args, cfg: SimConfig) -> list[dict]:
     measured, state = _nexmark_inputs(args)
     seconds = args.minutes * 60
     rows = []
-    configs = {q: nexmark_config(cfg, measured[q], state if q == "ij" else None) for q in ("map", "swa") if q in measured}
+    configs = {q: nexmark_config(cfg, measured[q], state if q == "ij" else None) for q in ("map", "swa")
+               if q in measured and q in args.queries}
     caps = {q: capacity_at(c, args.max_workers, c.stage_capacity() * args.max_workers) for q, c in configs.items()}
     print(HEAD.replace("workload   ", "query/load "))
     for query, qcfg in configs.items():
-        for peak in SWEEPS["peak"]:
+        for peak in SWEEPS["peak"] if "peak" in args.sweeps else ():
             for name in ("increasing", "cosine"):
                 sched = workloads(seconds, peak * caps[query])[name]
                 rows += [x | {"sweep": "peak", "value": peak} for x in
                          run_setups(args, qcfg, sched, seconds, THESIS_POLICIES, peak, {"query": query}, name)]
         scheds = workloads(seconds, args.peak * caps[query])
-        for op in SWEEPS["overprovisioning"]:
+        for op in SWEEPS["overprovisioning"] if "overprovisioning" in args.sweeps else ():
             for name in ("steps", "cosine"):
                 rows += [x | {"sweep": "overprovisioning", "value": op} for x in
                          run_setups(args, qcfg, scheds[name], seconds, ["ds2"], args.peak, {"query": query}, name,
                                     options={"ds2": {"overprovisioning": op}})]
-        for target in SWEEPS["target"]:
+        for target in SWEEPS["target"] if "target" in args.sweeps else ():
             for name in ("increasing", "decreasing", "cosine", "random"):
                 rows += [x | {"sweep": "target", "value": target} for x in
                          run_setups(args, qcfg, scheds[name], seconds, ["hpa-cpu", "hpa-varga"], args.peak,
                                     {"query": query}, name,
                                     options={"hpa-cpu": {"target": target}, "hpa-varga": {"target": target}})]
-        for pause in sorted({round(cfg.restart_pause, 1), *SWEEPS["restart_pause"]}):
+        for pause in sorted({round(cfg.restart_pause, 1), *SWEEPS["restart_pause"]}) if "restart_pause" in args.sweeps else ():
             pcfg = replace(qcfg, restart_pause=pause)
             sub = argparse.Namespace(**vars(args))
             sub.setups = [(sz, md) for sz, md in args.setups if md == "restart"]
@@ -595,6 +597,9 @@ def main() -> None:
     ap.add_argument("--setups", default="thesis/restart,waves/restart,waves/live",
                     help="sizing/actuation pairs: sizing thesis or waves, actuation restart (the thesis's) or live")
     ap.add_argument("--sections", default="nexmark,sweeps,workloads,constant,cpu")
+    ap.add_argument("--queries", default=",".join(QUERY_WORKLOADS), help="the NexMark queries of the nexmark and sweeps "
+                    "sections (the sweeps run map and swa among them)")
+    ap.add_argument("--sweeps", default=",".join(SWEEPS), help="the settings the sweeps section varies")
     ap.add_argument("--restart-pause", type=float, help="seconds without batches after a restart (default: measured on "
                     "Spark, --mechanics, at the most state partitions measured)")
     ap.add_argument("--cpu-per-busy", type=float, help="CPU read per busy second (default: the simulator's, measured "
@@ -614,6 +619,13 @@ def main() -> None:
                     "different sections merged; default --out)")
     args = ap.parse_args()
     args.setups = parse_setups(args.setups)
+    args.queries = [q for q in args.queries.split(",") if q]
+    args.sweeps = [x for x in args.sweeps.split(",") if x]
+    wrong = [f"--queries {q}" for q in args.queries if q not in QUERY_WORKLOADS] + [f"--sweeps {x}" for x in args.sweeps
+                                                                                   if x not in SWEEPS]
+    if wrong:
+        raise SystemExit(f"{', '.join(wrong)}: choose queries from {', '.join(QUERY_WORKLOADS)} and sweeps from "
+                         f"{', '.join(SWEEPS)}")
     sections = [s for s in args.sections.split(",") if s] + (["joint"] if args.joint and "joint" not in args.sections else [])
     unknown = set(sections) - set(SECTIONS)
     if unknown:

@@ -117,3 +117,21 @@ def test_the_incremental_join_model_is_fitted_exactly_from_windows_that_follow_i
         for a, b, p in ((4, 2, 6.0), (2, 4, 30.0), (4, 2, 8.0), (2, 4, 34.0))]})
     assert summary["restart"]["70"]["pause_s"] == 7.0 and summary["restart"]["70"]["launch_s"] == 25.0
     assert summary["ij"]["windows"] == len(rows)
+
+
+def test_queries_and_sweeps_run_apart(monkeypatch, tmp_path):
+    """--queries and --sweeps split the nexmark and sweeps sections into pieces that run at once
+    and merge (--markdown --from); a misspelled name fails before anything runs."""
+    sim = _load("autoscale_sim", monkeypatch)
+    out = tmp_path / "swa.json"
+    monkeypatch.setattr(sim, "SWEEPS", dict(sim.SWEEPS, overprovisioning=(0.0, 0.2)))
+    monkeypatch.setattr(sys, "argv", ["autoscale_sim.py", "--minutes", "1", "--max-workers", "2", "--cooldown", "20",
+                                      "--sections", "sweeps,nexmark", "--queries", "swa,ij-premise", "--sweeps",
+                                      "overprovisioning", "--setups", "waves/live", "--out", str(out)])
+    sim.main()
+    res = json.loads(out.read_text())
+    assert {(x["query"], x["sweep"], x["policy"]) for x in res["sweeps"]} == {("swa", "overprovisioning", "ds2")}
+    assert {x["query"] for x in res["nexmark"]} == {"swa", "ij-premise"}
+    monkeypatch.setattr(sys, "argv", ["autoscale_sim.py", "--queries", "map,q5", "--sweeps", "peek", "--out", str(out)])
+    with pytest.raises(SystemExit, match="--queries q5, --sweeps peek: choose queries from map"):
+        sim.main()
