@@ -436,8 +436,10 @@ def section_nexmark(args, cfg: SimConfig, figures: Path) -> list[dict]:
     return rows
 
 
-def section_sweeps(args, cfg: SimConfig) -> list[dict]:
-    """The thesis's fixed settings swept: peak, DS2's over-provisioning, HPA's target, restart pause."""
+def section_sweeps(args, cfg: SimConfig, done=lambda rows: None) -> list[dict]:
+    """The thesis's fixed settings swept: peak, DS2's over-provisioning, HPA's target, restart
+    pause, in ``--sweeps`` order; ``done(rows)`` after each setting's value (the bench writes
+    its JSON then, so a long run that stops keeps what finished)."""
     measured, state = _nexmark_inputs(args)
     seconds = args.minutes * 60
     rows = []
@@ -446,30 +448,40 @@ def section_sweeps(args, cfg: SimConfig) -> list[dict]:
     caps = {q: capacity_at(c, args.max_workers, c.stage_capacity() * args.max_workers) for q, c in configs.items()}
     print(HEAD.replace("workload   ", "query/load "))
     for query, qcfg in configs.items():
-        for peak in SWEEPS["peak"] if "peak" in args.sweeps else ():
-            for name in ("increasing", "cosine"):
-                sched = workloads(seconds, peak * caps[query])[name]
-                rows += [x | {"sweep": "peak", "value": peak} for x in
-                         run_setups(args, qcfg, sched, seconds, THESIS_POLICIES, peak, {"query": query}, name)]
         scheds = workloads(seconds, args.peak * caps[query])
-        for op in SWEEPS["overprovisioning"] if "overprovisioning" in args.sweeps else ():
-            for name in ("steps", "cosine"):
-                rows += [x | {"sweep": "overprovisioning", "value": op} for x in
-                         run_setups(args, qcfg, scheds[name], seconds, ["ds2"], args.peak, {"query": query}, name,
-                                    options={"ds2": {"overprovisioning": op}})]
-        for target in SWEEPS["target"] if "target" in args.sweeps else ():
-            for name in ("increasing", "decreasing", "cosine", "random"):
-                rows += [x | {"sweep": "target", "value": target} for x in
-                         run_setups(args, qcfg, scheds[name], seconds, ["hpa-cpu", "hpa-varga"], args.peak,
-                                    {"query": query}, name,
-                                    options={"hpa-cpu": {"target": target}, "hpa-varga": {"target": target}})]
-        for pause in sorted({round(cfg.restart_pause, 1), *SWEEPS["restart_pause"]}) if "restart_pause" in args.sweeps else ():
-            pcfg = replace(qcfg, restart_pause=pause)
-            sub = argparse.Namespace(**vars(args))
-            sub.setups = [(sz, md) for sz, md in args.setups if md == "restart"]
-            for name in ("cosine", "increasing"):
-                rows += [x | {"sweep": "restart_pause", "value": pause} for x in
-                         run_setups(sub, pcfg, scheds[name], seconds, THESIS_POLICIES, args.peak, {"query": query}, name)]
+        for sweep in args.sweeps:
+            if sweep == "peak":
+                for peak in SWEEPS["peak"]:
+                    for name in ("increasing", "cosine"):
+                        sched = workloads(seconds, peak * caps[query])[name]
+                        rows += [x | {"sweep": "peak", "value": peak} for x in
+                                 run_setups(args, qcfg, sched, seconds, THESIS_POLICIES, peak, {"query": query}, name)]
+                    done(rows)
+            elif sweep == "overprovisioning":
+                for op in SWEEPS["overprovisioning"]:
+                    for name in ("steps", "cosine"):
+                        rows += [x | {"sweep": "overprovisioning", "value": op} for x in
+                                 run_setups(args, qcfg, scheds[name], seconds, ["ds2"], args.peak, {"query": query}, name,
+                                            options={"ds2": {"overprovisioning": op}})]
+                    done(rows)
+            elif sweep == "target":
+                for target in SWEEPS["target"]:
+                    for name in ("increasing", "decreasing", "cosine", "random"):
+                        rows += [x | {"sweep": "target", "value": target} for x in
+                                 run_setups(args, qcfg, scheds[name], seconds, ["hpa-cpu", "hpa-varga"], args.peak,
+                                            {"query": query}, name,
+                                            options={"hpa-cpu": {"target": target}, "hpa-varga": {"target": target}})]
+                    done(rows)
+            else:
+                for pause in sorted({round(cfg.restart_pause, 1), *SWEEPS["restart_pause"]}):
+                    pcfg = replace(qcfg, restart_pause=pause)
+                    sub = argparse.Namespace(**vars(args))
+                    sub.setups = [(sz, md) for sz, md in args.setups if md == "restart"]
+                    for name in ("cosine", "increasing"):
+                        rows += [x | {"sweep": "restart_pause", "value": pause} for x in
+                                 run_setups(sub, pcfg, scheds[name], seconds, THESIS_POLICIES, args.peak, {"query": query},
+                                            name)]
+                    done(rows)
     return rows
 
 
@@ -680,7 +692,7 @@ def main() -> None:
         elif name == "joint":
             result["joint"] = section_joint(args, cfg)
         elif name == "sweeps":
-            result["sweeps"] = section_sweeps(args, cfg)
+            result["sweeps"] = section_sweeps(args, cfg, done=lambda rows: (result.__setitem__("sweeps", rows), save()))
         else:
             result["nexmark"] = section_nexmark(args, cfg, figures)
         save()

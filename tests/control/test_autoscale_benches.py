@@ -135,3 +135,25 @@ def test_queries_and_sweeps_run_apart(monkeypatch, tmp_path):
     monkeypatch.setattr(sys, "argv", ["autoscale_sim.py", "--queries", "map,q5", "--sweeps", "peek", "--out", str(out)])
     with pytest.raises(SystemExit, match="--queries q5, --sweeps peek: choose queries from map"):
         sim.main()
+
+
+def test_a_sweep_that_stops_keeps_the_values_that_finished(monkeypatch, tmp_path):
+    sim = _load("autoscale_sim", monkeypatch)
+    out = tmp_path / "sweeps.json"
+    monkeypatch.setattr(sim, "SWEEPS", dict(sim.SWEEPS, overprovisioning=(0.0, 0.2)))
+    real, calls = sim.run_setups, []
+
+    def stops(*a, **kw):                        # the third call (the second value's first workload) breaks
+        calls.append(1)
+        if len(calls) == 3:
+            raise RuntimeError("stopped")
+        return real(*a, **kw)
+
+    monkeypatch.setattr(sim, "run_setups", stops)
+    monkeypatch.setattr(sys, "argv", ["autoscale_sim.py", "--minutes", "1", "--max-workers", "2", "--cooldown", "20",
+                                      "--sections", "sweeps", "--queries", "map", "--sweeps", "overprovisioning",
+                                      "--setups", "waves/live", "--out", str(out)])
+    with pytest.raises(RuntimeError, match="stopped"):
+        sim.main()
+    rows = json.loads(out.read_text())["sweeps"]
+    assert {(x["value"], x["workload"]) for x in rows} == {(0.0, "steps"), (0.0, "cosine")}
