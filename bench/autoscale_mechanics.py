@@ -255,15 +255,10 @@ def stage_batches(spark, run: str) -> dict[int, list[dict]]:
     time and CPU time (seconds; CPU time is what the work took, whatever else shared the cores)."""
     import re
 
-    sc = spark.sparkContext
-    jvm = sc._jvm
-    store = sc._jsc.sc().statusStore()
-    statuses = jvm.java.util.ArrayList()
-    statuses.add(jvm.org.apache.spark.status.api.v1.StageStatus.COMPLETE)
-    it = store.stageList(statuses, False, False, sc._gateway.new_array(jvm.double, 0), jvm.java.util.ArrayList()).iterator()
+    from driftjoin.spark.runtime.jvm import stage_summaries
+
     out: dict[int, list] = {}
-    while it.hasNext():
-        st = it.next()
+    for st in stage_summaries(spark, complete_only=True):
         desc = st.description()
         text = desc.get() if desc.isDefined() else ""
         m_run, m_batch = re.search(r"runId = ([0-9a-f-]+)", text), re.search(r"batch = (\d+)", text)
