@@ -3,6 +3,7 @@
     nice -n 10 .venv/bin/python bench/autoscale_sim.py [--minutes 60 --max-workers 70]
         [--setups thesis/restart,waves/restart,waves/live] [--sections nexmark,sweeps,workloads,constant,cpu,joint]
         [--queries map,filter,ij,sa,swa,ij-premise] [--sweeps peak,overprovisioning,target,restart_pause]
+        [--workloads increasing,decreasing,cosine,random,steps]
         [--nexmark bench/inputs/nexmark_costs.json] [--mechanics bench/inputs/spark_mechanics.json] [--out FILE]
 
 A *setup* is a sizing and an actuation (``--setups``): sizing ``thesis`` acts on the worker
@@ -429,7 +430,7 @@ def section_nexmark(args, cfg: SimConfig, figures: Path) -> list[dict]:
     for query, qcfg in configs.items():
         cap = capacity_at(qcfg, args.max_workers, qcfg.stage_capacity() * args.max_workers)
         scheds = workloads(seconds, args.peak * cap)
-        for name in QUERY_WORKLOADS.get(query, ("cosine",)):
+        for name in [w for w in QUERY_WORKLOADS.get(query, ("cosine",)) if w in args.workloads]:
             rows += run_setups(args, qcfg, scheds[name], seconds, POLICIES, args.peak,
                                {"query": query, "stages": [s.name for s in qcfg.query()], "capacity": cap}, name,
                                plot_as=f"nexmark {query} {name}", figures=figures)
@@ -612,6 +613,7 @@ def main() -> None:
     ap.add_argument("--queries", default=",".join(QUERY_WORKLOADS), help="the NexMark queries of the nexmark and sweeps "
                     "sections (the sweeps run map and swa among them)")
     ap.add_argument("--sweeps", default=",".join(SWEEPS), help="the settings the sweeps section varies")
+    ap.add_argument("--workloads", default=",".join(WORKLOADS), help="the nexmark section's workloads (of each query's)")
     ap.add_argument("--restart-pause", type=float, help="seconds without batches after a restart (default: measured on "
                     "Spark, --mechanics, at the most state partitions measured)")
     ap.add_argument("--cpu-per-busy", type=float, help="CPU read per busy second (default: the simulator's, measured "
@@ -633,11 +635,13 @@ def main() -> None:
     args.setups = parse_setups(args.setups)
     args.queries = [q for q in args.queries.split(",") if q]
     args.sweeps = [x for x in args.sweeps.split(",") if x]
-    wrong = [f"--queries {q}" for q in args.queries if q not in QUERY_WORKLOADS] + [f"--sweeps {x}" for x in args.sweeps
-                                                                                   if x not in SWEEPS]
+    args.workloads = [x for x in args.workloads.split(",") if x]
+    wrong = ([f"--queries {q}" for q in args.queries if q not in QUERY_WORKLOADS] + [f"--sweeps {x}" for x in args.sweeps
+                                                                                    if x not in SWEEPS]
+             + [f"--workloads {x}" for x in args.workloads if x not in WORKLOADS])
     if wrong:
-        raise SystemExit(f"{', '.join(wrong)}: choose queries from {', '.join(QUERY_WORKLOADS)} and sweeps from "
-                         f"{', '.join(SWEEPS)}")
+        raise SystemExit(f"{', '.join(wrong)}: choose queries from {', '.join(QUERY_WORKLOADS)}, sweeps from "
+                         f"{', '.join(SWEEPS)} and workloads from {', '.join(WORKLOADS)}")
     sections = [s for s in args.sections.split(",") if s] + (["joint"] if args.joint and "joint" not in args.sections else [])
     unknown = set(sections) - set(SECTIONS)
     if unknown:

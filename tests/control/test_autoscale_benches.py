@@ -127,11 +127,12 @@ def test_queries_and_sweeps_run_apart(monkeypatch, tmp_path):
     monkeypatch.setattr(sim, "SWEEPS", dict(sim.SWEEPS, overprovisioning=(0.0, 0.2)))
     monkeypatch.setattr(sys, "argv", ["autoscale_sim.py", "--minutes", "1", "--max-workers", "2", "--cooldown", "20",
                                       "--sections", "sweeps,nexmark", "--queries", "swa,ij-premise", "--sweeps",
-                                      "overprovisioning", "--setups", "waves/live", "--out", str(out)])
+                                      "overprovisioning", "--workloads", "steps,cosine", "--setups", "waves/live",
+                                      "--out", str(out)])
     sim.main()
     res = json.loads(out.read_text())
     assert {(x["query"], x["sweep"], x["policy"]) for x in res["sweeps"]} == {("swa", "overprovisioning", "ds2")}
-    assert {x["query"] for x in res["nexmark"]} == {"swa", "ij-premise"}
+    assert {(x["query"], x["workload"]) for x in res["nexmark"]} == {("swa", "steps"), ("swa", "cosine"), ("ij-premise", "cosine")}
     monkeypatch.setattr(sys, "argv", ["autoscale_sim.py", "--queries", "map,q5", "--sweeps", "peek", "--out", str(out)])
     with pytest.raises(SystemExit, match="--queries q5, --sweeps peek: choose queries from map"):
         sim.main()
