@@ -69,7 +69,8 @@ def test_recovered_runs_are_checked_record_for_record(bench, monkeypatch, tmp_pa
     monkeypatch.setattr(sys, "argv", ["checkpointing_testbed.py", "--markdown", "--out", str(tmp_path / "out")])
     bench.main()
     text = capsys.readouterr().out
-    assert "### One failure at 30% of the run" in text and "whole interval (seed 0)" in text
+    assert "### One failure at 30% of the run, 80% of each protocol's estimated MST" in text and "whole interval (seed 0)" in text
+    assert "MST **estimated** from one run at a moderate rate" in text                    # --probes 0, named as such
     assert text.count("| q1 | ") == 5 + 4 and "| True |" in text          # normal (none + 4) and failure (4) rows
 
     real = bench.run
@@ -124,7 +125,8 @@ def test_msts_are_probed_to_saturation_and_the_overhead_section_scales_them(benc
     text = capsys.readouterr().out
     assert "| q1 | cic-delta | 1 |" in text and "8 probes" not in text and "the timers in step" in text
     assert "| q1 | 2 | " in text and "| 2.10 |" in text                  # Table 3.2 beside the thesis's CIC at 10 workers
-    assert "Table 3.2) at 25% of the per-worker MST probed at 1 workers times the workers" in text
+    assert "Table 3.2) at 25% of the per-worker MST at 1 workers times the workers" in text
+    assert "MST probed to saturation, the metrics at 80% of it" in text and "| 80% |" in text
 
 
 def test_an_overhead_load_outside_the_mst_fails_before_anything_runs(bench, monkeypatch, tmp_path, capsys):
