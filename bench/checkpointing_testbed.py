@@ -1,19 +1,33 @@
 """CheckMate on the testbed: COOR, UNC and CIC on the thesis's queries (chapter 3, section 3.7).
 
-Sections (``--sections``, all by default):
+Sections (``--sections``; ``normal,failure,overhead,skew,cyclic`` by default):
 
 - ``normal``: per query, protocol (and the checkpoint-free run) and number of workers, the
-  maximum sustainable throughput (:mod:`driftjoin.checkpointing.mst`), message overhead, the
-  average checkpoint time, checkpoints taken and invalid ones (Figures 3.7, 3.8, Tables 3.2, 3.3).
-- ``failure``: each protocol at 80% of its own MST (``--failure-load``) with one failure (``--failure-at``, 40% of the
-  run by default): p50 and
-  p99 latency before the failure, restart and recovery time, messages and records replayed,
-  the latency over time (Figures 3.9 to 3.11).
-- ``skew``: Q3, Q8, Q12 at 50% and 80% of the non-skewed MST with 10 to 30% hot items: p50
-  latency, average checkpoint time, and restart time with a failure at 50% (Figures 3.12, 3.13).
+  maximum sustainable throughput probed to saturation (``--probes``; :mod:`driftjoin.
+  checkpointing.mst`), then a run at 80% of it: p50 and p99 latency, message overhead, the
+  average checkpoint time, checkpoints taken and invalid ones (Figures 3.7 to 3.10 before the
+  failure, Table 3.2 at these workers).
+- ``failure``: each protocol at 80% of its own MST (``--failure-load``) with one failure
+  (``--failure-at``, 30% of the run: the thesis's 18th second of 60): p50 and p99 latency, restart
+  and recovery time, messages and records replayed, checkpoints taken and the invalid share
+  (Figures 3.9 to 3.11, Table 3.3).
+- ``overhead``: message overhead at ``--overhead-workers`` (Table 3.2's 10 and 50), each
+  protocol at ``--overhead-load`` (80%) of the ``normal`` section's per-worker MST times the
+  workers (scaled linearly, not probed at these counts: says so in the table). The ratio is
+  bytes per message, so a lower load gives about the same ratio in a fraction of the time
+  (the protocol messages per checkpoint weigh a little more at a lower rate).
+- ``skew``: Q3, Q8, Q12 under the thesis's three protocols (``--skew-protocols``) at 50% and
+  80% of each protocol's non-skewed MST with ``--hot`` hot items: p50 latency and average
+  checkpoint time; and at 50% with a failure: restart time (Figures 3.12, 3.13).
 - ``cyclic``: the reachability query under UNC and CIC at 75% of MST with a failure at 80% of
   the run: checkpoint time, restart time, invalid checkpoints (Table 3.4).
-- ``intervals``: Q8 under each protocol at several checkpoint intervals.
+- ``intervals``: one query under each protocol at several checkpoint intervals.
+
+Runs of the thesis's length: its Table 3.3 counts 8 checkpoints per instance under COOR in a
+60-second run, so a run here is 8 checkpoint intervals (``--duration 0.4 --interval 0.05``,
+simulated seconds). UNC and CIC's timers follow each worker's clock, its phase drawn from the
+seed over ``--clock-skew`` of the interval (default the whole interval: workers that start
+their clocks when they start); every table prints the setting it ran with.
 
 Every run with a failure is checked record for record: the same run without the failure
 (same input, rate and seed) must give the same output (the queries' canonical form, a multiset
@@ -21,15 +35,16 @@ of records; the ``exact`` column); a mismatch is printed and makes the bench exi
 
 Costs: measured on this machine at the start of the run (``python -m
 driftjoin.checkpointing.calibrate``, about 10 s), or taken from the calibration file
-``--costs FILE`` names; the bench prints which, with the values, and stores them in the JSON.
+``--costs FILE`` names (``bench/inputs/checkpointing_costs.json`` is the one the docs used);
+the bench prints which, with the values, and stores them in the JSON.
 
 Prints the tables and writes ``--out`` (a directory, default ``bench/results``):
 ``checkpointing_testbed.json`` and the PNG figures in the thesis's shapes, again after every
 section, so a run that stops keeps what finished. Runs are simulated (time in simulated
-seconds; a worker = one CPU); each takes wall time in proportion to the records it processes,
-so runs are short (``--duration``) and parallel (``--jobs``). Example:
-``nice -n 10 .venv/bin/python bench/checkpointing_testbed.py --sections normal --workers 10,50 --queries q1,q3,q8,q12``
-(Figure 3.7's grid).
+seconds; a worker = one CPU) and deterministic; each takes wall time in proportion to the
+records it processes, so they run in parallel (``--jobs``). Example (the docs' tables):
+``nice -n 10 .venv/bin/python bench/checkpointing_testbed.py --costs bench/inputs/checkpointing_costs.json``,
+then ``--markdown`` (same ``--out``) prints them from the JSON.
 """
 
 from __future__ import annotations
@@ -47,35 +62,48 @@ from driftjoin.checkpointing import CostModel, RunConfig, run
 from driftjoin.checkpointing.calibrate import describe, measured_now
 from driftjoin.checkpointing.mst import estimate, search
 
-PROTOCOLS = ("coor", "unc", "cic")
+#: the protocols the sections run (``--protocols``): the thesis's three and CIC with delta piggybacks
+PROTOCOLS = ("coor", "unc", "cic", "cic-delta")
 #: records/s per worker for the first (estimate) run of the MST search: a moderate load
 BASE_RATE = {"q1": 30000.0, "q3": 30000.0, "q8": 20000.0, "q12": 20000.0, "reach": 5000.0, "s3j": 150.0}
+COLORS = {"coor": "tab:blue", "unc": "tab:orange", "cic": "tab:green", "cic-delta": "tab:olive", "cic-packed": "tab:cyan",
+          "none": "gray"}
 THESIS_OVERHEAD = {"q1": (2.10, 2.53), "q3": (1.82, 2.58), "q8": (1.74, 2.49), "q12": (1.79, 2.58)}
 
 
 def _cfg(args: argparse.Namespace, **kw: Any) -> RunConfig:
-    base = dict(duration=args.duration, interval=args.interval, costs=args.costs, seed=args.seed, clocks=args.clocks,
-                clock_skew=args.clock_skew * args.interval)
+    base = dict(duration=args.duration, interval=args.interval, costs=args.costs, seed=args.seed, clocks=args.clocks)
     base.update(kw)
+    base["clock_skew"] = None if args.clock_skew is None else args.clock_skew * base["interval"]
     if base.get("query") == "reach" and args.nodes:
         base["params"] = {**base.get("params", {}), "nodes": args.nodes}
     return RunConfig(**base)
 
 
 def task_normal(job: dict) -> dict:
-    """MST, then the metrics at 80% of it; with ``probes == 0`` the MST is the utilisation
-    estimate and the metrics are those of the estimate's own run (at the moderate base rate)."""
+    """MST probed to saturation, then the metrics of a run at 80% of it; with ``probes == 0`` the
+    MST is the utilisation estimate (extrapolated) and the metrics those of the estimate's run."""
     cfg, probes = job["cfg"], job["probes"]
     if probes == 0:
         est, res = estimate(cfg, BASE_RATE[cfg.query] * cfg.workers)
         out = res.summary()
-        out.update(mst=est, estimate=est, probes=[])
+        out.update(mst=est, estimate=est, probes=[], upper=None, saturated=False, load=res.rate / est)
         return out
-    m = search(cfg, BASE_RATE[cfg.query] * cfg.workers, probes=probes)
+    m = search(cfg, BASE_RATE[cfg.query] * cfg.workers, probes=probes, tolerance=job.get("tolerance", 0.03))
     at = run(replace(cfg, rate=0.8 * m.mst))
     out = at.summary()
-    out.update(mst=m.mst, estimate=m.estimate, probes=m.probes)
+    out.update(mst=m.mst, estimate=m.estimate, probes=m.probes, upper=m.upper if m.saturated else None,
+               saturated=m.saturated, load=0.8)
     return out
+
+
+def clock_note(args: argparse.Namespace, interval: float | None = None) -> str:
+    """The UNC/CIC timer setting a table ran with (printed above it)."""
+    iv = interval or args.interval
+    skew = iv if args.clock_skew is None else args.clock_skew * iv
+    return (f"UNC/CIC timers on each {'worker' if args.clocks == 'worker' else 'instance'}'s clock, phases drawn (seed "
+            f"{args.seed}) over {skew * 1e3:g} ms of the {iv * 1e3:g} ms interval"
+            + (" (whole interval)" if abs(skew - iv) < 1e-12 else " (in step)" if skew == 0 else ""))
 
 
 def task_run(job: dict) -> dict:
@@ -138,44 +166,73 @@ def _mst_of(normal: list[dict], query: str, protocol: str, workers: int) -> floa
 def section_normal(args: argparse.Namespace) -> list[dict]:
     jobs = []
     for q in args.queries:
-        for p in ("none",) + PROTOCOLS:
+        for p in ("none",) + args.protocols:
             if q == "reach" and p == "coor":
                 continue
-            for w in args.workers:
-                jobs.append({"cfg": _cfg(args, query=q, protocol=p, workers=w), "probes": args.probes})
-    print(f"normal operation: {len(jobs)} MST searches")
+            for w in getattr(args, "workers_of", {}).get(q, args.workers):
+                jobs.append({"cfg": _cfg(args, query=q, protocol=p, workers=w), "probes": args.probes,
+                             "tolerance": args.tolerance})
+    print(f"normal operation: {len(jobs)} MST searches ({'probed to saturation, ' + str(args.probes) + ' probes at most' if args.probes else 'utilisation estimate, extrapolated'}), "
+          f"then a run at 80% of each; {args.duration:g} s runs, a checkpoint every {args.interval:g} s; {clock_note(args)}")
     rows = _pool(task_normal, jobs, args.jobs)
-    print(f"\n{'query':<6} {'proto':<5} {'W':>2} {'MST/s':>9} {'norm':>5} {'p50 ms':>7} {'p99 ms':>7} {'ckpt ms':>8} "
+    print(f"\n{'query':<6} {'proto':<9} {'W':>2} {'MST/s':>9} {'sat':>3} {'norm':>5} {'p50 ms':>7} {'p99 ms':>7} {'ckpt ms':>8} "
           f"{'ckpts':>6} {'inv%':>5} {'bytes x':>7} {'proto%':>6}")
     for r in rows:
         none = _mst_of(rows, r["query"], "none", r["workers"])
         r["mst_norm"] = r["mst"] / none if none else float("nan")
-        print(f"{r['query']:<6} {r['protocol']:<5} {r['workers']:>2} {r['mst']:>9.0f} {r['mst_norm']:>5.2f} "
-              f"{_fmt(r['p50_ms'], 2):>7} {_fmt(r['p99_ms'], 2):>7} {_fmt(r['avg_checkpoint_ms'], 2):>8} "
+        print(f"{r['query']:<6} {r['protocol']:<9} {r['workers']:>2} {r['mst']:>9.0f} {'yes' if r['saturated'] else 'NO':>3} "
+              f"{r['mst_norm']:>5.2f} {_fmt(r['p50_ms'], 2):>7} {_fmt(r['p99_ms'], 2):>7} {_fmt(r['avg_checkpoint_ms'], 2):>8} "
               f"{r['checkpoints']:>6} {_fmt(r['invalid_pct']):>5} {r['overhead_ratio']:>7.2f} {100 * r['protocol_share']:>6.1f}")
+    unsat = [r for r in rows if args.probes and not r["saturated"]]
+    if unsat:
+        print(f"WARNING: {len(unsat)} searches did not bracket their MST within {args.probes} probes (sat = NO): raise --probes")
     return rows
 
 
 def section_failure(args: argparse.Namespace, normal: list[dict]) -> list[dict]:
     jobs = []
     for q in args.queries:
-        for p in PROTOCOLS:
+        for p in args.protocols:
             if q == "reach" and p == "coor":
                 continue
             for w in args.failure_workers:
                 rate = args.failure_load * _mst_of(normal, q, p, w)
                 jobs.append({"cfg": _cfg(args, query=q, protocol=p, workers=w, rate=rate,
                                          failures=[args.failure_at * args.duration]), "timeline": True})
-    print(f"failure: {len(jobs)} runs")
+    print(f"failure: {len(jobs)} runs at {args.failure_load:.0%} of each protocol's MST, a failure at {args.failure_at:.0%} of "
+          f"each {args.duration:g} s run; {clock_note(args)}")
     rows = _pool(task_run, jobs, args.jobs)
-    print(f"\n{'query':<6} {'proto':<5} {'W':>3} {'rate/s':>10} {'p50 ms':>7} {'p99 ms':>7} {'restart ms':>10} {'recovery ms':>11} "
-          f"{'replayed msgs':>13} {'replayed recs':>13} {'rolled back':>11} {'invalid%':>8} {'exact':>5}")
+    print(f"\n{'query':<6} {'proto':<9} {'W':>3} {'rate/s':>10} {'p50 ms':>7} {'p99 ms':>7} {'restart ms':>10} {'recovery ms':>11} "
+          f"{'replayed msgs':>13} {'replayed recs':>13} {'rolled back':>11} {'ckpts':>6} {'invalid%':>8} {'exact':>5}")
     for r in rows:
         f = r["failures"][0]
-        print(f"{r['query']:<6} {r['protocol']:<5} {r['workers']:>3} {r['rate']:>10.0f} {_fmt(r['p50_ms'], 2):>7} "
-              f"{_fmt(r['p99_ms'], 1):>7} {1e3 * f['restart_s']:>10.1f} {_fmt(1e3 * f['recovery_s']):>11} "
-              f"{f['replayed_messages']:>13} {f['replayed_records']:>13} {f['rolled_back']:>11} {r['invalid_pct']:>8.1f} "
-              f"{str(r['exact']):>5}")
+        print(f"{r['query']:<6} {r['protocol']:<9} {r['workers']:>3} {r['rate']:>10.0f} {_fmt(r['p50_ms'], 2):>7} "
+              f"{_fmt(r['p99_ms'], 1):>7} {1e3 * f['restart_s']:>10.2f} {_fmt(1e3 * f['recovery_s']):>11} "
+              f"{f['replayed_messages']:>13} {f['replayed_records']:>13} {f['rolled_back']:>11} {r['checkpoints']:>6} "
+              f"{r['invalid_pct']:>8.1f} {str(r['exact']):>5}")
+    return rows
+
+
+def section_overhead(args: argparse.Namespace, normal: list[dict]) -> list[dict]:
+    """Table 3.2 at ``--overhead-workers``: every protocol at ``--overhead-load`` of the normal
+    section's per-worker MST (at its largest worker count) times the workers, failure-free."""
+    jobs = []
+    for q in [q for q in args.queries if q in THESIS_OVERHEAD]:
+        for p in ("none",) + args.protocols:
+            base_w = max(r["workers"] for r in normal if r["query"] == q and r["protocol"] == p)
+            per_worker = _mst_of(normal, q, p, base_w) / base_w
+            for w in args.overhead_workers:
+                jobs.append({"cfg": _cfg(args, query=q, protocol=p, workers=w, rate=args.overhead_load * per_worker * w),
+                             "tag": {"mst_from_workers": base_w}})
+    print(f"overhead: {len(jobs)} runs at {args.overhead_load:.0%} of the per-worker MST probed at the normal section's workers, times the "
+          f"workers (not probed at these counts); {clock_note(args)}")
+    rows = _pool(task_run, jobs, args.jobs)
+    print(f"\n{'query':<6} {'proto':<9} {'W':>3} {'rate/s':>10} {'bytes x':>7} {'thesis x':>8} {'proto%':>6} {'ckpt ms':>8} "
+          f"{'drained':>7}")
+    for r in rows:
+        thesis = THESIS_OVERHEAD[r["query"]][0 if r["workers"] <= 10 else 1] if r["protocol"].startswith("cic") else 1.0
+        print(f"{r['query']:<6} {r['protocol']:<9} {r['workers']:>3} {r['rate']:>10.0f} {r['overhead_ratio']:>7.2f} "
+              f"{thesis:>8.2f} {100 * r['protocol_share']:>6.1f} {_fmt(r['avg_checkpoint_ms'], 2):>8} {str(r['drained']):>7}")
     return rows
 
 
@@ -183,24 +240,29 @@ def section_skew(args: argparse.Namespace, normal: list[dict]) -> list[dict]:
     w = args.skew_workers
     jobs = []
     for q in [q for q in ("q3", "q8", "q12") if q in args.queries]:
-        for p in PROTOCOLS:
+        for p in args.skew_protocols:
             for load in (0.5, 0.8):
                 for hot in args.hot:
                     rate = load * _mst_of(normal, q, p, w)
                     jobs.append({"cfg": _cfg(args, query=q, protocol=p, workers=w, rate=rate, hot=hot),
                                  "tag": {"load": load}})
-            for hot in (0.2,):
+            for hot in args.hot:
                 rate = 0.5 * _mst_of(normal, q, p, w)
                 jobs.append({"cfg": _cfg(args, query=q, protocol=p, workers=w, rate=rate, hot=hot,
-                                         failures=[0.5 * args.duration]), "tag": {"load": 0.5, "failed": True}})
-    print(f"skew: {len(jobs)} runs")
+                                         failures=[args.failure_at * args.duration]),
+                             "tag": {"load": 0.5, "failed": True}})
+    print(f"skew: {len(jobs)} runs on {w} workers at 50% and 80% of each protocol's non-skewed MST, hot items "
+          f"{', '.join(f'{h:.0%}' for h in args.hot)}; failures at {args.failure_at:.0%} of the run (50%); {clock_note(args)}")
     rows = _pool(task_run, jobs, args.jobs)
-    print(f"\n{'query':<6} {'proto':<5} {'load':>4} {'hot':>4} {'p50 ms':>8} {'ckpt ms':>8} {'drained':>7} {'restart ms':>10} "
-          f"{'exact':>5}")
+    print(f"\n{'query':<6} {'proto':<9} {'load':>4} {'hot':>4} {'p50 ms':>8} {'p99 ms':>8} {'ckpt ms':>8} {'drained':>7} "
+          f"{'restart ms':>10} {'recovery ms':>11} {'exact':>5}")
     for r in rows:
-        restart = 1e3 * r["failures"][0]["restart_s"] if r["failures"] else float("nan")
-        print(f"{r['query']:<6} {r['protocol']:<5} {r['load']:>4} {r['hot']:>4} {_fmt(r['p50_ms'], 2):>8} "
-              f"{_fmt(r['avg_checkpoint_ms'], 2):>8} {str(r['drained']):>7} {_fmt(restart):>10} {str(r.get('exact', '')):>5}")
+        f = r["failures"][0] if r["failures"] else {}
+        restart = 1e3 * f["restart_s"] if f else float("nan")
+        recovery = 1e3 * f["recovery_s"] if f else float("nan")
+        print(f"{r['query']:<6} {r['protocol']:<9} {r['load']:>4} {r['hot']:>4} {_fmt(r['p50_ms'], 2):>8} "
+              f"{_fmt(r['p99_ms'], 1):>8} {_fmt(r['avg_checkpoint_ms'], 2):>8} {str(r['drained']):>7} {_fmt(restart, 2):>10} "
+              f"{_fmt(recovery):>11} {str(r.get('exact', '')):>5}")
     return rows
 
 
@@ -212,19 +274,21 @@ def section_cyclic(args: argparse.Namespace, normal: list[dict]) -> list[dict]:
     interval = args.cyclic_interval or args.interval
     jobs = []
     for clocks in args.cyclic_clocks:
-        for p in ("unc", "cic"):
+        for p in [p for p in args.protocols if p != "coor"]:
             for w in args.cyclic_workers:
                 rate = 0.75 * _mst_of(normal, "reach", p, w) if "reach" in args.queries else BASE_RATE["reach"] * w
                 jobs.append({"cfg": _cfg(args, query="reach", protocol=p, workers=w, rate=rate, duration=duration,
                                          interval=interval, failures=[0.8 * duration], clocks=clocks),
                              "tag": {"clocks": clocks}})
-    print(f"cyclic: {len(jobs)} runs ({duration:g} s, a checkpoint every {interval:g} s, failure at {0.8 * duration:g} s)")
+    print(f"cyclic: {len(jobs)} runs ({duration:g} s, a checkpoint every {interval:g} s, failure at {0.8 * duration:g} s, 75% of "
+          f"each protocol's MST); {clock_note(args, interval)}")
     rows = _pool(task_run, jobs, args.jobs)
-    print(f"\n{'clocks':<8} {'proto':<5} {'W':>2} {'rate/s':>9} {'ckpt ms':>8} {'restart ms':>10} {'ckpts':>6} {'invalid %':>9} "
-          f"{'useless':>7} {'forced':>6} {'bytes x':>7} {'exact':>5}")
+    print(f"\n{'clocks':<8} {'proto':<9} {'W':>2} {'rate/s':>9} {'ckpt ms':>8} {'restart ms':>10} {'recovery ms':>11} {'ckpts':>6} "
+          f"{'invalid %':>9} {'useless':>7} {'forced':>6} {'bytes x':>7} {'exact':>5}")
     for r in rows:
-        print(f"{r['clocks']:<8} {r['protocol']:<5} {r['workers']:>2} {r['rate']:>9.0f} {_fmt(r['avg_checkpoint_ms'], 2):>8} "
-              f"{1e3 * r['failures'][0]['restart_s']:>10.1f} {r['checkpoints']:>6} {_fmt(r['invalid_pct']):>9} "
+        f = r["failures"][0]
+        print(f"{r['clocks']:<8} {r['protocol']:<9} {r['workers']:>2} {r['rate']:>9.0f} {_fmt(r['avg_checkpoint_ms'], 2):>8} "
+              f"{1e3 * f['restart_s']:>10.2f} {_fmt(1e3 * f['recovery_s']):>11} {r['checkpoints']:>6} {_fmt(r['invalid_pct']):>9} "
               f"{r['invalid'] - r['discarded']:>7} {r['forced']:>6} {r['overhead_ratio']:>7.2f} {str(r['exact']):>5}")
     return rows
 
@@ -233,18 +297,18 @@ def section_intervals(args: argparse.Namespace, normal: list[dict]) -> list[dict
     w = args.failure_workers[0]
     q = args.interval_query
     jobs = []
-    for p in PROTOCOLS:
+    for p in args.protocols:
         rate = 0.8 * _mst_of(normal, q, p, w)
         for iv in args.intervals:
             jobs.append({"cfg": _cfg(args, query=q, protocol=p, workers=w, rate=rate, interval=iv,
                                      failures=[0.5 * args.duration])})
-    print(f"intervals: {len(jobs)} runs of {q}")
+    print(f"intervals: {len(jobs)} runs of {q}; {clock_note(args)} (of each run's interval)")
     rows = _pool(task_run, jobs, args.jobs)
-    print(f"\n{'proto':<5} {'interval':>8} {'ckpts':>6} {'ckpt ms':>8} {'p99 ms':>8} {'restart ms':>10} {'recovery ms':>11} "
+    print(f"\n{'proto':<9} {'interval':>8} {'ckpts':>6} {'ckpt ms':>8} {'p99 ms':>8} {'restart ms':>10} {'recovery ms':>11} "
           f"{'replayed':>8} {'exact':>5}")
     for r in rows:
         f = r["failures"][0]
-        print(f"{r['protocol']:<5} {r['interval']:>8} {r['checkpoints']:>6} {_fmt(r['avg_checkpoint_ms'], 2):>8} "
+        print(f"{r['protocol']:<9} {r['interval']:>8} {r['checkpoints']:>6} {_fmt(r['avg_checkpoint_ms'], 2):>8} "
               f"{_fmt(r['p99_ms'], 2):>8} {1e3 * f['restart_s']:>10.1f} {_fmt(1e3 * f['recovery_s']):>11} "
               f"{f['replayed_messages'] + f['replayed_records']:>8} {str(r['exact']):>5}")
     return rows
@@ -259,7 +323,9 @@ def figures(out: Path, res: dict) -> list[Path]:
     import matplotlib.pyplot as plt
 
     paths = []
-    colors = {"coor": "tab:blue", "unc": "tab:orange", "cic": "tab:green", "none": "gray"}
+    colors = COLORS
+    protocols = [p for p in COLORS if p != "none" and any(r["protocol"] == p for x in res.values() if isinstance(x, list)
+                                                            for r in x if isinstance(r, dict))]
     normal = res.get("normal", [])
     queries = sorted({r["query"] for r in normal})
     if normal:
@@ -267,7 +333,7 @@ def figures(out: Path, res: dict) -> list[Path]:
                                         ("avg_checkpoint_ms", "average checkpoint time (ms)", "fig3_8_checkpoint_time.png", True)):
             fig, axes = plt.subplots(1, len(queries), figsize=(3.2 * len(queries), 3), squeeze=False)
             for ax, q in zip(axes[0], queries):
-                for p in PROTOCOLS:
+                for p in protocols:
                     pts = sorted((r["workers"], r[key]) for r in normal
                                  if r["query"] == q and r["protocol"] == p and _finite(r[key]))
                     if pts:
@@ -309,10 +375,12 @@ def figures(out: Path, res: dict) -> list[Path]:
             paths.append(out / fname)
         fig, ax = plt.subplots(figsize=(7, 3))
         labels = sorted({(r["query"], r["workers"]) for r in failure})
-        for k, p in enumerate(PROTOCOLS):
+        width = 0.8 / max(1, len(protocols))
+        for k, p in enumerate(protocols):
             ys = [next((1e3 * r["failures"][0]["restart_s"] for r in failure
                         if (r["query"], r["workers"], r["protocol"]) == (q, w, p)), 0.0) for q, w in labels]
-            ax.bar([i + 0.27 * (k - 1) for i in range(len(labels))], ys, 0.27, color=colors[p], label=p.upper())
+            ax.bar([i + width * (k - (len(protocols) - 1) / 2) for i in range(len(labels))], ys, width, color=colors[p],
+                   label=p.upper())
         ax.set_xticks(range(len(labels)), [f"{q.upper()}\n{w}W" for q, w in labels], fontsize=7)
         ax.set_ylabel("restart time (ms)")
         ax.legend()
@@ -328,7 +396,7 @@ def figures(out: Path, res: dict) -> list[Path]:
             for k, q in enumerate(sq):
                 for col, key, label in ((2 * k, "p50_ms", "p50 latency (ms)"), (2 * k + 1, "avg_checkpoint_ms", "checkpoint time (ms)")):
                     ax = axes[row][col]
-                    for p in PROTOCOLS:
+                    for p in protocols:
                         pts = sorted((r["hot"], r[key]) for r in skew
                                      if (r["query"], r["protocol"], r["load"]) == (q, p, load) and _finite(r[key]))
                         ax.plot([100 * x for x, _ in pts], [y for _, y in pts], "o-", color=colors[p], label=p.upper())
@@ -345,7 +413,116 @@ def figures(out: Path, res: dict) -> list[Path]:
     return paths
 
 
-SECTIONS = ("normal", "failure", "skew", "cyclic", "intervals")
+SECTIONS = ("normal", "failure", "overhead", "skew", "cyclic", "intervals")
+
+
+# --- the docs' tables -------------------------------------------------------------------------------
+
+def _n(x: Any, nd: int = 0) -> str:
+    """A number for a markdown cell: thousands separated, '-' when missing."""
+    if x is None or (isinstance(x, float) and not math.isfinite(x)):
+        return "-"
+    return f"{x:,.{nd}f}"
+
+
+def _settings_line(st: dict, section: str) -> str:
+    skew = st.get("clock_skew")
+    interval = st["interval"] if section != "cyclic" else (st.get("cyclic_interval") or st["interval"])
+    duration = st["duration"] if section != "cyclic" else (st.get("cyclic_duration") or st["duration"])
+    share = 1.0 if skew is None else float(skew)
+    timers = ("every worker's timer at a phase drawn over the whole interval (seed "
+              f"{st['seed']})" if share == 1.0 else "the timers in step" if share == 0.0
+              else f"phases drawn over {share:.0%} of the interval (seed {st['seed']})")
+    return (f"{duration:g} s runs ({duration / interval:g} intervals of {interval * 1e3:g} ms), UNC/CIC timers on each "
+            f"{st['clocks']}'s clock, {timers}")
+
+
+def markdown(res: dict) -> None:
+    """The tables docs/checkpointing.md shows, from a JSON this bench wrote (``--markdown``)."""
+    st = res["settings"]
+    normal = res.get("normal", [])
+    probed = any(r.get("probes") for r in normal) or not normal and st.get("probes", 8) > 0
+    mst = "MST" if probed else "estimated MST"
+    if normal:
+        how = ("MST probed to saturation, the metrics at 80% of it" if probed else
+               "MST **estimated** from one run at a moderate rate (rate / busiest worker's utilisation, `--probes 0`: an "
+               "extrapolation, not a sustainable rate), the metrics of that run (its share of the estimate: 'run at')")
+        print(f"\n### Normal operation, {_settings_line(st, 'normal')}: {how}\n")
+        print("| query | protocol | W | MST /s | probes (bracketed) | MST / checkpoint-free | run at | p50 ms | p99 ms | "
+              "checkpoint ms | checkpoints | bytes x |")
+        print("|---|---|---|---|---|---|---|---|---|---|---|---|")
+        for r in normal:
+            print(f"| {r['query']} | {r['protocol']} | {r['workers']} | {_n(r['mst'])} | {len(r.get('probes') or [])} "
+                  f"({'yes' if r.get('saturated') else 'no'}) | {_n(r.get('mst_norm'), 2)} | {_n(100 * r['load'], 0)}% | "
+                  f"{_n(r['p50_ms'], 2)} | {_n(r['p99_ms'], 2)} | {_n(r['avg_checkpoint_ms'], 2)} | {r['checkpoints']} | "
+                  f"{_n(r['overhead_ratio'], 2)} |")
+    failure = res.get("failure", [])
+    if failure:
+        print(f"\n### One failure at {st['failure_at']:.0%} of the run, {st['failure_load']:.0%} of each protocol's {mst}, "
+              f"{_settings_line(st, 'failure')}\n")
+        print("| query | protocol | W | rate /s | p50 ms | p99 ms | restart ms | recovery ms | replayed messages | "
+              "replayed records | checkpoints | invalid % | exact |")
+        print("|---|---|---|---|---|---|---|---|---|---|---|---|---|")
+        for r in failure:
+            f = r["failures"][0]
+            print(f"| {r['query']} | {r['protocol']} | {r['workers']} | {_n(r['rate'])} | {_n(r['p50_ms'], 2)} | "
+                  f"{_n(r['p99_ms'], 1)} | {_n(1e3 * f['restart_s'], 2)} | {_n(1e3 * f['recovery_s'], 0)} | "
+                  f"{_n(f['replayed_messages'])} | {_n(f['replayed_records'])} | {r['checkpoints']} | "
+                  f"{_n(r['invalid_pct'], 1)} | {r.get('exact')} |")
+    over = res.get("overhead", [])
+    if over:
+        protos = list(dict.fromkeys(r["protocol"] for r in over))
+        load = st.get("overhead_load", 0.8)
+        print(f"\n### Message overhead (all bytes over data bytes, Table 3.2) at {load:.0%} of the per-worker {mst} at "
+              f"{max(r.get('mst_from_workers', 0) for r in over)} workers times the workers, {_settings_line(st, 'overhead')}\n")
+        print("| query | W | " + " | ".join(protos) + " | thesis CIC |")
+        print("|---|---|" + "---|" * (len(protos) + 1))
+        for q, w in dict.fromkeys((r["query"], r["workers"]) for r in over):
+            cells = [_n(next((r["overhead_ratio"] for r in over if (r["query"], r["workers"], r["protocol"]) == (q, w, p)),
+                             None), 2) for p in protos]
+            thesis = THESIS_OVERHEAD.get(q, (None, None))[0 if w <= 10 else 1]
+            print(f"| {q} | {w} | " + " | ".join(cells) + f" | {_n(thesis, 2)} |")
+    skew = res.get("skew", [])
+    if skew:
+        hots = sorted({r["hot"] for r in skew})
+        print(f"\n### Skew on {st['skew_workers']} workers, {_settings_line(st, 'skew')}: p50 ms / checkpoint ms / p99 ms "
+              "per hot-item share\n")
+        print("| query | protocol | load | " + " | ".join(f"hot {h:.0%}" for h in hots) + " |")
+        print("|---|---|---|" + "---|" * len(hots))
+        for q, p, load in dict.fromkeys((r["query"], r["protocol"], r["load"]) for r in skew if not r.get("failed")):
+            cells = []
+            for h in hots:
+                r = next((r for r in skew if (r["query"], r["protocol"], r["load"], r["hot"]) == (q, p, load, h)
+                          and not r.get("failed")), None)
+                cells.append("" if r is None else f"{_n(r['p50_ms'], 2)} / {_n(r['avg_checkpoint_ms'], 1)} / "
+                             f"{_n(r['p99_ms'], 0)}")
+            print(f"| {q} | {p} | {load:.0%} | " + " | ".join(cells) + " |")
+        failed = [r for r in skew if r.get("failed")]
+        if failed:
+            print(f"\nWith a failure at {st['failure_at']:.0%} of the run (50% of the MST): restart ms / recovery ms per "
+                  "hot-item share\n")
+            print("| query | protocol | " + " | ".join(f"hot {h:.0%}" for h in hots) + " |")
+            print("|---|---|" + "---|" * len(hots))
+            for q, p in dict.fromkeys((r["query"], r["protocol"]) for r in failed):
+                cells = []
+                for h in hots:
+                    r = next((r for r in failed if (r["query"], r["protocol"], r["hot"]) == (q, p, h)), None)
+                    f = r["failures"][0] if r else None
+                    cells.append("" if f is None else f"{_n(1e3 * f['restart_s'], 2)} / {_n(1e3 * f['recovery_s'], 0)}")
+                print(f"| {q} | {p} | " + " | ".join(cells) + " |")
+    cyc = res.get("cyclic", [])
+    if cyc:
+        print(f"\n### Cyclic query (Table 3.4), 75% of each protocol's MST, a failure at 80% of the run, "
+              f"{_settings_line(st, 'cyclic')}\n")
+        print("| clocks | protocol | W | rate /s | checkpoint ms | restart ms | recovery ms | checkpoints | invalid % | "
+              "useless | forced | bytes x | exact |")
+        print("|---|---|---|---|---|---|---|---|---|---|---|---|---|")
+        for r in cyc:
+            f = r["failures"][0]
+            print(f"| {r['clocks']} | {r['protocol']} | {r['workers']} | {_n(r['rate'])} | {_n(r['avg_checkpoint_ms'], 2)} | "
+                  f"{_n(1e3 * f['restart_s'], 2)} | {_n(1e3 * f['recovery_s'], 0)} | {r['checkpoints']} | "
+                  f"{_n(r['invalid_pct'], 1)} | {r['invalid'] - r['discarded']} | {r['forced']} | "
+                  f"{_n(r['overhead_ratio'], 2)} | {r.get('exact')} |")
 
 
 def check_settings(args: argparse.Namespace, sections: list[str]) -> None:
@@ -363,6 +540,14 @@ def check_settings(args: argparse.Namespace, sections: list[str]) -> None:
     if "intervals" in sections and args.interval_query not in have:
         need.append(f"the intervals section runs {args.interval_query} (--interval-query): add it to --queries (or to the "
                     f"--mst-from file's) or leave intervals out of --sections")
+    from driftjoin.checkpointing.protocols import PROTOCOLS as KNOWN
+    bad = [p for p in args.protocols + args.skew_protocols if p not in KNOWN or p == "none"]
+    if bad:
+        need.append(f"--protocols {','.join(bad)}: choose from {', '.join(p for p in KNOWN if p != 'none')}")
+    if args.clock_skew is not None and not 0.0 <= args.clock_skew <= 1.0:
+        need.append(f"--clock-skew {args.clock_skew:g} must be in [0, 1]: a share of the interval")
+    if not 0.0 < args.overhead_load <= 1.0:
+        need.append(f"--overhead-load {args.overhead_load:g} must be in (0, 1]: a share of each protocol's MST")
     if not 0.0 < args.failure_load <= 1.0:
         need.append(f"--failure-load {args.failure_load:g} must be in (0, 1]: a share of each protocol's MST")
     if need:
@@ -385,40 +570,56 @@ def load_costs(args: argparse.Namespace) -> tuple[CostModel, dict]:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--sections", default="normal,failure,skew,cyclic,intervals")
-    ap.add_argument("--queries", default="q1,q3,q8,q12,reach,s3j")
-    ap.add_argument("--workers", default="1,2,4,8", help="workers for the MST searches")
-    ap.add_argument("--failure-workers", default="2,4")
-    ap.add_argument("--skew-workers", type=int, default=4)
-    ap.add_argument("--cyclic-workers", default="2,4")
-    ap.add_argument("--cyclic-clocks", default="worker,instance", help="clock settings of the cyclic section")
+    ap.add_argument("--sections", default="normal,failure,overhead,skew,cyclic")
+    ap.add_argument("--queries", default="q1,q3,q8,q12,reach")
+    ap.add_argument("--protocols", default=",".join(PROTOCOLS), help="of coor, unc, cic (the thesis's, full vectors), "
+                    "cic-packed, cic-delta")
+    ap.add_argument("--workers", default="10", help="workers for the MST searches")
+    ap.add_argument("--failure-workers", default="10")
+    ap.add_argument("--overhead-workers", default="10,50", help="workers of the overhead section (Table 3.2: 10 and 50)")
+    ap.add_argument("--overhead-load", type=float, default=0.8, help="the overhead section's rate as a share of each "
+                    "protocol's per-worker MST times the workers (a bytes ratio: about the same at a lower load, faster)")
+    ap.add_argument("--skew-workers", type=int, default=10)
+    ap.add_argument("--cyclic-workers", default="5,10")
+    ap.add_argument("--cyclic-clocks", default="worker", help="clock settings of the cyclic section (worker, instance)")
     ap.add_argument("--cyclic-duration", type=float, help="simulated seconds of the cyclic runs (default --duration)")
     ap.add_argument("--cyclic-interval", type=float, help="checkpoint interval of the cyclic runs (default --interval)")
-    ap.add_argument("--nodes", type=int, help="the reachability query's static nodes (the thesis: 1000000; default: as "
-                    "many as the run's events)")
-    ap.add_argument("--intervals", default="0.1,0.25,0.5")
+    ap.add_argument("--nodes", type=int, default=1_000_000, help="the reachability query's static nodes (the thesis: 1M)")
+    ap.add_argument("--intervals", default="0.05,0.1,0.2")
     ap.add_argument("--interval-query", default="q8", help="the query of the intervals section")
-    ap.add_argument("--hot", default="0,0.1,0.3", help="hot-item shares of the skew section")
-    ap.add_argument("--duration", type=float, default=1.0, help="simulated seconds of input per run")
-    ap.add_argument("--interval", type=float, default=0.25, help="checkpoint interval (simulated seconds)")
+    ap.add_argument("--hot", default="0,0.1,0.2,0.3", help="hot-item shares of the skew section (the thesis: 10 to 30%%)")
+    ap.add_argument("--duration", type=float, default=0.4, help="simulated seconds of input per run (the thesis's length: "
+                    "8 intervals)")
+    ap.add_argument("--interval", type=float, default=0.05, help="checkpoint interval (simulated seconds)")
     ap.add_argument("--clocks", default="worker", choices=("worker", "instance"),
                     help="UNC and CIC: checkpoint timers on the worker's clock (the thesis) or each instance's own")
-    ap.add_argument("--clock-skew", type=float, default=0.0, help="how far apart the workers' clocks are, a share of "
-                    "the interval")
-    ap.add_argument("--probes", type=int, default=3, help="bisection probes per MST search (0: estimate only)")
+    ap.add_argument("--clock-skew", type=float, default=None, help="over how much of the interval the workers' timer phases "
+                    "are drawn (0: in step; default 1, the whole interval)")
+    ap.add_argument("--probes", type=int, default=8, help="probes per MST search, to saturation (0: the utilisation "
+                    "estimate alone, extrapolated)")
+    ap.add_argument("--tolerance", type=float, default=0.05, help="an MST search stops once the lowest unsustainable "
+                    "rate probed is within this share above the highest sustainable one")
+    ap.add_argument("--skew-protocols", default="coor,unc,cic", help="the skew section's protocols (the thesis's three)")
     ap.add_argument("--jobs", type=int, default=2)
     ap.add_argument("--seed", type=int, default=0)
-    ap.add_argument("--costs", help="a calibration file (python -m driftjoin.checkpointing.calibrate --out FILE); "
-                    "default: calibrate now")
+    ap.add_argument("--costs", help="a calibration file (python -m driftjoin.checkpointing.calibrate --out FILE, e.g. "
+                    "bench/inputs/checkpointing_costs.json); default: calibrate now")
     ap.add_argument("--out", default="bench/results", help="directory for the JSON and the figures")
     ap.add_argument("--mst-from", help="take the normal section (MSTs) from this earlier JSON instead of measuring")
-    ap.add_argument("--failure-at", type=float, default=0.4, help="failure time as a share of the run (failure section)")
+    ap.add_argument("--failure-at", type=float, default=0.3, help="failure time as a share of the run (the thesis: 18 s of 60)")
     ap.add_argument("--failure-load", type=float, default=0.8, help="the failure section's rate as a share of each "
                     "protocol's MST (the thesis: 0.8)")
+    ap.add_argument("--markdown", action="store_true", help="print the docs' tables from --out's JSON (no run)")
     args = ap.parse_args()
+    if args.markdown:
+        markdown(json.loads((Path(args.out) / "checkpointing_testbed.json").read_text()))
+        return
     args.queries = args.queries.split(",")
     args.workers = [int(x) for x in args.workers.split(",")]
     args.failure_workers = [int(x) for x in args.failure_workers.split(",")]
+    args.overhead_workers = [int(x) for x in args.overhead_workers.split(",")]
+    args.protocols = tuple(args.protocols.split(","))
+    args.skew_protocols = tuple(args.skew_protocols.split(","))
     args.cyclic_workers = [int(x) for x in args.cyclic_workers.split(",")]
     args.cyclic_clocks = args.cyclic_clocks.split(",")
     args.intervals = [float(x) for x in args.intervals.split(",")]
@@ -427,10 +628,12 @@ def main() -> None:
     check_settings(args, sections)
     # the MSTs the selected sections run at (a share of): measured for their worker counts too
     needed = ((set(args.failure_workers) if {"failure", "intervals"} & set(sections) else set())
-              | ({args.skew_workers} if "skew" in sections else set())
-              | (set(args.cyclic_workers) if "cyclic" in sections else set()))
+              | ({args.skew_workers} if "skew" in sections else set()))
     if not needed <= set(args.workers):
         args.workers = sorted(set(args.workers) | needed)
+    # the cyclic section needs the reachability query's MSTs at its own worker counts only
+    args.workers_of = {q: sorted(set(args.workers) | (set(args.cyclic_workers) if q == "reach" and "cyclic" in sections
+                                                      else set())) for q in args.queries}
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     args.costs, costs_note = load_costs(args)
@@ -450,8 +653,8 @@ def main() -> None:
     else:
         res["normal"] = section_normal(args)
         save("normal")
-    for name, fn in (("failure", section_failure), ("skew", section_skew), ("cyclic", section_cyclic),
-                     ("intervals", section_intervals)):
+    for name, fn in (("failure", section_failure), ("overhead", section_overhead), ("skew", section_skew),
+                     ("cyclic", section_cyclic), ("intervals", section_intervals)):
         if name in sections:
             res[name] = fn(args, res["normal"])
             save(name)

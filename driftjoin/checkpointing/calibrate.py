@@ -7,7 +7,8 @@ ping-pong round trip per message; bytes per second of a bulk send), copying and 
 (per byte), writing a checkpoint file with fsync and reading it back (per byte and per file),
 appending to an in-flight log, reading small stored objects back, unpickling state, sorting a
 log, and Algorithm 2 on a synthetic checkpoint graph. CPU work takes the least of several
-repetitions (other jobs only slow it down), waits (fsync, a socket round trip) the median. ``--out costs.json`` writes a file that
+repetitions in the thread's own CPU time (other jobs on a shared machine take the core away,
+not the work's CPU time), waits (fsync, a socket round trip) the median of wall times. ``--out costs.json`` writes a file that
 ``CostModel.from_json`` (and the bench's ``--costs``) reads; the defaults in ``costs.py`` are
 the values printed on the machine the docs were written on.
 """
@@ -43,12 +44,14 @@ def _median_time(fn: Callable[[], None], reps: int = 5) -> float:
 
 
 def _least_time(fn: Callable[[], None], reps: int = 5) -> float:
-    """Least of ``reps`` timings: CPU work, which other jobs on a shared machine only slow down."""
+    """Least of ``reps`` timings of CPU work, in this thread's CPU time: other jobs on a shared
+    machine take the core away (wall time) but not the work's own CPU time; the least of
+    several still drops the passes they slowed through the caches."""
     times = []
     for _ in range(reps):
-        t = time.perf_counter()
+        t = time.thread_time()
         fn()
-        times.append(time.perf_counter() - t)
+        times.append(time.thread_time() - t)
     return min(times)
 
 
@@ -57,7 +60,7 @@ def _line(xs: list[float], ys: list[float]) -> tuple[float, float]:
     return max(float(icpt), 0.0), max(float(slope), 0.0)
 
 
-def operator_costs(n: int = 4000, reps: int = 3) -> dict[str, float]:
+def operator_costs(n: int = 4000, reps: int = 5) -> dict[str, float]:
     """Per-record CPU of every operator kind: the least of ``reps`` passes (the machine is shared)."""
     runs = [_operator_pass(n) for _ in range(reps)]
     return {k: min(r[k] for r in runs) for k in runs[0]}
@@ -86,10 +89,10 @@ def _operator_pass(n: int) -> dict[str, float]:
                     continue
                 op = ops[stage]
                 produced: list = []
-                t = time.perf_counter()
+                t = time.thread_time()
                 for port, rec in batch:
                     produced.append(op.process(port, 0, rec, 40))
-                dt = (time.perf_counter() - t) / len(batch)
+                dt = (time.thread_time() - t) / len(batch)
                 out[op.kind] = min(out.get(op.kind, dt), dt) if op.kind == "source" else max(out.get(op.kind, 0.0), dt)
                 for recs_out in produced:
                     for r in recs_out:

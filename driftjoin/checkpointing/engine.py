@@ -303,7 +303,7 @@ class Engine:
             rec = recs[off]
             outs = inst.op.process(0, 0, rec, sizes[off])
             sends = self._route(inst, outs)
-            yield self.cpu(inst, base + self._send_cost(sends))
+            yield self.cpu(inst, base + self._send_cost(inst, sends))
             if self.epoch != epoch:
                 return
             self.ingested += 1
@@ -352,7 +352,7 @@ class Engine:
                     self.trace_recv[(ch, seq)] = inst.ckpt_index
                 outs = op.process(channel.port, channel.pos, msg.rec, msg.size)
                 sends = self._route(inst, outs) if outs else ()
-                cost = process_cost + ser_per_byte * (msg.size + msg.meta_size) + (self._send_cost(sends) if sends else 0.0)
+                cost = process_cost + ser_per_byte * (msg.size + msg.meta_size) + (self._send_cost(inst, sends) if sends else 0.0)
                 now = env.now
                 busy = self.cpu_busy[w]
                 busy = (busy if busy > now else now) + cost
@@ -398,12 +398,12 @@ class Engine:
                     sends.extend((c, rec, size) for c in chans)
         return sends
 
-    def _send_cost(self, sends: list) -> float:
-        c = self.costs
-        per_msg = c.ser_per_msg + (c.log_per_msg if self.protocol.logs_messages else 0.0)
-        per_byte = c.ser_per_byte + (c.log_per_byte if self.protocol.logs_messages else 0.0)
-        meta = self.protocol.meta_bytes
-        return len(sends) * (per_msg + per_byte * meta) + per_byte * sum(x[2] for x in sends)
+    def _send_cost(self, inst: Inst, sends: list) -> float:
+        c, proto = self.costs, self.protocol
+        per_msg = c.ser_per_msg + (c.log_per_msg if proto.logs_messages else 0.0)
+        per_byte = c.ser_per_byte + (c.log_per_byte if proto.logs_messages else 0.0)
+        meta = proto.piggyback_bytes(inst, sends) if proto.piggybacks else 0
+        return len(sends) * per_msg + per_byte * (meta + sum(x[2] for x in sends))
 
     def _emit(self, inst: Inst, sends: list, ts: float) -> None:
         proto = self.protocol
@@ -542,7 +542,7 @@ class Engine:
             for m in msgs:
                 self.inflight += 1
                 f.replayed_messages += 1
-                self.wire(ch, self.channel_ends[ch][1], m)
+                self.wire(ch, self.channel_ends[ch][1], self.protocol.replayed(ch, m))
         f.restarted = env.now
         f.replayed_records = offsets - sum(i.op.offset for i in self.insts if i.source)
         self.recovering = False

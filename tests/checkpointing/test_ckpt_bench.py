@@ -54,7 +54,7 @@ def test_each_section_is_written_when_it_finishes(bench, monkeypatch, tmp_path, 
     with pytest.raises(RuntimeError, match="failure section broke"):
         _main(bench, monkeypatch, tmp_path, "--queries", "q1", "--sections", "normal,failure")
     written = json.loads((tmp_path / "out" / "checkpointing_testbed.json").read_text())
-    assert {r["protocol"] for r in written["normal"]} == {"none", "coor", "unc", "cic"}
+    assert {r["protocol"] for r in written["normal"]} == {"none", "coor", "unc", "cic", "cic-delta"}
     assert written["costs"]["measured"]["when"] == "test"
     assert "from " in capsys.readouterr().out                # the costs' source is printed
 
@@ -63,8 +63,15 @@ def test_recovered_runs_are_checked_record_for_record(bench, monkeypatch, tmp_pa
     _main(bench, monkeypatch, tmp_path, "--queries", "q1", "--sections", "normal,failure")
     out = capsys.readouterr().out
     rows = json.loads((tmp_path / "out" / "checkpointing_testbed.json").read_text())["failure"]
-    assert len(rows) == 3 and all(r["exact"] is True for r in rows)
-    assert "3 of 3 recovered runs equal their failure-free run" in out
+    assert len(rows) == 4 and all(r["exact"] is True for r in rows)
+    assert "4 of 4 recovered runs equal their failure-free run" in out
+    assert "phases drawn (seed 0) over 40 ms of the 40 ms interval (whole interval)" in out   # the clock setting, stated
+    monkeypatch.setattr(sys, "argv", ["checkpointing_testbed.py", "--markdown", "--out", str(tmp_path / "out")])
+    bench.main()
+    text = capsys.readouterr().out
+    assert "### One failure at 30% of the run, 80% of each protocol's estimated MST" in text and "whole interval (seed 0)" in text
+    assert "MST **estimated** from one run at a moderate rate" in text                    # --probes 0, named as such
+    assert text.count("| q1 | ") == 5 + 4 and "| True |" in text          # normal (none + 4) and failure (4) rows
 
     real = bench.run
 
@@ -88,10 +95,41 @@ def test_the_msts_are_measured_for_the_selected_sections_workers_only(bench, mon
 
     def normal(args):
         seen["workers"] = list(args.workers)
+        seen["of"] = dict(args.workers_of)
         return []
 
     monkeypatch.setattr(bench, "section_normal", normal)
     monkeypatch.setattr(bench, "section_cyclic", lambda args, rows: [])
-    _main(bench, monkeypatch, tmp_path, "--queries", "q1", "--sections", "normal,cyclic", "--failure-workers", "7",
+    _main(bench, monkeypatch, tmp_path, "--queries", "q1,reach", "--sections", "normal,cyclic", "--failure-workers", "7",
           "--skew-workers", "8", "--cyclic-workers", "3")
-    assert seen["workers"] == [1, 3]
+    assert seen["workers"] == [1]
+    assert seen["of"] == {"q1": [1], "reach": [1, 3]}          # the cyclic section's counts for its query only
+
+
+def test_msts_are_probed_to_saturation_and_the_overhead_section_scales_them(bench, monkeypatch, tmp_path, capsys):
+    _main(bench, monkeypatch, tmp_path, "--queries", "q1", "--sections", "normal,overhead", "--probes", "8",
+          "--protocols", "unc,cic-delta", "--overhead-workers", "2", "--overhead-load", "0.25", "--clock-skew", "0")
+    out = capsys.readouterr().out
+    data = json.loads((tmp_path / "out" / "checkpointing_testbed.json").read_text())
+    normal = {r["protocol"]: r for r in data["normal"]}
+    assert set(normal) == {"none", "unc", "cic-delta"}
+    for r in normal.values():
+        ok = [rate for rate, sustained, _ in r["probes"] if sustained]
+        assert r["saturated"] and r["mst"] == max(ok) < r["upper"]
+        assert r["rate"] == pytest.approx(0.8 * r["mst"])                # the metrics: a run at 80% of it
+    over = {r["protocol"]: r for r in data["overhead"]}
+    assert over["unc"]["workers"] == 2 and over["unc"]["rate"] == pytest.approx(0.25 * normal["unc"]["mst"] * 2)
+    assert "(in step)" in out and "runs at 25% of the per-worker MST" in out and "not probed at these counts" in out
+    monkeypatch.setattr(sys, "argv", ["checkpointing_testbed.py", "--markdown", "--out", str(tmp_path / "out")])
+    bench.main()                                                         # the docs' tables, from the JSON alone
+    text = capsys.readouterr().out
+    assert "| q1 | cic-delta | 1 |" in text and "8 probes" not in text and "the timers in step" in text
+    assert "| q1 | 2 | " in text and "| 2.10 |" in text                  # Table 3.2 beside the thesis's CIC at 10 workers
+    assert "Table 3.2) at 25% of the per-worker MST at 1 workers times the workers" in text
+    assert "MST probed to saturation, the metrics at 80% of it" in text and "| 80% |" in text
+
+
+def test_an_overhead_load_outside_the_mst_fails_before_anything_runs(bench, monkeypatch, tmp_path, capsys):
+    with pytest.raises(SystemExit, match="--overhead-load 0 must be in"):
+        _main(bench, monkeypatch, tmp_path, "--queries", "q1", "--sections", "normal,overhead", "--overhead-load", "0")
+    assert "costs" not in capsys.readouterr().out

@@ -92,15 +92,18 @@ def test_s3j_operators_restore_their_worksets() -> None:
     assert go(recs[40:]) == first and first
 
 
-def test_mst_search_brackets_the_capacity() -> None:
-    """Above the MST the backlog outlasts the slack; at the MST it does not."""
+def test_mst_search_probes_to_saturation() -> None:
+    """The MST is a rate that was run and kept up, with a rate that was run and did not just
+    above it (probed, not extrapolated from a lightly loaded run)."""
     from dataclasses import replace
 
     from driftjoin.checkpointing import CostModel
     from driftjoin.checkpointing.mst import search, sustainable
 
     cfg = RunConfig(query="q12", protocol="coor", workers=1, duration=0.3, interval=0.1, costs=CostModel().scaled(20))
-    m = search(cfg, rate=1000.0, probes=4)
-    assert m.probes and 0.7 * m.estimate < m.mst < 1.2 * m.estimate
+    m = search(cfg, rate=1000.0, probes=10, tolerance=0.05)
+    assert m.saturated and m.mst < m.upper and m.upper - m.mst <= 0.05 * m.upper
+    assert (m.mst, True) in [(r, ok) for r, ok, _ in m.probes] and (m.upper, False) in [(r, ok) for r, ok, _ in m.probes]
     assert sustainable(run(replace(cfg, rate=m.mst)))
-    assert not sustainable(run(replace(cfg, rate=1.5 * m.mst)))
+    assert not sustainable(run(replace(cfg, rate=m.upper)))
+    assert search(cfg, rate=1000.0, probes=0).probes == []          # the estimate alone, kept by name

@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from driftjoin.control.autoscale import DS2, Policy, Scaler, make_policy
-from driftjoin.control.autoscale.simulator import SimConfig, StageModel, list_schedule_makespan, simulate
+from driftjoin.control.autoscale.simulator import SimConfig, Simulation, StageModel, list_schedule_makespan, simulate
+from driftjoin.generators.rates import RateSchedule
 
 
 def test_list_schedule_makespan_is_spark_task_order():
@@ -114,3 +117,93 @@ def test_ds2_sizes_a_query_of_two_stages_by_the_sum_of_their_parallelism():
     assert abs(w.stages[0].selectivity - 0.5) < 1e-9
     assert DS2(overprovisioning=0).recommend(w, w.workers) == 6
     assert r.workers[-1][1] == 8 and _after(r, 600, 8000, 1800) > 0.98      # ceil(6 * 1.2) = 8: one wave of 5 tasks
+
+
+# -- stop-and-restart actuation (the thesis's) -------------------------------------------------
+
+class _Once(Policy):
+    """Asks for ``target`` workers from the first window on."""
+
+    name = "once"
+
+    def __init__(self, target: int) -> None:
+        self.target = target
+
+    def recommend(self, m, current):
+        return self.target
+
+
+def test_a_restart_abandons_the_batch_in_flight_and_pauses_for_the_restart_pause():
+    """Stop-and-restart: at the action the running batch is given up (its records read again
+    after the restart), no batch starts for ``restart_pause`` seconds plus the new executors'
+    launch, the next one reloads the state; the live path keeps processing while the executor
+    comes."""
+    base = SimConfig(capacity=100.0, partitions=4, task_overhead=0.0, batch_overhead=0.0, trigger_interval=1.0,
+                     monitoring_window=30.0, state_reload=2.0, launch_delay=5.0)
+    sched = "constant:high=150,duration=600"
+    runs = {}
+    for mode, pause in (("live", 0.0), ("restart", 20.0), ("restart", 60.0)):
+        cfg = replace(base, mode=mode, restart_pause=pause)
+        runs[mode, pause] = r = simulate(sched, Scaler(_Once(4), 1, 4, cooldown=1e9), 600, cfg)
+        assert r.actions == 1 and r.workers[-1] == ((30.0 if mode == "restart" else 35.0), 4)
+    for pause in (20.0, 60.0):
+        r = runs["restart", pause]
+        after = [b for b in r.batches if b[0] >= 30.0]
+        assert all(b[0] + b[1] <= 30.0 + 1e-9 for b in r.batches if b[0] < 30.0)   # none ran past the stop
+        assert after[0][0] >= 30.0 + pause + 5.0                      # nothing ran during the pause
+        assert after[0][1] >= 2.0                               # the first batch reloads the state
+        assert sum(b[2] for b in r.batches) <= r.offered       # the abandoned batch is not counted twice
+    live = runs["live", 0.0]
+    assert [b for b in live.batches if 30.0 <= b[0] < 50.0]   # live: batches go on during the actuation
+    assert runs["restart", 60.0].latency(0.95) > runs["restart", 20.0].latency(0.95) > live.latency(0.95)
+
+
+def test_a_restart_during_a_batch_reads_its_records_again():
+    """A batch of 1,000 records at 10/s per worker is running when the restart comes: its
+    records are not processed by it, they are in the first batch after the restart."""
+    cfg = SimConfig(capacity=10.0, partitions=1, task_overhead=0.0, batch_overhead=0.0, trigger_interval=1.0,
+                    monitoring_window=30.0, state_reload=0.0, restart_pause=10.0, mode="restart", max_per_batch=1000)
+    r = simulate("constant:high=1000,duration=200", Scaler(_Once(2), 1, 2, cooldown=1e9), 200, cfg)
+    first = r.batches[0]
+    assert first[0] >= 30.0 + 10.0 + 20.0 and first[2] == 1000   # the batch started at 0 s never completed
+
+
+# -- Dhalion, one stage per action (the thesis's) ----------------------------------------------
+
+def test_dhalion_per_stage_grows_the_pool_by_one_stages_share():
+    """A query of three stages of equal cost, from 1 worker to a load that needs about 25: the
+    pool-wide Dhalion multiplies the pool by equation 4.2's factor (capped at 10x), the thesis's
+    one only the busiest stage's third of it (1 + 9 / 3 = 4 workers), so its first scale-up
+    brings less and the records offered meanwhile wait longer."""
+    cfg = SimConfig(partitions=40, task_overhead=0.0, batch_overhead=0.1, monitoring_window=30,
+                    stages=(StageModel("scan", 1 / 6000, 1.0, tasks=40), StageModel("join", 1 / 6000), StageModel("agg", 1 / 6000)))
+    sched = "constant:high=50000,duration=1200"
+    pool = simulate(sched, Scaler(make_policy("dhalion"), 1, 40, cooldown=300), 1200, cfg)
+    stage = simulate(sched, Scaler(make_policy("dhalion-stage"), 1, 40, cooldown=300), 1200, cfg)
+    assert pool.workers[:2] == [(0.0, 1), (50.0, 10)]
+    assert stage.workers[:2] == [(0.0, 1), (50.0, 4)]
+    early = lambda r: sum(b[2] for b in r.batches if b[0] + b[1] <= 350)  # noqa: E731
+    assert early(stage) < early(pool)                        # before the second action: less processed
+    assert stage.latency(0.95) > pool.latency(0.95)
+
+
+# -- a stage whose state grows with the rate (the Incremental Join) ----------------------------
+
+def test_a_stage_with_a_time_to_live_holds_rate_times_ttl_rows_and_costs_more_per_record_as_it_grows():
+    """The join stage keeps 20 s of records; each record probes its partition's state (a hundredth
+    of it) at 100 us per row, 1 us per row of the whole state: at
+    1,000 records/s its state settles at 20,000 rows and a record costs 1 + 20 ms; at 2,000/s
+    at 40,000 rows: DS2's true processing rate halves (work grows with the rate squared)."""
+    def run(rate):
+        cfg = SimConfig(partitions=100, task_overhead=0.0, batch_overhead=0.0, monitoring_window=30, trigger_interval=1.0,
+                        stages=(StageModel("join", 1e-3, 0.0, state_ttl=20.0, probe_cost=1e-4),))
+        sim = Simulation(RateSchedule.parse(f"constant:high={rate},duration=300"), Scaler(make_policy("ds2"), 100, 100), cfg,
+                         initial_workers=100)    # enough workers: 2,000/s x 41 ms = 82 cores' worth
+        r = sim.run(300)
+        return sim, r
+
+    (s1, r1), (s2, r2) = run(1000), run(2000)
+    assert abs(s1.state_rows(0, 300) - 20_000) < 1_500 and abs(s2.state_rows(0, 300) - 40_000) < 3_000
+    tpr1, tpr2 = r1.windows[-1].stages[0].true_processing_rate, r2.windows[-1].stages[0].true_processing_rate
+    assert 0.45 < tpr2 / tpr1 < 0.6
+    assert 40 < tpr1 < 55                                     # 1 / (1 ms + 20 ms)

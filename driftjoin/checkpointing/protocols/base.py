@@ -5,7 +5,8 @@ the coordinator; again after each recovery), ``on_control`` (a timer tick or a c
 trigger reached the instance), ``on_marker`` (COOR), ``on_receive`` before a data message is
 delivered (CIC's forced checkpoints), ``piggyback`` on every send (CIC), and at a failure
 ``recovery_line`` (the checkpoint per instance to restore, the logged messages to re-send, and
-the coordinator's computing time) and ``after_recovery``. ``logs_messages`` turns on the
+the coordinator's computing time), ``after_recovery`` and ``replayed`` (each logged message as
+it is re-sent: CIC with deltas encodes it afresh). ``logs_messages`` turns on the
 in-flight log of every sent message (kept with the sender's next checkpoint). Statistics
 (checkpoint times, invalid checkpoints) are kept here so the bench reads them the same way for
 every protocol.
@@ -63,6 +64,15 @@ class Protocol:
 
     def piggyback(self, inst: "Inst", ch: Any) -> tuple[Any, int]:
         return None, 0
+
+    def piggyback_bytes(self, inst: "Inst", sends: list) -> int:
+        """The bytes ``piggyback`` will add to ``sends`` (``(channel, record, size)`` each), before
+        they are sent: the sender's CPU pays for serialising them."""
+        return len(sends) * self.meta_bytes
+
+    def replayed(self, ch: int, msg: "Msg") -> "Msg":
+        """A logged message as it is re-sent at a recovery (after ``after_recovery``)."""
+        return msg
 
     def recovery_line(self) -> tuple[dict[int, "Checkpoint"], dict[int, list["Msg"]], float]:
         return dict(self.initial), {}, 0.0

@@ -3,10 +3,15 @@
 - Every instance checkpoints on its own timer: every ``interval``. No markers, nothing blocks.
   Whose clock the timer follows (``clocks``): ``"worker"`` (the thesis: "every operator
   independently decides when to take a checkpoint based on its worker's clock") ticks every
-  instance of a worker together, the workers' clocks offset by up to ``clock_skew`` seconds
-  (workers started at about the same time); ``"instance"`` gives every instance a phase of
-  its own, uniform over the interval (clocks as far apart as they can be). On a cyclic query the
-  difference decides whether checkpoints are taken across the cycle's traffic (Z-cycles, the
+  instance of a worker together; each worker's clock starts at a phase drawn from the run's
+  seed, uniform in ``[0, clock_skew)``. A real worker starts its timer when it starts, and
+  workers start seconds apart, so the phases of their timers are independent: the run's
+  default (:class:`~driftjoin.checkpointing.run.RunConfig`) is ``clock_skew`` = the whole
+  interval. ``clock_skew=0`` puts every worker's timer in step, which turns UNC into an
+  accidentally coordinated protocol (every timer fires at the same instant, so few messages
+  cross between the checkpoints of one round and almost none is invalid). ``"instance"`` gives every instance a phase of its own,
+  uniform over the interval (clocks as far apart as they can be). On a cyclic query the
+  phases decide whether checkpoints are taken across the cycle's traffic (Z-cycles, the
   domino effect) or at nearly the same instant.
 - Every sent message is kept in the sender's in-flight log; the log since the last checkpoint
   is uploaded with the next checkpoint (upstream backup). A checkpoint also records, per

@@ -212,7 +212,8 @@ def autoscale(spark, policy: str | Policy = "ds2", *, min_workers: int = 1, max_
     spark:
         The session whose streaming queries are scaled.
     policy:
-        ``"dhalion"``, ``"ds2"``, ``"hpa-cpu"``, ``"hpa-varga"``, ``"batch-interval"`` or
+        ``"dhalion"`` (the whole pool per action), ``"dhalion-stage"`` (one stage per action, as the
+        thesis's Dhalion), ``"ds2"``, ``"hpa-cpu"``, ``"hpa-varga"``, ``"batch-interval"`` or
         ``"spark-dynamic-allocation"`` (Spark decides; the controller measures), or a
         :class:`~driftjoin.control.autoscale.policies.Policy`.
     min_workers, max_workers:

@@ -11,6 +11,16 @@ the defaults; every one is a keyword argument.
   ``1 + pendingRecordsRate / consumedRecordsRate`` (at most 10x, as in the thesis's code);
   *overprovisioned* when nothing is backpressured and the input queue is almost empty: scale
   down by the scale-down factor 0.2 (``floor(p * (1 - 0.2))``). One step at a time.
+- :class:`DhalionStage` (``dhalion-stage``): the thesis's Dhalion as it acts on a query of
+  several operators: "Dhalion only scales a single operator in each scaling action" (4.6.5).
+  In Spark the stages of a micro-batch share the executors, so a stage's parallelism is its
+  share of the pool's busy time (its useful time over all stages', times the workers: the sum
+  over stages is the pool, the thesis's "sum of the operators' parallelism"); a scale-up
+  multiplies the parallelism of one stage, the root of the backpressure (the one with the
+  most useful time), by equation 4.2's factor, so the pool grows by that stage's share only.
+  The scale-down is the same as :class:`Dhalion`'s (every operator whose input is almost
+  empty, by the factor). On a query of one stage (Spark fuses a narrow chain such as Map's
+  source, map and sink into one) the two are the same policy.
 - :class:`DS2` (4.4.2): equation 4.3 over the query's stages in topological order: the target
   input rate of a source stage is the rate the source offers; each stage's optimal parallelism
   is its target input rate over its true processing rate, and its target output rate (target
@@ -163,6 +173,34 @@ class Dhalion(Policy):
 
 
 @dataclass
+class DhalionStage(Dhalion):
+    """The thesis's Dhalion: a scale-up changes one stage (operator) only (see the module docstring).
+
+    >>> from driftjoin.control.autoscale.metrics import StageMetrics, WindowMetrics
+    >>> st = (StageMetrics("scan", (), 10, 1e5, 1e5, 10.0), StageMetrics("state", ("scan",), 10, 1e5, 0, 30.0))
+    >>> m = WindowMetrics(time=30, duration=30, workers=20, input_rate=4000, processed_rate=2000, lag=6e4,
+    ...                   lag_change_rate=2000, stages=st)
+    >>> Dhalion().recommend(m, 20), DhalionStage().recommend(m, 20)     # 20 x 2; 20 + 15 x (2 - 1)
+    (40, 35)
+    """
+
+    name: ClassVar[str] = "dhalion-stage"
+
+    @staticmethod
+    def root_share(m: WindowMetrics) -> float:
+        """The root of the backpressure's share of the pool: the busiest stage's useful time over
+        every stage's (1 without stage metrics: the query is one operator)."""
+        useful = [s.useful_time for s in m.stages if s.useful_time > 0]
+        return max(useful) / sum(useful) if useful else 1.0
+
+    def recommend(self, m: WindowMetrics, current: int) -> int | None:
+        if self.backpressured(m):
+            grow = current * self.root_share(m) * (self.scale_up_factor(m) - 1.0)
+            return current + max(1, math.ceil(grow - 1e-9))
+        return super().recommend(m, current)
+
+
+@dataclass
 class DS2(Policy):
     """DS2 (section 4.4.2): equation 4.3 over the stages, with over-provisioning."""
 
@@ -304,7 +342,8 @@ class SparkDynamicAllocation(Policy):
         return None
 
 
-POLICIES: dict[str, type[Policy]] = {p.name: p for p in (Dhalion, DS2, HPACPU, HPAVarga, BatchInterval, SparkDynamicAllocation)}
+POLICIES: dict[str, type[Policy]] = {p.name: p for p in (Dhalion, DhalionStage, DS2, HPACPU, HPAVarga, BatchInterval,
+                                                         SparkDynamicAllocation)}
 
 
 def make_policy(name: str, **options: float) -> Policy:

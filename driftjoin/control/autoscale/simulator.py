@@ -16,10 +16,21 @@ from the live runs (:class:`SimConfig`, calibrated by bench/autoscale_live.py):
   stages of a batch run one after the other; the batch adds ``batch_overhead`` (planning,
   commit); on a machine shared with other jobs ``k`` executors get the CPU of only
   ``machine_cores`` (when fewer than ``k``), so their tasks stretch by ``k / machine_cores``;
+- a stage may hold state (:attr:`StageModel.state_ttl`): the records it took in the last
+  ``state_ttl`` seconds, which each of its batches scans (``state_cost`` per row) and each of its
+  records probes (``probe_cost`` per row of its partition), so its work grows with the rate
+  squared (the
+  thesis's Incremental Join: "a constantly growing state and a non-linear to the input
+  computational cost", bounded by its time-to-live);
 - scaling ``live``: an added executor takes tasks ``launch_delay`` seconds later (also the
   tasks of a stage already running), a removed one goes at once; the next batch pays
-  ``state_reload`` (state partitions reloaded by other executors). ``restart``: no batch
-  runs for ``restart_pause`` seconds, then ``state_reload``;
+  ``state_reload`` (state partitions reloaded by other executors). ``restart`` (the thesis's
+  stop-and-restart, Flink's savepoint path; on Spark ``query.stop()`` and a restart from the
+  checkpoint): the batch in flight is abandoned (its records are read again after the
+  restart), no batch runs for ``restart_pause`` seconds, and ``launch_delay`` more when the
+  restart adds executors (both measured on Spark: bench/autoscale_mechanics.py), then the
+  first batch pays ``restart_reload`` (the state of every partition reloaded, new Python
+  workers: also measured there);
 - Spark's dynamic allocation (policy ``spark-dynamic-allocation``) is modelled as Spark
   configures it: while tasks wait longer than ``backlog_timeout`` it asks for 1, 2, 4 ... more
   executors every ``backlog_timeout`` (up to the tasks running and waiting, and
@@ -55,18 +66,33 @@ from driftjoin.generators.rates import RateSchedule
 class StageModel:
     """One stage of a simulated query (a Spark stage, the thesis's operator).
 
-    ``cost``: seconds of one core per record in (1 / DS2's true processing rate);
-    ``selectivity``: records out per record in; ``tasks``: its task count (``None``: the state
-    partitions, :attr:`SimConfig.partitions`; a source stage has as many as the source's
-    partitions).
+    ``cost``: seconds of one core per record in (1 / DS2's true processing rate while the state
+    is empty); ``selectivity``: records out per record in; ``tasks``: its task count (``None``:
+    the state partitions, :attr:`SimConfig.partitions`; a source stage has as many as the
+    source's partitions); ``state_ttl``, ``state_cost``, ``probe_cost``: a stage whose state
+    holds its last ``state_ttl`` seconds of records, at that cost per row per batch and per
+    record (see the module docstring).
     """
 
     name: str
     cost: float
     selectivity: float = 1.0
     tasks: int | None = None
+    #: seconds of event time a record stays in the stage's state (``None``: a stateless stage)
+    state_ttl: float | None = None
+    #: seconds per state row per batch (scanning the state: eviction by the watermark)
+    state_cost: float = 0.0
+    #: seconds per record per state row of its partition (a record probes its own partition's
+    #: state, a 1/tasks share of the rows: what its probe costs as the state grows)
+    probe_cost: float = 0.0
 
     def __post_init__(self) -> None:
+        for name in ("state_cost", "probe_cost"):
+            v = getattr(self, name)
+            if not (v >= 0 and math.isfinite(v)):
+                raise ValueError(f"stage {self.name}: {name}={v!r} must be a finite number of seconds >= 0")
+        if self.state_ttl is not None and not self.state_ttl > 0:
+            raise ValueError(f"stage {self.name}: state_ttl={self.state_ttl!r} must be > 0 seconds (None: stateless)")
         if not (self.cost >= 0 and math.isfinite(self.cost)):
             raise ValueError(f"stage {self.name}: cost={self.cost!r} must be a finite number of seconds per record >= 0")
         if not (self.selectivity >= 0 and math.isfinite(self.selectivity)):
@@ -91,6 +117,8 @@ class SimConfig:
     launch_delay: float = 20.0
     state_reload: float = 2.0
     restart_pause: float = 10.0
+    #: the first batch's extra time after a restart (``None``: ``state_reload``, as after a live action)
+    restart_reload: float | None = None
     mode: str = "live"
     #: CPU of an executor's process tree per second of task busy time: 1.20 measured on one
     #: executor at 64% busy, load average 2.8-4.4 (bench/autoscale_live.py --cpu-rate); the
@@ -100,6 +128,17 @@ class SimConfig:
     backlog_timeout: float = 1.0
     idle_timeout: float = 60.0
     stages: tuple[StageModel, ...] = ()
+
+    def __post_init__(self) -> None:
+        if self.mode not in ("live", "restart"):
+            raise ValueError(f"mode={self.mode!r}: choose 'live' (executors added under the running query) or 'restart' "
+                             "(stop, rescale, restart from the checkpoint: the thesis's actuation)")
+        if self.restart_reload is not None and not (self.restart_reload >= 0 and math.isfinite(self.restart_reload)):
+            raise ValueError(f"restart_reload={self.restart_reload!r} must be a finite number of seconds >= 0 (None: state_reload)")
+        for name in ("restart_pause", "state_reload", "launch_delay"):
+            v = getattr(self, name)
+            if not (v >= 0 and math.isfinite(v)):
+                raise ValueError(f"{name}={v!r} must be a finite number of seconds >= 0")
 
     def query(self) -> tuple[StageModel, ...]:
         """The stages a batch runs (the default single stage when none are given)."""
@@ -184,6 +223,10 @@ class Simulation:
         self._stage_out = np.zeros(len(self.stages))                   # out,
         self._stage_useful = np.zeros(len(self.stages))                # and task seconds
         self._busy: list[tuple[float, int]] = [(0.0, 0)]               # (time, cores running tasks from then on)
+        #: per stage with state: (batch start, records taken) of the batches still in its state
+        self._state: list[list[tuple[float, float]]] = [[] for _ in self.stages]
+        self._engine = None                          # the engine's process (a restart interrupts it)
+        self._in_batch = False
         self._qlat: list[tuple[np.ndarray, np.ndarray]] = []
         self._plat: list[tuple[np.ndarray, np.ndarray]] = []
         self._lag0 = 0.0
@@ -229,20 +272,36 @@ class Simulation:
                 continue
             shares = self.shares(start)
             self._idle_check(max(len(shares), max((st.tasks or 0) for st in self.stages)))
-            reload = cfg.state_reload if self.reload_due else 0.0
+            reload = 0.0
+            if self.reload_due:
+                reload = cfg.restart_reload if self.reload_due == "restart" and cfg.restart_reload is not None else cfg.state_reload
             self.reload_due = False
-            yield env.timeout(cfg.batch_overhead + reload)
-            records = float(n)
+            self._in_batch = True
+            try:
+                yield env.timeout(cfg.batch_overhead + reload)
+                records = float(n)
+                taken = []
+                for i, st in enumerate(self.stages):
+                    p = st.tasks or cfg.partitions
+                    frac = shares if p == len(shares) else np.full(p, 1.0 / p)
+                    stretch = max(1.0, self.k / cfg.machine_cores)
+                    rows = self.state_rows(i, start)        # a record probes its own partition's share
+                    work = records * (st.cost + st.probe_cost * rows / p) + rows * st.state_cost
+                    tasks = frac * (work * stretch) + cfg.task_overhead
+                    yield from self._run_stage(tasks)
+                    self._stage_in[i] += records
+                    self._stage_out[i] += records * st.selectivity
+                    self._stage_useful[i] += float(tasks.sum())
+                    taken.append(records)
+                    records *= st.selectivity
+            except simpy.Interrupt:              # a restart stopped the query: the batch is read again after it
+                self._in_batch = False
+                self._busy.append((env.now, 0))
+                continue
+            self._in_batch = False
             for i, st in enumerate(self.stages):
-                p = st.tasks or cfg.partitions
-                frac = shares if p == len(shares) else np.full(p, 1.0 / p)
-                stretch = max(1.0, self.k / cfg.machine_cores)
-                tasks = frac * (records * st.cost * stretch) + cfg.task_overhead
-                yield from self._run_stage(tasks)
-                self._stage_in[i] += records
-                self._stage_out[i] += records * st.selectivity
-                self._stage_useful[i] += float(tasks.sum())
-                records *= st.selectivity
+                if st.state_ttl is not None:
+                    self._state[i].append((start, taken[i]))
             self._busy.append((env.now, 0))
             duration = env.now - start
             first = self.processed
@@ -251,6 +310,16 @@ class Simulation:
             self._plat.append(batch_waits(self.schedule, first, first + n, start + duration))
             self.batches.append((start, duration, n))
             self._win.append((start, duration, n))
+
+    def state_rows(self, i: int, now: float) -> float:
+        """Rows in stage ``i``'s state at ``now``: the records it took over the last ``state_ttl``
+        seconds (0 for a stateless stage)."""
+        ttl = self.stages[i].state_ttl
+        if ttl is None:
+            return 0.0
+        kept = [(t, n) for t, n in self._state[i] if t >= now - ttl]
+        self._state[i] = kept
+        return float(sum(n for _, n in kept))
 
     def _run_stage(self, tasks: np.ndarray):
         """Tasks in index order to free cores; executors that arrive meanwhile take tasks too."""
@@ -366,10 +435,12 @@ class Simulation:
             target = self.scaler.decide(m, self.k)
             if target is None:
                 continue
-            if cfg.mode == "restart":
-                self.paused_until = self.env.now + cfg.restart_pause
+            if cfg.mode == "restart":     # stop; a scale-up waits for its executors to launch; start again
+                self.paused_until = self.env.now + cfg.restart_pause + (cfg.launch_delay if target > self.k else 0.0)
                 self._set_workers(target)
-                self.reload_due = True
+                self.reload_due = "restart"
+                if self._in_batch and self._engine is not None and self._engine.is_alive:
+                    self._engine.interrupt("restart")
             elif target > self.k:
                 self._launch(target - self.k - len(self.pending_up))
             else:
@@ -378,7 +449,7 @@ class Simulation:
                 self.reload_due = True
 
     def run(self, duration: float) -> SimResult:
-        self.env.process(self.engine())
+        self._engine = self.env.process(self.engine())
         self.env.process(self.controller())
         self.env.run(until=duration)
 
