@@ -1,0 +1,613 @@
+"""Entities: the connected components of a stream of links, kept current batch by batch, with stable ids.
+
+Definitions (a batch is the links of one micro-batch, numbered ``seq = 0, 1, ...``):
+
+* The links *applied* so far form a graph over records (:mod:`driftjoin.entities.links` says what a
+  record is). An **entity** is a connected component of it with at least two records; a record in
+  no applied link is a singleton, which is no entity and costs nothing.
+* A new entity's **founder** is its smallest record ``(side, id)`` when it is created, and its
+  **id** is the founder's id (in a two-sided linkage every link has a left record, so a founder
+  is always a left record and ids never clash between sides). It was **created** in batch ``seq``.
+* Entity ``A`` is **older** than ``B`` when ``(created, founder)`` of ``A`` is smaller: created in
+  an earlier batch, or in the same batch with the smaller founder. The order is total.
+
+What a batch does. Entities never split (links are never removed), so each component ``C`` after
+batch ``b`` is the union of some entities of before ``b`` and some records new in ``b``. If ``C``
+holds entities of before ``b``, it takes the id of the oldest of them (the **survivor**) and the
+others are **retired**; otherwise it is a new entity, created in ``b``. So an entity keeps its id
+while it grows, and a merge keeps the older id. The batch emits one row per record whose entity
+id changed, and only those: ``new`` (a record of a new entity), ``joined`` (a record new to an
+existing entity), ``merged`` (a record of a retired entity, with the retired id as ``previous``);
+records of a survivor keep their id and get no row. By induction over the batches, a reader that
+keeps each record's row of the highest ``seq`` holds every linked record's current entity id.
+
+Why the result does not depend on how a batch's rows are ordered or split (and so a replayed
+batch gives the same ids and rows): without guards, the components, the survivors (the smallest
+``(created, founder)``) and the founders (the smallest record) are functions of the set of the
+batch's links and the state before it. With guards, links are applied one by one in
+:func:`~driftjoin.entities.links.link_order` (by time, then records: a function of the set again):
+
+* ``max_size``: a link that would join two entities (or records) into one of more than
+  ``max_size`` records is **refused**: reported with the reason, not applied;
+* ``one_per_source``: a link that would put two records of one source into one entity is refused
+  (a record's source is that of its first link; two-sided linkages without source columns use the
+  side, which makes every entity at most one left and one right record).
+
+A refused link changes nothing; the components are those of the applied links and take their ids
+by the rule above. Across batches the guards see links in batch order, so a split of the stream
+into other batches can refuse other links when the stream is not in time order.
+
+Expiry (``expire_after``, off by default). An entity is dated by ``last``: the latest time of the
+links that added its records or merged it. After a batch, with ``clock`` the latest link time seen
+so far, every entity whose ``last`` is before ``clock - expire_after`` leaves the state: its
+records become unknown again (no row is emitted; a reader keeps their last ids). It is exact when
+no later link can reach such an entity. Links of a ``within=D`` join with watermark ``W`` pair
+records at most ``D`` apart, and a record later than the watermark: a future link ``(x, r)`` has
+``t_x >= clock - W`` and ``t_r >= t_x - D``, while every record ``r`` of the entity has ``t_r <=
+last`` (a link's time is never earlier than its records'). So ``expire_after >= W + D`` expires
+only entities no later link can touch, and the state then holds the entities of the last
+``W + D`` of event time. A shorter horizon still bounds state, but a link to a record that left
+starts a new entity (it may reuse that record's id as its id).
+
+Persistence (:mod:`driftjoin.entities.facts`): the state is a set of immutable *facts* in a few
+*runs*; a batch writes one run with what it added (its new records, entities and merges), so it
+writes what changed and never the whole state; :mod:`driftjoin.entities.facts` has the layout,
+the compaction and why a state rebuilt from the runs equals the one kept in memory.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+import pandas as pd
+
+from driftjoin.entities.facts import FactStore, Restored
+from driftjoin.entities.links import LinkBatch, canonical, ranks
+from driftjoin.entities.table import SlotTable
+
+NEW, JOINED, MERGED = "new", "joined", "merged"
+#: Reasons of refused links.
+MAX_SIZE, ONE_PER_SOURCE = "max_size", "one_per_source"
+
+
+@dataclass(frozen=True)
+class EntityRules:
+    """What an entity is allowed to become (module docstring), fixed for a state's lifetime.
+
+    ``expire_after`` is in the links' time unit (seconds on Spark)."""
+
+    two_sided: bool = False
+    max_size: int | None = None
+    one_per_source: bool = False
+    expire_after: float | None = None
+
+    def __post_init__(self) -> None:
+        if self.max_size is not None and (isinstance(self.max_size, bool) or int(self.max_size) < 2):
+            raise ValueError(f"max_size must be an integer >= 2 (an entity has at least two records), got {self.max_size!r}")
+        if self.expire_after is not None and not (float(self.expire_after) >= 0):
+            raise ValueError(f"expire_after must be a duration >= 0, got {self.expire_after!r}")
+
+    @property
+    def guarded(self) -> bool:
+        return self.max_size is not None or self.one_per_source
+
+
+@dataclass
+class Changes:
+    """What one batch changed: one row per record whose entity id changed, and the refused links.
+
+    Record rows: ``side``, ``record``, ``entity`` (its id now), ``previous`` (the retired id of a
+    ``merged`` row, else None), ``kind``, ``size`` (the entity's records now). Refused links:
+    ``refused_left`` / ``refused_right`` (ids), ``refused_entities`` (each end's entity id after the
+    batch, None for a singleton), ``refused_reason``, ``refused_time``.
+    """
+
+    seq: int
+    side: np.ndarray
+    record: np.ndarray
+    entity: np.ndarray
+    previous: np.ndarray
+    kind: np.ndarray
+    size: np.ndarray
+    refused_left: np.ndarray
+    refused_right: np.ndarray
+    refused_entities: tuple[np.ndarray, np.ndarray]
+    refused_reason: np.ndarray
+    refused_time: np.ndarray
+    counts: dict[str, int] = field(default_factory=dict)
+
+    def __len__(self) -> int:
+        return len(self.record)
+
+    def frame(self) -> pd.DataFrame:
+        """The record rows as a frame (``side, record, entity, previous, kind, size, seq``)."""
+        return pd.DataFrame({"side": self.side, "record": self.record, "entity": self.entity,
+                             "previous": self.previous, "kind": self.kind, "size": self.size,
+                             "seq": np.full(len(self.record), self.seq, np.int64)})
+
+
+def _py(value: object) -> object:
+    """A numpy scalar as the Python value (ids in dicts and rows are plain ints and strs)."""
+    return value.item() if isinstance(value, np.generic) else value
+
+
+def _empty_ids(kind: np.dtype) -> np.ndarray:
+    return np.zeros(0, dtype=kind)
+
+
+class EntityGraph:
+    """The entities of every link applied so far (module docstring), batch by batch.
+
+    ``persist=False`` (a static input: one batch, nothing to save) skips the facts.
+    ``run_cap``: the most live facts a compacted run holds (:mod:`driftjoin.entities.facts`).
+
+    Example
+    -------
+    >>> g = EntityGraph(EntityRules())
+    >>> c = g.apply(LinkBatch([1, 3], [2, 4]))
+    >>> sorted(zip(c.record.tolist(), c.entity.tolist(), c.kind.tolist()))
+    [(1, 1, 'new'), (2, 1, 'new'), (3, 3, 'new'), (4, 3, 'new')]
+    >>> c = g.apply(LinkBatch([2], [4]))
+    >>> sorted(zip(c.record.tolist(), c.entity.tolist(), c.previous.tolist(), c.kind.tolist()))
+    [(3, 1, 3, 'merged'), (4, 1, 3, 'merged')]
+    """
+
+    def __init__(self, rules: EntityRules, *, persist: bool = True, run_cap: int = 1 << 16) -> None:
+        self.rules = rules
+        self.persist = persist
+        self.seq = -1
+        self.clock = -np.inf
+        self.next_eid = 0
+        self.id_kind: np.dtype | None = None
+        self.index: tuple[dict, dict] = ({}, {})
+        self.rec: SlotTable | None = None
+        self.ent: SlotTable | None = None
+        #: per live entity slot: its records' slots, the eids merged into it, its records' sources
+        self.members: dict[int, list[int]] = {}
+        self.tree: dict[int, list[int]] = {}
+        self.sources: dict[int, set] = {}
+        #: live entity eid -> slot
+        self.eid_slot: dict[int, int] = {}
+        self.facts = FactStore(self, run_cap)
+
+    # ------------------------------------------------------------------ tables
+
+    def _ensure(self, kind: np.dtype) -> None:
+        kind = np.dtype(np.int64) if kind.kind in "iu" else np.dtype(object)
+        if self.id_kind is None:
+            self.id_kind = kind
+            self.rec = SlotTable({"side": np.int8, "id": kind, "ent": np.int64, "home": np.int64, "time": np.float64,
+                                  "src": object, "run": np.int64})
+            self.ent = SlotTable({"eid": np.int64, "created": np.int64, "fside": np.int8, "fid": kind,
+                                  "size": np.int64, "last": np.float64, "erun": np.int64})
+        elif kind != self.id_kind:
+            raise TypeError(f"record ids changed type: the state holds {'integer' if self.id_kind.kind == 'i' else 'string'} ids")
+
+    @property
+    def entity_count(self) -> int:
+        return len(self.eid_slot)
+
+    @property
+    def record_count(self) -> int:
+        return len(self.index[0]) + len(self.index[1])
+
+    def largest(self) -> int:
+        """The size of the largest entity (0 when there is none)."""
+        if not self.eid_slot:
+            return 0
+        return int(self.ent["size"][np.fromiter(self.eid_slot.values(), np.int64, len(self.eid_slot))].max())
+
+    def entity_of(self, side: int, record: object) -> object | None:
+        """The entity id of a record now (None: a singleton)."""
+        slot = self.index[side].get(record)
+        return None if slot is None else _py(self.ent["fid"][self.rec["ent"][slot]])
+
+    def entity_ids(self) -> dict[tuple[int, object], object]:
+        """Every linked record ``(side, id)`` and its entity id."""
+        out = {}
+        for side in (0, 1):
+            for rid, slot in self.index[side].items():
+                out[(side, rid)] = _py(self.ent["fid"][self.rec["ent"][slot]])
+        return out
+
+    # ------------------------------------------------------------------ one batch
+
+    def _lookup(self, side: int, ids: np.ndarray) -> np.ndarray:
+        index = self.index[side]
+        if not index:
+            return np.full(len(ids), -1, np.int64)
+        get = index.get
+        return np.fromiter((get(x, -1) for x in ids.tolist()), np.int64, len(ids))
+
+    def apply(self, batch: LinkBatch, seq: int | None = None) -> Changes:
+        """Apply one batch of links; returns what changed (module docstring)."""
+        seq = self.seq + 1 if seq is None else int(seq)
+        rules = self.rules
+        links, self_links = canonical(batch, rules.two_sided)
+        n = len(links)
+        if n:
+            self._ensure(links.left.dtype)
+        if self.persist:
+            self.facts.open_run()
+        counts = {"links": int(len(batch)), "self_links": self_links, "internal": 0, "applied": 0, MAX_SIZE: 0,
+                  ONE_PER_SOURCE: 0, "new_entities": 0, "merges": 0, "records_added": 0, "expired_entities": 0,
+                  "expired_records": 0}
+        kind = self.id_kind or np.dtype(np.int64)
+        if n == 0:
+            changes = self._no_rows(seq, kind, counts)
+            self._after(seq, links, changes)
+            return changes
+        times = links.times()
+        right_side = 1 if rules.two_sided else 0
+        end_side = np.concatenate([np.zeros(n, np.int8), np.full(n, right_side, np.int8)])
+        end_id = np.concatenate([links.left, links.right])
+        end_rec = np.concatenate([self._lookup(0, links.left), self._lookup(right_side, links.right)])
+        old = end_rec >= 0
+        end_ent = np.full(2 * n, -1, np.int64)
+        end_ent[old] = self.rec["ent"][end_rec[old]]
+        olds = np.unique(end_ent[old])
+        k = len(olds)
+        node = np.empty(2 * n, np.int64)
+        node[old] = np.searchsorted(olds, end_ent[old])
+        new_side, new_id = [], []
+        m = 0
+        for s in ((0, 1) if rules.two_sided else (0,)):
+            sel = ~old & (end_side == s)
+            if sel.any():
+                codes, uniq = pd.factorize(end_id[sel])
+                node[sel] = k + m + codes
+                new_side.append(np.full(len(uniq), s, np.int8))
+                new_id.append(np.asarray(uniq, dtype=kind))
+                m += len(uniq)
+        new_side = np.concatenate(new_side) if new_side else np.zeros(0, np.int8)
+        new_id = np.concatenate(new_id) if new_id else _empty_ids(kind)
+        u, v = node[:n], node[n:]
+        total = k + m
+        ent = self.ent
+        node_size = np.concatenate([ent["size"][olds], np.ones(m, np.int64)])
+        node_src, new_src = (self._node_sources(links, u, v, olds, k, m, new_side) if rules.one_per_source
+                             else (None, None))
+
+        if rules.guarded:
+            labels, applied, refused = self._union_guarded(u, v, node_size, node_src, total)
+        else:
+            labels, applied = self._union(u, v, total)
+            refused = []
+        counts["internal"] = int((u == v).sum())
+        counts["applied"] = int(applied.sum())
+        for _, reason in refused:
+            counts[reason] += 1
+
+        n_labels = int(labels.max()) + 1 if total else 0
+        size_of = np.bincount(labels, minlength=n_labels)
+        changed = size_of >= 2
+        gtime = np.full(n_labels, -np.inf)
+        np.maximum.at(gtime, labels[u[applied]], times[applied])  # the group's time (module docstring)
+        # representatives: olds first, then (created, founder side, founder id); news by (side, id)
+        node_kind = np.concatenate([np.zeros(k, np.int8), np.ones(m, np.int8)])
+        node_created = np.concatenate([ent["created"][olds], np.zeros(m, np.int64)])
+        node_side = np.concatenate([ent["fside"][olds], new_side])
+        node_rank = ranks(np.concatenate([ent["fid"][olds], new_id]))
+        order = np.lexsort((node_rank, node_side, node_created, node_kind, labels))
+        first = np.ones(total, dtype=bool)
+        first[1:] = labels[order][1:] != labels[order][:-1]
+        rep = np.full(n_labels, -1, np.int64)
+        rep[labels[order[first]]] = order[first]
+
+        # new entities, numbered in founder order
+        fresh_labels = np.nonzero(changed & (rep >= k))[0]
+        fresh_labels = fresh_labels[np.lexsort((node_rank[rep[fresh_labels]], node_side[rep[fresh_labels]]))]
+        slot_of_label = np.full(n_labels, -1, np.int64)
+        old_rep = changed & (rep >= 0) & (rep < k)
+        slot_of_label[old_rep] = olds[rep[old_rep]]
+        if len(fresh_labels):
+            slots = ent.alloc(len(fresh_labels))
+            slot_of_label[fresh_labels] = slots
+            founders = rep[fresh_labels] - k
+            eids = np.arange(self.next_eid, self.next_eid + len(slots), dtype=np.int64)
+            self.next_eid += len(slots)
+            ent["eid"][slots] = eids
+            ent["created"][slots] = seq
+            ent["fside"][slots] = new_side[founders]
+            ent["fid"][slots] = new_id[founders]
+            ent["size"][slots] = 0
+            ent["last"][slots] = -np.inf
+            ent["erun"][slots] = -1
+            for s, e in zip(slots.tolist(), eids.tolist()):
+                self.eid_slot[e] = s
+                self.members[s] = []
+                self.tree[s] = []
+                if rules.one_per_source:
+                    self.sources[s] = set()
+            if self.persist:
+                self.facts.add_entities(slots)
+        counts["new_entities"] = int(len(fresh_labels))
+
+        # new records
+        new_nodes = np.arange(k, total)
+        joining = new_nodes[changed[labels[new_nodes]]]
+        rec_slots = np.zeros(0, np.int64)
+        if len(joining):
+            rec = self.rec
+            rec_slots = rec.alloc(len(joining))
+            j = joining - k
+            lab = labels[joining]
+            target = slot_of_label[lab]
+            rec["side"][rec_slots] = new_side[j]
+            rec["id"][rec_slots] = new_id[j]
+            rec["ent"][rec_slots] = target
+            rec["home"][rec_slots] = ent["eid"][target]
+            rec["time"][rec_slots] = gtime[lab]
+            rec["src"][rec_slots] = None
+            if new_src is not None:
+                rec["src"][rec_slots] = new_src[j]
+            for s, key, slot in zip(new_side[j].tolist(), new_id[j].tolist(), rec_slots.tolist()):
+                self.index[s][key] = slot
+            order_t = np.argsort(target, kind="stable")
+            bounds = np.flatnonzero(np.r_[True, target[order_t][1:] != target[order_t][:-1], True])
+            for a, b in zip(bounds[:-1], bounds[1:]):
+                t_slot = int(target[order_t[a]])
+                got = rec_slots[order_t[a:b]].tolist()
+                self.members[t_slot].extend(got)
+                if rules.one_per_source:
+                    self.sources[t_slot].update(x for x in rec["src"][got] if x is not None)
+            if self.persist:
+                self.facts.add_records(rec_slots)
+        counts["records_added"] = int(len(joining))
+        joined = np.isin(labels[joining], fresh_labels, invert=True) if len(joining) else np.zeros(0, bool)
+
+        # sizes and dates of every changed entity (before retiring: olds' values are still there)
+        node_last = np.concatenate([ent["last"][olds], np.full(m, -np.inf)])
+        label_last = gtime.copy()
+        np.maximum.at(label_last, labels, node_last)
+        lab_changed = np.nonzero(changed)[0]
+        ent["size"][slot_of_label[lab_changed]] = size_of_records = np.bincount(labels, weights=node_size,
+                                                                                 minlength=n_labels)[lab_changed].astype(np.int64)
+        ent["last"][slot_of_label[lab_changed]] = label_last[lab_changed]
+
+        # retired entities: every old node of a changed label that is not its representative
+        old_nodes = np.arange(k)
+        retired = old_nodes[changed[labels[old_nodes]] & (rep[labels[old_nodes]] != old_nodes)]
+        merged_rec, merged_prev = [], []
+        for x in retired[np.argsort(labels[retired], kind="stable")].tolist():
+            lab = labels[x]
+            survivor = int(slot_of_label[lab])
+            xs = int(olds[x])
+            mem = self.members.pop(xs)
+            merged_rec.append(np.asarray(mem, np.int64))
+            merged_prev.append(np.full(len(mem), ent["fid"][xs], dtype=object))
+            self.rec["ent"][mem] = survivor
+            self.members[survivor].extend(mem)
+            x_eid = int(ent["eid"][xs])
+            self.tree[survivor].extend([x_eid, *self.tree.pop(xs)])
+            if rules.one_per_source:
+                self.sources[survivor] |= self.sources.pop(xs)
+            del self.eid_slot[x_eid]
+            if self.persist:
+                self.facts.merge(xs, survivor, float(gtime[lab]))
+            ent["erun"][xs] = -1
+            ent.release([xs])
+        counts["merges"] = int(len(retired))
+        del size_of_records
+
+        # the rows
+        rec = self.rec
+        sides, records, entities, previous, kinds = [], [], [], [], []
+        if len(rec_slots):
+            sides.append(rec["side"][rec_slots])
+            records.append(rec["id"][rec_slots])
+            entities.append(ent["fid"][rec["ent"][rec_slots]])
+            previous.append(np.full(len(rec_slots), None, dtype=object))
+            kinds.append(np.where(joined, JOINED, NEW).astype(object))
+        if merged_rec:
+            mr = np.concatenate(merged_rec)
+            mp = np.concatenate(merged_prev)
+            if kind != object:
+                mp = np.asarray([int(x) for x in mp], dtype=object)
+            sides.append(rec["side"][mr])
+            records.append(rec["id"][mr])
+            entities.append(ent["fid"][rec["ent"][mr]])
+            previous.append(mp)
+            kinds.append(np.full(len(mr), MERGED, dtype=object))
+        row_slots = np.concatenate([rec_slots, *merged_rec]) if merged_rec else rec_slots
+        changes = Changes(
+            seq=seq,
+            side=np.concatenate(sides) if sides else np.zeros(0, np.int8),
+            record=np.concatenate(records) if records else _empty_ids(kind),
+            entity=np.concatenate(entities) if entities else _empty_ids(kind),
+            previous=np.concatenate(previous) if previous else np.zeros(0, object),
+            kind=np.concatenate(kinds) if kinds else np.zeros(0, object),
+            size=ent["size"][rec["ent"][row_slots]] if len(row_slots) else np.zeros(0, np.int64),
+            refused_left=np.zeros(0, kind), refused_right=np.zeros(0, kind),
+            refused_entities=(np.zeros(0, object), np.zeros(0, object)),
+            refused_reason=np.zeros(0, object), refused_time=np.zeros(0),
+            counts=counts,
+        )
+        if refused:
+            idx = np.asarray([i for i, _ in refused], np.int64)
+            changes.refused_left = links.left[idx]
+            changes.refused_right = links.right[idx]
+            changes.refused_reason = np.asarray([r for _, r in refused], dtype=object)
+            changes.refused_time = times[idx]
+            changes.refused_entities = (
+                np.asarray([self.entity_of(0, x) for x in links.left[idx].tolist()], dtype=object),
+                np.asarray([self.entity_of(right_side, x) for x in links.right[idx].tolist()], dtype=object))
+        self._sort_rows(changes)
+        self._after(seq, links, changes)
+        return changes
+
+    def _no_rows(self, seq: int, kind: np.dtype, counts: dict[str, int]) -> Changes:
+        e = _empty_ids(kind)
+        return Changes(seq, np.zeros(0, np.int8), e, e.copy(), np.zeros(0, object), np.zeros(0, object),
+                       np.zeros(0, np.int64), e.copy(), e.copy(), (np.zeros(0, object), np.zeros(0, object)),
+                       np.zeros(0, object), np.zeros(0), counts)
+
+    @staticmethod
+    def _sort_rows(c: Changes) -> None:
+        if len(c.record) > 1:
+            order = np.lexsort((ranks(c.record), c.side))
+            for name in ("side", "record", "entity", "previous", "kind", "size"):
+                setattr(c, name, getattr(c, name)[order])
+
+    def _after(self, seq: int, links: LinkBatch, changes: Changes) -> None:
+        """Clock, expiry and the facts' housekeeping that close a batch."""
+        self.seq = seq
+        if links.time is not None and len(links):
+            self.clock = max(self.clock, float(np.max(links.time)))
+        if self.rules.expire_after is not None and np.isfinite(self.clock) and self.eid_slot:
+            frontier = self.clock - self.rules.expire_after
+            slots = np.fromiter(self.eid_slot.values(), np.int64, len(self.eid_slot))
+            gone = slots[self.ent["last"][slots] < frontier]
+            for eid in np.sort(self.ent["eid"][gone]).tolist():
+                changes.counts["expired_records"] += self._expire(self.eid_slot[eid])
+            changes.counts["expired_entities"] = int(len(gone))
+        if self.persist:
+            self.facts.settle()
+
+    def _expire(self, slot: int) -> int:
+        """Drop an entity and its records from the state; returns its number of records."""
+        ent, rec = self.ent, self.rec
+        eid = int(ent["eid"][slot])
+        mem = self.members.pop(slot)
+        tree = self.tree.pop(slot)
+        self.sources.pop(slot, None)
+        if self.persist:
+            self.facts.expire(slot, mem, tree)
+        for s, key in zip(rec["side"][mem].tolist(), rec["id"][mem].tolist()):
+            del self.index[s][key]
+        rec["src"][mem] = None
+        rec["run"][mem] = -1
+        rec.release(mem)
+        del self.eid_slot[eid]
+        ent["erun"][slot] = -1
+        ent.release([slot])
+        return len(mem)
+
+    # ------------------------------------------------------------------ union
+
+    @staticmethod
+    def _union(u: np.ndarray, v: np.ndarray, total: int) -> tuple[np.ndarray, np.ndarray]:
+        from scipy.sparse import coo_matrix
+        from scipy.sparse.csgraph import connected_components
+
+        applied = u != v
+        graph = coo_matrix((np.ones(int(applied.sum()), np.int8), (u[applied], v[applied])), shape=(total, total))
+        _, labels = connected_components(graph.tocsr(), directed=False)
+        return labels.astype(np.int64), applied
+
+    def _union_guarded(self, u: np.ndarray, v: np.ndarray, size: np.ndarray, src: list | None,
+                       total: int) -> tuple[np.ndarray, np.ndarray, list[tuple[int, str]]]:
+        """Links one by one in order; a link that breaks a guard is refused (module docstring)."""
+        parent = list(range(total))
+        sizes = size.tolist()
+        sets = None if src is None else [set() if s is None else set(s) for s in src]
+        cap = self.rules.max_size
+
+        def find(x: int) -> int:
+            root = x
+            while parent[root] != root:
+                root = parent[root]
+            while parent[x] != root:
+                parent[x], x = root, parent[x]
+            return root
+
+        applied = u != v
+        refused: list[tuple[int, str]] = []
+        for i, (a, b) in enumerate(zip(u.tolist(), v.tolist())):
+            ra, rb = find(a), find(b)
+            if ra == rb:
+                continue
+            if cap is not None and sizes[ra] + sizes[rb] > cap:
+                refused.append((i, MAX_SIZE))
+                applied[i] = False
+                continue
+            if sets is not None and not sets[ra].isdisjoint(sets[rb]):
+                refused.append((i, ONE_PER_SOURCE))
+                applied[i] = False
+                continue
+            if sizes[ra] < sizes[rb]:
+                ra, rb = rb, ra
+            parent[rb] = ra
+            sizes[ra] += sizes[rb]
+            if sets is not None:
+                sets[ra] |= sets[rb]
+                sets[rb] = set()
+        roots = np.fromiter((find(x) for x in range(total)), np.int64, total)
+        return np.unique(roots, return_inverse=True)[1].reshape(-1).astype(np.int64), applied, refused
+
+    def _node_sources(self, links: LinkBatch, u: np.ndarray, v: np.ndarray, olds: np.ndarray, k: int, m: int,
+                      new_side: np.ndarray) -> tuple[list, np.ndarray]:
+        """The sources of each node (an old entity's set, a new record's source as a set) and each
+        new record's source: that of its first link in order, or without source columns its side in
+        a two-sided linkage (None: no source, which never clashes)."""
+        out: list = [self.sources[int(s)] for s in olds.tolist()]
+        if links.left_source is None or links.right_source is None:
+            raw = np.empty(m, dtype=object)
+            if self.rules.two_sided:
+                raw[:] = new_side.tolist()
+        else:
+            ends = np.column_stack([u, v]).ravel()
+            srcs = np.column_stack([links.left_source, links.right_source]).ravel()
+            nodes, first = np.unique(ends, return_index=True)
+            chosen = dict(zip(nodes.tolist(), srcs[first].tolist()))
+            raw = np.empty(m, dtype=object)
+            raw[:] = [chosen[x] for x in range(k, k + m)]
+        return out + [set() if x is None else {x} for x in raw.tolist()], raw
+
+    # ------------------------------------------------------------------ restore
+
+    @staticmethod
+    def restore(rules: EntityRules, runs: list[tuple[int, dict]], *, seq: int, clock: float, next_eid: int,
+                run_cap: int = 1 << 16) -> EntityGraph:
+        """The graph whose state the facts of ``runs`` (``(label, payload)`` in write order) hold."""
+        g = EntityGraph(rules, run_cap=run_cap)
+        g.seq, g.clock, g.next_eid = seq, clock, next_eid
+        state: Restored = g.facts.restore(runs)
+        if state.kind is None:
+            return g
+        g._ensure(state.kind)
+        ent, rec = g.ent, g.rec
+        n_e = len(state.ent_eid)
+        slots = ent.alloc(n_e)
+        ent["eid"][slots] = state.ent_eid
+        ent["created"][slots] = state.ent_created
+        ent["fside"][slots] = state.ent_fside
+        ent["fid"][slots] = state.ent_fid
+        ent["erun"][slots] = state.ent_run
+        ent["size"][slots] = 0
+        ent["last"][slots] = -np.inf
+        g.eid_slot = dict(zip(state.ent_eid.tolist(), slots.tolist()))
+        for s in slots.tolist():
+            g.members[s] = []
+            g.tree[s] = []
+            if rules.one_per_source:
+                g.sources[s] = set()
+        n_r = len(state.rec_id)
+        rslots = rec.alloc(n_r)
+        target = np.fromiter((g.eid_slot[e] for e in state.rec_root.tolist()), np.int64, n_r)
+        rec["side"][rslots] = state.rec_side
+        rec["id"][rslots] = state.rec_id
+        rec["ent"][rslots] = target
+        rec["home"][rslots] = state.rec_home
+        rec["time"][rslots] = state.rec_time
+        rec["src"][rslots] = state.rec_src
+        rec["run"][rslots] = state.rec_run
+        for side, key, slot in zip(state.rec_side.tolist(), state.rec_id.tolist(), rslots.tolist()):
+            g.index[side][key] = slot
+        for slot, t_slot in zip(rslots.tolist(), target.tolist()):
+            g.members[t_slot].append(slot)
+        if n_r:
+            np.add.at(ent["size"], target, 1)
+            np.maximum.at(ent["last"], target, state.rec_time)
+        for eid, root, t in zip(state.merged_eid.tolist(), state.merged_root.tolist(), state.merged_time.tolist()):
+            s = g.eid_slot[root]
+            g.tree[s].append(eid)
+            ent["last"][s] = max(ent["last"][s], t)
+        if rules.one_per_source:
+            for slot, t_slot in zip(rslots.tolist(), target.tolist()):
+                src = rec["src"][slot]
+                if src is not None:
+                    g.sources[t_slot].add(src)
+        g.facts.attach(rslots, slots)
+        return g
