@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pickle
 
-from driftjoin.entities import EntityGraph, EntityRules, LinkBatch
+from driftjoin.entitygraph import EntityGraph, EntityRules, LinkBatch
 
 
 class Store:

@@ -1,4 +1,4 @@
-"""An oracle of the entity rules written apart from driftjoin.entities: every batch recomputes the
+"""An oracle of the entity rules written apart from driftjoin.entitygraph: every batch recomputes the
 components of all links kept so far with scipy.sparse.csgraph, and names them by the rules of the
 issue in plain Python (dicts and sorted(), no incremental union-find, no facts, no numpy ranks).
 

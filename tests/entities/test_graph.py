@@ -10,7 +10,7 @@ import numpy as np
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from driftjoin.entities import EntityGraph, EntityRules, LinkBatch
+from driftjoin.entitygraph import EntityGraph, EntityRules, LinkBatch
 
 from .helpers import Store, as_batch, refused_of, rows_of, rules_of
 from .oracle import Oracle, components

@@ -6,7 +6,7 @@ both ids name records of one input, so ``(7, 9)`` and ``(9, 7)`` are one link an
 one of the right input, so a record is ``(side, id)`` and left 7 and right 7 are two records.
 
 Records are compared by ``(side, id)``, ids by value (integers numerically, strings by code
-point): that order names entities (the *founder*, :mod:`driftjoin.entities.graph`) and orders
+point): that order names entities (the *founder*, :mod:`driftjoin.entitygraph.graph`) and orders
 links. Within a batch, links are applied in the order of ``(time, left record, right record)``
 (:func:`link_order`): a function of the batch's links as a set, so any split of a batch's rows
 over input partitions, and any replay, applies them the same way. The order matters only to the

@@ -48,7 +48,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 if TYPE_CHECKING:
-    from driftjoin.entities.graph import EntityGraph
+    from driftjoin.entitygraph.graph import EntityGraph
 
 #: The payload layout's version (stored in the plan: another layout is refused on restart).
 STATE_FORMAT = 1
@@ -109,7 +109,7 @@ def _concat(parts: list[np.ndarray], dtype: Any) -> np.ndarray:
 
 
 class FactStore:
-    """The runs of one :class:`~driftjoin.entities.graph.EntityGraph` (module docstring)."""
+    """The runs of one :class:`~driftjoin.entitygraph.graph.EntityGraph` (module docstring)."""
 
     def __init__(self, graph: EntityGraph, run_cap: int) -> None:
         self.g = graph

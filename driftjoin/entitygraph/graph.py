@@ -2,7 +2,7 @@
 
 Definitions (a batch is the links of one micro-batch, numbered ``seq = 0, 1, ...``):
 
-* The links *applied* so far form a graph over records (:mod:`driftjoin.entities.links` says what a
+* The links *applied* so far form a graph over records (:mod:`driftjoin.entitygraph.links` says what a
   record is). An **entity** is a connected component of it with at least two records; a record in
   no applied link is a singleton, which is no entity and costs nothing.
 * A new entity's **founder** is its smallest record ``(side, id)`` when it is created, and its
@@ -25,7 +25,7 @@ Why the result does not depend on how a batch's rows are ordered or split (and s
 batch gives the same ids and rows): without guards, the components, the survivors (the smallest
 ``(created, founder)``) and the founders (the smallest record) are functions of the set of the
 batch's links and the state before it. With guards, links are applied one by one in
-:func:`~driftjoin.entities.links.link_order` (by time, then records: a function of the set again):
+:func:`~driftjoin.entitygraph.links.link_order` (by time, then records: a function of the set again):
 
 * ``max_size``: a link that would join two entities (or records) into one of more than
   ``max_size`` records is **refused**: reported with the reason, not applied;
@@ -49,9 +49,9 @@ only entities no later link can touch, and the state then holds the entities of 
 ``W + D`` of event time. A shorter horizon still bounds state, but a link to a record that left
 starts a new entity (it may reuse that record's id as its id).
 
-Persistence (:mod:`driftjoin.entities.facts`): the state is a set of immutable *facts* in a few
+Persistence (:mod:`driftjoin.entitygraph.facts`): the state is a set of immutable *facts* in a few
 *runs*; a batch writes one run with what it added (its new records, entities and merges), so it
-writes what changed and never the whole state; :mod:`driftjoin.entities.facts` has the layout,
+writes what changed and never the whole state; :mod:`driftjoin.entitygraph.facts` has the layout,
 the compaction and why a state rebuilt from the runs equals the one kept in memory.
 """
 
@@ -62,9 +62,9 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 
-from driftjoin.entities.facts import FactStore, Restored
-from driftjoin.entities.links import LinkBatch, canonical, ranks
-from driftjoin.entities.table import SlotTable
+from driftjoin.entitygraph.facts import FactStore, Restored
+from driftjoin.entitygraph.links import LinkBatch, canonical, ranks
+from driftjoin.entitygraph.table import SlotTable
 
 NEW, JOINED, MERGED = "new", "joined", "merged"
 #: Reasons of refused links.
@@ -140,7 +140,7 @@ class EntityGraph:
     """The entities of every link applied so far (module docstring), batch by batch.
 
     ``persist=False`` (a static input: one batch, nothing to save) skips the facts.
-    ``run_cap``: the most live facts a compacted run holds (:mod:`driftjoin.entities.facts`).
+    ``run_cap``: the most live facts a compacted run holds (:mod:`driftjoin.entitygraph.facts`).
 
     Example
     -------
