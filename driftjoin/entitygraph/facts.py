@@ -43,12 +43,9 @@ kept in memory (tested by rebuilding after every batch and comparing).
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
-
-if TYPE_CHECKING:
-    from driftjoin.entitygraph.graph import EntityGraph
 
 #: The payload layout's version (stored in the plan: another layout is refused on restart).
 STATE_FORMAT = 1
@@ -109,9 +106,10 @@ def _concat(parts: list[np.ndarray], dtype: Any) -> np.ndarray:
 
 
 class FactStore:
-    """The runs of one :class:`~driftjoin.entitygraph.graph.EntityGraph` (module docstring)."""
+    """The runs of one :class:`~driftjoin.entitygraph.graph.EntityGraph` (module docstring): ``graph``
+    is the graph whose record and entity tables the runs refer to."""
 
-    def __init__(self, graph: EntityGraph, run_cap: int) -> None:
+    def __init__(self, graph: Any, run_cap: int) -> None:
         self.g = graph
         self.cap = int(run_cap)
         self.runs: dict[int, Run] = {}
