@@ -63,7 +63,7 @@ import numpy as np
 import pandas as pd
 
 from driftjoin.entitygraph.facts import FactStore, Restored
-from driftjoin.entitygraph.links import LinkBatch, canonical, ranks
+from driftjoin.entitygraph.links import LinkBatch, canonical
 from driftjoin.entitygraph.table import SlotTable
 
 NEW, JOINED, MERGED = "new", "joined", "merged"
@@ -288,8 +288,8 @@ class EntityGraph:
         node_kind = np.concatenate([np.zeros(k, np.int8), np.ones(m, np.int8)])
         node_created = np.concatenate([ent["created"][olds], np.zeros(m, np.int64)])
         node_side = np.concatenate([ent["fside"][olds], new_side])
-        node_rank = ranks(np.concatenate([ent["fid"][olds], new_id]))
-        order = np.lexsort((node_rank, node_side, node_created, node_kind, labels))
+        node_id = np.concatenate([ent["fid"][olds], new_id])
+        order = np.lexsort((node_id, node_side, node_created, node_kind, labels))
         first = np.ones(total, dtype=bool)
         first[1:] = labels[order][1:] != labels[order][:-1]
         rep = np.full(n_labels, -1, np.int64)
@@ -297,7 +297,7 @@ class EntityGraph:
 
         # new entities, numbered in founder order
         fresh_labels = np.nonzero(changed & (rep >= k))[0]
-        fresh_labels = fresh_labels[np.lexsort((node_rank[rep[fresh_labels]], node_side[rep[fresh_labels]]))]
+        fresh_labels = fresh_labels[np.lexsort((node_id[rep[fresh_labels]], node_side[rep[fresh_labels]]))]
         slot_of_label = np.full(n_labels, -1, np.int64)
         old_rep = changed & (rep >= 0) & (rep < k)
         slot_of_label[old_rep] = olds[rep[old_rep]]
@@ -314,12 +314,10 @@ class EntityGraph:
             ent["size"][slots] = 0
             ent["last"][slots] = -np.inf
             ent["erun"][slots] = -1
-            for s, e in zip(slots.tolist(), eids.tolist()):
-                self.eid_slot[e] = s
-                self.members[s] = []
-                self.tree[s] = []
-                if rules.one_per_source:
-                    self.sources[s] = set()
+            fresh_slots = slots.tolist()
+            self.eid_slot.update(zip(eids.tolist(), fresh_slots))
+            if rules.one_per_source:
+                self.sources.update((s, set()) for s in fresh_slots)
             if self.persist:
                 self.facts.add_entities(slots)
         counts["new_entities"] = int(len(fresh_labels))
@@ -342,16 +340,23 @@ class EntityGraph:
             rec["src"][rec_slots] = None
             if new_src is not None:
                 rec["src"][rec_slots] = new_src[j]
-            for s, key, slot in zip(new_side[j].tolist(), new_id[j].tolist(), rec_slots.tolist()):
-                self.index[s][key] = slot
+            for s in ((0, 1) if rules.two_sided else (0,)):
+                on = new_side[j] == s
+                self.index[s].update(zip(new_id[j][on].tolist(), rec_slots[on].tolist()))
             order_t = np.argsort(target, kind="stable")
-            bounds = np.flatnonzero(np.r_[True, target[order_t][1:] != target[order_t][:-1], True])
-            for a, b in zip(bounds[:-1], bounds[1:]):
-                t_slot = int(target[order_t[a]])
-                got = rec_slots[order_t[a:b]].tolist()
-                self.members[t_slot].extend(got)
-                if rules.one_per_source:
-                    self.sources[t_slot].update(x for x in rec["src"][got] if x is not None)
+            sorted_target = target[order_t]
+            bounds = np.flatnonzero(np.r_[True, sorted_target[1:] != sorted_target[:-1], True]).tolist()
+            grouped = rec_slots[order_t].tolist()
+            members = self.members
+            for a, b, t_slot in zip(bounds[:-1], bounds[1:], sorted_target[bounds[:-1]].tolist()):
+                got = members.get(t_slot)
+                if got is None:  # a new entity
+                    members[t_slot] = grouped[a:b]
+                else:
+                    got.extend(grouped[a:b])
+            if rules.one_per_source:
+                for a, b, t_slot in zip(bounds[:-1], bounds[1:], sorted_target[bounds[:-1]].tolist()):
+                    self.sources[t_slot].update(x for x in rec["src"][grouped[a:b]] if x is not None)
             if self.persist:
                 self.facts.add_records(rec_slots)
         counts["records_added"] = int(len(joining))
@@ -380,7 +385,7 @@ class EntityGraph:
             self.rec["ent"][mem] = survivor
             self.members[survivor].extend(mem)
             x_eid = int(ent["eid"][xs])
-            self.tree[survivor].extend([x_eid, *self.tree.pop(xs)])
+            self.tree.setdefault(survivor, []).extend([x_eid, *self.tree.pop(xs, ())])
             if rules.one_per_source:
                 self.sources[survivor] |= self.sources.pop(xs)
             del self.eid_slot[x_eid]
@@ -446,7 +451,7 @@ class EntityGraph:
     @staticmethod
     def _sort_rows(c: Changes) -> None:
         if len(c.record) > 1:
-            order = np.lexsort((ranks(c.record), c.side))
+            order = np.lexsort((c.record, c.side))
             for name in ("side", "record", "entity", "previous", "kind", "size"):
                 setattr(c, name, getattr(c, name)[order])
 
@@ -470,7 +475,7 @@ class EntityGraph:
         ent, rec = self.ent, self.rec
         eid = int(ent["eid"][slot])
         mem = self.members.pop(slot)
-        tree = self.tree.pop(slot)
+        tree = self.tree.pop(slot, [])
         self.sources.pop(slot, None)
         if self.persist:
             self.facts.expire(slot, mem, tree)
@@ -580,7 +585,6 @@ class EntityGraph:
         g.eid_slot = dict(zip(state.ent_eid.tolist(), slots.tolist()))
         for s in slots.tolist():
             g.members[s] = []
-            g.tree[s] = []
             if rules.one_per_source:
                 g.sources[s] = set()
         n_r = len(state.rec_id)
@@ -602,7 +606,7 @@ class EntityGraph:
             np.maximum.at(ent["last"], target, state.rec_time)
         for eid, root, t in zip(state.merged_eid.tolist(), state.merged_root.tolist(), state.merged_time.tolist()):
             s = g.eid_slot[root]
-            g.tree[s].append(eid)
+            g.tree.setdefault(s, []).append(eid)
             ent["last"][s] = max(ent["last"][s], t)
         if rules.one_per_source:
             for slot, t_slot in zip(rslots.tolist(), target.tolist()):

@@ -37,13 +37,6 @@ def id_array(values: object) -> np.ndarray:
     raise TypeError(f"record ids must be integers or strings, got an array of {a.dtype}")
 
 
-def ranks(values: np.ndarray) -> np.ndarray:
-    """Dense ranks of ``values`` by value (equal values, equal ranks)."""
-    if len(values) == 0:
-        return np.zeros(0, np.int64)
-    return np.unique(values, return_inverse=True)[1].reshape(-1).astype(np.int64)
-
-
 @dataclass
 class LinkBatch:
     """The links of one micro-batch: ``left[i]`` and ``right[i]`` are the same entity.
@@ -112,8 +105,6 @@ def canonical(batch: LinkBatch, two_sided: bool) -> tuple[LinkBatch, int]:
 
 def link_order(batch: LinkBatch, two_sided: bool) -> np.ndarray:
     """Indices of the links by ``(time, left record, right record)`` (module docstring)."""
-    n = len(batch)
-    if n == 0:
+    if len(batch) == 0:
         return np.zeros(0, np.int64)
-    r = ranks(np.concatenate([batch.left, batch.right]))
-    return np.lexsort((r[n:], r[:n], batch.times()))
+    return np.lexsort((batch.right, batch.left, batch.times()))
