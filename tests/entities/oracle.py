@@ -93,9 +93,10 @@ class Oracle:
                     src_now[r] = s if with_sources or not self.two_sided else r[0]
             if x in before and y in before and before[x] is before[y]:
                 continue  # inside one entity already
-            comp = self._comp_of(self.links + applied_now)
+            guarded = self.max_size is not None or self.one_per_source
+            comp = self._comp_of(self.links + applied_now) if guarded else {}
             cx, cy = comp.get(x, {x}), comp.get(y, {y})
-            if x not in cy:
+            if guarded and x not in cy:
                 if self.max_size is not None and len(cx) + len(cy) > self.max_size:
                     refused.append((x, y, "max_size"))
                     continue
