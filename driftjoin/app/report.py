@@ -211,6 +211,54 @@ def summary(metrics_dir: str, query_id: str | None = None, run_id: str | None = 
     return totals, pd.DataFrame(per_worker, columns=columns)
 
 
+def entities_summary(metrics_dir: str, query_id: str | None = None, run_id: str | None = None) -> dict | None:
+    """What the entity stage of a job did (``[entities]``, :func:`driftjoin.entities`), from its statistics.
+
+    Parameters
+    ----------
+    metrics_dir:
+        The ``metrics_dir`` the entity stage wrote to.
+    query_id, run_id:
+        Keep one query's or one run's statistics (the counts of this run; the entities and the
+        largest one are the state's after the last batch read).
+
+    Returns
+    -------
+    dict or None
+        ``entities`` and ``records`` (linked records) now, ``largest``, ``new_entities``,
+        ``merges``, ``records_added``, ``refused`` (links refused by a guard) with ``refused_by``
+        (per guard), ``expired_entities``, ``batches``, ``p99_latency_s`` (a link's ingestion to
+        its entity update, steady state); None when the stage wrote nothing.
+
+    Examples
+    --------
+    >>> import tempfile
+    >>> from driftjoin import entities, local_session
+    >>> from driftjoin.app.report import entities_summary
+    >>> spark = local_session(2)
+    >>> metrics = tempfile.mkdtemp()
+    >>> links = spark.createDataFrame([(1, 2), (2, 3), (4, 5)], "left_id long, right_id long")
+    >>> _ = entities(links, max_size=2, time_col="left_id", metrics_dir=metrics).collect()
+    >>> s = entities_summary(metrics)
+    >>> s["entities"], s["largest"], s["refused"]
+    (2, 2, 1)
+    """
+    records = sorted(_records(metrics_dir, query_id, run_id, "entities"), key=lambda r: r["seq"])
+    if not records:
+        return None
+    last = records[-1]
+    startup = _startup(records)
+    steady = [np.asarray(r["latency_hist"]) for r in records if _run_of(r) not in startup or _run_of(r)[0] is None]
+    return {
+        "entities": last["entities"], "records": last["records"], "largest": last["largest"],
+        "new_entities": sum(r["new_entities"] for r in records), "merges": sum(r["merges"] for r in records),
+        "records_added": sum(r["records_added"] for r in records), "refused": sum(r["refused"] for r in records),
+        "refused_by": {k: sum(r[k] for r in records) for k in ("max_size", "one_per_source")},
+        "expired_entities": sum(r["expired_entities"] for r in records), "batches": len(records),
+        "p99_latency_s": _quantiles(steady)[1],
+    }
+
+
 def plot_latency(metrics_dir: str, path: str | Path, title: str = "p99 latency per worker") -> Path:
     """Draw each worker's p99 latency per micro-batch over time as a PNG (the paper's Figures 4 to 6).
 

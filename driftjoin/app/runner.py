@@ -23,6 +23,11 @@ Example (the README lists every key)::
     checkpoint = "out/checkpoint"
     trigger = "available-now"   # read what is there, then end
 
+    [entities]                  # optional: the sink gets entity changes instead of pairs
+    max_size = 50               # guards (off when absent): the largest entity, one record per side
+    one_per_source = false
+    expire_after = "10 minutes" # with time_col = "ingest_time": entities left behind leave the state
+
 :meth:`JobConfig.load` checks every key before Spark starts (the ``[join]`` table through
 :class:`~driftjoin.spark.similarity.settings.SimilaritySettings`, as ``similarity_join`` does), so
 a mistake costs no session start and names the key as written (``[join] parallelism``).
@@ -48,6 +53,7 @@ from pathlib import Path
 from typing import Any
 
 from driftjoin.generators.vectors import DISTRIBUTIONS
+from driftjoin.spark.entities.settings import EntitiesSettings
 from driftjoin.spark.runtime.settings import (
     SettingError,
     choice,
@@ -101,6 +107,9 @@ _SINK: dict[str, Check] = {
     "trigger": lambda n, v: v if v == "available-now" else duration(n, v),
     "timeout": lambda n, v: number(n, v, low=0, what="seconds; 0: no limit"),
 }
+#: Keys of ``[entities]`` (``entities``' settings a job may give; its columns are the pairs', and a
+#: two-input job's links are two-sided).
+_ENTITIES = ("max_size", "one_per_source", "expire_after", "time_col")
 #: Keys whose values are paths, resolved against the job file's folder.
 _PATHS = {"source": ("left", "right"), "join": ("metrics_dir",), "sink": ("path", "checkpoint", "dead_letters")}
 
@@ -129,6 +138,8 @@ class JobConfig:
     sink: dict[str, Any]
     #: windows of processing time on a files source (``[join] processing_time = true``)
     processing_time: bool = False
+    #: ``entities``' settings when the job asks for entities (``[entities]``), else None
+    entities: dict[str, Any] | None = None
 
     @staticmethod
     def load(path: str | Path) -> JobConfig:
@@ -150,10 +161,10 @@ class JobConfig:
             if not isinstance(raw.get(section), dict):
                 raise SettingError(f"[{section}]", "is missing: a job file has [source], [join] and [sink] tables",
                                    show_value=False)
-        unknown = sorted(set(raw) - {"source", "join", "sink"})
+        unknown = sorted(set(raw) - {"source", "join", "sink", "entities"})
         if unknown:
-            raise SettingError(f"[{unknown[0]}]", "is not a table of a job file (they are [source], [join], [sink])",
-                               show_value=False)
+            raise SettingError(f"[{unknown[0]}]", "is not a table of a job file (they are [source], [join], [sink] "
+                                                  "and the optional [entities])", show_value=False)
         source = {"kind": "generator", **raw["source"]}
         kind = choice("[source] kind", source["kind"], tuple(_SOURCE))
         _check_table("source", {k: v for k, v in source.items() if k != "kind"}, _SOURCE[kind], f"a {kind} source")
@@ -188,7 +199,10 @@ class JobConfig:
                     "to window by processing time", raw["join"]["window"])
             if not job.get("processing_time", False):
                 join["window"] = None
-        return JobConfig(source, join, sink, bool(job.get("processing_time", False)))
+        two_sided = {"generator": bool(source.get("two_streams", True)), "files": "right" in source,
+                     "kafka": "right_topic" in source}[kind]
+        ents = _entities_settings(raw.get("entities"), two_sided)
+        return JobConfig(source, join, sink, bool(job.get("processing_time", False)), ents)
 
     @property
     def checkpoint(self) -> Path | None:
@@ -232,6 +246,31 @@ def _join_settings(join: dict[str, Any], source: dict[str, Any], base: Path) -> 
     except SettingError as e:
         raise e.spelled(f"[join] {e.name}") from None
     return join
+
+
+def _entities_settings(table: Any, two_sided: bool) -> dict[str, Any] | None:
+    """The ``[entities]`` table as ``entities``' keyword arguments, checked (None: no such table);
+    ``two_sided``: the job joins two inputs."""
+    if table is None:
+        return None
+    if not isinstance(table, dict):
+        raise SettingError("[entities]", "must be a table of settings (max_size, one_per_source, expire_after, "
+                                         "time_col)", show_value=False)
+    for key in table:
+        if key not in _ENTITIES:
+            raise SettingError(f"[entities] {key}", f"is not a key of [entities]; keys: {', '.join(_ENTITIES)}",
+                               show_value=False)
+    given = dict(table)
+    if "expire_after" in given:
+        given.setdefault("time_col", "ingest_time")
+    if given.get("one_per_source") is True and not two_sided:
+        raise SettingError("[entities] one_per_source", "needs a job of two inputs (the side is each record's source); "
+                                                        "a self-join job's pairs carry no source", show_value=False)
+    try:
+        EntitiesSettings.check({**given, "two_sided": two_sided})
+    except SettingError as e:
+        raise e.spelled(f"[entities] {e.name}") from None
+    return given
 
 
 def _generator(spark: Any, src: dict[str, Any], stream: int) -> Any:
@@ -321,6 +360,8 @@ class Job:
     dead_letters_path: str | None
     available_now: bool
     trigger_seconds: float | None
+    #: whether the sink holds entity changes (``[entities]``) rather than pairs
+    entities: bool = False
 
 
 def dead_letters(inputs: Inputs, join: dict[str, Any]) -> Any:
@@ -355,6 +396,10 @@ def start_job(spark: Any, cfg: JobConfig, *, available_now: bool = False, scratc
     checkpoint = Path(sink["checkpoint"]) if sink["kind"] == "parquet" else (scratch or Path(".")) / "checkpoint"
     join.setdefault("metrics_dir", str(checkpoint / "driftjoin-metrics"))
     pairs = similarity_join(inputs.left, inputs.right, **join)
+    if cfg.entities is not None:
+        from driftjoin.spark.entities.api import entities
+
+        pairs = entities(pairs, two_sided=inputs.right is not None, metrics_dir=join["metrics_dir"], **cfg.entities)
     available_now = available_now or cfg.available_now
     seconds = None if available_now else duration("[sink] trigger", sink["trigger"])
     trig = {"availableNow": True} if available_now else {"processingTime": f"{seconds} seconds"}
@@ -371,4 +416,4 @@ def start_job(spark: Any, cfg: JobConfig, *, available_now: bool = False, scratc
         dead_path = sink.get("dead_letters") or str(checkpoint / "dead-letters")
         queries.append(dead_letters(inputs, join).writeStream.format("parquet").option("path", dead_path)
                        .option("checkpointLocation", str(checkpoint / "dead_letters")).trigger(**trig).start())
-    return Job(queries, join["metrics_dir"], pairs_path, dead_path, available_now, seconds)
+    return Job(queries, join["metrics_dir"], pairs_path, dead_path, available_now, seconds, cfg.entities is not None)
