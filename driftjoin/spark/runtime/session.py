@@ -37,7 +37,7 @@ from pyspark.sql.utils import is_remote
 from driftjoin.spark.runtime import queries
 from driftjoin.spark.runtime.connect import ConnectUnsupported, is_connect, master
 from driftjoin.spark.runtime.class_archive import jvm_options as class_archive_options
-from driftjoin.spark.sources import documents, generator
+from driftjoin.spark.sources import documents, generator, persons
 
 log = logging.getLogger(__name__)
 
@@ -126,6 +126,7 @@ def _session(master: str, app_name: str, parallelism: int, conf: dict[str, str],
     spark.sparkContext.setLogLevel(log_level.upper())
     generator.register(spark)
     documents.register(spark)
+    persons.register(spark)
     return spark
 
 
