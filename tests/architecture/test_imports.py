@@ -20,9 +20,9 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
 PACKAGE = ROOT / "driftjoin"
-OPERATORS = ("similarity", "topk", "natural", "equi")
+OPERATORS = ("similarity", "topk", "natural", "equi", "link")
 CORES = ("s3j", "grid", "swoop", "schemafree", "hypercube", "checkpointing", "generators", "distance", "clock",
-         "durations", "blockjoin", "metric", "windows")
+         "durations", "blockjoin", "metric", "windows", "linkage")
 
 
 def _module_name(path: Path) -> str:

@@ -1,6 +1,6 @@
 """A brute-force oracle of ``link``, written apart from the operator: every rule on every pair.
 
-It shares no code with ``driftjoin.link``: edit distances from rapidfuzz, Jaccard and absolute
+It shares no code with ``driftjoin.linkage``: edit distances from rapidfuzz, Jaccard and absolute
 differences with ``fractions.Fraction`` (exact), tokens with its own loops, windows from their
 definitions. A record is a dict with ``id``, ``side`` (0 or 1), ``t`` (ticks) and its columns
 (None for null). A condition is ``(column, kind, metric, threshold, tokens)`` with thresholds in

@@ -11,11 +11,11 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from driftjoin.link.choose import build_core
-from driftjoin.link.engine import LinkEngine
-from driftjoin.link.records import Fields, LinkPairs, link_records
-from driftjoin.link.rules import RuleError, check_rules
-from driftjoin.link.split import SplitTable
+from driftjoin.linkage.choose import build_core
+from driftjoin.linkage.engine import LinkEngine
+from driftjoin.linkage.records import Fields, LinkPairs, link_records
+from driftjoin.linkage.rules import RuleError, check_rules
+from driftjoin.linkage.split import SplitTable
 from driftjoin.windows import Windowing
 
 from .oracle import distance, oracle_link

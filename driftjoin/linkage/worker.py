@@ -1,6 +1,6 @@
 """The stateful join of one link worker: each matching pair exactly once, explained.
 
-The worker keeps one :class:`~driftjoin.metric.store.RunStore` per lane (:mod:`driftjoin.link.plan`),
+The worker keeps one :class:`~driftjoin.metric.store.RunStore` per lane (:mod:`driftjoin.linkage.plan`),
 whose runs hold, per window, its entries sorted by group. A batch's copies become one run per
 lane and window; the store yields every allowed pair of a new entry with a stored entry of the
 same group, and of two new entries, once each (:mod:`driftjoin.metric.store`). A candidate
@@ -8,7 +8,7 @@ same group, and of two new entries, once each (:mod:`driftjoin.metric.store`). A
 
 1. the window accepts it (interval joins: ``|t_x - t_y| <= within``, never ghost x ghost), and
    it is a pair of the join (two-sided: different sides; self-link: different ids);
-2. every condition of rule ``r`` holds, exactly (:mod:`driftjoin.link.rules`), the block's
+2. every condition of rule ``r`` holds, exactly (:mod:`driftjoin.linkage.rules`), the block's
    equalities included (a hash collision adds candidates, never pairs);
 3. no rule before ``r`` holds (*first-rule ownership*);
 4. ``(l, g)`` is the smallest ``(lane, group)`` of rule ``r`` under which the two records' entries
@@ -17,7 +17,7 @@ same group, and of two new entries, once each (:mod:`driftjoin.metric.store`). A
 
 **Exactly once.** Take a pair of one window that matches, and ``r`` the first rule it satisfies.
 Completeness: the driver of ``r`` gives the two records a shared group under allowed classes
-(:mod:`driftjoin.link.drivers`, and :mod:`driftjoin.link.split` for the cells of heavy groups,
+(:mod:`driftjoin.linkage.drivers`, and :mod:`driftjoin.linkage.split` for the cells of heavy groups,
 all under the window's one decision), each group lives on one worker, so the store of that
 worker meets the pair at every such group, in the batch of the later record; at the smallest
 one, tests 1-4 pass. Uniqueness: tests 3 and 4 fail for every other rule, lane and group, and
@@ -39,8 +39,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from driftjoin.link.plan import LaneEntries, LinkCore
-from driftjoin.link.records import LinkPairs
+from driftjoin.linkage.plan import LaneEntries, LinkCore
+from driftjoin.linkage.records import LinkPairs
 from driftjoin.metric.base import candidate_filter
 from driftjoin.metric.records import MetricRecords
 from driftjoin.metric.store import Run, RunStore, unordered
@@ -83,9 +83,9 @@ class LinkWorker:
 
     Example::
 
-        >>> from driftjoin.link.rules import check_rules
-        >>> from driftjoin.link.drivers import PassJoinDriver
-        >>> from driftjoin.link.records import Fields, link_records
+        >>> from driftjoin.linkage.rules import check_rules
+        >>> from driftjoin.linkage.drivers import PassJoinDriver
+        >>> from driftjoin.linkage.records import Fields, link_records
         >>> from driftjoin.windows import Windowing
         >>> rs = check_rules([{"name": ("levenshtein", 1)}], {"name": "string"})
         >>> core = LinkCore(rs, (PassJoinDriver(rs.rules[0].conditions[0]),), 1, True, Windowing.unbounded())

@@ -2,8 +2,8 @@
 
 A link record is a :class:`driftjoin.metric.records.MetricRecords` copy (``id, side, time,
 window, ghost``) whose ``value`` is a :class:`Fields`: the record's value of every column a
-condition reads (in the form of :func:`driftjoin.link.rules.column_values`), its ingestion time,
-and the version of the hot-key decision its window was routed under (:mod:`driftjoin.link.split`).
+condition reads (in the form of :func:`driftjoin.linkage.rules.column_values`), its ingestion time,
+and the version of the hot-key decision its window was routed under (:mod:`driftjoin.linkage.split`).
 """
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ from dataclasses import dataclass, fields
 
 import numpy as np
 
-from driftjoin.link.rules import RuleSet, column_values
+from driftjoin.linkage.rules import RuleSet, column_values
 from driftjoin.metric.records import MetricRecords
 
 

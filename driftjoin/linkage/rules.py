@@ -547,7 +547,7 @@ def check_rules(rules: Any, columns: Mapping[str, str] | None = None) -> RuleSet
         >>> check_rules([{"dob": ("levenshtein", 1)}], {"dob": "date"})
         Traceback (most recent call last):
         ...
-        driftjoin.link.rules.RuleError: rules[0]['dob'] compares dates with levenshtein, which needs strings; for dates use 'equal' or ('within', '2 days')
+        driftjoin.linkage.rules.RuleError: rules[0]['dob'] compares dates with levenshtein, which needs strings; for dates use 'equal' or ('within', '2 days')
     """
     if isinstance(rules, Mapping):
         rules = [rules]

@@ -1,6 +1,6 @@
 """Each rule's driving condition, chosen from a sample by counting work, and the hot keys of the sample.
 
-A rule can be driven by any of its non-``equal`` conditions (:mod:`driftjoin.link.drivers`) or,
+A rule can be driven by any of its non-``equal`` conditions (:mod:`driftjoin.linkage.drivers`) or,
 if it has ``equal`` conditions, by its block alone. As ``algorithm="auto"`` does for
 ``similarity_join`` (:mod:`driftjoin.metric.choose`), the choice counts instead of timing: on
 the sample, each candidate driver's entries (work linear in the records) and candidate pairs
@@ -23,11 +23,11 @@ from typing import Any
 
 import numpy as np
 
-from driftjoin.link.drivers import BlockDriver, Driver, PassJoinDriver, PrefixDriver, RangeDriver, S3JDriver, driver_kinds
-from driftjoin.link.plan import LinkCore, lane_allowed
-from driftjoin.link.records import Fields, link_records
-from driftjoin.link.rules import Condition, Rule, RuleError, RuleSet
-from driftjoin.link.split import MIN_RECORDS, decide
+from driftjoin.linkage.drivers import BlockDriver, Driver, PassJoinDriver, PrefixDriver, RangeDriver, S3JDriver, driver_kinds
+from driftjoin.linkage.plan import LinkCore, lane_allowed
+from driftjoin.linkage.records import Fields, link_records
+from driftjoin.linkage.rules import Condition, Rule, RuleError, RuleSet
+from driftjoin.linkage.split import MIN_RECORDS, decide
 from driftjoin.metric.choose import DISTANCE, ENTRY
 from driftjoin.metric.store import unordered
 from driftjoin.metric.tokens import TokenOrder
@@ -104,7 +104,7 @@ def build_core(ruleset: RuleSet, *, n_workers: int, self_join: bool, windows: Wi
                expected: int | None = None, drive: list | None = None, seed: int = 0,
                min_heavy: int = MIN_RECORDS) -> tuple[LinkCore, list[DriverEstimate]]:
     """The :class:`LinkCore` of a rule set: each rule's driver (module docstring) and the hot keys of
-    the sample as decision version 0 (:func:`driftjoin.link.split.decide`).
+    the sample as decision version 0 (:func:`driftjoin.linkage.split.decide`).
 
     Parameters
     ----------
@@ -119,7 +119,7 @@ def build_core(ruleset: RuleSet, *, n_workers: int, self_join: bool, windows: Wi
 
     Example::
 
-        >>> from driftjoin.link.rules import check_rules
+        >>> from driftjoin.linkage.rules import check_rules
         >>> rs = check_rules([{"zip": "equal", "name": ("levenshtein", 1)}], {"zip": "string", "name": "string"})
         >>> core, est = build_core(rs, n_workers=2, self_join=True, windows=Windowing.unbounded(),
         ...                        sample=Fields.build(rs, {"zip": ["1", "2"] * 50, "name": [f"n{i}" for i in range(100)]}))

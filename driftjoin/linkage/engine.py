@@ -3,9 +3,9 @@ operator follows): window copies, late records, routing, per-worker joins, the w
 
 Example::
 
-    >>> from driftjoin.link.rules import check_rules
-    >>> from driftjoin.link.choose import build_core
-    >>> from driftjoin.link.records import Fields, link_records
+    >>> from driftjoin.linkage.rules import check_rules
+    >>> from driftjoin.linkage.choose import build_core
+    >>> from driftjoin.linkage.records import Fields, link_records
     >>> rs = check_rules([{"name": ("levenshtein", 1)}], {"name": "string"})
     >>> core, _ = build_core(rs, n_workers=2, self_join=True, windows=Windowing.unbounded())
     >>> LinkEngine(core).process(link_records([1, 2], Fields.build(rs, {"name": ["kitten", "sitten"]}))).tuples()
@@ -18,9 +18,9 @@ from collections.abc import Callable
 
 import numpy as np
 
-from driftjoin.link.plan import LinkCore
-from driftjoin.link.records import LinkPairs
-from driftjoin.link.worker import LinkWorker
+from driftjoin.linkage.plan import LinkCore
+from driftjoin.linkage.records import LinkPairs
+from driftjoin.linkage.worker import LinkWorker
 from driftjoin.metric.records import MetricRecords, expand
 from driftjoin.windows import Windowing
 

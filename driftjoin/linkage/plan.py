@@ -1,21 +1,21 @@
 """Where a record's keys go: lanes, groups, classes and workers of every rule (the router's work).
 
 Each rule ``r`` has two *lanes*: ``2r`` holds its ordinary groups, ``2r + 1`` the cells of its
-heavy groups (:mod:`driftjoin.link.split`). An entry of a lane is ``(record, group, class,
+heavy groups (:mod:`driftjoin.linkage.split`). An entry of a lane is ``(record, group, class,
 worker)``:
 
-- ``G = mix(r + 1, block hash, driver key)`` (:mod:`driftjoin.link.drivers`) is the group before
+- ``G = mix(r + 1, block hash, driver key)`` (:mod:`driftjoin.linkage.drivers`) is the group before
   any split; in lane ``2r`` the entry's group is ``G``, on worker ``G mod p``;
 - the class is the driver's class (bit 0) plus bit 1: the side in a two-sided link, the role
   (ROW/COL) in a split cell of a self-link, 0 in an ordinary group of a self-link; a lane pairs
   the class pairs :func:`lane_allowed` lists (the driver's, across sides or roles where bit 1
   is used);
-- a heavy ``G`` (grid side ``g`` in the record's :class:`~driftjoin.link.split.SplitTable`)
+- a heavy ``G`` (grid side ``g`` in the record's :class:`~driftjoin.linkage.split.SplitTable`)
   goes to lane ``2r + 1`` instead: one entry per cell, group ``mix(G, cell + 1)``, worker
   ``(G + cell) mod p``.
 
 A record takes part in rule ``r`` only if every condition of the rule can hold on it (no null
-field among the rule's columns: SQL's semantics, :mod:`driftjoin.link.rules`), so nulls cost
+field among the rule's columns: SQL's semantics, :mod:`driftjoin.linkage.rules`), so nulls cost
 nothing. Routing (:meth:`LinkCore.route`) sends each record copy once to each worker that holds
 one of its entries; the worker recomputes the entries and keeps its own, so both sides agree
 by construction (entries are a function of the record copy and the plan).
@@ -27,10 +27,10 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from driftjoin.link.drivers import BlockDriver, Driver, block_hash, mix
-from driftjoin.link.records import Fields
-from driftjoin.link.rules import RuleSet
-from driftjoin.link.split import SplitTable, cells, row_of
+from driftjoin.linkage.drivers import BlockDriver, Driver, block_hash, mix
+from driftjoin.linkage.records import Fields
+from driftjoin.linkage.rules import RuleSet
+from driftjoin.linkage.split import SplitTable, cells, row_of
 from driftjoin.metric.base import side_classes
 from driftjoin.metric.records import MetricRecords
 from driftjoin.windows import Windowing
@@ -70,8 +70,8 @@ class LinkCore:
 
     Example::
 
-        >>> from driftjoin.link.rules import check_rules
-        >>> from driftjoin.link.records import Fields, link_records
+        >>> from driftjoin.linkage.rules import check_rules
+        >>> from driftjoin.linkage.records import Fields, link_records
         >>> rs = check_rules([{"zip": "equal"}], {"zip": "string"})
         >>> core = LinkCore(rs, (BlockDriver(None),), 4, True, Windowing.unbounded())
         >>> batch = link_records([1, 2, 3], Fields.build(rs, {"zip": ["a", "a", None]}))

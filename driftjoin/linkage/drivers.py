@@ -11,7 +11,7 @@ every record a few *keys* ``(key, class)`` such that
 
 Records are then stored and paired by ``group = mix(rule, block hash, key)``
 (:func:`groups`); every candidate pair is verified on the values (the block's equality included,
-so a hash collision adds candidates, never pairs), and :mod:`driftjoin.link.worker` keeps each
+so a hash collision adds candidates, never pairs), and :mod:`driftjoin.linkage.worker` keeps each
 pair once. The drivers, each built on a strategy of :mod:`driftjoin.metric`:
 
 - :class:`BlockDriver` (no driving condition; a rule of equal fields only, or a block small
@@ -25,7 +25,7 @@ pair once. The drivers, each built on a strategy of :mod:`driftjoin.metric`:
   (:func:`driftjoin.metric.prefix.prefix_entries` over the global token order of a sample,
   :mod:`driftjoin.metric.tokens`): a set of ``n`` tokens keys on the first ``n - o(n) + 1``
   codes, ``o(n) = ceil((1 - t) n)`` the least overlap any partner within ``t`` needs (computed
-  with the exact ratio test of :func:`driftjoin.link.rules.ratio_at_most`), so two sets within
+  with the exact ratio test of :func:`driftjoin.linkage.rules.ratio_at_most`), so two sets within
   ``t`` share a prefix code.
 - :class:`RangeDriver` (``within``, ``d``): buckets of width ``w = 2d``; a value keys on its
   bucket ``b`` (HOME) and on ``b + 1`` (GHOST), pairs meeting as HOME x HOME or HOME x GHOST.
@@ -51,7 +51,7 @@ from typing import Any
 
 import numpy as np
 
-from driftjoin.link.rules import JACCARD, LEVENSHTEIN, WITHIN, Condition, ratio_at_most
+from driftjoin.linkage.rules import JACCARD, LEVENSHTEIN, WITHIN, Condition, ratio_at_most
 from driftjoin.metric.passjoin import entries as passjoin_entries
 from driftjoin.metric.prefix import code_group, prefix_entries
 from driftjoin.metric.records import MetricRecords, object_array

@@ -1,6 +1,6 @@
 """Hot blocking keys: a heavy group spread over a grid of cells, each pair met in exactly one cell.
 
-A rule stores its records under groups (block, driving key; :mod:`driftjoin.link.drivers`) and a
+A rule stores its records under groups (block, driving key; :mod:`driftjoin.linkage.drivers`) and a
 group lives on one worker, which compares its records pairwise: a postcode holding 10% of a
 window's records would give one worker 1% of all pairs of the window, whatever the number of
 workers. As in the Streaming HyperCube (Section 3.2 of the SHC paper; :mod:`driftjoin.hypercube`),
@@ -14,7 +14,7 @@ a *heavy* group is split over a ``g x g`` grid of cells, each cell on a worker o
   ``(j, i)`` as COL, and cells pair ROW with COL only (the class bit that two-sided links use for
   the side). A pair ``x, y`` meets as ``x`` ROW / ``y`` COL in cell ``(i_x, i_y)`` and as ``y``
   ROW / ``x`` COL in cell ``(i_y, i_x)``; the worker keeps a pair only in the smallest group
-  where it meets (:mod:`driftjoin.link.worker`), and in a diagonal cell both meetings share the
+  where it meets (:mod:`driftjoin.linkage.worker`), and in a diagonal cell both meetings share the
   group and are made one. Each record is copied ``2g`` times and each pair compared twice,
   where the unsplit group compared it once on one worker: twice the work, spread over ``g^2``
   cells.
@@ -41,7 +41,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from driftjoin.link.drivers import hash_values, mix
+from driftjoin.linkage.drivers import hash_values, mix
 
 #: Groups with fewer records than this are never split (at the start of a stream every group is small).
 MIN_RECORDS = 64
