@@ -584,7 +584,7 @@ def check_rules(rules: Any, columns: Mapping[str, str] | None = None) -> RuleSet
                 cond = Condition(Measure(column, EQUAL, kind))
             else:
                 cond = _measure(name, column, kind, metric, threshold, tokens)
-            if column in used and used[column] != kind:
+            if columns is not None and column in used and used[column] != kind:
                 raise RuleError(name, f"reads column {column!r} as {_KIND_TEXT[kind]} but another condition reads it as "
                                       f"{_KIND_TEXT[used[column]]}")
             used[column] = kind

@@ -75,7 +75,8 @@ def route_links(plan: LinkPlan, batches: Iterator[pa.RecordBatch], schema: pa.Sc
              pa.array(copies.window[row], pa.int64()), pa.array(copies.ghost[row]), pa.array(home),
              pa.array(copies.value.version[row], pa.int64())],
             schema=schema)
-    yield heartbeat_batch(schema, [*plan.keys, PLAN_KEY], {"side": HEARTBEAT, "ingest": seen})
+    lists = {c: None for c, k in plan.kinds.items() if k in ("set", "ints", "vector")}  # fillers a list column takes
+    yield heartbeat_batch(schema, [*plan.keys, PLAN_KEY], {"side": HEARTBEAT, "ingest": seen, **lists})
 
 
 def _routed_column(batch: pa.RecordBatch, c: str, take: pa.Array, kind: str) -> pa.Array:
