@@ -53,6 +53,7 @@ import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from fractions import Fraction
+from functools import lru_cache
 from numbers import Real
 from typing import Any
 
@@ -143,6 +144,13 @@ def tokeniser(spec: str | None) -> Callable[[str], list[str]] | None:
         return words
     q = int(spec.split(":", 1)[1]) if ":" in spec else 3
     return lambda text: qgrams(text, q)
+
+
+@lru_cache(maxsize=1 << 18)
+def tokenised(spec: str, text: str) -> frozenset:
+    """The token set of ``text`` under a ``tokens`` setting (cached: a record's value is tested
+    against many candidates)."""
+    return frozenset(tokeniser(spec)(text))
 
 
 def _tokens_spec(name: str, value: Any) -> str:
@@ -239,9 +247,10 @@ class Measure:
             return np.isfinite(v)
         if self.kind in ("date", "timestamp"):
             return v != NULL_TIME
-        ok = np.fromiter((x is not None for x in v), bool, len(v))
+        ok = np.not_equal(v, None) if len(v) else np.zeros(0, bool)
         if self.metric == JACCARD:
-            ok &= np.fromiter((x is not None and len(self.token_set(x)) > 0 for x in v), bool, len(v))
+            k = np.nonzero(ok)[0]
+            ok[k] = np.fromiter(map(len, map(self.token_set, v[k])), np.int64, len(k)) > 0
         return ok
 
     def reason(self, value: Any) -> str | None:
@@ -259,7 +268,7 @@ class Measure:
 
     def token_set(self, value: Any) -> frozenset:
         if self.tokens is not None:
-            return frozenset(tokeniser(self.tokens)(value))
+            return tokenised(self.tokens, value)
         return frozenset(value.tolist() if isinstance(value, np.ndarray) else value)
 
     def token_lists(self, v: np.ndarray) -> list[list]:
@@ -379,12 +388,21 @@ class Condition:
         return f"{m.column} {m.label.split('_', 1)[-1] if m.metric == CALLABLE else m.metric}{extra} <= {self.threshold}"
 
 
+#: Rough cost of testing a condition on a candidate (conditions are tested cheapest first).
+_COST = {EQUAL: 0, WITHIN: 1, LEVENSHTEIN: 2, JACCARD: 4, CALLABLE: 5}
+
+
 @dataclass(frozen=True, eq=False)
 class Rule:
     """The conditions of one rule: ``equal`` ones (the block) and the others."""
 
     index: int
     conditions: tuple[Condition, ...]
+
+    @property
+    def by_cost(self) -> tuple[Condition, ...]:
+        """The conditions, cheapest test first (vector metrics between edits and Jaccard)."""
+        return tuple(sorted(self.conditions, key=lambda c: _COST.get(c.metric, 3)))
 
     @property
     def equal(self) -> tuple[Condition, ...]:

@@ -144,7 +144,7 @@ class LinkWorker:
         self.stats.comparisons += len(k)
         rules = self.core.ruleset.rules
         fx, fy = X.value.cols, Y.value.cols
-        for c in rules[r].conditions:
+        for c in rules[r].by_cost:
             if not len(k):
                 break
             k = k[c.holds(fx[c.column][ra[k]], fy[c.column][rb[k]])]
@@ -152,7 +152,7 @@ class LinkWorker:
             if not len(k):
                 break
             sat = np.ones(len(k), bool)
-            for c in earlier.conditions:
+            for c in earlier.by_cost:
                 idx = np.nonzero(sat)[0]
                 if not len(idx):
                     break
