@@ -24,6 +24,8 @@ _LAZY = {
     "invalid_documents": "driftjoin.spark.natural.api",
     "equi_join": "driftjoin.spark.equi.api",
     "invalid_equi_records": "driftjoin.spark.equi.api",
+    "link": "driftjoin.spark.link.api",
+    "invalid_links": "driftjoin.spark.link.api",
     "entities": "driftjoin.spark.entities.api",
     "invalid_entity_links": "driftjoin.spark.entities.api",
     "current_entities": "driftjoin.spark.entities.api",

@@ -20,6 +20,8 @@ PUBLIC = [
     "driftjoin.spark.natural.api.invalid_documents",
     "driftjoin.spark.equi.api.equi_join",
     "driftjoin.spark.equi.api.invalid_equi_records",
+    "driftjoin.spark.link.api.link",
+    "driftjoin.spark.link.api.invalid_links",
     "driftjoin.spark.runtime.session.local_session",
     "driftjoin.spark.similarity.threshold.choose_threshold",
     "driftjoin.control.autoscale.controller.autoscale",

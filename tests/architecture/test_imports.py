@@ -1,10 +1,10 @@
 """The package layout's rules, read from the imports (ast) of every module of driftjoin.
 
-- the operator packages (``driftjoin.spark.{similarity,topk,natural,equi,entities}``) never import each other;
+- the operator packages (``driftjoin.spark.{similarity,topk,natural,equi,link,entities}``) never import each other;
 - nothing under ``driftjoin.spark.runtime`` or ``driftjoin.spark.sources`` imports an operator package
   or the applications;
 - no core (``s3j, grid, swoop, schemafree, hypercube, checkpointing, generators, distance, clock,
-  durations, blockjoin, metric, windows, entitygraph``) imports ``pyspark`` or ``driftjoin.spark``, nor the applications;
+  durations, blockjoin, metric, windows, linkage, entitygraph``) imports ``pyspark`` or ``driftjoin.spark``, nor the applications;
 - ``driftjoin.control`` does not import an operator package; nothing but ``driftjoin.app`` imports
   ``driftjoin.app``;
 - no module imports a private name (``_x``) of another module;
@@ -20,9 +20,9 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
 PACKAGE = ROOT / "driftjoin"
-OPERATORS = ("similarity", "topk", "natural", "equi", "entities")
+OPERATORS = ("similarity", "topk", "natural", "equi", "link", "entities")
 CORES = ("s3j", "grid", "swoop", "schemafree", "hypercube", "checkpointing", "generators", "distance", "clock",
-         "durations", "blockjoin", "metric", "windows", "entitygraph")
+         "durations", "blockjoin", "metric", "windows", "linkage", "entitygraph")
 
 
 def _module_name(path: Path) -> str:

@@ -1,0 +1,137 @@
+"""Hot blocking keys: a heavy group spread over a grid of cells, each pair met in exactly one cell.
+
+A rule stores its records under groups (block, driving key; :mod:`driftjoin.linkage.drivers`) and a
+group lives on one worker, which compares its records pairwise: a postcode holding 10% of a
+window's records would give one worker 1% of all pairs of the window, whatever the number of
+workers. As in the Streaming HyperCube (Section 3.2 of the SHC paper; :mod:`driftjoin.hypercube`),
+a *heavy* group is split over a ``g x g`` grid of cells, each cell on a worker of its own
+(round-robin from the group's own worker, so the ``g^2`` cells cover ``min(g^2, p)`` workers):
+
+- **two-sided**: a left record goes to row ``i = h(id) mod g`` (every cell ``(i, j)``), a right
+  record to column ``j = h(id) mod g`` (every cell ``(i, j)``): a left-right pair meets in the
+  one cell ``(i_left, j_right)``, and cells pair left with right only, as unsplit groups do;
+- **self-link**: a record of row ``i`` goes to every cell ``(i, j)`` as ROW and to every cell
+  ``(j, i)`` as COL, and cells pair ROW with COL only (the class bit that two-sided links use for
+  the side). A pair ``x, y`` meets as ``x`` ROW / ``y`` COL in cell ``(i_x, i_y)`` and as ``y``
+  ROW / ``x`` COL in cell ``(i_y, i_x)``; the worker keeps a pair only in the smallest group
+  where it meets (:mod:`driftjoin.linkage.worker`), and in a diagonal cell both meetings share the
+  group and are made one. Each record is copied ``2g`` times and each pair compared twice,
+  where the unsplit group compared it once on one worker: twice the work, spread over ``g^2``
+  cells.
+
+Which groups are heavy (:func:`decide`): a group's work grows with the square of its records, so
+group ``G`` with ``n`` records is heavy when ``n^2 > W / p`` (``W`` the sum of ``n^2`` over all
+groups of all rules, ``p`` the workers: its work alone exceeds a worker's fair share) and
+``n >= min_records``; it gets ``g = ceil(n / sqrt(W / p))`` (at least 2, at most ``p``), so a
+cell's work ``(n / g)^2`` is at most the fair share. Counts come from a sample before the start
+and, on a stream, from the workers' statistics (:mod:`driftjoin.spark.link.control`).
+
+**Exactness under changing decisions.** A decision is a :class:`SplitTable` (a version and its
+heavy groups); every record copy of a window is placed under the window's version (the Spark
+operator binds each window to the version that was newest when the window first received
+records, and never changes it), so inside a window every pair meets under one table, and the
+argument above holds for any sequence of tables.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from driftjoin.linkage.drivers import hash_values, mix
+
+#: Groups with fewer records than this are never split (at the start of a stream every group is small).
+MIN_RECORDS = 64
+
+
+@dataclass(frozen=True)
+class SplitTable:
+    """One version of the hot-key decision: ``heavy[rule][group] = g`` (grid side)."""
+
+    version: int = 0
+    heavy: Mapping[int, Mapping[int, int]] = field(default_factory=dict)
+
+    def grid(self, rule: int, groups: np.ndarray) -> np.ndarray:
+        """The grid side of each group of ``rule`` (0: not split)."""
+        table = self.heavy.get(rule)
+        if not table:
+            return np.zeros(len(groups), np.int64)
+        keys = np.fromiter(table.keys(), np.int64, len(table))
+        sides = np.fromiter(table.values(), np.int64, len(table))
+        order = np.argsort(keys)
+        keys, sides = keys[order], sides[order]
+        pos = np.minimum(np.searchsorted(keys, groups), len(keys) - 1)
+        return np.where(keys[pos] == groups, sides[pos], 0)
+
+    def as_dict(self) -> dict:
+        """JSON form (decision files, statistics)."""
+        return {"version": self.version, "heavy": {str(r): {str(k): int(g) for k, g in t.items()}
+                                                   for r, t in self.heavy.items()}}
+
+    @staticmethod
+    def from_dict(doc: Mapping) -> "SplitTable":
+        return SplitTable(int(doc["version"]), {int(r): {int(k): int(g) for k, g in t.items()}
+                                                for r, t in doc.get("heavy", {}).items()})
+
+    def size(self) -> int:
+        return sum(len(t) for t in self.heavy.values())
+
+
+def decide(counts: Mapping[tuple[int, int], float], workers: int, *, min_records: int = MIN_RECORDS,
+           version: int = 0, total_work: float | None = None) -> SplitTable:
+    """The heavy groups of ``counts`` (``(rule, group) -> records``; module docstring).
+
+    ``total_work``: ``W`` when ``counts`` hold only the largest groups (the sum of squares of all
+    groups, which the workers report); default: the sum over ``counts``.
+
+    Example::
+
+        >>> t = decide({(0, 7): 100, (0, 8): 10, (1, 9): 12}, workers=4)
+        >>> dict(t.heavy[0])
+        {7: 2}
+    """
+    w = total_work if total_work is not None else float(sum(n * n for n in counts.values()))
+    fair = w / max(workers, 1)
+    heavy: dict[int, dict[int, int]] = {}
+    if workers < 2 or fair <= 0:
+        return SplitTable(version, heavy)
+    for (rule, group), n in sorted(counts.items()):
+        if n >= min_records and n * n > fair:
+            g = max(2, min(workers, math.ceil(n / math.sqrt(fair))))
+            heavy.setdefault(int(rule), {})[int(group)] = int(g)
+    return SplitTable(version, heavy)
+
+
+def row_of(ids: np.ndarray, g: np.ndarray) -> np.ndarray:
+    """The row (or column) ``h(id) mod g`` of each record (``g > 0``)."""
+    return mix(hash_values("other", np.asarray(ids)), 0x51) % np.asarray(g, np.int64)
+
+
+@dataclass(frozen=True)
+class Cells:
+    """Entries of split groups: entry ``k`` of the input goes to cell ``cell[k]`` (``i * g + j``)
+    with role ``role[k]`` (ROW 0 / COL 1; two-sided: the side), ``src[k]`` the input entry."""
+
+    src: np.ndarray
+    cell: np.ndarray
+    role: np.ndarray
+
+
+def cells(row: np.ndarray, g: np.ndarray, side: np.ndarray, self_join: bool) -> Cells:
+    """The cells of entries whose record is in row/column ``row`` of a ``g x g`` grid."""
+    n = len(row)
+    idx = np.arange(n, dtype=np.int64)
+    src = np.repeat(idx, g)
+    j = np.arange(int(g.sum()), dtype=np.int64) - np.repeat(np.cumsum(g) - g, g)
+    r = np.repeat(row, g)
+    gg = np.repeat(g, g)
+    if self_join:
+        cell = np.concatenate([r * gg + j, j * gg + r])
+        role = np.concatenate([np.zeros(len(src), np.int64), np.ones(len(src), np.int64)])
+        return Cells(np.concatenate([src, src]), cell, role)
+    s = np.repeat(np.asarray(side, np.int64), g)
+    cell = np.where(s == 0, r * gg + j, j * gg + r)
+    return Cells(src, cell, s)
