@@ -333,6 +333,8 @@ class FactStore:
                 retired_all[y] = (s, t, rid)
             for e in p["e_eid"].tolist():
                 e_run[e] = rid
+        tomb_ids = np.fromiter(tombs, np.int64, len(tombs))
+        retired_ids = np.fromiter(retired_all, np.int64, len(retired_all))
         ent_parts: dict[str, list] = {k: [] for k in ("eid", "created", "fside", "fid", "run")}
         rec_parts: dict[str, list] = {k: [] for k in ("side", "id", "home", "time", "src", "run")}
         for rid, (label, p) in enumerate(runs):
@@ -340,20 +342,19 @@ class FactStore:
             self.runs[rid] = run
             run.total = sum(len(p[c]) for c in ("r_id", "e_eid", "m_eid", "t_eid"))
 
-            def dead_of(eids: list[int], run: Run = run) -> list[bool]:
-                out = []
-                for y in eids:
-                    gone = y in tombs
-                    if gone:
-                        run.dead_of[y] = run.dead_of.get(y, 0) + 1
-                        self.pinned[y] = self.pinned.get(y, 0) + 1
-                    out.append(gone)
-                return out
+            def dead_of(eids: np.ndarray, run: Run = run) -> np.ndarray:
+                """Which of ``eids`` are tombstoned; counts them for the run and the tombstones."""
+                gone = np.isin(eids, tomb_ids) if len(tomb_ids) and len(eids) else np.zeros(len(eids), dtype=bool)
+                if gone.any():
+                    for y, c in zip(*np.unique(eids[gone], return_counts=True)):
+                        y, c = int(y), int(c)
+                        run.dead_of[y] = run.dead_of.get(y, 0) + c
+                        self.pinned[y] = self.pinned.get(y, 0) + c
+                return gone
 
-            home = p["r_home"].tolist()
-            r_dead = np.asarray(dead_of(home), dtype=bool)
+            r_dead = dead_of(p["r_home"])
             keep = np.nonzero(~r_dead)[0]
-            n_src = len(home)
+            n_src = len(r_dead)
             rec_parts["side"].append(p["r_side"][keep])
             rec_parts["id"].append(p["r_id"][keep])
             rec_parts["home"].append(p["r_home"][keep])
@@ -361,24 +362,17 @@ class FactStore:
             src = p["r_src"] if p["r_src"] is not None else np.full(n_src, None, dtype=object)
             rec_parts["src"].append(src[keep])
             rec_parts["run"].append(np.full(len(keep), rid, np.int64))
-            eids = p["e_eid"].tolist()
-            e_tomb = dead_of(eids)
-            e_live = []
-            for i, (e, gone) in enumerate(zip(eids, e_tomb)):
-                retired = e in retired_all
-                if gone or retired:
-                    run.dead += 1
-                else:
-                    e_live.append(i)
-                run.ents.append(e)
-            sel = np.asarray(e_live, np.int64)
+            e_gone = dead_of(p["e_eid"]) | (np.isin(p["e_eid"], retired_ids) if len(retired_ids) else False)
+            run.dead += int(np.sum(e_gone))
+            run.ents.extend(p["e_eid"].tolist())
+            sel = np.nonzero(~e_gone)[0]
             ent_parts["eid"].append(p["e_eid"][sel])
             ent_parts["created"].append(p["e_created"][sel])
             ent_parts["fside"].append(p["e_fside"][sel])
             ent_parts["fid"].append(p["e_fid"][sel])
             ent_parts["run"].append(np.full(len(sel), rid, np.int64))
             m_eids = p["m_eid"].tolist()
-            for y, gone in zip(m_eids, dead_of(m_eids)):
+            for y, gone in zip(m_eids, dead_of(p["m_eid"]).tolist()):
                 run.merges.append(y)
                 if gone:
                     run.dead += 1
@@ -396,39 +390,43 @@ class FactStore:
         rec_id = _concat(rec_parts["id"], kind_or)
         rec_home = _concat(rec_parts["home"], np.int64)
         ent_eid = _concat(ent_parts["eid"], np.int64)
-        live_roots = set(ent_eid.tolist())
-        root_of: dict[int, int] = {e: e for e in live_roots}
+        merged_eid = np.fromiter(self.retired, np.int64, len(self.retired))
+        survivor = np.asarray([self.retired[y].survivor for y in merged_eid.tolist()], np.int64)
+        order = np.argsort(merged_eid)
+        merged_sorted, survivor_sorted = merged_eid[order], survivor[order]
 
-        def resolve(e: int) -> int:
-            path = []
-            while e not in root_of:
-                path.append(e)
-                e = self.retired[e].survivor
-            root = root_of[e]
-            for x in path:
-                root_of[x] = root
-            return root
+        def roots(eids: np.ndarray) -> np.ndarray:
+            """Each eid followed along the merges to an entity that is not retired."""
+            out = eids.copy()
+            active = np.arange(len(out))
+            while len(merged_sorted) and len(active):
+                at = np.minimum(np.searchsorted(merged_sorted, out[active]), len(merged_sorted) - 1)
+                hit = merged_sorted[at] == out[active]
+                active, at = active[hit], at[hit]
+                out[active] = survivor_sorted[at]
+            return out
 
-        merged_eid = np.asarray(list(self.retired), np.int64)
         return Restored(
             kind=kind,
             rec_side=_concat(rec_parts["side"], np.int8), rec_id=rec_id, rec_home=rec_home,
             rec_time=_concat(rec_parts["time"], np.float64), rec_src=_concat(rec_parts["src"], object),
-            rec_run=_concat(rec_parts["run"], np.int64),
-            rec_root=np.fromiter((resolve(h) for h in rec_home.tolist()), np.int64, len(rec_home)),
+            rec_run=_concat(rec_parts["run"], np.int64), rec_root=roots(rec_home),
             ent_eid=ent_eid, ent_created=_concat(ent_parts["created"], np.int64),
             ent_fside=_concat(ent_parts["fside"], np.int8), ent_fid=_concat(ent_parts["fid"], kind_or),
             ent_run=_concat(ent_parts["run"], np.int64),
-            merged_eid=merged_eid,
-            merged_root=np.fromiter((resolve(y) for y in merged_eid.tolist()), np.int64, len(merged_eid)),
+            merged_eid=merged_eid, merged_root=roots(merged_eid),
             merged_time=np.asarray([self.retired[y].time for y in merged_eid.tolist()], np.float64),
         )
 
     def attach(self, rec_slots: np.ndarray, ent_slots: np.ndarray) -> None:
         """After a restore: the runs' record lists, from the slots the graph gave the live records."""
-        runs = self.g.rec["run"][rec_slots].tolist()
-        for slot, rid in zip(rec_slots.tolist(), runs):
-            self.runs[rid].recs.append(slot)
+        runs = self.g.rec["run"][rec_slots]
+        order = np.argsort(runs, kind="stable")
+        sorted_runs = runs[order]
+        bounds = np.flatnonzero(np.r_[True, sorted_runs[1:] != sorted_runs[:-1], True]).tolist()
+        slots = rec_slots[order].tolist()
+        for a, b, rid in zip(bounds[:-1], bounds[1:], sorted_runs[bounds[:-1]].tolist()):
+            self.runs[rid].recs.extend(slots[a:b])
 
     # ------------------------------------------------------------------ statistics
 

@@ -583,13 +583,10 @@ class EntityGraph:
         ent["size"][slots] = 0
         ent["last"][slots] = -np.inf
         g.eid_slot = dict(zip(state.ent_eid.tolist(), slots.tolist()))
-        for s in slots.tolist():
-            g.members[s] = []
-            if rules.one_per_source:
-                g.sources[s] = set()
         n_r = len(state.rec_id)
         rslots = rec.alloc(n_r)
-        target = np.fromiter((g.eid_slot[e] for e in state.rec_root.tolist()), np.int64, n_r)
+        by_eid = np.argsort(state.ent_eid)
+        target = slots[by_eid[np.searchsorted(state.ent_eid[by_eid], state.rec_root)]] if n_r else np.zeros(0, np.int64)
         rec["side"][rslots] = state.rec_side
         rec["id"][rslots] = state.rec_id
         rec["ent"][rslots] = target
@@ -597,21 +594,29 @@ class EntityGraph:
         rec["time"][rslots] = state.rec_time
         rec["src"][rslots] = state.rec_src
         rec["run"][rslots] = state.rec_run
-        for side, key, slot in zip(state.rec_side.tolist(), state.rec_id.tolist(), rslots.tolist()):
-            g.index[side][key] = slot
-        for slot, t_slot in zip(rslots.tolist(), target.tolist()):
-            g.members[t_slot].append(slot)
+        for side in (0, 1):
+            on = state.rec_side == side
+            if on.any():
+                g.index[side].update(zip(state.rec_id[on].tolist(), rslots[on].tolist()))
+        order = np.argsort(target, kind="stable")
+        sorted_target = target[order]
+        bounds = np.flatnonzero(np.r_[True, sorted_target[1:] != sorted_target[:-1], True]).tolist()
+        grouped = rslots[order].tolist()
+        for a, b, t_slot in zip(bounds[:-1], bounds[1:], sorted_target[bounds[:-1]].tolist()):
+            g.members[t_slot] = grouped[a:b]
+            if rules.one_per_source:
+                g.sources[t_slot] = {x for x in rec["src"][grouped[a:b]].tolist() if x is not None}
         if n_r:
             np.add.at(ent["size"], target, 1)
             np.maximum.at(ent["last"], target, state.rec_time)
-        for eid, root, t in zip(state.merged_eid.tolist(), state.merged_root.tolist(), state.merged_time.tolist()):
-            s = g.eid_slot[root]
-            g.tree.setdefault(s, []).append(eid)
-            ent["last"][s] = max(ent["last"][s], t)
-        if rules.one_per_source:
-            for slot, t_slot in zip(rslots.tolist(), target.tolist()):
-                src = rec["src"][slot]
-                if src is not None:
-                    g.sources[t_slot].add(src)
+        if len(state.merged_eid):
+            m_slot = slots[by_eid[np.searchsorted(state.ent_eid[by_eid], state.merged_root)]]
+            np.maximum.at(ent["last"], m_slot, state.merged_time)
+            order = np.argsort(m_slot, kind="stable")
+            sorted_slot = m_slot[order]
+            bounds = np.flatnonzero(np.r_[True, sorted_slot[1:] != sorted_slot[:-1], True]).tolist()
+            merged = state.merged_eid[order].tolist()
+            for a, b, t_slot in zip(bounds[:-1], bounds[1:], sorted_slot[bounds[:-1]].tolist()):
+                g.tree[t_slot] = merged[a:b]
         g.facts.attach(rslots, slots)
         return g
