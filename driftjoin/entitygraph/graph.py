@@ -63,6 +63,7 @@ import numpy as np
 import pandas as pd
 
 from driftjoin.entitygraph.facts import FactStore, Restored
+from driftjoin.entitygraph.index import RecordIndex
 from driftjoin.entitygraph.links import LinkBatch, canonical
 from driftjoin.entitygraph.table import SlotTable
 
@@ -160,11 +161,10 @@ class EntityGraph:
         self.clock = -np.inf
         self.next_eid = 0
         self.id_kind: np.dtype | None = None
-        self.index: tuple[dict, dict] = ({}, {})
+        self.index: tuple[RecordIndex, RecordIndex] = (RecordIndex(np.int64), RecordIndex(np.int64))
         self.rec: SlotTable | None = None
         self.ent: SlotTable | None = None
-        #: per live entity slot: its records' slots, the eids merged into it, its records' sources
-        self.members: dict[int, list[int]] = {}
+        #: per live entity slot: the eids merged into it, its records' sources (one_per_source)
         self.tree: dict[int, list[int]] = {}
         self.sources: dict[int, set] = {}
         #: live entity eid -> slot
@@ -177,6 +177,7 @@ class EntityGraph:
         kind = np.dtype(np.int64) if kind.kind in "iu" else np.dtype(object)
         if self.id_kind is None:
             self.id_kind = kind
+            self.index = (RecordIndex(kind), RecordIndex(kind))
             self.rec = SlotTable({"side": np.int8, "id": kind, "ent": np.int64, "home": np.int64, "time": np.float64,
                                   "src": object, "run": np.int64})
             self.ent = SlotTable({"eid": np.int64, "created": np.int64, "fside": np.int8, "fid": kind,
@@ -214,11 +215,7 @@ class EntityGraph:
     # ------------------------------------------------------------------ one batch
 
     def _lookup(self, side: int, ids: np.ndarray) -> np.ndarray:
-        index = self.index[side]
-        if not index:
-            return np.full(len(ids), -1, np.int64)
-        get = index.get
-        return np.fromiter((get(x, -1) for x in ids.tolist()), np.int64, len(ids))
+        return self.index[side].lookup(ids)
 
     def apply(self, batch: LinkBatch, seq: int | None = None) -> Changes:
         """Apply one batch of links; returns what changed (module docstring)."""
@@ -342,21 +339,11 @@ class EntityGraph:
                 rec["src"][rec_slots] = new_src[j]
             for s in ((0, 1) if rules.two_sided else (0,)):
                 on = new_side[j] == s
-                self.index[s].update(zip(new_id[j][on].tolist(), rec_slots[on].tolist()))
-            order_t = np.argsort(target, kind="stable")
-            sorted_target = target[order_t]
-            bounds = np.flatnonzero(np.r_[True, sorted_target[1:] != sorted_target[:-1], True]).tolist()
-            grouped = rec_slots[order_t].tolist()
-            members = self.members
-            for a, b, t_slot in zip(bounds[:-1], bounds[1:], sorted_target[bounds[:-1]].tolist()):
-                got = members.get(t_slot)
-                if got is None:  # a new entity
-                    members[t_slot] = grouped[a:b]
-                else:
-                    got.extend(grouped[a:b])
+                self.index[s].insert(new_id[j][on], rec_slots[on])
             if rules.one_per_source:
-                for a, b, t_slot in zip(bounds[:-1], bounds[1:], sorted_target[bounds[:-1]].tolist()):
-                    self.sources[t_slot].update(x for x in rec["src"][grouped[a:b]] if x is not None)
+                for t_slot, src in zip(target.tolist(), rec["src"][rec_slots].tolist()):
+                    if src is not None:
+                        self.sources[t_slot].add(src)
             if self.persist:
                 self.facts.add_records(rec_slots)
         counts["records_added"] = int(len(joining))
@@ -375,15 +362,21 @@ class EntityGraph:
         old_nodes = np.arange(k)
         retired = old_nodes[changed[labels[old_nodes]] & (rep[labels[old_nodes]] != old_nodes)]
         merged_rec, merged_prev = [], []
+        if len(retired):
+            # their records (one scan of the record table), moved to the survivors
+            retired_slots = olds[retired]
+            rec = self.rec
+            mr = np.nonzero(np.isin(rec["ent"][: rec.high], retired_slots))[0]
+            was = rec["ent"][mr]
+            merged_prev.append(ent["fid"][was].astype(object))
+            into = np.empty(ent.high, np.int64)
+            into[retired_slots] = slot_of_label[labels[retired]]
+            rec["ent"][mr] = into[was]
+            merged_rec.append(mr)
         for x in retired[np.argsort(labels[retired], kind="stable")].tolist():
             lab = labels[x]
             survivor = int(slot_of_label[lab])
             xs = int(olds[x])
-            mem = self.members.pop(xs)
-            merged_rec.append(np.asarray(mem, np.int64))
-            merged_prev.append(np.full(len(mem), ent["fid"][xs], dtype=object))
-            self.rec["ent"][mem] = survivor
-            self.members[survivor].extend(mem)
             x_eid = int(ent["eid"][xs])
             self.tree.setdefault(survivor, []).extend([x_eid, *self.tree.pop(xs, ())])
             if rules.one_per_source:
@@ -408,8 +401,6 @@ class EntityGraph:
         if merged_rec:
             mr = np.concatenate(merged_rec)
             mp = np.concatenate(merged_prev)
-            if kind != object:
-                mp = np.asarray([int(x) for x in mp], dtype=object)
             sides.append(rec["side"][mr])
             records.append(rec["id"][mr])
             entities.append(ent["fid"][rec["ent"][mr]])
@@ -464,29 +455,37 @@ class EntityGraph:
             frontier = self.clock - self.rules.expire_after
             slots = np.fromiter(self.eid_slot.values(), np.int64, len(self.eid_slot))
             gone = slots[self.ent["last"][slots] < frontier]
-            for eid in np.sort(self.ent["eid"][gone]).tolist():
-                changes.counts["expired_records"] += self._expire(self.eid_slot[eid])
+            if len(gone):
+                changes.counts["expired_records"] = self._expire(gone)
             changes.counts["expired_entities"] = int(len(gone))
         if self.persist:
             self.facts.settle()
 
-    def _expire(self, slot: int) -> int:
-        """Drop an entity and its records from the state; returns its number of records."""
+    def _expire(self, slots: np.ndarray) -> int:
+        """Drop entities and their records from the state; returns their number of records."""
         ent, rec = self.ent, self.rec
-        eid = int(ent["eid"][slot])
-        mem = self.members.pop(slot)
-        tree = self.tree.pop(slot, [])
-        self.sources.pop(slot, None)
-        if self.persist:
-            self.facts.expire(slot, mem, tree)
-        for s, key in zip(rec["side"][mem].tolist(), rec["id"][mem].tolist()):
-            del self.index[s][key]
+        mem = np.nonzero(np.isin(rec["ent"][: rec.high], slots))[0]
+        owner = rec["ent"][mem]
+        order = np.argsort(owner, kind="stable")
+        sorted_owner = owner[order]
+        bounds = np.flatnonzero(np.r_[True, sorted_owner[1:] != sorted_owner[:-1], True]).tolist()
+        grouped = mem[order].tolist()
+        members = {t: grouped[a:b] for a, b, t in zip(bounds[:-1], bounds[1:], sorted_owner[bounds[:-1]].tolist())}
+        for slot in sorted(slots.tolist(), key=lambda x: int(ent["eid"][x])):
+            tree = self.tree.pop(slot, [])
+            self.sources.pop(slot, None)
+            if self.persist:
+                self.facts.expire(slot, members.get(slot, []), tree)
+            del self.eid_slot[int(ent["eid"][slot])]
+        sides = rec["side"][mem]
+        for s in (0, 1):
+            self.index[s].remove(rec["id"][mem][sides == s])
         rec["src"][mem] = None
         rec["run"][mem] = -1
+        rec["ent"][mem] = -1
         rec.release(mem)
-        del self.eid_slot[eid]
-        ent["erun"][slot] = -1
-        ent.release([slot])
+        ent["erun"][slots] = -1
+        ent.release(slots)
         return len(mem)
 
     # ------------------------------------------------------------------ union
@@ -594,18 +593,13 @@ class EntityGraph:
         rec["time"][rslots] = state.rec_time
         rec["src"][rslots] = state.rec_src
         rec["run"][rslots] = state.rec_run
-        for side in (0, 1):
-            on = state.rec_side == side
-            if on.any():
-                g.index[side].update(zip(state.rec_id[on].tolist(), rslots[on].tolist()))
-        order = np.argsort(target, kind="stable")
-        sorted_target = target[order]
-        bounds = np.flatnonzero(np.r_[True, sorted_target[1:] != sorted_target[:-1], True]).tolist()
-        grouped = rslots[order].tolist()
-        for a, b, t_slot in zip(bounds[:-1], bounds[1:], sorted_target[bounds[:-1]].tolist()):
-            g.members[t_slot] = grouped[a:b]
-            if rules.one_per_source:
-                g.sources[t_slot] = {x for x in rec["src"][grouped[a:b]].tolist() if x is not None}
+        g.index = tuple(RecordIndex(state.kind, state.rec_id[state.rec_side == s], rslots[state.rec_side == s])
+                        for s in (0, 1))
+        if rules.one_per_source:
+            g.sources = {t: set() for t in slots.tolist()}
+            for t_slot, src in zip(target.tolist(), state.rec_src.tolist()):
+                if src is not None:
+                    g.sources[t_slot].add(src)
         if n_r:
             np.add.at(ent["size"], target, 1)
             np.maximum.at(ent["last"], target, state.rec_time)
