@@ -85,7 +85,8 @@ class EntityRules:
 
     def __post_init__(self) -> None:
         if self.max_size is not None and (isinstance(self.max_size, bool) or int(self.max_size) < 2):
-            raise ValueError(f"max_size must be an integer >= 2 (an entity has at least two records), got {self.max_size!r}")
+            raise ValueError(f"max_size must be an integer >= 2 (an entity has at least two records), "
+                             f"got {self.max_size!r}")
         if self.expire_after is not None and not (float(self.expire_after) >= 0):
             raise ValueError(f"expire_after must be a duration >= 0, got {self.expire_after!r}")
 
@@ -126,6 +127,46 @@ class Changes:
         return pd.DataFrame({"side": self.side, "record": self.record, "entity": self.entity,
                              "previous": self.previous, "kind": self.kind, "size": self.size,
                              "seq": np.full(len(self.record), self.seq, np.int64)})
+
+
+@dataclass
+class _BatchGraph:
+    """One batch's graph: nodes ``0..k-1`` are the old entities its links touch (``olds``: their
+    slots), ``k..k+m-1`` its new records (``new_side``, ``new_id``); link ``i`` joins ``u[i]`` and
+    ``v[i]``. The steps of :meth:`EntityGraph.apply` fill in the rest."""
+
+    olds: np.ndarray
+    new_side: np.ndarray
+    new_id: np.ndarray
+    u: np.ndarray
+    v: np.ndarray
+    size: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
+    sources: list | None = None
+    new_src: np.ndarray | None = None
+    labels: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
+    applied: np.ndarray = field(default_factory=lambda: np.zeros(0, bool))
+    n_labels: int = 0
+    changed: np.ndarray = field(default_factory=lambda: np.zeros(0, bool))
+    time: np.ndarray = field(default_factory=lambda: np.zeros(0))
+    node_side: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int8))
+    node_id: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
+    rep: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
+    #: each component's entity slot (its survivor's, or the new entity's)
+    slot: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
+    fresh: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
+    retired: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
+
+    @property
+    def k(self) -> int:
+        return len(self.olds)
+
+    @property
+    def m(self) -> int:
+        return len(self.new_id)
+
+    @property
+    def total(self) -> int:
+        return self.k + self.m
 
 
 def _py(value: object) -> object:
@@ -183,7 +224,8 @@ class EntityGraph:
             self.ent = SlotTable({"eid": np.int64, "created": np.int64, "fside": np.int8, "fid": kind,
                                   "size": np.int64, "last": np.float64, "erun": np.int64})
         elif kind != self.id_kind:
-            raise TypeError(f"record ids changed type: the state holds {'integer' if self.id_kind.kind == 'i' else 'string'} ids")
+            held = "integer" if self.id_kind.kind == "i" else "string"
+            raise TypeError(f"record ids changed type: the state holds {held} ids")
 
     @property
     def entity_count(self) -> int:
@@ -214,16 +256,11 @@ class EntityGraph:
 
     # ------------------------------------------------------------------ one batch
 
-    def _lookup(self, side: int, ids: np.ndarray) -> np.ndarray:
-        return self.index[side].lookup(ids)
-
     def apply(self, batch: LinkBatch, seq: int | None = None) -> Changes:
         """Apply one batch of links; returns what changed (module docstring)."""
         seq = self.seq + 1 if seq is None else int(seq)
-        rules = self.rules
-        links, self_links = canonical(batch, rules.two_sided)
-        n = len(links)
-        if n:
+        links, self_links = canonical(batch, self.rules.two_sided)
+        if len(links):
             self._ensure(links.left.dtype)
         if self.persist:
             self.facts.open_run()
@@ -231,25 +268,47 @@ class EntityGraph:
                   ONE_PER_SOURCE: 0, "new_entities": 0, "merges": 0, "records_added": 0, "expired_entities": 0,
                   "expired_records": 0}
         kind = self.id_kind or np.dtype(np.int64)
-        if n == 0:
+        if not len(links):
             changes = self._no_rows(seq, kind, counts)
             self._after(seq, links, changes)
             return changes
-        times = links.times()
-        right_side = 1 if rules.two_sided else 0
+        g = self._batch_graph(links)
+        refused = self._components(g, links)
+        counts["internal"] = int((g.u == g.v).sum())
+        counts["applied"] = int(g.applied.sum())
+        for _, reason in refused:
+            counts[reason] += 1
+        self._name(g, links.times())
+        fresh = self._create(g, seq)
+        rec_slots, joined = self._add_records(g)
+        self._date_and_size(g)
+        merged, previous = self._retire(g)
+        counts.update(new_entities=len(fresh), records_added=len(rec_slots), merges=len(g.retired))
+        changes = self._rows(seq, kind, rec_slots, joined, merged, previous, counts)
+        if refused:
+            self._refused_rows(changes, links, refused)
+        self._sort_rows(changes)
+        self._after(seq, links, changes)
+        return changes
+
+    def _batch_graph(self, links: LinkBatch) -> _BatchGraph:
+        """The batch's graph: one node per entity a link touches and per new record, one edge per link."""
+        n = len(links)
+        two = self.rules.two_sided
+        kind = self.id_kind
+        right_side = 1 if two else 0
         end_side = np.concatenate([np.zeros(n, np.int8), np.full(n, right_side, np.int8)])
         end_id = np.concatenate([links.left, links.right])
-        end_rec = np.concatenate([self._lookup(0, links.left), self._lookup(right_side, links.right)])
+        end_rec = np.concatenate([self.index[0].lookup(links.left), self.index[right_side].lookup(links.right)])
         old = end_rec >= 0
-        end_ent = np.full(2 * n, -1, np.int64)
-        end_ent[old] = self.rec["ent"][end_rec[old]]
-        olds = np.unique(end_ent[old])
+        end_ent = self.rec["ent"][end_rec[old]]
+        olds = np.unique(end_ent)
         k = len(olds)
         node = np.empty(2 * n, np.int64)
-        node[old] = np.searchsorted(olds, end_ent[old])
-        new_side, new_id = [], []
+        node[old] = np.searchsorted(olds, end_ent)
+        new_side, new_id = [np.zeros(0, np.int8)], [_empty_ids(kind)]
         m = 0
-        for s in ((0, 1) if rules.two_sided else (0,)):
+        for s in ((0, 1) if two else (0,)):
             sel = ~old & (end_side == s)
             if sel.any():
                 codes, uniq = pd.factorize(end_id[sel])
@@ -257,181 +316,157 @@ class EntityGraph:
                 new_side.append(np.full(len(uniq), s, np.int8))
                 new_id.append(np.asarray(uniq, dtype=kind))
                 m += len(uniq)
-        new_side = np.concatenate(new_side) if new_side else np.zeros(0, np.int8)
-        new_id = np.concatenate(new_id) if new_id else _empty_ids(kind)
-        u, v = node[:n], node[n:]
-        total = k + m
+        g = _BatchGraph(olds, np.concatenate(new_side), np.concatenate(new_id), node[:n], node[n:])
         ent = self.ent
-        node_size = np.concatenate([ent["size"][olds], np.ones(m, np.int64)])
-        node_src, new_src = (self._node_sources(links, u, v, olds, k, m, new_side) if rules.one_per_source
-                             else (None, None))
+        g.size = np.concatenate([ent["size"][olds], np.ones(m, np.int64)])
+        if self.rules.one_per_source:
+            g.sources, g.new_src = self._node_sources(links, g)
+        return g
 
-        if rules.guarded:
-            labels, applied, refused = self._union_guarded(u, v, node_size, node_src, total)
-        else:
-            labels, applied = self._union(u, v, total)
-            refused = []
-        counts["internal"] = int((u == v).sum())
-        counts["applied"] = int(applied.sum())
-        for _, reason in refused:
-            counts[reason] += 1
+    def _components(self, g: _BatchGraph, links: LinkBatch) -> list[tuple[int, str]]:
+        """Labels of the batch graph's components after its links (guards: one by one in order)."""
+        if self.rules.guarded:
+            g.labels, g.applied, refused = self._union_guarded(g.u, g.v, g.size, g.sources, g.total)
+            return refused
+        g.labels, g.applied = self._union(g.u, g.v, g.total)
+        return []
 
-        n_labels = int(labels.max()) + 1 if total else 0
-        size_of = np.bincount(labels, minlength=n_labels)
-        changed = size_of >= 2
-        gtime = np.full(n_labels, -np.inf)
-        np.maximum.at(gtime, labels[u[applied]], times[applied])  # the group's time (module docstring)
-        # representatives: olds first, then (created, founder side, founder id); news by (side, id)
+    def _name(self, g: _BatchGraph, times: np.ndarray) -> None:
+        """Each component's time (its links', module docstring) and representative: its oldest
+        entity (created, founder side, founder id), else its smallest new record."""
+        ent, k, m, labels = self.ent, g.k, g.m, g.labels
+        g.n_labels = int(labels.max()) + 1
+        g.changed = np.bincount(labels, minlength=g.n_labels) >= 2
+        g.time = np.full(g.n_labels, -np.inf)
+        np.maximum.at(g.time, labels[g.u[g.applied]], times[g.applied])
         node_kind = np.concatenate([np.zeros(k, np.int8), np.ones(m, np.int8)])
-        node_created = np.concatenate([ent["created"][olds], np.zeros(m, np.int64)])
-        node_side = np.concatenate([ent["fside"][olds], new_side])
-        node_id = np.concatenate([ent["fid"][olds], new_id])
-        order = np.lexsort((node_id, node_side, node_created, node_kind, labels))
-        first = np.ones(total, dtype=bool)
+        node_created = np.concatenate([ent["created"][g.olds], np.zeros(m, np.int64)])
+        g.node_side = np.concatenate([ent["fside"][g.olds], g.new_side])
+        g.node_id = np.concatenate([ent["fid"][g.olds], g.new_id])
+        order = np.lexsort((g.node_id, g.node_side, node_created, node_kind, labels))
+        first = np.ones(g.total, dtype=bool)
         first[1:] = labels[order][1:] != labels[order][:-1]
-        rep = np.full(n_labels, -1, np.int64)
-        rep[labels[order[first]]] = order[first]
+        g.rep = np.full(g.n_labels, -1, np.int64)
+        g.rep[labels[order[first]]] = order[first]
+        g.slot = np.full(g.n_labels, -1, np.int64)
+        old_rep = g.changed & (g.rep >= 0) & (g.rep < k)
+        g.slot[old_rep] = g.olds[g.rep[old_rep]]
 
-        # new entities, numbered in founder order
-        fresh_labels = np.nonzero(changed & (rep >= k))[0]
-        fresh_labels = fresh_labels[np.lexsort((node_id[rep[fresh_labels]], node_side[rep[fresh_labels]]))]
-        slot_of_label = np.full(n_labels, -1, np.int64)
-        old_rep = changed & (rep >= 0) & (rep < k)
-        slot_of_label[old_rep] = olds[rep[old_rep]]
-        if len(fresh_labels):
-            slots = ent.alloc(len(fresh_labels))
-            slot_of_label[fresh_labels] = slots
-            founders = rep[fresh_labels] - k
-            eids = np.arange(self.next_eid, self.next_eid + len(slots), dtype=np.int64)
-            self.next_eid += len(slots)
-            ent["eid"][slots] = eids
-            ent["created"][slots] = seq
-            ent["fside"][slots] = new_side[founders]
-            ent["fid"][slots] = new_id[founders]
-            ent["size"][slots] = 0
-            ent["last"][slots] = -np.inf
-            ent["erun"][slots] = -1
-            fresh_slots = slots.tolist()
-            self.eid_slot.update(zip(eids.tolist(), fresh_slots))
-            if rules.one_per_source:
-                self.sources.update((s, set()) for s in fresh_slots)
-            if self.persist:
-                self.facts.add_entities(slots)
-        counts["new_entities"] = int(len(fresh_labels))
+    def _create(self, g: _BatchGraph, seq: int) -> np.ndarray:
+        """New entities for the changed components without an old one, numbered in founder order."""
+        fresh = np.nonzero(g.changed & (g.rep >= g.k))[0]
+        fresh = fresh[np.lexsort((g.node_id[g.rep[fresh]], g.node_side[g.rep[fresh]]))]
+        g.fresh = fresh
+        if not len(fresh):
+            return fresh
+        ent = self.ent
+        slots = ent.alloc(len(fresh))
+        g.slot[fresh] = slots
+        founders = g.rep[fresh] - g.k
+        eids = np.arange(self.next_eid, self.next_eid + len(slots), dtype=np.int64)
+        self.next_eid += len(slots)
+        ent["eid"][slots] = eids
+        ent["created"][slots] = seq
+        ent["fside"][slots] = g.new_side[founders]
+        ent["fid"][slots] = g.new_id[founders]
+        ent["erun"][slots] = -1
+        self.eid_slot.update(zip(eids.tolist(), slots.tolist()))
+        if self.rules.one_per_source:
+            self.sources.update((s, set()) for s in slots.tolist())
+        if self.persist:
+            self.facts.add_entities(slots)
+        return fresh
 
-        # new records
-        new_nodes = np.arange(k, total)
-        joining = new_nodes[changed[labels[new_nodes]]]
-        rec_slots = np.zeros(0, np.int64)
-        if len(joining):
-            rec = self.rec
-            rec_slots = rec.alloc(len(joining))
-            j = joining - k
-            lab = labels[joining]
-            target = slot_of_label[lab]
-            rec["side"][rec_slots] = new_side[j]
-            rec["id"][rec_slots] = new_id[j]
-            rec["ent"][rec_slots] = target
-            rec["home"][rec_slots] = ent["eid"][target]
-            rec["time"][rec_slots] = gtime[lab]
-            rec["src"][rec_slots] = None
-            if new_src is not None:
-                rec["src"][rec_slots] = new_src[j]
-            for s in ((0, 1) if rules.two_sided else (0,)):
-                on = new_side[j] == s
-                self.index[s].insert(new_id[j][on], rec_slots[on])
-            if rules.one_per_source:
-                for t_slot, src in zip(target.tolist(), rec["src"][rec_slots].tolist()):
-                    if src is not None:
-                        self.sources[t_slot].add(src)
-            if self.persist:
-                self.facts.add_records(rec_slots)
-        counts["records_added"] = int(len(joining))
-        joined = np.isin(labels[joining], fresh_labels, invert=True) if len(joining) else np.zeros(0, bool)
+    def _add_records(self, g: _BatchGraph) -> tuple[np.ndarray, np.ndarray]:
+        """The new records of changed components join their entity: their slots, and which joined
+        an entity that existed before (the others are in a new one)."""
+        new_nodes = np.arange(g.k, g.total)
+        joining = new_nodes[g.changed[g.labels[new_nodes]]]
+        if not len(joining):
+            return np.zeros(0, np.int64), np.zeros(0, bool)
+        rec, ent = self.rec, self.ent
+        slots = rec.alloc(len(joining))
+        j = joining - g.k
+        lab = g.labels[joining]
+        target = g.slot[lab]
+        rec["side"][slots] = g.new_side[j]
+        rec["id"][slots] = g.new_id[j]
+        rec["ent"][slots] = target
+        rec["home"][slots] = ent["eid"][target]
+        rec["time"][slots] = g.time[lab]
+        rec["src"][slots] = None if g.new_src is None else g.new_src[j]
+        for s in ((0, 1) if self.rules.two_sided else (0,)):
+            on = g.new_side[j] == s
+            self.index[s].insert(g.new_id[j][on], slots[on])
+        if self.rules.one_per_source:
+            for t_slot, src in zip(target.tolist(), rec["src"][slots].tolist()):
+                if src is not None:
+                    self.sources[t_slot].add(src)
+        if self.persist:
+            self.facts.add_records(slots)
+        return slots, np.isin(lab, g.fresh, invert=True)
 
-        # sizes and dates of every changed entity (before retiring: olds' values are still there)
-        node_last = np.concatenate([ent["last"][olds], np.full(m, -np.inf)])
-        label_last = gtime.copy()
-        np.maximum.at(label_last, labels, node_last)
-        lab_changed = np.nonzero(changed)[0]
-        ent["size"][slot_of_label[lab_changed]] = size_of_records = np.bincount(labels, weights=node_size,
-                                                                                 minlength=n_labels)[lab_changed].astype(np.int64)
-        ent["last"][slot_of_label[lab_changed]] = label_last[lab_changed]
+    def _date_and_size(self, g: _BatchGraph) -> None:
+        """Size and date of every changed entity (before retiring: the old entities' values are read)."""
+        ent = self.ent
+        node_last = np.concatenate([ent["last"][g.olds], np.full(g.m, -np.inf)])
+        last = g.time.copy()
+        np.maximum.at(last, g.labels, node_last)
+        lab = np.nonzero(g.changed)[0]
+        size = np.bincount(g.labels, weights=g.size, minlength=g.n_labels)
+        ent["size"][g.slot[lab]] = size[lab].astype(np.int64)
+        ent["last"][g.slot[lab]] = last[lab]
 
-        # retired entities: every old node of a changed label that is not its representative
-        old_nodes = np.arange(k)
-        retired = old_nodes[changed[labels[old_nodes]] & (rep[labels[old_nodes]] != old_nodes)]
-        merged_rec, merged_prev = [], []
-        if len(retired):
-            # their records (one scan of the record table), moved to the survivors
-            retired_slots = olds[retired]
-            rec = self.rec
-            mr = np.nonzero(np.isin(rec["ent"][: rec.high], retired_slots))[0]
-            was = rec["ent"][mr]
-            merged_prev.append(ent["fid"][was].astype(object))
-            into = np.empty(ent.high, np.int64)
-            into[retired_slots] = slot_of_label[labels[retired]]
-            rec["ent"][mr] = into[was]
-            merged_rec.append(mr)
-        for x in retired[np.argsort(labels[retired], kind="stable")].tolist():
-            lab = labels[x]
-            survivor = int(slot_of_label[lab])
-            xs = int(olds[x])
+    def _retire(self, g: _BatchGraph) -> tuple[np.ndarray, np.ndarray]:
+        """Every old entity of a changed component but its oldest is retired into it; returns the
+        records that moved and the ids they had."""
+        ent, rec = self.ent, self.rec
+        nodes = np.arange(g.k)
+        g.retired = nodes[g.changed[g.labels[nodes]] & (g.rep[g.labels[nodes]] != nodes)]
+        if not len(g.retired):
+            return np.zeros(0, np.int64), np.zeros(0, object)
+        retired_slots = g.olds[g.retired]
+        moved = np.nonzero(np.isin(rec["ent"][: rec.high], retired_slots))[0]  # one scan of the records
+        was = rec["ent"][moved]
+        previous = ent["fid"][was].astype(object)
+        into = np.empty(ent.high, np.int64)
+        into[retired_slots] = g.slot[g.labels[g.retired]]
+        rec["ent"][moved] = into[was]
+        for x in g.retired[np.argsort(g.labels[g.retired], kind="stable")].tolist():
+            survivor, xs = int(g.slot[g.labels[x]]), int(g.olds[x])
             x_eid = int(ent["eid"][xs])
             self.tree.setdefault(survivor, []).extend([x_eid, *self.tree.pop(xs, ())])
-            if rules.one_per_source:
+            if self.rules.one_per_source:
                 self.sources[survivor] |= self.sources.pop(xs)
             del self.eid_slot[x_eid]
             if self.persist:
-                self.facts.merge(xs, survivor, float(gtime[lab]))
+                self.facts.merge(xs, survivor, float(g.time[g.labels[x]]))
             ent["erun"][xs] = -1
             ent.release([xs])
-        counts["merges"] = int(len(retired))
-        del size_of_records
+        return moved, previous
 
-        # the rows
-        rec = self.rec
-        sides, records, entities, previous, kinds = [], [], [], [], []
-        if len(rec_slots):
-            sides.append(rec["side"][rec_slots])
-            records.append(rec["id"][rec_slots])
-            entities.append(ent["fid"][rec["ent"][rec_slots]])
-            previous.append(np.full(len(rec_slots), None, dtype=object))
-            kinds.append(np.where(joined, JOINED, NEW).astype(object))
-        if merged_rec:
-            mr = np.concatenate(merged_rec)
-            mp = np.concatenate(merged_prev)
-            sides.append(rec["side"][mr])
-            records.append(rec["id"][mr])
-            entities.append(ent["fid"][rec["ent"][mr]])
-            previous.append(mp)
-            kinds.append(np.full(len(mr), MERGED, dtype=object))
-        row_slots = np.concatenate([rec_slots, *merged_rec]) if merged_rec else rec_slots
-        changes = Changes(
-            seq=seq,
-            side=np.concatenate(sides) if sides else np.zeros(0, np.int8),
-            record=np.concatenate(records) if records else _empty_ids(kind),
-            entity=np.concatenate(entities) if entities else _empty_ids(kind),
-            previous=np.concatenate(previous) if previous else np.zeros(0, object),
-            kind=np.concatenate(kinds) if kinds else np.zeros(0, object),
-            size=ent["size"][rec["ent"][row_slots]] if len(row_slots) else np.zeros(0, np.int64),
-            refused_left=np.zeros(0, kind), refused_right=np.zeros(0, kind),
-            refused_entities=(np.zeros(0, object), np.zeros(0, object)),
-            refused_reason=np.zeros(0, object), refused_time=np.zeros(0),
-            counts=counts,
-        )
-        if refused:
-            idx = np.asarray([i for i, _ in refused], np.int64)
-            changes.refused_left = links.left[idx]
-            changes.refused_right = links.right[idx]
-            changes.refused_reason = np.asarray([r for _, r in refused], dtype=object)
-            changes.refused_time = times[idx]
-            changes.refused_entities = (
-                np.asarray([self.entity_of(0, x) for x in links.left[idx].tolist()], dtype=object),
-                np.asarray([self.entity_of(right_side, x) for x in links.right[idx].tolist()], dtype=object))
-        self._sort_rows(changes)
-        self._after(seq, links, changes)
-        return changes
+    def _rows(self, seq: int, kind: np.dtype, added: np.ndarray, joined: np.ndarray, merged: np.ndarray,
+              previous: np.ndarray, counts: dict[str, int]) -> Changes:
+        rec, ent = self.rec, self.ent
+        slots = np.concatenate([added, merged])
+        nothing = np.zeros(0, object)
+        return Changes(
+            seq=seq, side=rec["side"][slots], record=rec["id"][slots], entity=ent["fid"][rec["ent"][slots]],
+            previous=np.concatenate([np.full(len(added), None, dtype=object), previous]),
+            kind=np.concatenate([np.where(joined, JOINED, NEW).astype(object), np.full(len(merged), MERGED, dtype=object)]),
+            size=ent["size"][rec["ent"][slots]], refused_left=_empty_ids(kind), refused_right=_empty_ids(kind),
+            refused_entities=(nothing, nothing), refused_reason=nothing, refused_time=np.zeros(0), counts=counts)
+
+    def _refused_rows(self, changes: Changes, links: LinkBatch, refused: list[tuple[int, str]]) -> None:
+        idx = np.asarray([i for i, _ in refused], np.int64)
+        right_side = 1 if self.rules.two_sided else 0
+        changes.refused_left = links.left[idx]
+        changes.refused_right = links.right[idx]
+        changes.refused_reason = np.asarray([r for _, r in refused], dtype=object)
+        changes.refused_time = links.times()[idx]
+        changes.refused_entities = (
+            np.asarray([self.entity_of(0, x) for x in links.left[idx].tolist()], dtype=object),
+            np.asarray([self.entity_of(right_side, x) for x in links.right[idx].tolist()], dtype=object))
 
     def _no_rows(self, seq: int, kind: np.dtype, counts: dict[str, int]) -> Changes:
         e = _empty_ids(kind)
@@ -540,23 +575,21 @@ class EntityGraph:
         roots = np.fromiter((find(x) for x in range(total)), np.int64, total)
         return np.unique(roots, return_inverse=True)[1].reshape(-1).astype(np.int64), applied, refused
 
-    def _node_sources(self, links: LinkBatch, u: np.ndarray, v: np.ndarray, olds: np.ndarray, k: int, m: int,
-                      new_side: np.ndarray) -> tuple[list, np.ndarray]:
+    def _node_sources(self, links: LinkBatch, g: _BatchGraph) -> tuple[list, np.ndarray]:
         """The sources of each node (an old entity's set, a new record's source as a set) and each
         new record's source: that of its first link in order, or without source columns its side in
         a two-sided linkage (None: no source, which never clashes)."""
-        out: list = [self.sources[int(s)] for s in olds.tolist()]
+        out: list = [self.sources[int(s)] for s in g.olds.tolist()]
+        raw = np.empty(g.m, dtype=object)
         if links.left_source is None or links.right_source is None:
-            raw = np.empty(m, dtype=object)
             if self.rules.two_sided:
-                raw[:] = new_side.tolist()
+                raw[:] = g.new_side.tolist()
         else:
-            ends = np.column_stack([u, v]).ravel()
+            ends = np.column_stack([g.u, g.v]).ravel()
             srcs = np.column_stack([links.left_source, links.right_source]).ravel()
             nodes, first = np.unique(ends, return_index=True)
             chosen = dict(zip(nodes.tolist(), srcs[first].tolist()))
-            raw = np.empty(m, dtype=object)
-            raw[:] = [chosen[x] for x in range(k, k + m)]
+            raw[:] = [chosen[x] for x in range(g.k, g.total)]
         return out + [set() if x is None else {x} for x in raw.tolist()], raw
 
     # ------------------------------------------------------------------ restore
