@@ -25,25 +25,18 @@ from __future__ import annotations
 
 import json
 import os
+import sys
 import time
 from collections import Counter
 from pathlib import Path
 from typing import Any
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from link_febrl import COLS, RULE_SETS  # noqa: E402  (the rule set of the README, and FEBRL's columns)
+from link_febrl import entity as person  # noqa: E402  (the N of rec-N-org / rec-N-dup-k)
+
 RESULTS = Path(__file__).resolve().parent / "results"
-COLS = ["given_name", "surname", "date_of_birth", "postcode", "address_1", "soc_sec_id"]
-RULES = [
-    {"given_name": ("levenshtein", 2), "surname": ("levenshtein", 2)},
-    {"date_of_birth": "equal", "surname": ("levenshtein", 2)},
-    {"date_of_birth": "equal", "given_name": ("levenshtein", 2)},
-    {"soc_sec_id": "equal"},
-    {"postcode": "equal", "address_1": ("jaccard", 0.5, "words")},
-    {"given_name": ("jaccard", 0.5, "qgrams:2"), "date_of_birth": ("levenshtein", 1)},
-]
-
-
-def person(rec_id: str) -> str:
-    return rec_id.split("-")[1]
+RULES = RULE_SETS["rules"]
 
 
 def score(records: list[tuple[int, str]], entity_of: dict[tuple[int, str], Any]) -> dict[str, int]:

@@ -15,7 +15,7 @@ from driftjoin.entitygraph import EntityGraph, EntityRules, LinkBatch
 from .helpers import Store, as_batch, refused_of, rows_of, rules_of
 from .oracle import Oracle, components
 
-SETTINGS = settings(max_examples=60, deadline=None)
+SETTINGS = settings(max_examples=40, deadline=None)
 
 
 def link_lists(ids, sources: bool = False, max_batches: int = 6):

@@ -1,6 +1,7 @@
 """``entities`` on Spark against the oracle written apart (tests/entities/oracle.py): static
-grouping, streaming rows batch by batch across a restart, a replayed batch, guards, the chained
-pairs -> entities query, dead letters and settings refused before the start."""
+grouping, streaming rows batch by batch across a restart and a replayed batch (and a restart with other
+settings refused), guards, the chained pairs -> entities query, dead letters and settings refused
+before the start."""
 
 from __future__ import annotations
 
@@ -11,7 +12,6 @@ from pathlib import Path
 import pytest
 
 from driftjoin import SettingError, current_entities, entities, invalid_entity_links
-from driftjoin.spark.runtime.plan_guard import PlanChangedError
 
 from ..helpers import run_available_now, write_batches
 from tests.entities.oracle import Oracle, components
@@ -66,7 +66,7 @@ def _by_seq(rows) -> dict[int, dict]:
     return out
 
 
-def test_streaming_rows_match_the_oracle_across_a_restart_and_a_replayed_batch(spark, tmp_path):
+def test_streaming_rows_match_the_oracle_across_a_restart_a_replayed_batch_and_refuse_other_settings(spark, tmp_path):
     rnd = random.Random(11)
     batches = [[(a, b, float(10 * i + rnd.randrange(5)), None, None) for a, b in _random_links(rnd, 6, 40)]
                for i in range(6)]
@@ -102,16 +102,10 @@ def test_streaming_rows_match_the_oracle_across_a_restart_and_a_replayed_batch(s
     assert [s["seq"] for s in stats] == list(range(6))  # the replayed batch counted once
     assert stats[-1]["entities"] == len(set(oracle.ids().values()))
     assert sum(s["max_size"] for s in stats) == len(expected_refused)
-
-
-def test_a_restart_with_another_guard_is_refused(spark, tmp_path):
-    inp, out, ck = tmp_path / "in", tmp_path / "out", tmp_path / "ck"
-    write_batches(inp, [[{"a": 1, "b": 2, "t": 0.0}]])
-    run_available_now(entities(_links_stream(spark, inp), left_col="a", right_col="b", max_size=5), out, ck)
-    write_batches(inp, [[{"a": 2, "b": 3, "t": 1.0}]], start=1)
-    with pytest.raises(Exception, match="max_size: checkpoint has 5, this query has 6"):
-        run_available_now(entities(_links_stream(spark, inp), left_col="a", right_col="b", max_size=6), out, ck)
-    assert issubclass(PlanChangedError, RuntimeError)
+    # a restart with another guard is refused before any batch (the plan stored with the checkpoint)
+    write_batches(inp, [[{"a": 90, "b": 91, "t": 99.0, "ingest_time": "2024-01-01T00:00:00Z"}]], start=6)
+    with pytest.raises(Exception, match="max_size: checkpoint has 6, this query has 7"):
+        run_available_now(entities(_links_stream(spark, inp), **{**settings, "max_size": 7}), out, ck)
 
 
 def test_pairs_to_entities_in_one_streaming_query(spark, tmp_path):
