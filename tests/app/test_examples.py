@@ -22,6 +22,9 @@ PUBLIC = [
     "driftjoin.spark.equi.api.invalid_equi_records",
     "driftjoin.spark.link.api.link",
     "driftjoin.spark.link.api.invalid_links",
+    "driftjoin.spark.entities.api.entities",
+    "driftjoin.spark.entities.api.invalid_entity_links",
+    "driftjoin.spark.entities.api.current_entities",
     "driftjoin.spark.runtime.session.local_session",
     "driftjoin.spark.similarity.threshold.choose_threshold",
     "driftjoin.control.autoscale.controller.autoscale",
@@ -29,6 +32,7 @@ PUBLIC = [
     "driftjoin.app.report.metrics_table",
     "driftjoin.app.report.workset_table",
     "driftjoin.app.report.plot_latency",
+    "driftjoin.app.report.entities_summary",
     "driftjoin.spark.runtime.errors.explain_error",
     "driftjoin.app.pack.pack",
 ]
