@@ -118,7 +118,8 @@ class EntityProcessor(OperatorProcessor):
         emit = time.time()
         if plan.metrics_dir:
             self._stats(loaded, graph, changes, pdf, emit, state_bytes, (t1 - t0, t2 - t1, t3 - t2))
-        yield change_frame(changes, int(emit * 1e6), plan.rules.two_sided)
+        if len(changes.record) or len(changes.refused_left):
+            yield change_frame(changes, int(emit * 1e6), plan.rules.two_sided)
 
     def _stats(self, loaded: Any, graph: EntityGraph, c: Changes, pdf: pd.DataFrame, emit: float, state_bytes: int,
                timings: tuple[float, float, float]) -> None:
