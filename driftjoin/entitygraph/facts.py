@@ -418,7 +418,7 @@ class FactStore:
             merged_time=np.asarray([self.retired[y].time for y in merged_eid.tolist()], np.float64),
         )
 
-    def attach(self, rec_slots: np.ndarray, ent_slots: np.ndarray) -> None:
+    def attach(self, rec_slots: np.ndarray) -> None:
         """After a restore: the runs' record lists, from the slots the graph gave the live records."""
         runs = self.g.rec["run"][rec_slots]
         order = np.argsort(runs, kind="stable")

@@ -102,7 +102,7 @@ class Changes:
     Record rows: ``side``, ``record``, ``entity`` (its id now), ``previous`` (the retired id of a
     ``merged`` row, else None), ``kind``, ``size`` (the entity's records now). Refused links:
     ``refused_left`` / ``refused_right`` (ids), ``refused_entities`` (each end's entity id after the
-    batch, None for a singleton), ``refused_reason``, ``refused_time``.
+    batch, None for a singleton), ``refused_reason``.
     """
 
     seq: int
@@ -116,17 +116,11 @@ class Changes:
     refused_right: np.ndarray
     refused_entities: tuple[np.ndarray, np.ndarray]
     refused_reason: np.ndarray
-    refused_time: np.ndarray
     counts: dict[str, int] = field(default_factory=dict)
 
     def __len__(self) -> int:
         return len(self.record)
 
-    def frame(self) -> pd.DataFrame:
-        """The record rows as a frame (``side, record, entity, previous, kind, size, seq``)."""
-        return pd.DataFrame({"side": self.side, "record": self.record, "entity": self.entity,
-                             "previous": self.previous, "kind": self.kind, "size": self.size,
-                             "seq": np.full(len(self.record), self.seq, np.int64)})
 
 
 @dataclass
@@ -455,7 +449,7 @@ class EntityGraph:
             previous=np.concatenate([np.full(len(added), None, dtype=object), previous]),
             kind=np.concatenate([np.where(joined, JOINED, NEW).astype(object), np.full(len(merged), MERGED, dtype=object)]),
             size=ent["size"][rec["ent"][slots]], refused_left=_empty_ids(kind), refused_right=_empty_ids(kind),
-            refused_entities=(nothing, nothing), refused_reason=nothing, refused_time=np.zeros(0), counts=counts)
+            refused_entities=(nothing, nothing), refused_reason=nothing, counts=counts)
 
     def _refused_rows(self, changes: Changes, links: LinkBatch, refused: list[tuple[int, str]]) -> None:
         idx = np.asarray([i for i, _ in refused], np.int64)
@@ -463,7 +457,6 @@ class EntityGraph:
         changes.refused_left = links.left[idx]
         changes.refused_right = links.right[idx]
         changes.refused_reason = np.asarray([r for _, r in refused], dtype=object)
-        changes.refused_time = links.times()[idx]
         changes.refused_entities = (
             np.asarray([self.entity_of(0, x) for x in links.left[idx].tolist()], dtype=object),
             np.asarray([self.entity_of(right_side, x) for x in links.right[idx].tolist()], dtype=object))
@@ -472,7 +465,7 @@ class EntityGraph:
         e = _empty_ids(kind)
         return Changes(seq, np.zeros(0, np.int8), e, e.copy(), np.zeros(0, object), np.zeros(0, object),
                        np.zeros(0, np.int64), e.copy(), e.copy(), (np.zeros(0, object), np.zeros(0, object)),
-                       np.zeros(0, object), np.zeros(0), counts)
+                       np.zeros(0, object), counts)
 
     @staticmethod
     def _sort_rows(c: Changes) -> None:
@@ -645,5 +638,5 @@ class EntityGraph:
             merged = state.merged_eid[order].tolist()
             for a, b, t_slot in zip(bounds[:-1], bounds[1:], sorted_slot[bounds[:-1]].tolist()):
                 g.tree[t_slot] = merged[a:b]
-        g.facts.attach(rslots, slots)
+        g.facts.attach(rslots)
         return g

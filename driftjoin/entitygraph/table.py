@@ -19,10 +19,6 @@ class SlotTable:
         self.high = 0
         self.free: list[int] = []
 
-    @property
-    def live(self) -> int:
-        return self.high - len(self.free)
-
     def __getitem__(self, name: str) -> np.ndarray:
         return self.cols[name]
 
