@@ -11,8 +11,8 @@ from driftjoin import SettingError, current_entities
 from driftjoin.app.console import print_summary, watch
 from driftjoin.app.runner import JobConfig, start_job
 
-JOB = {"source": {"kind": "generator", "total": 300, "pace": False, "dim": 2},
-       "join": {"threshold": 0.05, "metric": "euclidean", "parallelism": 2},
+JOB = {"source": {"kind": "generator", "total": 150, "pace": False, "dim": 2},
+       "join": {"threshold": 0.08, "metric": "euclidean", "parallelism": 2},
        "sink": {"path": "out/entities", "checkpoint": "out/ck", "trigger": "available-now"}}
 
 
