@@ -13,9 +13,10 @@ then ``entities`` (static), and per set:
   (merged by a false link);
 * **split**: the group's records in two or more entities (or some left singletons): a missed link.
 
-Variants: no guard; ``one_per_source`` on FEBRL 4 (each entity at most one record of each file,
-the links satisfying more rules applied first: ``time_col`` is minus the number of rules a pair
-satisfies); ``max_size`` at the largest true group (FEBRL 3: 6 records... taken from the data).
+Variants: no guard; ``max_size`` at the size of the set's largest true group (2 in FEBRL 1 and 4,
+6 in FEBRL 2 and 3); ``one_per_source`` on FEBRL 4 (each entity at most one record of each file).
+With a guard the links satisfying more rules are applied first (``time_col`` is minus the number
+of rules a pair satisfies).
 
 Run: ``flock /tmp/bench.lock .venv/bin/python bench/entities_febrl.py``. Writes
 ``bench/results/entities_febrl.json``.
