@@ -42,31 +42,51 @@ from driftjoin.spark.runtime.stats import latency_histogram, write_stats
 RUNS = 0
 
 
-def _ids(values: Any, n: int) -> list:
-    """Ids as a list of Python values with None (what Arrow reads into a nullable id column)."""
-    if values is None:
-        return [None] * n
-    return [v.item() if isinstance(v, np.generic) else v for v in values]
+def _ids(parts: list[np.ndarray | None], sizes: list[int], long_ids: bool) -> Any:
+    """One id column from parts (an id array, an object array with None, or None: all null), as
+    pandas' nullable Int64 for integer ids or an object array of strings and None."""
+    total = sum(sizes)
+    if long_ids:
+        values, mask = np.zeros(total, np.int64), np.ones(total, bool)
+    else:
+        values = np.full(total, None, dtype=object)
+    at = 0
+    for part, size in zip(parts, sizes):
+        if part is not None and size:
+            present = part != None if part.dtype == object else np.ones(size, bool)  # noqa: E711
+            where = np.nonzero(present)[0] + at
+            if long_ids:
+                values[where] = part[present].astype(np.int64)
+                mask[where] = False
+            else:
+                values[where] = part[present]
+        at += size
+    return pd.arrays.IntegerArray(values, mask) if long_ids else values
 
 
-def change_frame(c: Changes, emit_us: int, two_sided: bool) -> pd.DataFrame:
+def change_frame(c: Changes, emit_us: int, two_sided: bool, long_ids: bool) -> pd.DataFrame:
     """The record rows and the refused links of one batch in the output's columns."""
     n, r = len(c.record), len(c.refused_left)
-    right_side = 1 if two_sided else 0
-    return pd.DataFrame({
-        "record_id": _ids(c.record, n) + _ids(c.refused_left, r),
-        "side": pd.array(c.side.tolist() + [0] * r, dtype="int8"),
-        "entity_id": _ids(c.entity, n) + _ids(c.refused_entities[0], r),
-        "previous_id": _ids(c.previous, n) + [None] * r,
-        "kind": c.kind.tolist() + ["refused"] * r,
-        "entity_size": pd.array(c.size.tolist() + [None] * r, dtype="Int64"),
+    sizes = [n, r]
+    masked = np.r_[np.zeros(n, bool), np.ones(r, bool)]
+    other = np.r_[np.ones(n, bool), np.zeros(r, bool)]
+    columns = {
+        "record_id": _ids([c.record, c.refused_left], sizes, long_ids),
+        "side": np.r_[c.side.astype(np.int8), np.zeros(r, np.int8)],
+        "entity_id": _ids([c.entity, c.refused_entities[0]], sizes, long_ids),
+        "previous_id": _ids([c.previous, None], sizes, long_ids),
+        "kind": np.r_[c.kind.astype(object), np.full(r, "refused", dtype=object)],
+        "entity_size": pd.arrays.IntegerArray(np.r_[c.size.astype(np.int64), np.zeros(r, np.int64)], masked),
         "seq": np.full(n + r, c.seq, np.int64),
-        "other_id": [None] * n + _ids(c.refused_right, r),
-        "other_side": pd.array([None] * n + [right_side] * r, dtype="Int8"),
-        "other_entity_id": [None] * n + _ids(c.refused_entities[1], r),
-        "reason": [None] * n + c.refused_reason.tolist(),
+        "other_id": _ids([None, c.refused_right], sizes, long_ids),
+        "other_side": pd.arrays.IntegerArray(np.full(n + r, 1 if two_sided else 0, np.int8), other),
+        "other_entity_id": _ids([None, c.refused_entities[1]], sizes, long_ids),
+        "reason": np.r_[np.full(n, None, dtype=object), c.refused_reason.astype(object)],
         "emit_us": np.full(n + r, emit_us, np.int64),
-    })
+    }
+    # each column as a Series of its own type: a frame built from bare object arrays is consolidated
+    # and type-inferred column by column (2.3 s for 670,000 rows; this way 1 ms)
+    return pd.DataFrame({k: pd.Series(v, dtype=v.dtype, copy=False) for k, v in columns.items()}, copy=False)
 
 
 class EntityProcessor(OperatorProcessor):
@@ -119,7 +139,7 @@ class EntityProcessor(OperatorProcessor):
         if plan.metrics_dir:
             self._stats(loaded, graph, changes, pdf, emit, state_bytes, (t1 - t0, t2 - t1, t3 - t2))
         if len(changes.record) or len(changes.refused_left):
-            yield change_frame(changes, int(emit * 1e6), plan.rules.two_sided)
+            yield change_frame(changes, int(emit * 1e6), plan.rules.two_sided, plan.id_type == "long")
 
     def _stats(self, loaded: Any, graph: EntityGraph, c: Changes, pdf: pd.DataFrame, emit: float, state_bytes: int,
                timings: tuple[float, float, float]) -> None:
@@ -128,8 +148,8 @@ class EntityProcessor(OperatorProcessor):
         stats = {
             "seq": loaded.seq, "time": emit, **c.counts, "rows": len(c.record), "refused": len(c.refused_left),
             "refused_links": [{"left": a, "right": b, "reason": why} for a, b, why in
-                              zip(_ids(c.refused_left, len(c.refused_left)), _ids(c.refused_right, len(c.refused_right)),
-                                  c.refused_reason.tolist())][:100],
+                              zip(c.refused_left[:100].tolist(), c.refused_right[:100].tolist(),
+                                  c.refused_reason[:100].tolist())],
             "entities": graph.entity_count, "records": graph.record_count, "largest": graph.largest(),
             "state_bytes": state_bytes, "latency_hist": latency_histogram(emit - ingest),
             "timings": {"state_read": timings[0], "work": timings[1], "state_write": timings[2]},
