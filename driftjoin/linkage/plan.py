@@ -146,7 +146,7 @@ class LinkCore:
     def route(self, batch: MetricRecords) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """``(row, worker, home)``: each copy once to each worker holding one of its entries; a
         copy with no entry anywhere goes to worker ``h(id) mod p`` alone (its statistics);
-        ``home`` marks one row per copy."""
+        ``home`` marks one row per record: the first row of its earliest window's copy."""
         n, p = len(batch), self.n_workers
         parts = [np.zeros(0, np.int64)]
         for r in range(len(self.ruleset.rules)):
@@ -164,4 +164,5 @@ class LinkCore:
             row, worker = row[order], worker[order]
         home = np.ones(len(row), bool)
         home[1:] = row[1:] != row[:-1]
+        home &= batch.window[row] == self.windows.first_window(batch.time[row])  # a record's earliest copy
         return row, worker, home
