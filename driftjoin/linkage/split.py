@@ -135,3 +135,45 @@ def cells(row: np.ndarray, g: np.ndarray, side: np.ndarray, self_join: bool) -> 
     s = np.repeat(np.asarray(side, np.int64), g)
     cell = np.where(s == 0, r * gg + j, j * gg + r)
     return Cells(src, cell, s)
+
+
+@dataclass(frozen=True)
+class Binding:
+    """Which decision version each window is placed under: version ``versions[k]`` for the windows
+    from ``starts[k]`` on (``starts`` ascending; windows before the first start: version 0).
+
+    A runtime only ever appends an interval that starts after every window that has received a
+    record, so a window's version never changes once it has records (module docstring).
+
+    Example::
+
+        >>> b = Binding().extend(10, 1).extend(12, 2)
+        >>> b.version_of(np.array([3, 10, 11, 12, 40])).tolist()
+        [0, 1, 1, 2, 2]
+    """
+
+    starts: tuple[int, ...] = ()
+    versions: tuple[int, ...] = ()
+
+    def extend(self, start: int, version: int) -> "Binding":
+        if self.starts and start <= self.starts[-1]:
+            raise ValueError(f"a binding interval must start after {self.starts[-1]}, got {start}")
+        return Binding(self.starts + (int(start),), self.versions + (int(version),))
+
+    def version_of(self, windows: np.ndarray) -> np.ndarray:
+        w = np.asarray(windows, np.int64)
+        if not self.starts:
+            return np.zeros(len(w), np.int64)
+        k = np.searchsorted(np.asarray(self.starts, np.int64), w, side="right") - 1
+        return np.where(k >= 0, np.asarray(self.versions, np.int64)[np.maximum(k, 0)], 0)
+
+    @property
+    def newest(self) -> int:
+        return self.versions[-1] if self.versions else 0
+
+    def as_dict(self) -> dict:
+        return {"starts": list(self.starts), "versions": list(self.versions)}
+
+    @staticmethod
+    def from_dict(doc: Mapping) -> "Binding":
+        return Binding(tuple(int(s) for s in doc.get("starts", ())), tuple(int(v) for v in doc.get("versions", ())))

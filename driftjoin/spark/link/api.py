@@ -17,6 +17,7 @@ from driftjoin.linkage.records import Fields
 from driftjoin.linkage.rules import RuleError, check_rules
 from driftjoin.metric.validate import check_user_metric
 from driftjoin.linkage.drivers import S3JDriver
+from driftjoin.spark.link.control import SplitController, attach
 from driftjoin.spark.link.inputs import column_kinds, link_windows, normalise
 from driftjoin.spark.link.plan import LinkPlan, arrow_fields, pair_schema, routed_schema, window_bounds_us
 from driftjoin.spark.link.processor import LinkProcessor
@@ -233,6 +234,8 @@ def link(
     rarrow = to_arrow_schema(rschema)
     routed = data.mapInArrow(lambda it: route_links(plan, it, rarrow), rschema)
     if data.isStreaming:
+        if metrics_dir:
+            attach(spark, SplitController(metrics_dir, parallelism, min_heavy=min_heavy))
         prepare_for_stateful(spark, partitions)
         raw = routed.groupBy("key").transformWithStateInPandas(LinkProcessor(plan), pschema, "Append", "None")
         return remember(_pair_columns(raw, plan), plan)
