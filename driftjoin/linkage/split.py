@@ -4,20 +4,21 @@ A rule stores its records under groups (block, driving key; :mod:`driftjoin.link
 group lives on one worker, which compares its records pairwise: a postcode holding 10% of a
 window's records would give one worker 1% of all pairs of the window, whatever the number of
 workers. As in the Streaming HyperCube (Section 3.2 of the SHC paper; :mod:`driftjoin.hypercube`),
-a *heavy* group is split over a ``g x g`` grid of cells, each cell on a worker of its own
-(round-robin from the group's own worker, so the ``g^2`` cells cover ``min(g^2, p)`` workers):
+a *heavy* group is split over a grid of cells with side ``g``, each cell on a worker of its own
+(round-robin from the group's own worker, so the cells cover as many workers as there are cells,
+up to ``p``):
 
 - **two-sided**: a left record goes to row ``i = h(id) mod g`` (every cell ``(i, j)``), a right
   record to column ``j = h(id) mod g`` (every cell ``(i, j)``): a left-right pair meets in the
   one cell ``(i_left, j_right)``, and cells pair left with right only, as unsplit groups do;
-- **self-link**: a record of row ``i`` goes to every cell ``(i, j)`` as ROW and to every cell
-  ``(j, i)`` as COL, and cells pair ROW with COL only (the class bit that two-sided links use for
-  the side). A pair ``x, y`` meets as ``x`` ROW / ``y`` COL in cell ``(i_x, i_y)`` and as ``y``
-  ROW / ``x`` COL in cell ``(i_y, i_x)``; the worker keeps a pair only in the smallest group
-  where it meets (:mod:`driftjoin.linkage.worker`), and in a diagonal cell both meetings share the
-  group and are made one. Each record is copied ``2g`` times and each pair compared twice,
-  where the unsplit group compared it once on one worker: twice the work, spread over ``g^2``
-  cells.
+- **self-link**: the cells are the triangle ``i <= j`` (``g (g + 1) / 2`` of them). A record of
+  row ``i`` goes to cell ``(min(i, j), max(i, j))`` for every ``j``: as ROW where ``i < j``, as
+  COL where ``i > j``, and as both in its diagonal cell ``(i, i)``; cells pair ROW with COL only
+  (the class bit that two-sided links use for the side). A pair ``x, y`` of rows ``a < b`` meets
+  once, in ``(a, b)`` (x ROW, y COL); of one row ``a``, in ``(a, a)`` twice (x ROW / y COL and
+  y ROW / x COL) under one group, which the worker makes one
+  (:mod:`driftjoin.linkage.worker`). Each record is copied ``g + 1`` times; the off-diagonal
+  cells compare each pair once, the diagonal ones twice (a ``1/g`` share of the pairs).
 
 Which groups are heavy (:func:`decide`): a group's work grows with the square of its records, so
 group ``G`` with ``n`` records is heavy when ``n^2 > W / p`` (``W`` the sum of ``n^2`` over all
@@ -121,7 +122,8 @@ class Cells:
 
 
 def cells(row: np.ndarray, g: np.ndarray, side: np.ndarray, self_join: bool) -> Cells:
-    """The cells of entries whose record is in row/column ``row`` of a ``g x g`` grid."""
+    """The cells of entries whose record is in row/column ``row`` of a grid of side ``g`` (module
+    docstring): two-sided, cell ``i * g + j``; self-link, the triangle's cells numbered row by row."""
     n = len(row)
     idx = np.arange(n, dtype=np.int64)
     src = np.repeat(idx, g)
@@ -129,9 +131,12 @@ def cells(row: np.ndarray, g: np.ndarray, side: np.ndarray, self_join: bool) -> 
     r = np.repeat(row, g)
     gg = np.repeat(g, g)
     if self_join:
-        cell = np.concatenate([r * gg + j, j * gg + r])
-        role = np.concatenate([np.zeros(len(src), np.int64), np.ones(len(src), np.int64)])
-        return Cells(np.concatenate([src, src]), cell, role)
+        lo, hi = np.minimum(r, j), np.maximum(r, j)
+        cell = lo * (2 * gg - lo + 1) // 2 + (hi - lo)  # the triangle's cells numbered 0 .. g(g+1)/2 - 1
+        role = (r > j).astype(np.int64)
+        diag = np.nonzero(r == j)[0]
+        return Cells(np.concatenate([src, src[diag]]), np.concatenate([cell, cell[diag]]),
+                     np.concatenate([role, np.ones(len(diag), np.int64)]))
     s = np.repeat(np.asarray(side, np.int64), g)
     cell = np.where(s == 0, r * gg + j, j * gg + r)
     return Cells(src, cell, s)
