@@ -27,7 +27,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from driftjoin.linkage.drivers import BlockDriver, Driver, block_hash, mix
+from driftjoin.linkage.drivers import Driver, block_hash, mix
 from driftjoin.linkage.records import Fields
 from driftjoin.linkage.rules import RuleSet
 from driftjoin.linkage.split import SplitTable, cells, row_of
@@ -70,6 +70,7 @@ class LinkCore:
 
     Example::
 
+        >>> from driftjoin.linkage.drivers import BlockDriver
         >>> from driftjoin.linkage.rules import check_rules
         >>> from driftjoin.linkage.records import Fields, link_records
         >>> rs = check_rules([{"zip": "equal"}], {"zip": "string"})
