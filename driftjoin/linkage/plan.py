@@ -11,8 +11,9 @@ worker)``:
   the class pairs :func:`lane_allowed` lists (the driver's, across sides or roles where bit 1
   is used);
 - a heavy ``G`` (grid side ``g`` in the record's :class:`~driftjoin.linkage.split.SplitTable`)
-  goes to lane ``2r + 1`` instead: one entry per cell, group ``mix(G, cell + 1)``, worker
-  ``(G + cell) mod p``.
+  goes to its cells instead: one entry per cell, group ``mix(G, cell + 1)``, worker
+  ``(G + cell) mod p``, in lane ``2r + 1`` (the diagonal cells of a self-link, where records pair
+  among themselves as in an ordinary group, in lane ``2r``).
 
 A record takes part in rule ``r`` only if every condition of the rule can hold on it (no null
 field among the rule's columns: SQL's semantics, :mod:`driftjoin.linkage.rules`), so nulls cost
@@ -140,8 +141,15 @@ class LinkCore:
         rec = keys.rec[heavy]
         c = cells(row_of(batch.id[rec], g[heavy]), g[heavy], side[heavy], self.self_join)
         src = heavy[c.src]
-        split = LaneEntries(keys.rec[src], mix(pre[src].astype(np.uint64), c.cell + 1), keys.cls[src] | (c.role << 1),
-                            (pre[src] % p + c.cell) % p, pre[src])
+        group = mix(pre[src].astype(np.uint64), c.cell + 1)
+        worker = (pre[src] % p + c.cell) % p
+        d, o = np.nonzero(c.diagonal)[0], np.nonzero(~c.diagonal)[0]
+        if len(d):  # a self-link's diagonal cells: ordinary groups of their own
+            ordinary = LaneEntries(np.concatenate([ordinary.rec, keys.rec[src[d]]]),
+                                   np.concatenate([ordinary.group, group[d]]),
+                                   np.concatenate([ordinary.cls, keys.cls[src[d]]]),
+                                   np.concatenate([ordinary.worker, worker[d]]), np.concatenate([ordinary.pre, pre[src[d]]]))
+        split = LaneEntries(keys.rec[src[o]], group[o], keys.cls[src[o]] | (c.role[o] << 1), worker[o], pre[src[o]])
         return ordinary, split
 
     def route(self, batch: MetricRecords) -> tuple[np.ndarray, np.ndarray, np.ndarray]:

@@ -13,18 +13,18 @@ up to ``p``):
   one cell ``(i_left, j_right)``, and cells pair left with right only, as unsplit groups do;
 - **self-link**: the cells are the triangle ``i <= j`` (``g (g + 1) / 2`` of them). A record of
   row ``i`` goes to cell ``(min(i, j), max(i, j))`` for every ``j``: as ROW where ``i < j``, as
-  COL where ``i > j``, and as both in its diagonal cell ``(i, i)``; cells pair ROW with COL only
-  (the class bit that two-sided links use for the side). A pair ``x, y`` of rows ``a < b`` meets
-  once, in ``(a, b)`` (x ROW, y COL); of one row ``a``, in ``(a, a)`` twice (x ROW / y COL and
-  y ROW / x COL) under one group, which the worker makes one
-  (:mod:`driftjoin.linkage.worker`). Each record is copied ``g + 1`` times; the off-diagonal
-  cells compare each pair once, the diagonal ones twice (a ``1/g`` share of the pairs).
+  COL where ``i > j``; off-diagonal cells pair ROW with COL only (the class bit that two-sided
+  links use for the side), while a diagonal cell ``(i, i)`` is an ordinary group of its rule (its
+  own group, in the rule's ordinary lane) whose records pair among themselves. A pair of rows
+  ``a < b`` meets once, in ``(a, b)``; a pair of one row ``a`` once, in ``(a, a)``. Each record is
+  copied ``g`` times and each pair compared once: the group's work, spread over the cells.
 
 Which groups are heavy (:func:`decide`): a group's work grows with the square of its records, so
 group ``G`` with ``n`` records is heavy when ``n^2 > W / p`` (``W`` the sum of ``n^2`` over all
 groups of all rules, ``p`` the workers: its work alone exceeds a worker's fair share) and
-``n >= min_records``; it gets ``g = ceil(n / sqrt(W / p))`` (at least 2, at most ``p``), so a
-cell's work ``(n / g)^2`` is at most the fair share. Counts come from a sample before the start
+``n >= min_records``; it gets ``g = ceil(sqrt(2) n / sqrt(W / p))`` (at least 2, at most ``p``),
+so a cell's work (``(n / g)^2`` pairs off the diagonal, half that on it) is at most half the fair
+share, small enough to pack the cells evenly over the workers. Counts come from a sample before the start
 and, on a stream, from the workers' statistics (:mod:`driftjoin.spark.link.control`).
 
 **Exactness under changing decisions.** A decision is a :class:`SplitTable` (a version and its
@@ -92,7 +92,7 @@ def decide(counts: Mapping[tuple[int, int], float], workers: int, *, min_records
 
         >>> t = decide({(0, 7): 100, (0, 8): 10, (1, 9): 12}, workers=4)
         >>> dict(t.heavy[0])
-        {7: 2}
+        {7: 3}
     """
     w = total_work if total_work is not None else float(sum(n * n for n in counts.values()))
     fair = w / max(workers, 1)
@@ -101,7 +101,7 @@ def decide(counts: Mapping[tuple[int, int], float], workers: int, *, min_records
         return SplitTable(version, heavy)
     for (rule, group), n in sorted(counts.items()):
         if n >= min_records and n * n > fair:
-            g = max(2, min(workers, math.ceil(n / math.sqrt(fair))))
+            g = max(2, min(workers, math.ceil(math.sqrt(2.0) * n / math.sqrt(fair))))
             heavy.setdefault(int(rule), {})[int(group)] = int(g)
     return SplitTable(version, heavy)
 
@@ -113,12 +113,14 @@ def row_of(ids: np.ndarray, g: np.ndarray) -> np.ndarray:
 
 @dataclass(frozen=True)
 class Cells:
-    """Entries of split groups: entry ``k`` of the input goes to cell ``cell[k]`` (``i * g + j``)
-    with role ``role[k]`` (ROW 0 / COL 1; two-sided: the side), ``src[k]`` the input entry."""
+    """Entries of split groups: entry ``k`` of the input goes to cell ``cell[k]`` with role
+    ``role[k]`` (ROW 0 / COL 1; two-sided: the side), ``src[k]`` the input entry; ``diagonal[k]``:
+    a self-link's diagonal cell, whose records pair among themselves as an ordinary group does."""
 
     src: np.ndarray
     cell: np.ndarray
     role: np.ndarray
+    diagonal: np.ndarray
 
 
 def cells(row: np.ndarray, g: np.ndarray, side: np.ndarray, self_join: bool) -> Cells:
@@ -133,13 +135,10 @@ def cells(row: np.ndarray, g: np.ndarray, side: np.ndarray, self_join: bool) -> 
     if self_join:
         lo, hi = np.minimum(r, j), np.maximum(r, j)
         cell = lo * (2 * gg - lo + 1) // 2 + (hi - lo)  # the triangle's cells numbered 0 .. g(g+1)/2 - 1
-        role = (r > j).astype(np.int64)
-        diag = np.nonzero(r == j)[0]
-        return Cells(np.concatenate([src, src[diag]]), np.concatenate([cell, cell[diag]]),
-                     np.concatenate([role, np.ones(len(diag), np.int64)]))
+        return Cells(src, cell, (r > j).astype(np.int64), r == j)
     s = np.repeat(np.asarray(side, np.int64), g)
     cell = np.where(s == 0, r * gg + j, j * gg + r)
-    return Cells(src, cell, s)
+    return Cells(src, cell, s, np.zeros(len(src), bool))
 
 
 @dataclass(frozen=True)
