@@ -77,12 +77,12 @@ def _check(rows, got, expected_records, self_join=True, window=("unbounded",)):
 
 
 def test_static_self_link_equals_the_oracle(spark):
-    people = _people(400)
+    people = _people(300)
     rows = link(_frame(spark, people), rules=RULES, parallelism=3).collect()
     for p in people:
         p["side"], p["t"] = 0, 0
     n = _check(rows, rows, people)
-    assert n > 50 and {r.rule for r in rows} >= {0, 1, 2}
+    assert n > 30 and {r.rule for r in rows} >= {0, 1, 2}
 
 
 def test_static_two_sided_with_hot_postcodes_split(spark, tmp_path):
@@ -153,11 +153,11 @@ def test_streaming_hot_keys_split_by_the_control_plane_stay_exact(spark, tmp_pat
     them to windows no copy has reached; the pairs stay those of the oracle."""
     from driftjoin.spark.runtime import decisions
 
-    people = _people(320, seed=8)
+    people = _people(240, seed=8)
     for k, p in enumerate(people):
-        p["ts"] = 1_700_000_000 + k * 0.125  # 40 s of records, 8 batches of 5 s, windows of 10 s
+        p["ts"] = 1_700_000_000 + k * 0.125  # 30 s of records, 6 batches of 5 s, windows of 10 s
     write_batches(tmp_path / "in", [[{**p, "dob": None if p["dob"] is None else str(EPOCH + dt.timedelta(days=p["dob"]))}
-                                     for p in people[i : i + 40]] for i in range(0, 320, 40)])
+                                     for p in people[i : i + 40]] for i in range(0, 240, 40)])
     schema = "id long, given_name string, surname string, dob date, address string, postcode string, ts double"
     stream = spark.readStream.schema(schema).option("maxFilesPerTrigger", 1).json(str(tmp_path / "in"))
     rules = [{"postcode": "equal", "surname": ("levenshtein", 1)}, RULES[0]]
