@@ -11,8 +11,8 @@ worker)``:
   the class pairs :func:`lane_allowed` lists (the driver's, across sides or roles where bit 1
   is used);
 - a heavy ``G`` (grid side ``g`` in the record's :class:`~driftjoin.linkage.split.SplitTable`)
-  goes to its cells instead: one entry per cell, group ``mix(G, cell + 1)``, worker
-  ``(G + cell) mod p``, in lane ``2r + 1`` (the diagonal cells of a self-link, where records pair
+  goes to its cells instead: one entry per cell, group ``mix(G, cell + 1)``, on the worker the
+  table places the cell on (:meth:`~driftjoin.linkage.split.SplitTable.cell_workers`), in lane ``2r + 1`` (the diagonal cells of a self-link, where records pair
   among themselves as in an ordinary group, in lane ``2r``).
 
 A record takes part in rule ``r`` only if every condition of the rule can hold on it (no null
@@ -142,7 +142,11 @@ class LinkCore:
         c = cells(row_of(batch.id[rec], g[heavy]), g[heavy], side[heavy], self.self_join)
         src = heavy[c.src]
         group = mix(pre[src].astype(np.uint64), c.cell + 1)
-        worker = (pre[src] % p + c.cell) % p
+        worker = np.empty(len(src), np.int64)
+        which, inverse = np.unique(np.stack([versions[src], pre[src]], axis=1), axis=0, return_inverse=True)
+        for k, (v, gid) in enumerate(which.tolist()):
+            at = inverse.ravel() == k
+            worker[at] = self.table(v).cell_workers(r, gid, self.self_join, p)[c.cell[at]]
         d, o = np.nonzero(c.diagonal)[0], np.nonzero(~c.diagonal)[0]
         if len(d):  # a self-link's diagonal cells: ordinary groups of their own
             ordinary = LaneEntries(np.concatenate([ordinary.rec, keys.rec[src[d]]]),

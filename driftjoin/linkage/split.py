@@ -4,9 +4,7 @@ A rule stores its records under groups (block, driving key; :mod:`driftjoin.link
 group lives on one worker, which compares its records pairwise: a postcode holding 10% of a
 window's records would give one worker 1% of all pairs of the window, whatever the number of
 workers. As in the Streaming HyperCube (Section 3.2 of the SHC paper; :mod:`driftjoin.hypercube`),
-a *heavy* group is split over a grid of cells with side ``g``, each cell on a worker of its own
-(round-robin from the group's own worker, so the cells cover as many workers as there are cells,
-up to ``p``):
+a *heavy* group is split over a grid of cells with side ``g``, spread over the workers:
 
 - **two-sided**: a left record goes to row ``i = h(id) mod g`` (every cell ``(i, j)``), a right
   record to column ``j = h(id) mod g`` (every cell ``(i, j)``): a left-right pair meets in the
@@ -22,9 +20,10 @@ up to ``p``):
 Which groups are heavy (:func:`decide`): a group's work grows with the square of its records, so
 group ``G`` with ``n`` records is heavy when ``n^2 > W / p`` (``W`` the sum of ``n^2`` over all
 groups of all rules, ``p`` the workers: its work alone exceeds a worker's fair share) and
-``n >= min_records``; it gets ``g = ceil(sqrt(2) n / sqrt(W / p))`` (at least 2, at most ``p``),
+``n >= min_records``; it gets ``g = ceil(sqrt(2) n / sqrt(W / p))`` (at least 2, at most ``2p``),
 so a cell's work (``(n / g)^2`` pairs off the diagonal, half that on it) is at most half the fair
-share, small enough to pack the cells evenly over the workers. Counts come from a sample before the start
+share, and the cells of all heavy groups are placed heaviest first on the least loaded worker
+(:meth:`SplitTable.cell_workers`, a function of the table, so every router and worker agrees). Counts come from a sample before the start
 and, on a stream, from the workers' statistics (:mod:`driftjoin.spark.link.control`).
 
 **Exactness under changing decisions.** A decision is a :class:`SplitTable` (a version and its
@@ -54,6 +53,40 @@ class SplitTable:
 
     version: int = 0
     heavy: Mapping[int, Mapping[int, int]] = field(default_factory=dict)
+    #: ``records[rule][group]``: the records the decision saw in each heavy group (cell weights)
+    records: Mapping[int, Mapping[int, float]] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "_placement", {})
+
+    def cell_workers(self, rule: int, group: int, self_join: bool, workers: int) -> np.ndarray:
+        """The worker of each cell of a heavy group: the cells of every heavy group of the table,
+        heaviest first, each to the least loaded worker (ties: the lowest); a function of the
+        table, so every router and worker places them alike."""
+        key = (self_join, workers)
+        placed = self._placement.get(key)
+        if placed is None:
+            cells_all = []
+            for r, table in sorted(self.heavy.items()):
+                for gid, g in sorted(table.items()):
+                    n = float(self.records.get(r, {}).get(gid, 1.0))
+                    if self_join:
+                        idx = 0
+                        for lo in range(g):
+                            for hi in range(lo, g):
+                                cells_all.append(((n / g) ** 2 * (0.5 if lo == hi else 1.0), r, gid, idx))
+                                idx += 1
+                    else:
+                        cells_all += [((n / g) ** 2, r, gid, c) for c in range(g * g)]
+            load = np.zeros(workers)
+            placed = {}
+            for weight, r, gid, c in sorted(cells_all, key=lambda x: (-x[0], x[1], x[2], x[3])):
+                w = int(np.argmin(load))
+                load[w] += weight
+                placed.setdefault((r, gid), {})[c] = w
+            placed = {k: np.array([v[c] for c in range(len(v))], np.int64) for k, v in placed.items()}
+            self._placement[key] = placed
+        return placed[(rule, group)]
 
     def grid(self, rule: int, groups: np.ndarray) -> np.ndarray:
         """The grid side of each group of ``rule`` (0: not split)."""
@@ -69,13 +102,15 @@ class SplitTable:
 
     def as_dict(self) -> dict:
         """JSON form (decision files, statistics)."""
-        return {"version": self.version, "heavy": {str(r): {str(k): int(g) for k, g in t.items()}
-                                                   for r, t in self.heavy.items()}}
+        return {"version": self.version,
+                "heavy": {str(r): {str(k): int(g) for k, g in t.items()} for r, t in self.heavy.items()},
+                "records": {str(r): {str(k): float(n) for k, n in t.items()} for r, t in self.records.items()}}
 
     @staticmethod
     def from_dict(doc: Mapping) -> "SplitTable":
-        return SplitTable(int(doc["version"]), {int(r): {int(k): int(g) for k, g in t.items()}
-                                                for r, t in doc.get("heavy", {}).items()})
+        return SplitTable(int(doc["version"]),
+                          {int(r): {int(k): int(g) for k, g in t.items()} for r, t in doc.get("heavy", {}).items()},
+                          {int(r): {int(k): float(n) for k, n in t.items()} for r, t in doc.get("records", {}).items()})
 
     def size(self) -> int:
         return sum(len(t) for t in self.heavy.values())
@@ -97,13 +132,15 @@ def decide(counts: Mapping[tuple[int, int], float], workers: int, *, min_records
     w = total_work if total_work is not None else float(sum(n * n for n in counts.values()))
     fair = w / max(workers, 1)
     heavy: dict[int, dict[int, int]] = {}
+    records: dict[int, dict[int, float]] = {}
     if workers < 2 or fair <= 0:
         return SplitTable(version, heavy)
     for (rule, group), n in sorted(counts.items()):
         if n >= min_records and n * n > fair:
-            g = max(2, min(workers, math.ceil(math.sqrt(2.0) * n / math.sqrt(fair))))
+            g = max(2, min(2 * workers, math.ceil(math.sqrt(2.0) * n / math.sqrt(fair))))
             heavy.setdefault(int(rule), {})[int(group)] = int(g)
-    return SplitTable(version, heavy)
+            records.setdefault(int(rule), {})[int(group)] = float(n)
+    return SplitTable(version, heavy, records)
 
 
 def row_of(ids: np.ndarray, g: np.ndarray) -> np.ndarray:
