@@ -18,8 +18,9 @@ a *heavy* group is split over a grid of cells with side ``g``, spread over the w
   copied ``g`` times and each pair compared once: the group's work, spread over the cells.
 
 Which groups are heavy (:func:`decide`): a group's work grows with the square of its records, so
-group ``G`` with ``n`` records is heavy when ``n^2 > W / p`` (``W`` the sum of ``n^2`` over all
-groups of all rules, ``p`` the workers: its work alone exceeds a worker's fair share) and
+group ``G`` with ``n`` records is heavy when ``n^2 > W / (4p)`` (``W`` the sum of ``n^2`` over all
+groups of all rules, ``p`` the workers: its work alone exceeds a quarter of a worker's fair share,
+so that the groups left whole, placed by hash, are small enough to even out) and
 ``n >= min_records``; it gets ``g = ceil(sqrt(2) n / sqrt(W / p))`` (at least 2, at most ``2p``),
 so a cell's work (``(n / g)^2`` pairs off the diagonal, half that on it) is at most half the fair
 share, and the cells of all heavy groups are placed heaviest first on the least loaded worker
@@ -136,7 +137,7 @@ def decide(counts: Mapping[tuple[int, int], float], workers: int, *, min_records
     if workers < 2 or fair <= 0:
         return SplitTable(version, heavy)
     for (rule, group), n in sorted(counts.items()):
-        if n >= min_records and n * n > fair:
+        if n >= min_records and 4 * n * n > fair:
             g = max(2, min(2 * workers, math.ceil(math.sqrt(2.0) * n / math.sqrt(fair))))
             heavy.setdefault(int(rule), {})[int(group)] = int(g)
             records.setdefault(int(rule), {})[int(group)] = float(n)
