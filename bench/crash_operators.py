@@ -24,6 +24,9 @@ record, so that a lost or repeated result can be traced to the micro-batch that 
 - ``jaccard``: ``similarity_join`` self-join of token sets (Jaccard 0.5, prefix filtering),
   sliding windows of 10 s every 5 s on event time; oracle: Python set arithmetic between
   neighbouring buckets, each pair once per window that holds both records.
+- ``link``: ``link`` self-link of person-like records, three rules (one on hot postcodes, split by the
+  control plane), ``within="5 seconds"`` on event time; oracle: every rule on every pair with rapidfuzz,
+  each pair once with its first rule.
 - ``equi``: ``equi_join`` (Streaming HyperCube, 3 workers) of two inputs with Zipf keys whose
   hot set moves, pairs within 2 seconds; oracle: a plain hash join with the time predicate.
 - ``entities``: ``entities`` over links of a growing id range with ``max_size=12``; oracle: the
@@ -462,6 +465,63 @@ class Jaccard(Adapter):
         return Comparison(got, expected, lambda item: max(item[0], item[1]) // self.per_file)
 
 
+class Link(Adapter):
+    """``link`` self-link of person records (three rules, two of them blocked by a Zipf postcode: the
+    control plane splits the hot postcodes' groups mid-stream, ``min_heavy=8``), ``within="5
+    seconds"`` on event time; oracle: every rule on every pair 5 s apart, the first rule each pair
+    satisfies."""
+
+    name, sources, per_file = "link", ("S",), 40
+    within = 5.0
+    rules = [{"postcode": "equal", "surname": ("levenshtein", 1)},
+             {"given_name": "equal", "surname": "equal"},
+             {"postcode": "equal", "given_name": ("levenshtein", 1)}]
+
+    def records(self, source, f, now):
+        rng = np.random.default_rng(f)
+        return [{"id": f * self.per_file + k, "given_name": _typo(rng, NAMES[int(rng.integers(len(NAMES)))]),
+                 "surname": _typo(rng, NAMES[int(rng.integers(len(NAMES)))][::-1]),
+                 "postcode": None if rng.random() < 0.1 else str(int(rng.zipf(1.5)) % 20), "ts": stamp(now, k)}
+                for k in range(self.per_file)]
+
+    def schema(self, source):
+        return "id long, given_name string, surname string, postcode string, ts double"
+
+    def job(self, spark, read, metrics_dir, balance):
+        from pyspark.sql import functions as F
+
+        from driftjoin import link
+
+        people = read("S").withColumn("ts", F.col("ts").cast("timestamp"))
+        return link(people, rules=self.rules, within=f"{self.within:g} seconds", time_col="ts", watermark="10 seconds",
+                    parallelism=3, min_heavy=8, drive=["block", None, "block"], metrics_dir=metrics_dir)
+
+    def compare(self, spark, work):
+        from rapidfuzz.distance import Levenshtein as Lev
+
+        rows = [r for _, r in read_lines(work, "S")]
+
+        def first_rule(x, y):
+            if x["postcode"] is not None and x["postcode"] == y["postcode"] and Lev.distance(x["surname"], y["surname"]) <= 1:
+                return 0
+            if x["given_name"] == y["given_name"] and x["surname"] == y["surname"]:
+                return 1
+            if x["postcode"] is not None and x["postcode"] == y["postcode"] and Lev.distance(x["given_name"], y["given_name"]) <= 1:
+                return 2
+            return None
+
+        def close(a, b):
+            return [(i, j) for i, x in enumerate(a) for j, y in enumerate(b) if first_rule(x, y) is not None]
+
+        expected = Counter()
+        for x, y in _bucket_pairs(rows, self.within, close):
+            a, b = sorted((rows[x]["id"], rows[y]["id"]))
+            expected[(a, b, first_rule(rows[x], rows[y]))] += 1
+        got = Counter((r.left_id, r.right_id, r.rule)
+                      for r in spark.read.parquet(str(work / "out")).select("left_id", "right_id", "rule").collect())
+        return Comparison(got, expected, lambda item: max(item[0], item[1]) // self.per_file)
+
+
 class Entities(Adapter):
     """Links between records of a growing id range (most near the file's own records, some to
     records of earlier files, so entities formed in different batches merge), ``entities`` with a
@@ -534,5 +594,5 @@ class Entities(Adapter):
 
 OPERATORS: dict[str, Callable[[], Adapter]] = {
     "similarity": Similarity, "similarity-sliding": SimilaritySliding, "similarity-within": SimilarityWithin,
-    "topk": TopK, "natural": Natural, "equi": Equi, "levenshtein": Levenshtein, "jaccard": Jaccard,
+    "topk": TopK, "natural": Natural, "equi": Equi, "levenshtein": Levenshtein, "jaccard": Jaccard, "link": Link,
     "entities": Entities}

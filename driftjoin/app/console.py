@@ -152,7 +152,9 @@ def print_summary(console: Console, spark, job, outcome: Outcome, title: str) ->
     from driftjoin.app.report import STARTUP_BATCHES, entities_summary, summary
 
     main = job.queries[0]
-    totals, per_worker = summary(job.metrics_dir, run_id=str(main.runId)) if job.metrics_dir else ({}, None)
+    link = getattr(job, "operator", "similarity_join") == "link"
+    totals, per_worker = (summary(job.metrics_dir, run_id=str(main.runId), operator="link" if link else "computation")
+                          if job.metrics_dir else ({}, None))
     rows: dict[str, object] = {"ended": outcome.reason, "micro-batches (this run)": outcome.batches,
                                "records read (this run)": outcome.records}
     if totals:
@@ -161,6 +163,11 @@ def print_summary(console: Console, spark, job, outcome: Outcome, title: str) ->
         rows["duplication ratio (this run)"] = totals["duplication_ratio"]
         rows["comparisons ratio (this run)"] = totals["comparisons_ratio"]
         rows["late records (this run)"] = totals["late"]
+        if link:
+            rows["pairs per rule, first rule (this run)"] = ", ".join(
+                f"{r}: {n:,}" for r, n in enumerate(totals.get("pairs_per_rule", []))) or "0"
+            rows["records without a rule's field (this run)"] = ", ".join(
+                f"{r}: {n:,}" for r, n in enumerate(totals.get("nulls_per_rule", []))) or "0"
     ents = entities_summary(job.metrics_dir, run_id=str(main.runId)) if getattr(job, "entities", False) else None
     if ents is not None:
         rows["entities now (records in them)"] = f"{ents['entities']:,} ({ents['records']:,})"

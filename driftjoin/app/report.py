@@ -47,7 +47,8 @@ def _startup(records: list[dict]) -> set[tuple[str | None, int | None]]:
     return {(run, b) for run, bs in batches.items() for b in sorted(bs)[:STARTUP_BATCHES]}
 
 
-def metrics_table(metrics_dir: str, query_id: str | None = None, run_id: str | None = None) -> pd.DataFrame:
+def metrics_table(metrics_dir: str, query_id: str | None = None, run_id: str | None = None, *,
+                  operator: str = "computation") -> pd.DataFrame:
     """One row per worker and micro-batch of a similarity join's statistics.
 
     Committed micro-batches only, each once (:func:`driftjoin.spark.runtime.stats.read_stats`), so
@@ -61,6 +62,8 @@ def metrics_table(metrics_dir: str, query_id: str | None = None, run_id: str | N
         Keep one streaming query's rows when several share ``metrics_dir``.
     run_id:
         Keep one run's rows (a restart from the checkpoint is a new run: ``query.runId``).
+    operator:
+        Whose statistics: ``"computation"`` (the similarity join's workers) or ``"link"``.
 
     Returns
     -------
@@ -83,7 +86,7 @@ def metrics_table(metrics_dir: str, query_id: str | None = None, run_id: str | N
     19
     """
     rows = []
-    records = _records(metrics_dir, query_id, run_id)
+    records = _records(metrics_dir, query_id, run_id, operator)
     startup = _startup(records)
     for s in records:
         hist = np.asarray(s["latency_hist"])
@@ -144,7 +147,8 @@ def _quantiles(hists: list[np.ndarray]) -> tuple[float, float]:
     return histogram_quantile(hist, 0.5), histogram_quantile(hist, 0.99)
 
 
-def summary(metrics_dir: str, query_id: str | None = None, run_id: str | None = None) -> tuple[dict, pd.DataFrame]:
+def summary(metrics_dir: str, query_id: str | None = None, run_id: str | None = None, *,
+            operator: str = "computation") -> tuple[dict, pd.DataFrame]:
     """The paper's metrics of a similarity join: totals and one row per worker.
 
     Counts committed micro-batches only (what an exactly-once sink holds). Latency is split:
@@ -160,6 +164,10 @@ def summary(metrics_dir: str, query_id: str | None = None, run_id: str | None = 
         Keep one streaming query's statistics when several share ``metrics_dir``.
     run_id:
         Keep one run's statistics (``query.runId``); default: every run of the checkpoint.
+    operator:
+        ``"computation"`` (a similarity join) or ``"link"`` (whose totals also have
+        ``pairs_per_rule`` and ``nulls_per_rule``: per rule, the pairs it was the first rule of,
+        and the records that took no part in it because a field it reads was null).
 
     Returns
     -------
@@ -185,8 +193,8 @@ def summary(metrics_dir: str, query_id: str | None = None, run_id: str | None = 
     >>> totals["pairs_out"], totals["records_in"]
     (19, 20)
     """
-    table = metrics_table(metrics_dir, query_id, run_id)
-    records = _records(metrics_dir, query_id, run_id)
+    table = metrics_table(metrics_dir, query_id, run_id, operator=operator)
+    records = _records(metrics_dir, query_id, run_id, operator)
     inputs = sum(s.get("records", 0) for s in records)
     pairs = int(table["pairs"].sum()) if len(table) else 0
     comparisons = int(table["comparisons"].sum()) if len(table) else 0
@@ -201,6 +209,10 @@ def summary(metrics_dir: str, query_id: str | None = None, run_id: str | None = 
         "batches": int(table["seq"].nunique()) if len(table) else 0,
         "startup_batches": int(table.loc[table["startup"], "seq"].nunique()) if len(table) else 0,
     }
+    if operator == "link":
+        for key in ("pairs_per_rule", "nulls_per_rule"):
+            lists = [s[key] for s in records if key in s]
+            totals[key] = np.sum(lists, axis=0).astype(int).tolist() if lists else []
     per_worker = []
     for w, g in table.groupby("worker"):
         p50, p99 = _quantiles(list(g.loc[~g["startup"], "latency_hist"]))

@@ -11,8 +11,9 @@ worker)``:
   the class pairs :func:`lane_allowed` lists (the driver's, across sides or roles where bit 1
   is used);
 - a heavy ``G`` (grid side ``g`` in the record's :class:`~driftjoin.linkage.split.SplitTable`)
-  goes to lane ``2r + 1`` instead: one entry per cell, group ``mix(G, cell + 1)``, worker
-  ``(G + cell) mod p``.
+  goes to its cells instead: one entry per cell, group ``mix(G, cell + 1)``, on the worker the
+  table places the cell on (:meth:`~driftjoin.linkage.split.SplitTable.cell_workers`), in lane ``2r + 1`` (the diagonal cells of a self-link, where records pair
+  among themselves as in an ordinary group, in lane ``2r``).
 
 A record takes part in rule ``r`` only if every condition of the rule can hold on it (no null
 field among the rule's columns: SQL's semantics, :mod:`driftjoin.linkage.rules`), so nulls cost
@@ -27,7 +28,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from driftjoin.linkage.drivers import BlockDriver, Driver, block_hash, mix
+from driftjoin.linkage.drivers import Driver, block_hash, mix
 from driftjoin.linkage.records import Fields
 from driftjoin.linkage.rules import RuleSet
 from driftjoin.linkage.split import SplitTable, cells, row_of
@@ -70,6 +71,7 @@ class LinkCore:
 
     Example::
 
+        >>> from driftjoin.linkage.drivers import BlockDriver
         >>> from driftjoin.linkage.rules import check_rules
         >>> from driftjoin.linkage.records import Fields, link_records
         >>> rs = check_rules([{"zip": "equal"}], {"zip": "string"})
@@ -139,14 +141,25 @@ class LinkCore:
         rec = keys.rec[heavy]
         c = cells(row_of(batch.id[rec], g[heavy]), g[heavy], side[heavy], self.self_join)
         src = heavy[c.src]
-        split = LaneEntries(keys.rec[src], mix(pre[src].astype(np.uint64), c.cell + 1), keys.cls[src] | (c.role << 1),
-                            (pre[src] % p + c.cell) % p, pre[src])
+        group = mix(pre[src].astype(np.uint64), c.cell + 1)
+        worker = np.empty(len(src), np.int64)
+        which, inverse = np.unique(np.stack([versions[src], pre[src]], axis=1), axis=0, return_inverse=True)
+        for k, (v, gid) in enumerate(which.tolist()):
+            at = inverse.ravel() == k
+            worker[at] = self.table(v).cell_workers(r, gid, self.self_join, p)[c.cell[at]]
+        d, o = np.nonzero(c.diagonal)[0], np.nonzero(~c.diagonal)[0]
+        if len(d):  # a self-link's diagonal cells: ordinary groups of their own
+            ordinary = LaneEntries(np.concatenate([ordinary.rec, keys.rec[src[d]]]),
+                                   np.concatenate([ordinary.group, group[d]]),
+                                   np.concatenate([ordinary.cls, keys.cls[src[d]]]),
+                                   np.concatenate([ordinary.worker, worker[d]]), np.concatenate([ordinary.pre, pre[src[d]]]))
+        split = LaneEntries(keys.rec[src[o]], group[o], keys.cls[src[o]] | (c.role[o] << 1), worker[o], pre[src[o]])
         return ordinary, split
 
     def route(self, batch: MetricRecords) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """``(row, worker, home)``: each copy once to each worker holding one of its entries; a
         copy with no entry anywhere goes to worker ``h(id) mod p`` alone (its statistics);
-        ``home`` marks one row per copy."""
+        ``home`` marks one row per record: the first row of its earliest window's copy."""
         n, p = len(batch), self.n_workers
         parts = [np.zeros(0, np.int64)]
         for r in range(len(self.ruleset.rules)):
@@ -164,4 +177,5 @@ class LinkCore:
             row, worker = row[order], worker[order]
         home = np.ones(len(row), bool)
         home[1:] = row[1:] != row[:-1]
+        home &= batch.window[row] == self.windows.first_window(batch.time[row])  # a record's earliest copy
         return row, worker, home

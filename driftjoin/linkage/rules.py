@@ -58,6 +58,7 @@ from numbers import Real
 from typing import Any
 
 import numpy as np
+import pandas as pd
 
 from driftjoin.durations import parse_duration
 from driftjoin.metric.records import object_array
@@ -247,7 +248,7 @@ class Measure:
             return np.isfinite(v)
         if self.kind in ("date", "timestamp"):
             return v != NULL_TIME
-        ok = np.not_equal(v, None) if len(v) else np.zeros(0, bool)
+        ok = ~pd.isnull(v) if len(v) else np.zeros(0, bool)  # element by element: values may be arrays
         if self.metric == JACCARD:
             k = np.nonzero(ok)[0]
             ok[k] = np.fromiter(map(len, map(self.token_set, v[k])), np.int64, len(k)) > 0

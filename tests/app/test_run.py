@@ -121,7 +121,7 @@ def test_a_run_that_fails_before_its_query_starts_leaves_no_checkpoint(tmp_path,
 
 def _toml(readme, metric: str) -> str:
     """The README's job file whose ``[join]`` has ``metric = "<metric>"``."""
-    (block,) = [b for b in readme("toml") if f'metric = "{metric}"' in b]
+    (block,) = [b for b in readme("toml") if "[join]" in b and f'metric = "{metric}"' in b]
     return block
 
 

@@ -72,7 +72,7 @@ def test_spark_source_static_and_stream(spark, tmp_path):
     expected = person_records(5, 0, 0, 300)
     assert [r.id for r in rows] == expected["id"].tolist() and [r.surname for r in rows] == expected["surname"]
     stream = (spark.readStream.format("driftjoin-persons").option("total", 300).option("seed", 5).option("pace", "false")
-              .option("max_records_per_batch", 120).load())
+              .load())
     q = stream.writeStream.format("memory").queryName("persons_src").trigger(availableNow=True).start()
     q.awaitTermination()
     got = spark.sql("select id, surname from persons_src order by id").collect()

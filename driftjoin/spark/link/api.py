@@ -13,10 +13,12 @@ from pyspark.sql import types as T
 from pyspark.sql.pandas.types import to_arrow_schema
 
 from driftjoin.linkage.choose import build_core, estimates_as_dicts
+from driftjoin.linkage.plan import LinkCore
 from driftjoin.linkage.records import Fields
 from driftjoin.linkage.rules import RuleError, check_rules
 from driftjoin.metric.validate import check_user_metric
 from driftjoin.linkage.drivers import S3JDriver
+from driftjoin.spark.link.control import SplitController, attach
 from driftjoin.spark.link.inputs import column_kinds, link_windows, normalise
 from driftjoin.spark.link.plan import LinkPlan, arrow_fields, pair_schema, routed_schema, window_bounds_us
 from driftjoin.spark.link.processor import LinkProcessor
@@ -27,6 +29,7 @@ from driftjoin.spark.runtime.plan_store import remember
 from driftjoin.spark.runtime.session import prepare_for_stateful, prepare_session, worker_placement
 from driftjoin.spark.runtime.settings import SettingError
 from driftjoin.spark.runtime.static import static_arrow_udf
+from driftjoin.windows import Windowing
 
 log = logging.getLogger("driftjoin")
 
@@ -69,6 +72,22 @@ def _given_sample(sample: Any, kinds: dict[str, str]) -> Fields | None:
     batch = pa.RecordBatch.from_pydict(arrays)
     n = batch.num_rows
     return arrow_fields(kinds, batch, np.arange(n), np.zeros(n), np.zeros(n, np.int64))
+
+
+def _inputs(left: DataFrame, right: DataFrame | None, s: LinkSettings, id_col: str, time_col: str | None,
+            ingest_col: str | None, with_raw: bool) -> tuple:
+    """The rules checked against the input's columns, the columns' kinds, the id type, the inputs
+    and their normalised frames (the link and its dead letters read the same rows)."""
+    kinds = column_kinds(left, right, list(s.ruleset.columns))
+    try:
+        ruleset = check_rules(s.rules, kinds)
+    except RuleError as e:
+        raise rule_error(e) from None
+    kinds = {c: kinds[c] for c in ruleset.columns}
+    id_type = common_id_type(left, right, id_col)
+    inputs = [df for df in (left, right) if df is not None]
+    frames = [normalise(df, side, id_col, id_type, kinds, ingest_col, time_col, with_raw) for side, df in enumerate(inputs)]
+    return ruleset, kinds, id_type, inputs, frames
 
 
 def _pair_columns(raw: DataFrame, plan: LinkPlan) -> DataFrame:
@@ -198,17 +217,9 @@ def link(
         for name, what in ((ingest_col, "ingest_col"), (time_col, "time_col")):
             if df is not None and name is not None:
                 check_time_column(df, name, what)
-    kinds = column_kinds(left, right, list(s.ruleset.columns))
-    try:
-        ruleset = check_rules(rules, kinds)
-    except RuleError as e:
-        raise rule_error(e) from None
-    kinds = {c: kinds[c] for c in ruleset.columns}
-    id_type = common_id_type(left, right, id_col)
+    ruleset, kinds, id_type, inputs, frames = _inputs(left, right, s, id_col, time_col, ingest_col, False)
     windows = link_windows(left, right, s.windows, time_col=time_col, ingest_col=ingest_col, watermark=s.lateness)
     parallelism, partitions = worker_placement(spark, parallelism, partitions)
-    inputs = [df for df in (left, right) if df is not None]
-    frames = [normalise(df, side, id_col, id_type, kinds, ingest_col, time_col, False) for side, df in enumerate(inputs)]
     if left.isStreaming:
         sample_fields, expected = _given_sample(sample, kinds), None
     else:
@@ -233,6 +244,8 @@ def link(
     rarrow = to_arrow_schema(rschema)
     routed = data.mapInArrow(lambda it: route_links(plan, it, rarrow), rschema)
     if data.isStreaming:
+        if metrics_dir:
+            attach(spark, SplitController(metrics_dir, parallelism, min_heavy=min_heavy))
         prepare_for_stateful(spark, partitions)
         raw = routed.groupBy("key").transformWithStateInPandas(LinkProcessor(plan), pschema, "Append", "None")
         return remember(_pair_columns(raw, plan), plan)
@@ -284,19 +297,8 @@ def invalid_links(
     s = LinkSettings.check({"rules": rules, "id_col": id_col, "time_col": time_col, "ingest_col": ingest_col,
                             **link_settings})
     prepare_session(left.sparkSession)
-    kinds = column_kinds(left, right, list(s.ruleset.columns))
-    try:
-        ruleset = check_rules(rules, kinds)
-    except RuleError as e:
-        raise rule_error(e) from None
-    kinds = {c: kinds[c] for c in ruleset.columns}
-    id_type = common_id_type(left, right, id_col)
-    inputs = [df for df in (left, right) if df is not None]
-    frames = [normalise(df, side, id_col, id_type, kinds, ingest_col, time_col, True) for side, df in enumerate(inputs)]
+    ruleset, kinds, id_type, _, frames = _inputs(left, right, s, id_col, time_col, ingest_col, True)
     data = frames[0] if len(frames) == 1 else frames[0].unionByName(frames[1])
-    from driftjoin.linkage.plan import LinkCore
-    from driftjoin.windows import Windowing
-
     plan = LinkPlan(LinkCore(ruleset, (), 1, right is None, Windowing.unbounded()), kinds, 1, 1, None)
     schema = T.StructType([T.StructField("side", T.ByteType()), T.StructField("id", id_type),
                            T.StructField("raw", T.StringType()), T.StructField("reason", T.StringType())])

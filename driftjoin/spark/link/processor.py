@@ -29,10 +29,16 @@ from driftjoin.linkage.records import LinkPairs
 from driftjoin.linkage.worker import LinkStats, LinkWorker
 from driftjoin.metric.records import MetricRecords
 from driftjoin.metric.store import Run
+from driftjoin.linkage.split import Binding
+from driftjoin.spark.link.control import publish_binding, split_name
 from driftjoin.spark.link.plan import OUTPUT_CHUNK, LinkPlan, frame_fields
+from driftjoin.spark.link.router import load_tables
+from driftjoin.spark.runtime import decisions
 from driftjoin.spark.runtime.heartbeats import split_heartbeats
+from driftjoin.spark.runtime.plan_guard import PLAN_KEY
 from driftjoin.spark.runtime.processor import OperatorProcessor
-from driftjoin.spark.runtime.state import ChunkedState, Chunks, Meta, dumps
+from driftjoin.spark.runtime.queries import task_query
+from driftjoin.spark.runtime.state import BlobState, ChunkedState, Chunks, Meta, dumps
 from driftjoin.spark.runtime.stats import latency_histogram, write_stats
 
 
@@ -49,10 +55,34 @@ class _Worker:
 
 
 class LinkProcessor(OperatorProcessor):
-    """The join of one link worker (key = the worker's slot key; module docstring)."""
+    """The join of one link worker (key = the worker's slot key; module docstring); the plan key
+    binds hot-key decisions to windows (:mod:`driftjoin.spark.link.control`)."""
+
+    runs_plan_key = True
 
     def open(self, handle: StatefulProcessorHandle) -> None:
         self.state = ChunkedState(handle, "link_worker")
+        self.binding = BlobState(handle, "link_binding")
+
+    def _bind(self, top: float) -> None:
+        """The plan key's batch: bind a newer decision to the windows no copy has reached yet, and
+        write the binding of the next batch."""
+        plan: LinkPlan = self.plan
+        q = task_query()
+        if not plan.metrics_dir or q.query_id is None or q.batch_id is None:
+            return
+        saved, _ = self.binding.resume()
+        binding = Binding.from_dict(saved["binding"]) if saved else Binding()
+        reached = saved["reached"] if saved else None
+        t = tick_of(top)
+        if t is not None:
+            last = int(plan.windows.copies(np.array([t])).window.max())
+            reached = last if reached is None else max(reached, last)
+        versions = decisions.versions(plan.metrics_dir, split_name(q.query_id))
+        if versions and versions[-1] > binding.newest and reached is not None:
+            binding = binding.extend(reached + 1, versions[-1])
+        publish_binding(plan.metrics_dir, q.query_id, q.batch_id + 1, binding)
+        self.binding.save({"seq": (saved or {"seq": -1})["seq"] + 1, "binding": binding.as_dict(), "reached": reached})
 
     def _new(self, slot: int) -> _Worker:
         plan: LinkPlan = self.plan
@@ -78,6 +108,9 @@ class LinkProcessor(OperatorProcessor):
         plan: LinkPlan = self.plan
         t0 = time.perf_counter()
         pdf, top = split_heartbeats(pdf)
+        if key == PLAN_KEY:
+            self._bind(top)
+            return
         slot = plan.slot_of(key)
         loaded = self.state.load(key, lambda meta, chunks, stale: self._rebuild(slot, meta, chunks, stale),
                                  lambda: self._new(slot))
@@ -95,6 +128,7 @@ class LinkProcessor(OperatorProcessor):
         rec = MetricRecords(pdf["id"].to_numpy(), pdf["side"].to_numpy(dtype=np.int8), frame_fields(plan, pdf),
                             pdf["time"].to_numpy(dtype=np.int64), pdf["window"].to_numpy(dtype=np.int64),
                             pdf["ghost"].to_numpy(dtype=bool))
+        load_tables(plan, rec.value.version, worker.core)
         worker.stats = LinkStats()
         pairs = worker.add(rec) if len(rec) else LinkPairs.empty(len(plan.measures), rec.id.dtype)
         t2 = time.perf_counter()

@@ -6,7 +6,7 @@ Per Arrow batch of normalised rows (:func:`driftjoin.spark.link.inputs.normalise
    id, an unusable time, or a value a condition cannot use at all
    (:meth:`driftjoin.linkage.rules.Measure.reason`); a null value is not a dead letter (its
    conditions are false);
-2. the valid rows become window copies (:func:`driftjoin.metric.records.expand`) with their times
+2. the valid rows become window copies (:meth:`driftjoin.windows.Windowing.copies`) with their times
    in ticks and the hot-key decision version of their window (version 0: the plan's);
 3. :meth:`driftjoin.linkage.plan.LinkCore.route` gives each copy its workers: one row per copy and
    worker holding one of its entries, one of them the copy's *home* (its statistics);
@@ -26,12 +26,23 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from driftjoin.clock import batch_max, ticks
+from driftjoin.linkage.plan import LinkCore
 from driftjoin.linkage.records import link_records
 from driftjoin.linkage.rules import NULL_TIME
-from driftjoin.metric.records import expand
+from driftjoin.spark.link.control import binding_for, table_for
 from driftjoin.spark.link.plan import LinkPlan, arrow_fields
 from driftjoin.spark.runtime.heartbeats import HEARTBEAT, heartbeat_batch
 from driftjoin.spark.runtime.plan_guard import PLAN_KEY
+from driftjoin.spark.runtime.queries import task_query
+
+
+def load_tables(plan: LinkPlan, versions: np.ndarray, core: LinkCore | None = None) -> None:
+    """Make every decision version in ``versions`` known to ``core`` (default: the plan's; a worker
+    cached by an earlier task holds the core of that task's plan), read once per process."""
+    core = plan.core if core is None else core
+    for v in np.unique(versions).tolist():
+        if v not in core.tables:
+            core.tables[v] = table_for(plan.metrics_dir, task_query().query_id, v, core.tables[0])
 
 
 def classify_rows(plan: LinkPlan, batch: pa.RecordBatch) -> np.ndarray:
@@ -53,6 +64,9 @@ def route_links(plan: LinkPlan, batches: Iterator[pa.RecordBatch], schema: pa.Sc
     """The routed rows of every input batch (module docstring); heartbeats last."""
     keys = np.asarray(plan.keys, dtype=np.int32)
     seen = -np.inf
+    q = task_query()
+    binding = (binding_for(plan.metrics_dir, q.query_id, q.batch_id)
+               if plan.metrics_dir and q.query_id is not None and q.batch_id is not None else None)
     for batch in batches:
         reason = classify_rows(plan, batch)
         idx = np.nonzero(reason == None)[0]  # noqa: E711
@@ -63,10 +77,19 @@ def route_links(plan: LinkPlan, batches: Iterator[pa.RecordBatch], schema: pa.Sc
         side = batch.column("side").to_numpy(zero_copy_only=False)[idx].astype(np.int8)
         ingest = batch.column("ingest").to_numpy(zero_copy_only=False)[idx].astype(np.float64)
         fields = arrow_fields(plan.kinds, batch, idx, ingest, np.zeros(len(idx), np.int64))
-        # ids: the rows' positions in the batch (the real ids travel as Arrow columns)
-        copies = expand(link_records(idx, fields, ticks(basis), side), plan.windows)
+        # the real ids decide the hot-key cells (the workers see the same ids); ``at`` keeps each
+        # copy's row in the Arrow batch, whose columns travel untouched
+        ids = batch.column("id").take(pa.array(idx)).to_numpy(zero_copy_only=False)
+        records = link_records(ids, fields, ticks(basis), side)
+        c = plan.windows.copies(records.time)
+        copies = records.take(c.row)
+        copies.window, copies.ghost = c.window, c.ghost
+        at = idx[c.row]
+        if binding is not None:
+            copies.value.version = binding.version_of(copies.window)
+            load_tables(plan, copies.value.version)
         row, worker, home = plan.core.route(copies)
-        rec = copies.id[row]
+        rec = at[row]
         take = pa.array(rec)
         yield pa.RecordBatch.from_arrays(
             [pa.array(keys[worker], pa.int32()), pa.array(copies.side[row], pa.int8()), batch.column("id").take(take),
