@@ -39,6 +39,7 @@ from __future__ import annotations
 import json
 from collections import Counter
 from dataclasses import dataclass, field
+from fractions import Fraction
 from functools import cached_property
 from pathlib import Path
 from typing import Any, Callable
@@ -444,7 +445,8 @@ class Jaccard(Adapter):
 
         def close(a, b):
             return [(i, j) for i, x in enumerate(a) for j, y in enumerate(b)
-                    if 1 - len(set(x["tokens"]) & set(y["tokens"])) / len(set(x["tokens"]) | set(y["tokens"])) <= self.threshold]
+                    if float(Fraction(len(set(x["tokens"]) ^ set(y["tokens"])), len(set(x["tokens"]) | set(y["tokens"]))))
+                    <= self.threshold]  # the exact distance, rounded to the nearest float (what a float threshold means)
 
         expected = Counter()
         for x, y in _bucket_pairs(rows, self.window, close):

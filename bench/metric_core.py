@@ -125,8 +125,9 @@ def sparse_pairs(sets: list[list[str]], t: float) -> set:
     for lo in range(0, len(sets), BLOCK):
         o = (m[lo : lo + BLOCK] @ mt).tocoo()
         i, j = o.row + lo, o.col
-        d = 1.0 - o.data / (sizes[i] + sizes[j] - o.data)
-        keep = (i < j) & (d <= t)
+        union = sizes[i] + sizes[j] - o.data
+        d = (union - o.data) / union  # the float nearest to the exact distance: at most t exactly when
+        keep = (i < j) & (d <= t)  # the exact distance is at most the number t stands for
         out |= pair_set(i[keep], j[keep])
     return out
 

@@ -141,8 +141,9 @@ def sparse_distances(sets: list[list[str]], t: float) -> dict[tuple[int, int], f
     for lo in range(0, len(sets), 1000):
         o = (m[lo : lo + 1000] @ mt).tocoo()
         i, j = o.row + lo, o.col
-        d = 1.0 - o.data / (sizes[i] + sizes[j] - o.data)
-        keep = (i < j) & (d <= t)
+        union = sizes[i] + sizes[j] - o.data
+        d = (union - o.data) / union  # the float nearest to the exact distance: at most t exactly when
+        keep = (i < j) & (d <= t)  # the exact distance is at most the number t stands for
         out.update(zip(zip(i[keep].tolist(), j[keep].tolist()), d[keep].tolist()))
     return out
 

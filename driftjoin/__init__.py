@@ -30,6 +30,7 @@ _LAZY = {
     "explain_error": "driftjoin.spark.runtime.errors",
     "SettingError": "driftjoin.spark.runtime.settings",
     "PlanChangedError": "driftjoin.spark.runtime.plan_guard",
+    "relocate_checkpoint": "driftjoin.spark.runtime.relocate",
 }
 
 __all__ = sorted(_LAZY) + ["__version__"]

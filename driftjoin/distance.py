@@ -11,10 +11,37 @@ partitioning metric must be a true metric:
   angles where ``arccos`` of a dot product loses half its digits.
 - ``cosine``: ``1 - cos(a, b)`` in [0, 2]. Not a metric (the triangle inequality fails), so the
   join partitions with ``angular`` and the threshold mapped exactly:
-  ``1 - cos <= t  <=>  angle / pi <= arccos(1 - t) / pi``.
+  ``1 - cos <= t  <=>  angle / pi <= arccos(1 - t) / pi = 2 arcsin(sqrt(t / 2)) / pi``.
 
 Distances that are not metrics and have no exact metric equivalent (e.g. squared Euclidean)
 are refused with a message that says what to use instead.
+
+**The definition is a float computation.** Unlike a Jaccard or an edit distance (exact numbers,
+decided exactly: :mod:`driftjoin.metric.exact`), a vector distance is a float computed from float
+coordinates; the join's definition is that computation, :meth:`Metric.pairwise`, compared with the
+float threshold: a pair joins when ``pairwise(a, b) <= threshold`` (the oracle,
+:mod:`driftjoin.s3j.oracle`). Every acceptance test evaluates that function on the pair:
+:meth:`Metric.rowwise` computes it with the same numpy operations on the same contiguous layout, bit
+for bit (tests/s3j/test_float_thresholds.py checks it); the compiled loop of the S3J computation
+(:mod:`driftjoin.s3j.kernels`) decides only pairs farther than a billionth of the threshold from it
+and hands the others to ``rowwise``; the block kernel (:mod:`driftjoin.blockjoin`) screens and then
+tests with ``rowwise``. The filters are inclusion bounds, consistent with it by a margin:
+
+- the triangle-inequality bounds of S3J (Criterion 1, outer sets within ``2t``) and of the block
+  kernel's pivot band hold for the exact distances of the prepared vectors; each computed
+  distance is within a relative ``(dim + 3) u`` of it (a difference, a sum of ``dim`` squares or
+  absolute values, a square root, an ``arcsin``; ``u = 2^-53``), every error relative to the
+  distance itself, and the bounds are widened by the relative :data:`BOUND_SLACK` (``1e-9``),
+  which exceeds those errors up to millions of dimensions. So a pair whose computed distance is
+  at most ``t`` meets its candidates: what a bound drops is farther than ``t`` by more than the
+  rounding;
+- the monotone transforms the bounds compare (:meth:`Metric.pairwise_key`: the chord
+  ``2 sin(pi x / 2)`` of an angular distance ``x``; :meth:`Metric.partition_threshold`: the
+  angular threshold of a cosine one) are computed by formulas accurate to a few ``u`` relative
+  for every threshold (``2 arcsin(sqrt(t / 2))`` rather than ``arccos(1 - t)``, which is 0 for
+  ``t`` below ``1e-16``), inside the same slack;
+- the block kernel's screen bounds the rounding of its matrix product explicitly
+  (:mod:`driftjoin.blockjoin`), plus ``SCREEN_SLACK``.
 """
 
 from __future__ import annotations
@@ -160,9 +187,18 @@ class Metric:
         return METRICS[self.partition_name]
 
     def partition_threshold(self, threshold: float) -> float:
-        """The user's threshold expressed on the partitioning metric."""
+        """The user's threshold expressed on the partitioning metric: for cosine the angular
+        distance ``arccos(1 - t) / pi``, computed as ``2 arcsin(sqrt(t / 2)) / pi`` (the same
+        number; accurate to a few ulps for every ``t``, where ``1 - t`` rounds to 1 below 1e-16).
+
+        Example::
+
+            >>> m = METRICS["cosine"]
+            >>> round(m.partition_threshold(1.0), 12), m.partition_threshold(1e-18) > 0
+            (0.5, True)
+        """
         if self.name == "cosine":
-            return math.acos(max(-1.0, 1.0 - threshold)) / math.pi
+            return 2.0 * math.asin(min(1.0, math.sqrt(threshold / 2.0))) / math.pi
         return threshold
 
 

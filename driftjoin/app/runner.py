@@ -32,11 +32,15 @@ clock when its micro-batch runs, so replaying the same files gives other pairs. 
 without ``time_col`` is therefore one window over its input unless ``processing_time = true`` in
 ``[join]`` asks for windows of processing time.
 
-JSON lines (files) and Kafka values are read as text and parsed here, so a line that is not
-valid JSON, or whose fields do not fit the schema, is a dead letter with its original text and
-the reason (``not valid JSON``, ``vector is not a list of numbers``), not a row of nulls. Files
-and Kafka jobs always run the dead-letter query (into ``dead_letters``, default
-``<checkpoint>/dead-letters``), so the summary can count them.
+JSON lines (files) and Kafka values are read as text and parsed by :mod:`driftjoin.app.jsonlines`,
+so a line that is not valid JSON, or whose values do not have the JSON types of the schema's
+columns, is a dead letter with its original text and the reason (``not valid JSON``, ``name is not
+a string: got an integer``), not a row of nulls nor a number read as text. Files and Kafka jobs
+always run the dead-letter query (into ``dead_letters``, default ``<checkpoint>/dead-letters``),
+so the summary can count them.
+
+The ``[join]`` columns are checked against the columns the source declares before Spark starts
+(:mod:`driftjoin.app.schema`).
 """
 
 from __future__ import annotations
@@ -47,6 +51,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from driftjoin.app.jsonlines import parse_json_lines
+from driftjoin.app.schema import check_columns
 from driftjoin.generators.vectors import DISTRIBUTIONS
 from driftjoin.spark.runtime.settings import (
     SettingError,
@@ -197,7 +203,11 @@ class JobConfig:
                                                           f"the job file's folder, {base})", show_value=False)
         join = dict(raw[op])
         job = {k: _JOB_KEYS[k](f"[{op}] {k}", join.pop(k)) for k in list(join) if k in _JOB_KEYS}
-        join = _join_settings(join, source, base) if op == "join" else _link_settings(join, source, base)
+        if op == "join":
+            join = _join_settings(join, source, base)
+            check_columns(source, join)
+        else:
+            join = _link_settings(join, source, base)
         if kind == "files" and join.get("time_col") is None and join.get("ingest_col") is None:
             if "window" in raw[op] and join["window"] is not None and not job.get("processing_time", False):
                 raise SettingError(
@@ -296,36 +306,6 @@ def _generator(spark: Any, src: dict[str, Any], stream: int) -> Any:
     return reader.load()
 
 
-def _type_name(dtype: Any) -> str:
-    from pyspark.sql import types as T
-
-    if isinstance(dtype, T.ArrayType) and isinstance(dtype.elementType, T.NumericType):
-        return "a list of numbers"
-    if isinstance(dtype, T.NumericType):
-        return "a number"
-    if isinstance(dtype, (T.TimestampType, T.TimestampNTZType, T.DateType)):
-        return "a timestamp"
-    return f"of type {dtype.simpleString()}"
-
-
-def parse_json_lines(lines: Any, schema: str) -> Any:
-    """JSON text (column ``value``) as the schema's columns plus ``_raw`` (the text) and
-    ``_reason``: why the line cannot be read (null when it can), e.g. ``not valid JSON`` or
-    ``vector is not a list of numbers``."""
-    from pyspark.sql import functions as F
-    from pyspark.sql import types as T
-
-    struct = T.StructType.fromDDL(schema)
-    parsed = F.from_json(F.col("value"), struct, {"mode": "PERMISSIVE"})
-    reason = (F.when(F.get_json_object(F.col("value"), "$").isNull(), F.lit("not valid JSON"))
-              .when(~F.ltrim(F.col("value")).startswith("{"), F.lit("not a JSON object")))
-    for f in struct.fields:
-        given = F.get_json_object(F.col("value"), f"$.{f.name}")
-        reason = reason.when(given.isNotNull() & parsed[f.name].isNull(), F.lit(f"{f.name} is not {_type_name(f.dataType)}"))
-    return lines.select(parsed.alias("_row"), F.col("value").alias("_raw"), reason.alias("_reason")).select(
-        "_row.*", "_raw", "_reason")
-
-
 def _text(spark: Any, src: dict[str, Any], where: str) -> Any:
     if src["kind"] == "files":
         return spark.readStream.option("maxFilesPerTrigger", src.get("max_files_per_trigger", 1)).text(where)
@@ -346,11 +326,26 @@ class Inputs:
     unreadable: Any
 
 
+def read_schema(schema: str) -> Any:
+    """``[source] schema`` as Spark's ``StructType`` (Spark parses DDL in the session's JVM); a
+    schema Spark cannot read is a setting to change, named as the job file names it."""
+    from pyspark.sql import types as T
+
+    try:
+        return T.StructType.fromDDL(schema)
+    except Exception as e:
+        if type(e).__name__ not in ("ParseException", "AnalysisException"):
+            raise
+        first = str(e).strip().splitlines()[0]
+        raise SettingError("[source] schema", f"is not a schema Spark reads: {first}", schema) from None
+
+
 def build_sources(spark: Any, src: dict[str, Any]) -> Inputs:
     if src["kind"] == "generator":
         return Inputs(_generator(spark, src, 0), _generator(spark, src, 1) if src.get("two_streams", True) else None, None)
     if src["kind"] == "persons":
         return Inputs(_persons(spark, src, 0), _persons(spark, src, 1) if src.get("two_streams", False) else None, None)
+    read_schema(src["schema"])
     if src["kind"] == "files" and src.get("format", "json") == "parquet":
         def read(where: str) -> Any:
             return (spark.readStream.schema(src["schema"]).option("maxFilesPerTrigger", src.get("max_files_per_trigger", 1))
@@ -382,20 +377,19 @@ class Job:
 
 
 def dead_letters(inputs: Inputs, join: dict[str, Any], operator: str = "similarity_join") -> Any:
-    """The rows the join cannot use: ``invalid_records`` (``invalid_links``) of what it reads, and
-    the lines that could not be read, with their text as ``raw``."""
+    """The rows the join cannot use: ``invalid_records`` (``invalid_links``) of what it reads (given
+    every setting of the join, as its documentation asks, so both decide alike), and the lines that
+    could not be read, with their text as ``raw``."""
     from pyspark.sql import functions as F
 
     if operator == "link":
         from driftjoin.spark.link.api import invalid_links
 
-        dead = invalid_links(inputs.left, inputs.right, **{k: join[k] for k in ("rules", "id_col", "time_col",
-                                                                                 "ingest_col") if k in join})
+        dead = invalid_links(inputs.left, inputs.right, **join)
     else:
         from driftjoin.spark.similarity.api import invalid_records
 
-        row_keys = ("metric", "dim", "id_col", "vector_col", "time_col", "ingest_col")
-        dead = invalid_records(inputs.left, inputs.right, **{k: join[k] for k in row_keys if k in join})
+        dead = invalid_records(inputs.left, inputs.right, **join)
     if inputs.unreadable is None:
         return dead
     id_type = dead.schema["id"].dataType
@@ -407,9 +401,11 @@ def dead_letters(inputs: Inputs, join: dict[str, Any], operator: str = "similari
 def start_job(spark: Any, cfg: JobConfig, *, available_now: bool = False, scratch: Path | None = None) -> Job:
     """Start the join query, and for files and Kafka sources the dead-letter query.
 
-    ``available_now`` (or ``trigger = "available-now"``) reads what the source has when the job
-    starts and then ends, instead of running until stopped. ``scratch``: a folder for the
-    checkpoints and statistics of a console sink (which has none of its own).
+    Both queries are built before either starts, so a setting that only the input can refute
+    fails with no query started and no checkpoint written. ``available_now`` (or ``trigger =
+    "available-now"``) reads what the source has when the job starts and then ends, instead of
+    running until stopped. ``scratch``: a folder for the checkpoints and statistics of a console
+    sink (which has none of its own).
     """
     from driftjoin.spark.similarity.api import similarity_join
 
@@ -424,6 +420,8 @@ def start_job(spark: Any, cfg: JobConfig, *, available_now: bool = False, scratc
         pairs = link(inputs.left, inputs.right, **join)
     else:
         pairs = similarity_join(inputs.left, inputs.right, **join)
+    wants_dead = "dead_letters" in sink or cfg.source["kind"] not in ("generator", "persons")
+    dead = dead_letters(inputs, join, cfg.operator) if wants_dead else None
     available_now = available_now or cfg.available_now
     seconds = None if available_now else duration("[sink] trigger", sink["trigger"])
     trig = {"availableNow": True} if available_now else {"processingTime": f"{seconds} seconds"}
@@ -436,8 +434,8 @@ def start_job(spark: Any, cfg: JobConfig, *, available_now: bool = False, scratc
         pairs_path = sink["path"]
         queries.append(pairs.writeStream.format("parquet").option("path", pairs_path)
                        .option("checkpointLocation", str(checkpoint / "pairs")).trigger(**trig).start())
-    if "dead_letters" in sink or cfg.source["kind"] not in ("generator", "persons"):
+    if dead is not None:
         dead_path = sink.get("dead_letters") or str(checkpoint / "dead-letters")
-        queries.append(dead_letters(inputs, join, cfg.operator).writeStream.format("parquet").option("path", dead_path)
+        queries.append(dead.writeStream.format("parquet").option("path", dead_path)
                        .option("checkpointLocation", str(checkpoint / "dead_letters")).trigger(**trig).start())
     return Job(queries, join["metrics_dir"], pairs_path, dead_path, available_now, seconds, cfg.operator)

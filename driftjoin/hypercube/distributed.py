@@ -18,7 +18,10 @@ control plane folds B while B+1 is already running). :meth:`DistributedJoin.step
 the newest publication from the binding (a publication that lands mid-batch), replay a batch
 after a failed attempt (state, channel and binding roll back; the attempt may have seen newer
 tables) and :meth:`DistributedJoin.restart` round-trips every state through pickle. Tests drive
-all of these, and arbitrary tables (``tables=``), against the oracle.
+all of these, and arbitrary tables (``tables=``), against the oracle, with either local join:
+``kernel="tuple"`` (:class:`~driftjoin.hypercube.migration.WorkerState`, the paper's per-tuple
+tasks) or ``kernel="columnar"`` (:class:`~driftjoin.hypercube.columnar_worker.ColumnarWorker`,
+what the Spark operator runs).
 """
 
 from __future__ import annotations
@@ -31,7 +34,10 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 import numpy as np
+import pyarrow as pa
 
+from driftjoin.hypercube.columnar import KEY, ROLE, TASK, TB, TL, TS
+from driftjoin.hypercube.columnar_worker import ColumnarWorker, pair_ids
 from driftjoin.hypercube.heavy import reduce_counts
 from driftjoin.hypercube.migration import MemoryChannel, WorkerState
 from driftjoin.hypercube.model import BatchSummary, Pair, Role, Side, StreamTuple
@@ -53,19 +59,27 @@ class DistributedJoin:
     """The pipeline of the module docstring over ``p`` workers, one :meth:`step` per batch.
 
     ``reduce``: workers reduce their counts to Misra-Gries counters (as on Spark) instead of
-    sending exact counts. ``tables``: a function ``(batch, planner table) -> table`` that
+    sending exact counts. ``keep_pairs``: keep every pair in :attr:`pairs` (False: only count them,
+    for outputs too large to hold; :meth:`step` then returns no pairs). ``tables``: a function ``(batch, planner table) -> table`` that
     replaces the planner's decisions (tests: arbitrary placements). ``check``: called with the
     join after every worker's steps 1-4 of a batch, before the batch's copies are processed.
+    ``kernel``: the workers' local join, ``"tuple"`` or ``"columnar"`` (module docstring).
     """
 
+    KERNELS = ("tuple", "columnar")
+
     def __init__(self, algorithm: str, p: int, *, window: float | None = None, lateness: float = 0.0,
-                 behind: int = 1, reduce: bool = True, groups: int = 1,
+                 behind: int = 1, reduce: bool = True, groups: int = 1, keep_pairs: bool = True, kernel: str = "tuple",
                  tables: Callable[[int, RoutingTable], RoutingTable] | None = None,
                  check: Callable[[DistributedJoin], None] | None = None, **shc_options: Any) -> None:
         if algorithm not in ("shc", "phj", "biclique"):
             raise ValueError(f"unknown algorithm {algorithm!r}")
+        if kernel not in self.KERNELS:
+            raise ValueError(f"kernel={kernel!r}: use one of {self.KERNELS}")
         self.algorithm, self.p, self.behind, self.reduce, self.tables, self.check = algorithm, p, behind, reduce, tables, check
-        self.workers = [WorkerState(w, window, lateness) for w in range(p)]
+        self.kernel = kernel
+        worker = WorkerState if kernel == "tuple" else ColumnarWorker
+        self.workers = [worker(w, window, lateness) for w in range(p)]
         self.channel = MemoryChannel()
         self.planner = RoutingPlanner(p, window=window, lateness=lateness, **shc_options) if algorithm == "shc" else None
         self.binding = Binding.initial(p)
@@ -75,7 +89,9 @@ class DistributedJoin:
         self.batch = 0
         self.tuples = 0
         self.counts: dict[int, BatchSummary] = {}
+        self.keep_pairs = keep_pairs
         self.pairs: list[Pair] = []
+        self.output = 0
         self.produced = [0] * p
         self.wall = 0.0
 
@@ -95,7 +111,8 @@ class DistributedJoin:
         start = time.perf_counter()
         out = self._run(batch, routers, hidden, rnd)
         self.wall += time.perf_counter() - start
-        self.pairs += out
+        if self.keep_pairs:
+            self.pairs += out
         return out
 
     def _run(self, batch: Sequence[StreamTuple], routers: int, hidden: bool, rnd: random.Random) -> list[Pair]:
@@ -130,13 +147,22 @@ class DistributedJoin:
             copies.sort(key=lambda c: order[c[0]])
             late = state.late(ts[[c[0] for c in copies]]) if copies else np.zeros(0, dtype=bool)
             on_time = [c for c, x in zip(copies, late) if not x]
-            found = state.process(((task, batch[row], Role(role)) for row, task, role, _ in on_time),
-                                  lambda task, tup, sink: pairs.extend(sink))
+            n_late = sum(1 for c, x in zip(copies, late) if x and c[3])
+            if self.kernel == "tuple":
+                found = state.process(((task, batch[row], Role(role)) for row, task, role, _ in on_time),
+                                      (lambda task, tup, sink: pairs.extend(sink)) if self.keep_pairs else None)
+                state.end(batch_max, n_late)
+            else:
+                joined = state.process(_copy_tables(batch, on_time))
+                found = joined.count()
+                if self.keep_pairs:
+                    pairs.extend(pair_ids(joined))
+                state.end(batch_max, n_late, found)
             self.produced[w] += found
+            self.output += found
             primary = [batch[row] for row, _, _, prim in on_time if prim]
             if self.planner is not None:
                 parts.append(self._summary(primary))
-            state.end(batch_max, sum(1 for c, x in zip(copies, late) if x and c[3]))
         if self.planner is not None:
             self.counts[b] = BatchSummary.merge(parts)
             self._bind(b, hidden)
@@ -177,21 +203,45 @@ class DistributedJoin:
     # ---- checks and metrics ----------------------------------------------------------------
 
     def tasks(self) -> dict[int, Task]:
-        """Every task of every worker (task ids are unique across workers)."""
-        return {t: task for w in self.workers for t, task in w.tasks.items()}
+        """Every task of every worker (task ids are unique across workers), with its stored tuples."""
+        if self.kernel == "tuple":
+            return {t: task for w in self.workers for t, task in w.tasks.items()}
+        out = {}
+        for w in self.workers:
+            for t, tuples in w.stored_by_task().items():
+                out[t] = Task.from_tuples(t, None, tuples)
+        return out
 
     def metrics(self) -> JoinMetrics:
         """Per-worker load and work as :class:`~driftjoin.hypercube.simulator.JoinMetrics`."""
         stats = self.planner.shc.stats if self.planner is not None else None
         totals = [w.totals for w in self.workers]
         return JoinMetrics(
-            algorithm=self.algorithm, p=self.p, tuples=self.tuples, batches=self.batch, output=len(self.pairs),
+            algorithm=self.algorithm, p=self.p, tuples=self.tuples, batches=self.batch, output=self.output,
             received=tuple(t["received"] for t in totals), installed=tuple(t["installed"] for t in totals),
             produced=tuple(self.produced), peak_stored=tuple(t["peak_stored"] for t in totals),
             moved=sum(t["installed"] for t in totals),
             promotions=stats.promotions if stats else 0, demotions=stats.demotions if stats else 0,
             doublings=stats.doublings if stats else 0, halvings=stats.halvings if stats else 0,
             tasks_created=stats.tasks_created if stats else 0, wall_seconds=self.wall)
+
+
+def _copy_tables(batch: Sequence[StreamTuple], copies: list[tuple[int, int, int, bool]]) -> tuple[pa.Table | None, ...]:
+    """A worker's copies of a batch as the columnar kernel takes them: one table per side, the
+    tuple id as ``tl`` (``tb`` 0)."""
+    out = []
+    for side in (0, 1):
+        mine = [(row, task, role) for row, task, role, _ in copies if batch[row].side == side]
+        if not mine:
+            out.append(None)
+            continue
+        tuples = [batch[row] for row, _, _ in mine]
+        out.append(pa.table({
+            TASK: pa.array([t for _, t, _ in mine], pa.int64()), ROLE: pa.array([r for _, _, r in mine], pa.int8()),
+            KEY: pa.array([u.key for u in tuples]), TB: pa.array([0] * len(mine), pa.int64()),
+            TL: pa.array([u.tid for u in tuples], pa.int64()), TS: pa.array([u.ts for u in tuples], pa.float64()),
+        }))
+    return tuple(out)
 
 
 def stored_placement_violations(table: RoutingTable, tasks: dict[int, Task]) -> list[str]:

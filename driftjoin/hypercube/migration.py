@@ -107,13 +107,124 @@ class Moves:
     files: int = 0
 
 
-def _exporters(grid: Grid) -> list[tuple[int, Side]]:
+def exporters(grid: Grid) -> list[tuple[int, Side]]:
     """The task that exports each line of a placement: column 0 of each row (R), row 0 of each column (S)."""
     return [(row[0], Side.R) for row in grid.rows] + [(col[0], Side.S) for col in grid.columns]
 
 
 @dataclass
-class WorkerState:
+class BaseWorker:
+    """What every worker keeps besides its stored tuples, and the steps that do not touch them.
+
+    ``seen``: the largest time of all earlier batches (None before the first); ``version``: the
+    ``cur`` table version of the last executed batch; ``pending``: ``(task, key)`` exported at
+    the last executed batch, dropped at the next; ``expect``: the batch and source workers whose
+    exports this worker installs at its next batch. Subclasses hold the tuples and implement
+    :meth:`stored` and ``_export`` (step 4): :class:`WorkerState` (the paper's per-tuple tasks)
+    and :class:`~driftjoin.hypercube.columnar_worker.ColumnarWorker` (Arrow tables).
+    """
+
+    worker: int
+    window: float | None = None
+    lateness: float = 0.0
+    seen: float | None = None
+    version: int = 0
+    pending: list[tuple[int, Key]] = field(default_factory=list)
+    expect: tuple[int, tuple[int, ...]] | None = None
+    totals: dict[str, int] = field(default_factory=lambda: dict.fromkeys(
+        ("received", "installed", "exported", "produced", "late", "peak_stored"), 0))
+
+    def stored(self) -> int:
+        raise NotImplementedError
+
+    def _export_line(self, key: Key, task: int, side: Side, new: Grid, binding: Binding) -> dict[int, Any]:
+        """Step 4 for one exporting task: its stored ``side`` tuples of ``key``, sent to their
+        line of ``new``, as ``{destination worker: rows}`` (the rows in the subclass's form)."""
+        raise NotImplementedError
+
+    def _pack(self, rows: list[Any]) -> Any:
+        """What the channel carries from this worker to another (the rows of :meth:`_export_line`)."""
+        raise NotImplementedError
+
+    def _export(self, batch: int, binding: Binding, channel: Channel | None, moves: Moves) -> None:
+        """Step 4: the first task of each line of a moving value's old placement on this worker
+        exports its tuples of the value; every worker of the new placement learns from which
+        workers to install at its next batch, every source sends each of them a file (maybe empty)."""
+        me, cur, prev = self.worker, binding.cur, binding.prev
+        out: dict[int, list[Any]] = defaultdict(list)
+        targets: set[int] = set()
+        sources: set[int] = set()
+        for key, (old, new) in binding.moving.items():
+            new_workers = {cur.worker_of(t) for t in new.cells}
+            senders = exporters(old)
+            if me in new_workers:
+                sources |= {prev.worker_of(t) for t, _ in senders}
+            for t, side in senders:
+                if prev.worker_of(t) != me:
+                    continue
+                targets |= new_workers
+                for dst, (rows, n) in self._export_line(key, t, side, new, binding).items():
+                    out[dst].append(rows)
+                    moves.exported += n
+            self.pending += [(t, key) for t in old.cells if prev.worker_of(t) == me]
+        if targets:
+            if channel is None:
+                raise RuntimeError(f"worker {me} must move state but has no channel to write it to")
+            for d in sorted(targets):
+                channel.put(batch, me, d, self._pack(out.get(d, [])))
+                moves.files += 1
+        if sources:
+            self.expect = (batch, tuple(sorted(sources)))
+
+    def _rebind(self, batch: int, binding: Binding | None, channel: Channel | None, moves: Moves) -> None:
+        """The end of steps 1-4: check that ``binding`` continues this worker's tables, export
+        what it moves (step 4), count the moves."""
+        self.pending, self.expect = [], None
+        if binding is not None:
+            if binding.prev.version != self.version:
+                raise BindingMismatchError(
+                    f"worker {self.worker}: batch {batch} routes from table version {binding.prev.version}, but this "
+                    f"worker's last batch used version {self.version}: the control directory lost or changed files")
+            if binding.moving:
+                self._export(batch, binding, channel, moves)
+            self.version = binding.cur.version
+        self.totals["installed"] += moves.installed
+        self.totals["exported"] += moves.exported
+
+    def evict_before(self) -> float | None:
+        """The eviction threshold of the coming batch (the core's :class:`WatermarkClock`)."""
+        if self.window is None or self.seen is None:
+            return None
+        return self.seen - self.lateness - self.window
+
+    def late(self, ts: np.ndarray) -> np.ndarray:
+        """Which of a batch's times are late (below ``seen - lateness``; window joins only)."""
+        ts = np.asarray(ts, dtype=np.float64)
+        if self.window is None or self.seen is None:
+            return np.zeros(len(ts), dtype=bool)
+        return ts < self.seen - self.lateness
+
+    def end(self, batch_max: float | None, late: int = 0, produced: int = 0) -> None:
+        """After the batch: advance ``seen`` to the batch's largest time, update the totals
+        (``produced``: pairs not counted by the worker's own step 5)."""
+        if batch_max is not None and np.isfinite(batch_max) and (self.seen is None or batch_max > self.seen):
+            self.seen = float(batch_max)
+        self.totals["late"] += late
+        self.totals["produced"] += produced
+        self.totals["peak_stored"] = max(self.totals["peak_stored"], self.stored())
+
+    def scalars(self) -> dict[str, Any]:
+        return {"seen": self.seen, "version": self.version, "pending": list(self.pending), "expect": self.expect,
+                "totals": dict(self.totals)}
+
+    def _set_scalars(self, s: dict[str, Any]) -> None:
+        self.seen, self.version, self.pending = s["seen"], s["version"], list(s["pending"])
+        self.expect = None if s["expect"] is None else (s["expect"][0], tuple(s["expect"][1]))
+        self.totals = dict(s["totals"])
+
+
+@dataclass
+class WorkerState(BaseWorker):
     """The tasks of one worker and what it must do at its next batch (module docstring).
 
     ``p``: the number of light tasks (task ids below ``p`` are light tasks, never removed from
@@ -123,16 +234,7 @@ class WorkerState:
     batch and source workers whose exports this worker installs at its next batch.
     """
 
-    worker: int
-    window: float | None = None
-    lateness: float = 0.0
     tasks: dict[int, Task] = field(default_factory=dict)
-    seen: float | None = None
-    version: int = 0
-    pending: list[tuple[int, Key]] = field(default_factory=list)
-    expect: tuple[int, tuple[int, ...]] | None = None
-    totals: dict[str, int] = field(default_factory=lambda: dict.fromkeys(
-        ("received", "installed", "exported", "produced", "late", "peak_stored"), 0))
 
     def task_of(self, task_id: int) -> Task:
         task = self.tasks.get(task_id)
@@ -161,24 +263,8 @@ class WorkerState:
             moves.evicted = sum(task.evict(before) for task in self.tasks.values())
         if log is not None:
             log.update(installs=[(t, rows) for t, rows in installs.items()], drops=drops, evict=before)
-        self.pending, self.expect = [], None
-        if binding is not None:
-            if binding.prev.version != self.version:
-                raise BindingMismatchError(
-                    f"worker {self.worker}: batch {batch} routes from table version {binding.prev.version}, but this "
-                    f"worker's last batch used version {self.version}: the control directory lost or changed files")
-            if binding.moving:
-                self._export(batch, binding, channel, moves)
-            self.version = binding.cur.version
-        self.totals["installed"] += moves.installed
-        self.totals["exported"] += moves.exported
+        self._rebind(batch, binding, channel, moves)
         return moves
-
-    def evict_before(self) -> float | None:
-        """The eviction threshold of the coming batch (the core's :class:`WatermarkClock`)."""
-        if self.window is None or self.seen is None:
-            return None
-        return self.seen - self.lateness - self.window
 
     def _install(self, channel: Channel | None) -> dict[int, list[Moved]]:
         if channel is None:
@@ -204,47 +290,19 @@ class WorkerState:
             del self.tasks[t]  # empty tasks are made again when something is stored there
         return n
 
-    def _export(self, batch: int, binding: Binding, channel: Channel | None, moves: Moves) -> None:
-        me, cur, prev = self.worker, binding.cur, binding.prev
-        out: dict[int, list[Moved]] = defaultdict(list)
-        targets: set[int] = set()
-        sources: set[int] = set()
-        for key, (old, new) in binding.moving.items():
-            new_workers = {cur.worker_of(t) for t in new.cells}
-            exporters = _exporters(old)
-            if me in new_workers:
-                sources |= {prev.worker_of(t) for t, _ in exporters}
-            for t, side in exporters:
-                if prev.worker_of(t) != me:
-                    continue
-                targets |= new_workers
-                task = self.tasks.get(t)
-                if task is None:
-                    continue
-                for tup in task.export(Transfer(t, -1, key, side, None)):
-                    h = tuple_hash(side, tup.tid)
-                    line = new.rows[h & (new.p_r - 1)] if side == Side.R else new.columns[h & (new.p_s - 1)]
-                    for d in line:
-                        out[cur.worker_of(d)].append((d, int(side), key, tup.tid, tup.ts, tup.payload))
-                        moves.exported += 1
-            self.pending += [(t, key) for t in old.cells if prev.worker_of(t) == me]
-        if targets:
-            if channel is None:
-                raise RuntimeError(f"worker {me} must move state but has no channel to write it to")
-            for d in sorted(targets):
-                channel.put(batch, me, d, out.get(d, []))
-                moves.files += 1
-        if sources:
-            self.expect = (batch, tuple(sorted(sources)))
+    def _export_line(self, key: Key, task: int, side: Side, new: Grid, binding: Binding) -> dict[int, Any]:
+        lines: dict[int, list[Moved]] = defaultdict(list)
+        stored = self.tasks.get(task)
+        for tup in stored.export(Transfer(task, -1, key, side, None)) if stored is not None else ():
+            h = tuple_hash(side, tup.tid)
+            for d in new.rows[h & (new.p_r - 1)] if side == Side.R else new.columns[h & (new.p_s - 1)]:
+                lines[binding.cur.worker_of(d)].append((d, int(side), key, tup.tid, tup.ts, tup.payload))
+        return {w: (rows, len(rows)) for w, rows in lines.items()}
+
+    def _pack(self, rows: list[list[Moved]]) -> list[Moved]:
+        return [row for part in rows for row in part]
 
     # ---- step 5 ----------------------------------------------------------------------------
-
-    def late(self, ts: np.ndarray) -> np.ndarray:
-        """Which of a batch's times are late (below ``seen - lateness``; window joins only)."""
-        ts = np.asarray(ts, dtype=np.float64)
-        if self.window is None or self.seen is None:
-            return np.zeros(len(ts), dtype=bool)
-        return ts < self.seen - self.lateness
 
     def process(self, copies: Iterable[tuple[int, StreamTuple, Role]],
                 on_pairs: Callable[[Task, StreamTuple, list[Pair]], None] | None = None,
@@ -273,18 +331,7 @@ class WorkerState:
         self.totals["produced"] += found
         return found
 
-    def end(self, batch_max: float | None, late: int = 0) -> None:
-        """After the batch: advance ``seen`` to the batch's largest time, update the totals."""
-        if batch_max is not None and np.isfinite(batch_max) and (self.seen is None or batch_max > self.seen):
-            self.seen = float(batch_max)
-        self.totals["late"] += late
-        self.totals["peak_stored"] = max(self.totals["peak_stored"], self.stored())
-
     # ---- logging (a snapshot plus per-batch changes) ---------------------------------------
-
-    def scalars(self) -> dict[str, Any]:
-        return {"seen": self.seen, "version": self.version, "pending": list(self.pending), "expect": self.expect,
-                "totals": dict(self.totals)}
 
     def redo(self, change: dict[str, Any]) -> None:
         """Apply one batch's logged change (:meth:`begin` and :meth:`process` logs, then
@@ -298,11 +345,6 @@ class WorkerState:
         for t, (s, k, i, x, p) in change["stores"]:
             self.task_of(t).process(StreamTuple(Side(s), k, i, x, p), Role.STORE, None)
         self._set_scalars(change["scalars"])
-
-    def _set_scalars(self, s: dict[str, Any]) -> None:
-        self.seen, self.version, self.pending = s["seen"], s["version"], list(s["pending"])
-        self.expect = None if s["expect"] is None else (s["expect"][0], tuple(s["expect"][1]))
-        self.totals = dict(s["totals"])
 
     def snapshot(self) -> dict[str, Any]:
         return {"tasks": {t: [(int(u.side), u.key, u.tid, u.ts, u.payload) for u in task.stored_tuples()]

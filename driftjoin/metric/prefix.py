@@ -1,14 +1,15 @@
 """Prefix filtering for Jaccard distance, distributed and streaming (AllPairs: Bayardo, Ma, Srikant,
 WWW 2007; PPJoin's position filter: Xiao, Wang, Lin, Yu, WWW 2008).
 
-The join predicate is ``1 - o / (n + m - o) <= t`` in float64 for sets of sizes ``n``, ``m`` with
-overlap ``o`` (the distance of :class:`~driftjoin.metric.spaces.JaccardSpace`, ``t`` in [0, 1)).
-:class:`JaccardBounds` turns it into overlap bounds with SWOOP's exact walk
-(:func:`driftjoin.swoop.similarity.least_overlap`), so every bound is exact for the float predicate:
+The join predicate is ``(u - o) / u <= t`` for sets of sizes ``n``, ``m`` with overlap ``o`` and
+union ``u = n + m - o`` (the distance of :class:`~driftjoin.metric.spaces.JaccardSpace`, ``t`` in
+[0, 1) the exact number the user wrote: ``0.3`` is ``3/10``). :class:`JaccardBounds` turns it into
+integer overlap bounds (:mod:`driftjoin.metric.exact`), so every filter is the exact predicate's:
 
-- ``alpha(n + m)``: the least overlap that joins sets of sizes ``n``, ``m`` (it depends on the sum);
+- ``alpha(n + m)``: the least overlap that joins sets of sizes ``n``, ``m`` (it depends on the sum),
+  and the predicate itself is ``o >= alpha(n + m)``;
 - ``o_min(n)``: the least overlap any partner needs with a set of size ``n`` (partner ``m = o``:
-  ``1 - o / n <= t``; a larger partner needs more, rounding being monotone).
+  ``(n - o) / n <= t``; a larger partner needs more).
 
 **Prefix filter.** With every set's codes sorted by the global token order
 (:mod:`driftjoin.metric.tokens`: rare first), a set of size ``n`` has the *prefix* of its first
@@ -24,69 +25,66 @@ collision adds candidates, never pairs); x's codes before ``i`` and y's before `
 i.e. ``w`` is the *smallest* common prefix code, so each pair meets at exactly one code, one
 worker; the size and position filter ``min(n - i, m - j) >= alpha(n + m)`` (nothing before the
 meeting code is shared, so at most that many codes are); the overlap of the code lists reaches
-``alpha(n + m)``; and the overlap of the exact token sets passes the predicate. Overlaps of codes
-are never below overlaps of tokens (:mod:`driftjoin.metric.tokens`), so no filter loses a pair.
+``alpha(n + m)``; and the overlap of the exact token sets reaches it too (the predicate, in
+integers; the reported distance is the float nearest to the exact one). Overlaps of codes are
+never below overlaps of tokens (:mod:`driftjoin.metric.tokens`), so no filter loses a pair.
 Each set meets every other set of its window that shares a prefix code, whichever arrives first.
 """
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 
 from driftjoin.metric.base import Routing, RunJoin, Strategy, candidate_filter
+from driftjoin.metric.exact import exact_value, jaccard_distance, least_overlap, least_partner_overlap
 from driftjoin.metric.records import MetricPairs, MetricRecords
 from driftjoin.metric.store import Run
 from driftjoin.metric.tokens import TokenSets
-from driftjoin.swoop.similarity import JACCARD, least_overlap
 from driftjoin.windows import Windowing
 
 _MASK61 = np.uint64((1 << 61) - 1)
 
 
 class JaccardBounds:
-    """Exact overlap bounds of the Jaccard-distance predicate for threshold ``t`` (module docstring).
+    """Exact overlap bounds of the Jaccard-distance predicate for threshold ``t`` (module docstring),
+    as tables over sizes (grown on demand).
 
     Example::
 
         >>> b = JaccardBounds(0.5)
         >>> b.alpha(np.array([4, 6])).tolist(), b.prefix_length(np.array([1, 4])).tolist()
         ([2, 2], [1, 3])
+        >>> b = JaccardBounds(0.3)  # 3/10: 7 shared of a union of 10 joins, at distance exactly 0.3
+        >>> bool(b.accepts(np.array([7]), np.array([10]), np.array([7]))[0])
+        True
     """
 
-    def __init__(self, t: float) -> None:
-        self.t = float(t)
+    def __init__(self, t: Any) -> None:
+        self.t = exact_value(t)
         self._alpha = np.zeros(0, np.int64)
         self._prefix = np.zeros(0, np.int64)
 
-    def accepts(self, n: int, m: int, o: int) -> bool:
-        return 1.0 - JACCARD.sim(n, m, o) <= self.t
+    def accepts(self, n: np.ndarray, m: np.ndarray, o: np.ndarray) -> np.ndarray:
+        """The predicate ``(u - o) / u <= t`` of sets of sizes ``n``, ``m`` with overlap ``o``."""
+        return np.asarray(o) >= self.alpha(np.asarray(n) + np.asarray(m))
 
     def alpha(self, total: np.ndarray) -> np.ndarray:
         """Least overlap that joins two sets whose sizes add up to ``total``."""
         total = np.asarray(total, np.int64)
         if len(total) and total.max() >= len(self._alpha):
-            self._alpha = np.array([self._least(s) for s in range(2 * int(total.max()) + 2)], np.int64)
+            # no two non-empty sets add up to less than 2; 1 keeps the size filter meaningful there
+            self._alpha = np.maximum(1, least_overlap(self.t, np.arange(2 * int(total.max()) + 2)))
         return self._alpha[total]
 
     def prefix_length(self, size: np.ndarray) -> np.ndarray:
         """``n - o_min(n) + 1``: the prefix of a set of ``n`` codes."""
         size = np.asarray(size, np.int64)
         if len(size) and size.max() >= len(self._prefix):
-            self._prefix = np.array([self._prefix_of(n) for n in range(2 * int(size.max()) + 2)], np.int64)
+            n = np.arange(2 * int(size.max()) + 2)
+            self._prefix = np.where(n > 0, n - least_partner_overlap(self.t, n) + 1, 0)
         return self._prefix[size]
-
-    def _least(self, total: int) -> int:
-        if total < 2:  # no two non-empty sets
-            return 1
-        t = self.t
-        return least_overlap(lambda o: 1.0 - JACCARD.sim(total // 2, total - total // 2, o) <= t,
-                             (1 - t) * total / (2 - t), total // 2)
-
-    def _prefix_of(self, n: int) -> int:
-        if n == 0:
-            return 0
-        t = self.t
-        return n - least_overlap(lambda o: 1.0 - JACCARD.sim(n, o, o) <= t, (1 - t) * n, n) + 1
 
 
 def prefix_entries(sets: TokenSets, bounds: JaccardBounds) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -127,8 +125,8 @@ class PrefixStrategy(Strategy):
 
     name = "prefix"
 
-    def __init__(self, threshold: float, n_workers: int, *, self_join: bool, windows: Windowing) -> None:
-        self.threshold = float(threshold)
+    def __init__(self, threshold: Any, n_workers: int, *, self_join: bool, windows: Windowing) -> None:
+        self.threshold = threshold
         self.n_workers = int(n_workers)
         self.self_join = self_join
         self.windows = windows
@@ -147,10 +145,10 @@ class PrefixStrategy(Strategy):
 class PrefixWorker(RunJoin):
     """The prefix entries of the codes of one worker, per window (module docstring)."""
 
-    def __init__(self, threshold: float, index: int, n_workers: int, self_join: bool, windows: Windowing) -> None:
+    def __init__(self, threshold: Any, index: int, n_workers: int, self_join: bool, windows: Windowing) -> None:
         super().__init__(self_join, windows, [(0, 0)])
-        self.t, self.index, self.n_workers = float(threshold), index, n_workers
-        self.bounds = JaccardBounds(self.t)
+        self.index, self.n_workers = index, n_workers
+        self.bounds = JaccardBounds(threshold)
 
     def add(self, batch: MetricRecords, role: np.ndarray) -> MetricPairs:
         rec, pos, code = prefix_entries(batch.value, self.bounds)
@@ -175,6 +173,5 @@ class PrefixWorker(RunJoin):
         ra, rb = ra[k], rb[k]
         n, m = x.sizes[ra], y.sizes[rb]
         o = np.fromiter((len(p & q) for p, q in zip(x.tokens[ra], y.tokens[rb])), np.int64, len(k))
-        d = 1.0 - JACCARD.sim_array(n, m, o)
-        hit = d <= self.t
-        return MetricPairs.oriented(A, ra[hit], B, rb[hit], d[hit], self.self_join)
+        hit = self.bounds.accepts(n, m, o)
+        return MetricPairs.oriented(A, ra[hit], B, rb[hit], jaccard_distance(n[hit], m[hit], o[hit]), self.self_join)

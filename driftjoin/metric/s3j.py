@@ -43,6 +43,14 @@ An outer copy ``r`` and an inner copy ``y`` of workset ``b``: ``r`` is within ``
 and joins ``b``'s outer set when it arrives or, buffered, when ``b`` is created; outer x outer is
 never paired, so ``b`` is the only meeting place. Windows: copies pair within their window only.
 
+**Bounds and rounding.** In an exact space (edit distance, Jaccard: :attr:`Space.exact`) every
+bound is decided exactly with the threshold the user wrote (``t/2``, ``2t`` and Criterion 1 through
+:meth:`Space.le` and :meth:`Space.reaches`), so the argument above holds as written. In a float
+space the acceptance test is the documented float ``distance <= t`` and the inclusion bounds
+(Criterion 1, the ``2t`` of outer sets) carry a relative slack (:meth:`Space.inclusion`): a member
+is at most ``t`` from its centroid as computed, a partner at most ``t`` as computed, and the
+triangle sum, computed with relative errors far below the slack, stays inside the widened reach.
+
 **State** stays bounded by the watermark: closed windows are dropped with their buffer, and a
 workset centroid is forgotten once no open window holds a non-outer member of it (a later record
 then creates a new workset with a larger id, and the argument above holds with the centroids
@@ -51,9 +59,10 @@ that exist at each arrival).
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 
-from driftjoin.distance import BOUND_SLACK
 from driftjoin.metric.base import STATE_FORMAT, Routing, RunJoin, Strategy, candidate_filter, check_format
 from driftjoin.metric.records import MetricPairs, MetricRecords, Values, concat_values, take_values
 from driftjoin.metric.spaces import Space
@@ -101,7 +110,7 @@ class S3JStrategy(Strategy):
 
     name = "s3j"
 
-    def __init__(self, space: Space, threshold: float, centroids: Values, *, self_join: bool, windows: Windowing) -> None:
+    def __init__(self, space: Space, threshold: Any, centroids: Values, *, self_join: bool, windows: Windowing) -> None:
         self.space = space
         self.threshold = threshold
         self.centroids = centroids
@@ -116,9 +125,9 @@ class S3JStrategy(Strategy):
             return Routing(z, z, np.zeros(0, np.int8))
         dist = self.space.pairwise(batch.value, self.centroids)
         inner = np.argmin(dist, axis=1)
-        bound = (dist[np.arange(n), inner] + 2.0 * self.threshold) * (1.0 + BOUND_SLACK)
         parts = np.arange(p)
-        member = (dist <= bound[:, None]) & (parts[None, :] != inner[:, None]) & outer_allowed(inner[:, None], parts[None, :])
+        criterion = self.space.reaches(dist, dist[np.arange(n), inner][:, None], 2 * self.space.radius(self.threshold))
+        member = criterion & (parts[None, :] != inner[:, None]) & outer_allowed(inner[:, None], parts[None, :])
         out_rows, out_parts = np.nonzero(member)
         row = np.concatenate([np.arange(n), out_rows])
         worker = np.concatenate([inner, out_parts])
@@ -133,10 +142,12 @@ class S3JStrategy(Strategy):
 class S3JWorker(RunJoin):
     """Workset formulation and similarity computation of one space partition (module docstring)."""
 
-    def __init__(self, space: Space, threshold: float, self_join: bool, windows: Windowing) -> None:
+    def __init__(self, space: Space, threshold: Any, self_join: bool, windows: Windowing) -> None:
         super().__init__(self_join, windows, [(0, 0), (0, 1)])
         self.space = space
-        self.t = float(threshold)
+        self.t = space.radius(threshold)
+        self.half = self.t / 2
+        self.reach = space.inclusion(2 * self.t)
         self.centroids: Values | None = None
         self.ids = np.zeros(0, np.int64)
         self.next_id = 0
@@ -163,14 +174,14 @@ class S3JWorker(RunJoin):
         both_inner = (a.cols["role"][ia[ok]] == INNER) & (b.cols["role"][ib[ok]] == INNER)
         self.stats.comparisons += int((~both_inner).sum())
         d = self.space.distances(A.value, ra, B.value, rb, cutoff=self.t)
-        hit = d <= self.t
+        hit = self.space.le(d, self.t)
         return MetricPairs.oriented(A, ra[hit], B, rb[hit], d[hit], self.self_join)
 
     # -- workset formulation ------------------------------------------------------------------
 
     def formulate(self, batch: MetricRecords, is_outer: np.ndarray) -> tuple[MetricRecords, np.ndarray, np.ndarray, np.ndarray]:
         """Steps 1-5 for a batch in arrival order: ``(records, row, workset, role)`` memberships."""
-        reach = 2.0 * self.t * (1.0 + BOUND_SLACK)
+        reach = self.reach
         inner_rows = np.nonzero(~is_outer)[0]
         outer_rows = np.nonzero(is_outer)[0]
         k_before = self.n_worksets
@@ -207,7 +218,7 @@ class S3JWorker(RunJoin):
     def _assign_inner(self, values: Values) -> tuple[np.ndarray, np.ndarray]:
         """Steps 2-4 for inner copies in arrival order: their workset ids and roles."""
         n = len(values)
-        t, half = self.t, self.t / 2.0
+        t, half, le = self.t, self.half, self.space.le
         own = np.full(n, -1, np.int64)
         role = np.full(n, INNER, np.int8)
         if n == 0:
@@ -217,7 +228,7 @@ class S3JWorker(RunJoin):
             i, c, d = _nearest(*self.space.within(values, self.centroids, t))
             self.centroid_comparisons += n * self.n_worksets
             best_d[i], best[i] = d, self.ids[c]
-        settled = best_d <= half
+        settled = le(best_d, half)
         own[settled] = best[settled]
         pending = np.nonzero(~settled)[0]
         created: list[int] = []
@@ -236,11 +247,11 @@ class S3JWorker(RunJoin):
             near = np.full((m, m), np.inf)
             near[i, j] = d
             pos = 0
-            while pos < m:
-                over = np.nonzero(bd[pos:] > t)[0]
+            while pos < m:  # bd is finite exactly for the copies within t of a centroid (within(..., t))
+                over = np.nonzero(np.isinf(bd[pos:]))[0]
                 stop = pos + int(over[0]) if len(over) else m
                 own[block[pos:stop]] = bb[pos:stop]
-                role[block[pos:stop]] = np.where(bd[pos:stop] <= half, INNER, OUTLIER)
+                role[block[pos:stop]] = np.where(le(bd[pos:stop], half), INNER, OUTLIER)
                 if stop == m:
                     break
                 gid = self.next_id

@@ -3,17 +3,25 @@
 S3J's bounds (inner set ``<= t/2``, outer set ``<= 2t``, Criterion 1) hold in any metric space, so
 a :class:`Space` is all the generic core needs: ``prepare`` values into a container, ``pairwise``
 distances of two lists (dense), ``distances`` of given index pairs, and ``within`` (the pairs of
-two lists within a radius, sparse; each space prunes there with what it knows). The join accepts
-a pair when ``distance <= threshold``, computed by the same function the oracle uses.
+two lists within a radius, sparse; each space prunes there with what it knows). A pair joins when
+its distance is at most the threshold (:meth:`Space.le`), decided as the oracle decides it.
 
-- :class:`LevenshteinSpace` (``"levenshtein"``): edit distance on strings (unicode code points),
-  computed by rapidfuzz in C (``process.cdist`` / ``cpdist`` with ``score_cutoff``, one thread);
-  ``within`` meets only strings whose lengths differ by at most the radius.
-- :class:`JaccardSpace` (``"jaccard"``): ``1 - |A & B| / |A | B|`` on token sets, a true metric.
-  Overlaps come from sparse products of exact token incidences (tokens numbered per call with
-  ``pandas.factorize``), and the distance is ``1 - o / (|A| + |B| - o)`` in float64 (SWOOP's
-  Jaccard, :mod:`driftjoin.swoop.similarity`), the value Python computes from the sets.
-  ``within`` with a radius below 1 visits only pairs that share a token.
+Two kinds of spaces. In an *exact* space (``exact = True``) a distance is an exact number, an
+integer or a ratio of integers, and every comparison with a threshold or a bound is exact, with the
+threshold taken as the number the user wrote (:mod:`driftjoin.metric.exact`: ``0.3`` is ``3/10``).
+In the other spaces a distance *is* a float computation (vectors, user metrics): the documented
+definition is that float compared with the float threshold, and inclusion bounds get a relative
+slack (:data:`driftjoin.distance.BOUND_SLACK`) so that rounding never drops a pair.
+
+- :class:`LevenshteinSpace` (``"levenshtein"``, exact): edit distance on strings (unicode code
+  points), computed by rapidfuzz in C (``process.cdist`` / ``cpdist`` with ``score_cutoff``, one
+  thread); integers, so a radius ``r`` means ``floor(r)`` edits. ``within`` meets only strings whose
+  lengths differ by at most that many (the length filter: ``|len(a) - len(b)| <= ed(a, b)``).
+- :class:`JaccardSpace` (``"jaccard"``, exact): ``1 - |A & B| / |A | B|`` on token sets, a true
+  metric. Overlaps come from sparse products of exact token incidences (tokens numbered per call
+  with ``pandas.factorize``); the distance is reported as the float nearest to the exact ratio and
+  compared exactly (:func:`driftjoin.metric.exact.jaccard_le`). ``within`` with a radius below 1
+  visits only pairs that share a token.
 - :class:`VectorSpace`: the vector metrics of :mod:`driftjoin.distance` that are true metrics.
 - user metrics: :class:`CallableSpace` for ``f(a, b) -> float`` and :class:`PairwiseSpace`
   (:func:`user_metric`) for ``f(A, B) -> matrix``. The user declares them metrics;
@@ -32,11 +40,11 @@ from typing import Any
 
 import numpy as np
 
-from driftjoin.distance import METRICS, Metric, check_threshold as check_vector_threshold, get_metric
+from driftjoin.distance import BOUND_SLACK, METRICS, Metric, check_threshold as check_vector_threshold, get_metric
+from driftjoin.metric.exact import Threshold, exact_value, jaccard_distance, jaccard_le, jaccard_le_sum
 from driftjoin.metric.records import Values, object_array, take_values
 from driftjoin.metric.tokens import TokenOrder, TokenSets
 from driftjoin.swoop.records import InvalidSetError, validate_tokens
-from driftjoin.swoop.similarity import JACCARD
 
 #: Largest number of distances computed by one dense call (bounds memory).
 BLOCK = 1 << 22
@@ -48,6 +56,8 @@ class Space(ABC):
     name: str = ""
     #: the kind of value the space compares: "string", "set", "vector" or "any"
     value_type: str = "any"
+    #: distances are exact numbers compared exactly (module docstring), not float computations
+    exact: bool = False
 
     @abstractmethod
     def prepare(self, values: Sequence[Any]) -> Values:
@@ -75,9 +85,30 @@ class Space(ABC):
         step = max(1, BLOCK // nb)
         for lo in range(0, na, step):
             d = self.pairwise(take_values(a, np.arange(lo, min(na, lo + step))), b)
-            i, j = np.nonzero(d <= radius)
+            i, j = np.nonzero(self.le(d, radius))
             out.append((i + lo, j, d[i, j]))
         return _concat_pairs(out)
+
+    def le(self, d: np.ndarray, radius: Any) -> np.ndarray:
+        """Whether the distances this space computed as ``d`` are at most ``radius`` (a
+        :meth:`radius`): the join's test, as the oracle decides it."""
+        return np.asarray(d) <= radius
+
+    def reaches(self, d: np.ndarray, base: np.ndarray, radius: Any) -> np.ndarray:
+        """Whether distances ``d`` may be within ``base + radius`` (``base`` broadcast; S3J's
+        Criterion 1): exact in an exact space, with the relative slack of an inclusion bound in a
+        float space (it may include a few more, never fewer)."""
+        return np.asarray(d) <= (np.asarray(base) + radius) * (1.0 + BOUND_SLACK)
+
+    def radius(self, threshold: Any) -> Any:
+        """``threshold`` as this space compares with it: the exact number it stands for in an
+        exact space (:func:`driftjoin.metric.exact.exact_value`), a float in a float space."""
+        return exact_value(threshold) if self.exact else float(threshold)
+
+    def inclusion(self, radius: Any) -> Any:
+        """The radius of an inclusion bound (S3J's outer sets): ``radius`` in an exact space,
+        widened by the relative slack in a float space."""
+        return radius if self.exact else radius * (1.0 + BOUND_SLACK)
 
     def reason(self, value: Any) -> str | None:
         """Why a value cannot be joined (a dead-letter reason), or None when it can."""
@@ -99,6 +130,13 @@ class LevenshteinSpace(Space):
 
     name = "levenshtein"
     value_type = "string"
+    exact = True
+
+    def le(self, d: np.ndarray, radius: Any) -> np.ndarray:
+        return np.asarray(d) <= math.floor(radius)
+
+    def reaches(self, d: np.ndarray, base: np.ndarray, radius: Any) -> np.ndarray:
+        return np.asarray(d) <= np.asarray(base) + math.floor(radius)
 
     def reason(self, value: Any) -> str | None:
         if value is None:
@@ -184,6 +222,7 @@ class JaccardSpace(Space):
 
     name = "jaccard"
     value_type = "set"
+    exact = True
 
     def __init__(self, order: TokenOrder | None = None) -> None:
         self.order = order if order is not None else TokenOrder()
@@ -200,12 +239,23 @@ class JaccardSpace(Space):
             return text
         return None
 
-    def check_threshold(self, threshold: Any) -> float:
-        t = _real(threshold)
-        if not (0.0 <= t < 1.0):
+    def check_threshold(self, threshold: Any) -> Threshold:
+        """The threshold as a :class:`~driftjoin.metric.exact.Threshold`: a float that keeps the exact
+        number it stands for (``0.3`` is ``3/10``; a ``Fraction`` or ``Decimal`` is taken as it is)."""
+        try:
+            t = exact_value(threshold)
+        except ValueError:
+            raise ValueError(f"threshold must be a number (a Jaccard distance), got {threshold!r}") from None
+        if not (0 <= t < 1):
             raise ValueError(f"threshold={threshold!r}: a Jaccard distance threshold must be in [0, 1) "
                              "(at 1 every pair of sets would join); for a similarity s use threshold=1 - s")
-        return t
+        return Threshold(t)
+
+    def le(self, d: np.ndarray, radius: Any) -> np.ndarray:
+        return jaccard_le(d, radius)
+
+    def reaches(self, d: np.ndarray, base: np.ndarray, radius: Any) -> np.ndarray:
+        return jaccard_le_sum(d, base, radius)
 
     def prepare(self, values: Sequence[Any]) -> TokenSets:
         return TokenSets.build(values, self.order)
@@ -215,14 +265,14 @@ class JaccardSpace(Space):
             return np.zeros((len(a), len(b)))
         ma, mb = _incidence(a, b)
         o = (ma @ mb.T).toarray()
-        return _jaccard(a.sizes[:, None], b.sizes[None, :], o)
+        return jaccard_distance(a.sizes[:, None], b.sizes[None, :], o)
 
     def rowwise(self, a: TokenSets, b: TokenSets) -> np.ndarray:
         if len(a) == 0:
             return np.zeros(0)
         ma, mb = _incidence(a, b)
         o = np.asarray(ma.multiply(mb).sum(axis=1)).ravel()
-        return _jaccard(a.sizes, b.sizes, o)
+        return jaccard_distance(a.sizes, b.sizes, o)
 
     def within(self, a: TokenSets, b: TokenSets, radius: float) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         if radius >= 1.0:
@@ -232,8 +282,8 @@ class JaccardSpace(Space):
         ma, mb = _incidence(a, b)
         o = (ma @ mb.T).tocoo()
         i, j = o.row.astype(np.int64), o.col.astype(np.int64)
-        d = _jaccard(a.sizes[i], b.sizes[j], o.data.astype(np.int64))
-        keep = d <= radius
+        d = jaccard_distance(a.sizes[i], b.sizes[j], o.data.astype(np.int64))
+        keep = self.le(d, radius)
         i, j, d = i[keep], j[keep], d[keep]
         order = np.lexsort((j, i))
         return i[order], j[order], d[order]
@@ -254,11 +304,6 @@ def _incidence(a: TokenSets, b: TokenSets):
         return csr_matrix((np.ones(len(col), np.int64), col, indptr), shape=(len(sizes), max(1, len(vocab))))
 
     return matrix(sa, codes[:na]), matrix(sb, codes[na:])
-
-
-def _jaccard(size_a: np.ndarray, size_b: np.ndarray, overlap: np.ndarray) -> np.ndarray:
-    """``1 - o / (|A| + |B| - o)`` (SWOOP's Jaccard similarity, bit for bit)."""
-    return 1.0 - JACCARD.sim_array(size_a, size_b, overlap)
 
 
 class VectorSpace(Space):
@@ -386,12 +431,13 @@ def user_metric(pairwise: Callable[[Any, Any], Any], *, rowwise: Callable[[Any, 
     rowwise : optional ``g(A, B)`` -> the distances of aligned rows ``A[k], B[k]``.
     name : how messages name the metric.
 
-    Example::
-
-        >>> import numpy as np
-        >>> m = user_metric(lambda A, B: np.abs(A[:, None, 0] - B[None, :, 0]), name="first coordinate")
-        >>> m.pairwise(m.prepare([[0.0], [3.0]]), m.prepare([[1.0]])).tolist()
-        [[1.0], [2.0]]
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from driftjoin import user_metric
+    >>> m = user_metric(lambda A, B: np.abs(A[:, None, 0] - B[None, :, 0]), name="first coordinate")
+    >>> m.pairwise(m.prepare([[0.0], [3.0]]), m.prepare([[1.0]])).tolist()
+    [[1.0], [2.0]]
     """
     return PairwiseSpace(pairwise, rowwise, name)
 

@@ -162,7 +162,7 @@ class TopKJoin(ABC):
         """Per set its distinct token numbers in the form :meth:`_join` takes, or ``None``: the
         set's tokens are validated and numbered when it is inserted (``TokenOrder.number_known``)."""
         return [None if numbers is None else frozenset(numbers.tolist())
-                for numbers in self.tokens.number_known(token_lists)]
+                for numbers in self.tokens.number_known(token_lists, self.similarity.max_size)]
 
     def _insert(
         self, set_id: Hashable, tokens: Iterable[str | int] | None, ts: float, side: str | None,
@@ -176,7 +176,7 @@ class TopKJoin(ABC):
         """
         set_id = validate_set_id(set_id)
         if numbers is None:
-            distinct = validate_tokens(set_id, tokens) if role != TICK else []
+            distinct = validate_tokens(set_id, tokens, self.similarity.max_size) if role != TICK else []
         t_J = self._t_J
         if not ((type(ts) is float or type(ts) is int) and t_J is not None and t_J <= ts < _INF):
             ts = validate_time(ts, t_J, f"set {set_id!r}")  # else: finite and in order

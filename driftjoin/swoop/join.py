@@ -224,7 +224,7 @@ class Swoop(TopKJoin):
 
     def _number_batch(self, token_lists: list) -> list:
         if self._core is not None:
-            return self.tokens.number_known(token_lists)
+            return self.tokens.number_known(token_lists, self.similarity.max_size)
         return super()._number_batch(token_lists)
 
     def _number(self, distinct: list[str | int]) -> frozenset[int] | np.ndarray:

@@ -504,7 +504,7 @@ class PartitionedTopK:
                 if self.design != "token":
                     target = (n, owner_of(set_id, side, p))
                 else:
-                    distinct = validate_tokens(set_id, tokens)
+                    distinct = validate_tokens(set_id, tokens, self.workers[0].similarity.max_size)
                     tokens = distinct
                     target = (n, {
                         parts_of[t] if t in parts_of else parts_of.setdefault(t, token_part(t, p))

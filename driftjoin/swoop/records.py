@@ -11,6 +11,9 @@ exactly as it was, consumes no sequence number and registers no token):
 * duplicate tokens within a set are dropped: sets are sets;
 * an empty set (no token after deduplication) -> :class:`InvalidSetError`; the caller is
   expected to turn it into a dead-letter row;
+* a set of more distinct tokens than the similarity ranks exactly (:data:`MAX_SET_SIZE`, 4096
+  for cosine; :mod:`~driftjoin.swoop.similarity`, :mod:`driftjoin.metric.exact`)
+  -> :class:`InvalidSetError`;
 * ``ts`` not a finite real number, or ``ts`` smaller than the index time (out of order)
   -> :class:`InvalidSetError` naming the expected minimum;
 * ``side`` not ``"R"``/``"S"`` in a two-stream join, or given at all in a self-join
@@ -42,6 +45,9 @@ from numbers import Integral, Real
 import numpy as np
 
 SIDES = ("R", "S")
+#: Most distinct tokens of a set: unions stay below 2^26 tokens, so distinct ratios of set sizes
+#: and overlaps are distinct floats (:mod:`~driftjoin.swoop.similarity`).
+MAX_SET_SIZE = 1 << 25
 _TOKEN_TYPES = {str, int}
 _CONTAINERS = (list, tuple, np.ndarray)
 
@@ -102,10 +108,11 @@ class TokenOrder:
             self._register(tokens)
             return np.fromiter(map(ids.__getitem__, tokens), np.int64, len(tokens))
 
-    def number_known(self, token_lists: Sequence[object]) -> list[np.ndarray | None]:
+    def number_known(self, token_lists: Sequence[object], max_size: int = MAX_SET_SIZE) -> list[np.ndarray | None]:
         """The distinct token numbers of a batch of sets at once, for the sets whose tokens are
         all numbered already; ``None`` for every other set (one with a new token, or whose
-        ``tokens`` is not a non-empty ``list``/``tuple``/array of ``str`` and ``int``): those
+        ``tokens`` is not a non-empty ``list``/``tuple``/array of ``str`` and ``int`` of at most
+        ``max_size`` items): those
         take :func:`validate_tokens` and :meth:`number_array` one by one, when the join reaches
         them, so a refused set still registers no token and new tokens are numbered in arrival
         order as ever. An array holds the set's numbers ascending (the compiled engine does not
@@ -116,7 +123,7 @@ class TokenOrder:
         every set)."""
         n = len(token_lists)
         out: list[np.ndarray | None] = [None] * n
-        rows = [x for x in range(n) if type(token_lists[x]) in _CONTAINERS and len(token_lists[x])]
+        rows = [x for x in range(n) if type(token_lists[x]) in _CONTAINERS and 0 < len(token_lists[x]) <= max_size]
         flat = list(chain.from_iterable(token_lists[x] for x in rows))
         if not set(map(type, flat)) <= _TOKEN_TYPES:  # a bool, float, numpy int, ...: set by set
             rows = [x for x in rows if set(map(type, token_lists[x])) <= _TOKEN_TYPES]
@@ -151,8 +158,9 @@ class TokenOrder:
             ids[tok] = len(ids)
 
 
-def validate_tokens(set_id: Hashable, tokens: object) -> list[str | int]:
-    """Check the ``tokens`` field and return its distinct tokens (first occurrence order)."""
+def validate_tokens(set_id: Hashable, tokens: object, max_size: int = MAX_SET_SIZE) -> list[str | int]:
+    """Check the ``tokens`` field and return its distinct tokens (first occurrence order); at most
+    ``max_size`` of them."""
     if tokens is None:
         raise InvalidSetError(f"set {set_id!r}: missing field 'tokens'")
     if isinstance(tokens, (str, bytes, bytearray)):
@@ -175,6 +183,9 @@ def validate_tokens(set_id: Hashable, tokens: object) -> list[str | int]:
                 )
     if not distinct:
         raise InvalidSetError(f"set {set_id!r}: empty set (no tokens)")
+    if len(distinct) > max_size:
+        raise InvalidSetError(f"set {set_id!r}: {len(distinct)} distinct tokens, more than the {max_size} whose "
+                              "similarities are exactly comparable")
     return distinct
 
 

@@ -13,14 +13,37 @@ SWOOP needs two bounds from it: the positional upper bound ``ub(l_r, rho)`` (The
 section 5.2) and ``overlap`` to verify a pre-candidate against the skyband lower bound
 (Algorithm 4, line 11).
 
-Floating point. Every ``sim`` is a chain of correctly rounded operations applied to an exact
-rational function of the integers ``(l_r, l_s, o)`` (Cosine is computed as
-``sqrt(o*o / (l_r*l_s))`` rather than ``o / sqrt(l_r*l_s)`` for that reason), so an inequality
-between two exact values also holds, non-strictly, between their float values. Hence the
-positional bound, computed in floats, never underestimates a float similarity, and equal exact
-similarities are equal floats (ties are real ties). ``overlap`` starts from the closed form of
-Table 2 and then steps to the true minimum *of the float function*, so ``o >= overlap(...)``
-holds exactly when ``sim(l_r, l_s, o) >= tau``.
+Exact comparisons. SWOOP ranks pairs (stock order, ties broken by end time and arrival,
+:mod:`~driftjoin.swoop.pairs`), prunes them against the k-th similarity (``lb``), crops lists
+against the positional bound (``ub``) and verifies overlaps against ``overlap(l_r, l_s, lb)``; all
+of it compares similarities as floats. These decisions are exactly those of the exact values:
+
+* *Rounding is monotone.* Every ``sim`` is a chain of correctly rounded operations applied to an
+  exact rational function of the integers ``(l_r, l_s, o)`` (Jaccard ``o / (l_r + l_s - o)`` and
+  Dice ``2o / (l_r + l_s)`` one division of exact integers, Hamming ``1 / (1 + d)``, Overlap the
+  integer itself, Cosine ``sqrt(o*o / (l_r*l_s))``: one division, then a square root), so exact
+  ``x <= y`` gives float ``x <= y``, and equal exact values are the same float.
+* *Rounding is injective on the values that occur.* A set has at most :attr:`~WellBehavedSimilarity.max_size`
+  tokens. For Jaccard, Dice and Hamming two distinct values are fractions with denominators at
+  most ``U = 2 * max_size + 1 <= 2^26`` (a union, a sum of sizes, ``1 + d``), so they differ by at
+  least ``1 / U^2 > 2^-52``, while each float is within ``2^-53`` of its value (values in
+  ``[0, 1]``): distinct exact values are distinct floats, in the same order. Overlap is an exact
+  integer. Cosine: distinct squared values ``o^2 / (l_r l_s)`` differ by at least
+  ``1 / max_size^4``, i.e. their square roots differ relatively by at least ``1 / (2 max_size^4)``,
+  while the computed cosine errs relatively by at most ``1.5 * 2^-53`` (one rounding of the
+  division, halved by the square root, one of the root); with ``max_size = 2^12`` the gap,
+  ``2^-49``, exceeds the two errors, ``3 * 2^-53``, five times. Hence Cosine joins sets of at
+  most 4096 tokens (``Cosine.max_size``), the others sets of at most
+  :data:`~driftjoin.swoop.records.MAX_SET_SIZE` (``2^25``); a larger set is refused
+  (:class:`~driftjoin.swoop.records.InvalidSetError`, a dead letter in the Spark operator).
+
+So the float order *is* the exact order: ties are exact ties (then end time and arrival decide,
+identically in SWOOP, Base and the partitioned merge), ``lb`` is the exact k-th similarity, and
+``sim < lb``, ``lb > ub``, ``o >= overlap(...)`` hold of the floats exactly when they hold of the
+exact values. ``overlap`` starts from the closed form of Table 2 and then steps to the true
+minimum *of the float function*, so ``o >= overlap(...)`` holds exactly when
+``sim(l_r, l_s, o) >= tau``. A user-defined similarity must give the same guarantees for the
+sizes it accepts (its ``max_size``).
 
 Vectorised twin. ``sim_array`` evaluates the same float operations on numpy arrays (IEEE 754
 division and square root are correctly rounded in numpy as in Python), so it returns
@@ -41,6 +64,8 @@ from collections.abc import Callable
 
 import numpy as np
 
+from driftjoin.swoop.records import MAX_SET_SIZE
+
 
 def least_overlap(accepts: Callable[[int], bool], estimate: float, top: int) -> int:
     """The smallest overlap ``o`` in ``[0, top]`` that ``accepts`` (a predicate non-decreasing in
@@ -59,6 +84,8 @@ class WellBehavedSimilarity(ABC):
     """A well-behaved similarity (Definition 4.1): ``sim(l_r, l_s, o)`` plus ``overlap``."""
 
     name: str = ""
+    #: largest set (distinct tokens) whose similarities the floats rank exactly (module docstring)
+    max_size: int = MAX_SET_SIZE
 
     def __init__(self) -> None:
         self._ub_profiles: dict[int, tuple[float, ...]] = {}
@@ -129,9 +156,11 @@ class Jaccard(WellBehavedSimilarity):
 
 
 class Cosine(WellBehavedSimilarity):
-    """``|r & s| / sqrt(|r| * |s|)``, computed as ``sqrt(o*o / (l_r*l_s))`` (module docstring)."""
+    """``|r & s| / sqrt(|r| * |s|)``, computed as ``sqrt(o*o / (l_r*l_s))`` (module docstring).
+    Sets of at most 4096 tokens: beyond, float64 cannot tell every two distinct cosines apart."""
 
     name = "cosine"
+    max_size = 1 << 12
 
     def sim(self, l_r: int, l_s: int, o: int) -> float:
         return math.sqrt(o * o / (l_r * l_s))

@@ -8,6 +8,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from readme_blocks import readme_blocks
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -22,3 +23,8 @@ def driftjoin(*args: str, cwd: Path | None = None, timeout: float = 600) -> subp
 @pytest.fixture
 def cli():
     return driftjoin
+
+
+@pytest.fixture
+def readme():
+    return readme_blocks

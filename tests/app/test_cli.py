@@ -50,6 +50,44 @@ def test_bad_settings_fail_before_spark_with_one_line_naming_the_setting(tmp_pat
     assert not (tmp_path / "demo").exists() and not (tmp_path / "out").exists()
 
 
+FILES = 'kind = "files"\nleft = "in"\nschema = "{schema}"'
+
+
+@pytest.mark.parametrize("join, schema, message", [
+    # the case: the job file's own key, before any session start
+    ('threshold = 2\nmetric = "levenshtein"\nvector_col = "nme"', "id long, name string, ts timestamp",
+     "[join] vector_col 'nme' is not a column of the input; [source] schema: id, name, ts"),
+    ('threshold = 2\nmetric = "levenshtein"\nvalue_col = "Name"', "id long, name string",
+     "[join] value_col 'Name' is not a column of the input; [source] schema: id, name (names are case-sensitive: 'name')"),
+    ("threshold = 0.1\ndim = 2", "key long, vector array<double>",
+     "[join] id_col is not set, and its default 'id' is not a column of the input; [source] schema: key, vector: "
+     "set [join] id_col to one of them"),
+    ("threshold = 0.1\ndim = 2", "id double, vector array<double>",
+     "[join] id_col 'id' is declared double in [source] schema; ids must be integers or strings"),
+    ('threshold = 2\nmetric = "levenshtein"\nvalue_col = "tags"', "id long, tags array<string>",
+     "[join] value_col 'tags' is declared array<string> in [source] schema, which metric 'levenshtein' cannot "
+     "compare: it compares strings"),
+    ('threshold = 0.1\ndim = 2\nvalue_col = "name"', "id long, name string",
+     "[join] value_col 'name' is declared string in [source] schema, which metric 'angular' cannot compare: it "
+     "compares vectors"),
+    ('threshold = 0.5\nmetric = "jaccard"\nvalue_col = "v"', "id long, v array<double>",
+     "which metric 'jaccard' cannot compare: it compares token sets"),
+    ('threshold = 0.1\ndim = 2\ntime_col = "ok"\nwatermark = "1 minute"', "id long, vector array<double>, ok boolean",
+     "[join] time_col 'ok' is declared boolean in [source] schema, which holds no time"),
+    ('threshold = 2\nmetric = "levenshtein"\nvalue_col = "name"', None,
+     "[join] value_col 'name' is not a column of the input; a generator source's columns: id, vector, ts, stream"),
+    ("threshold = 0.1\ndim = 2", "id long,, vector array<double>", "[source] schema has an empty entry"),
+])
+def test_join_columns_are_checked_against_the_declared_schema_before_spark(tmp_path, join, schema, message, cli):
+    (tmp_path / "in").mkdir()
+    source = FILES.format(schema=schema) if schema else 'kind = "generator"\ntotal = 100'
+    result = cli("run", str(job(tmp_path, join, source)), cwd=tmp_path)
+    assert result.returncode == 2, result.stdout + result.stderr
+    lines = (result.stdout + result.stderr).strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("driftjoin run: error: ") and message in lines[0], lines
+    assert not (tmp_path / "out").exists()  # no session started, no checkpoint, no Spark log
+
+
 def test_a_files_job_without_event_time_is_one_window_unless_processing_time_is_asked(tmp_path, cli):
     (tmp_path / "in").mkdir()
     files = 'kind = "files"\nleft = "in"\nschema = "id long, vector array<double>"'
@@ -60,7 +98,8 @@ def test_a_files_job_without_event_time_is_one_window_unless_processing_time_is_
     assert JobConfig.load(job(tmp_path, "threshold = 0.01\ndim = 2", files)).join["window"] is None
     kept = JobConfig.load(job(tmp_path, 'threshold = 0.01\ndim = 2\nwindow = "1 minute"\nprocessing_time = true', files))
     assert kept.join["window"] == "1 minute" and kept.processing_time
-    timed = JobConfig.load(job(tmp_path, 'threshold = 0.01\ndim = 2\ntime_col = "ts"\nwatermark = "5 s"', files))
+    timed = JobConfig.load(job(tmp_path, 'threshold = 0.01\ndim = 2\ntime_col = "ts"\nwatermark = "5 s"',
+                               files.replace('array<double>"', 'array<double>, ts timestamp"')))
     assert "window" not in timed.join  # event time: the join's default window (1 minute)
 
 

@@ -30,8 +30,18 @@ PUBLIC = [
     "driftjoin.app.report.workset_table",
     "driftjoin.app.report.plot_latency",
     "driftjoin.spark.runtime.errors.explain_error",
+    "driftjoin.spark.runtime.relocate.relocate_checkpoint",
     "driftjoin.app.pack.pack",
+    "driftjoin.metric.spaces.user_metric",
 ]
+
+
+def test_every_public_function_of_the_package_is_here():
+    import driftjoin
+
+    exported = {f"{module}.{name}" for name, module in driftjoin._LAZY.items()
+                if inspect.isfunction(getattr(driftjoin, name))}
+    assert exported - set(PUBLIC) == set()
 
 
 def _function(name: str):

@@ -12,6 +12,7 @@ import itertools
 import json
 import math
 from collections import Counter
+from fractions import Fraction
 from typing import Any
 
 import numpy as np
@@ -164,9 +165,10 @@ def _edits(a: str, b: str) -> int:
     return Levenshtein.distance(a, b)
 
 
-def _jaccard(a: list, b: list) -> float:
+def _jaccard(a: list, b: list) -> Fraction:
+    """The exact Jaccard distance (the thresholds drawn, 0 and 1/2, are exact floats)."""
     sa, sb = set(a), set(b)
-    return 1 - len(sa & sb) / len(sa | sb)
+    return Fraction(len(sa ^ sb), len(sa | sb))
 
 
 class MetricSpec(OperatorSpec):

@@ -1,7 +1,8 @@
 """The parallel pipeline (stateless routers, workers that move state themselves, a control plane
 whose tables lag the data) reports exactly the oracle's pairs, each once: for every algorithm,
 any micro-batch cuts, tables 0 to 3 batches behind, publications that miss a batch's binding,
-replayed batches, restarts, several routers per batch, and arbitrary tables. Invariant (I) for
+replayed batches, restarts, several routers per batch, and arbitrary tables, with either local
+join (the per-tuple tasks or the columnar kernel the Spark operator runs). Invariant (I) for
 the previous table holds at every worker after steps 1-4 of every batch."""
 
 from __future__ import annotations
@@ -10,6 +11,7 @@ import random
 from collections import Counter
 
 import numpy as np
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -60,15 +62,16 @@ def run(join: DistributedJoin, batches: list[list[StreamTuple]], rnd: random.Ran
     min_heavy=st.sampled_from([1, 3]),
     reduce=st.booleans(),
     shuffle=st.booleans(),
+    kernel=st.sampled_from(DistributedJoin.KERNELS),
     rnd=st.randoms(use_true_random=False),
 )
 def test_shc_parallel_exactly_once_with_stale_tables(stream, p, cuts, window, lateness, behind, delays, min_heavy,
-                                                     reduce, shuffle, rnd) -> None:
+                                                     reduce, shuffle, kernel, rnd) -> None:
     batches = cut(stream, cuts, rnd, shuffle)
     if window is not None:  # some rows arrive batches after their time; those below the watermark are late
         stream = _delay(batches, delays, lateness)
     join = DistributedJoin("shc", p, window=window, lateness=lateness, behind=behind, reduce=reduce,
-                           min_heavy=min_heavy, check=invariant)
+                           min_heavy=min_heavy, check=invariant, kernel=kernel)
     run(join, batches, rnd)
     assert_exactly_once(join.pairs, oracle_pairs(stream, window))
 
@@ -82,11 +85,12 @@ def test_shc_parallel_exactly_once_with_stale_tables(stream, p, cuts, window, la
     cuts=st.lists(st.integers(0, 300), max_size=25),
     window=st.sampled_from([None, 0.0, 3.0, 25.0]),
     shuffle=st.booleans(),
+    kernel=st.sampled_from(DistributedJoin.KERNELS),
     rnd=st.randoms(use_true_random=False),
 )
-def test_baselines_parallel_exactly_once(stream, algorithm, p, groups, cuts, window, shuffle, rnd) -> None:
+def test_baselines_parallel_exactly_once(stream, algorithm, p, groups, cuts, window, shuffle, kernel, rnd) -> None:
     batches = cut(stream, cuts, rnd, shuffle)
-    join = DistributedJoin(algorithm, p, window=window, groups=min(groups, p // 2))
+    join = DistributedJoin(algorithm, p, window=window, groups=min(groups, p // 2), kernel=kernel)
     run(join, batches, rnd)
     assert_exactly_once(join.pairs, oracle_pairs(stream, window))
 
@@ -112,13 +116,13 @@ def random_tables(p: int, seed: int, keys: list[int]):
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(stream=streams(), p=st.sampled_from([1, 2, 4]), cuts=st.lists(st.integers(0, 300), max_size=25),
        window=st.sampled_from([None, 5.0]), behind=st.integers(0, 2), seed=st.integers(0, 1000),
-       rnd=st.randoms(use_true_random=False))
-def test_any_sequence_of_tables_is_exact(stream, p, cuts, window, behind, seed, rnd) -> None:
+       kernel=st.sampled_from(DistributedJoin.KERNELS), rnd=st.randoms(use_true_random=False))
+def test_any_sequence_of_tables_is_exact(stream, p, cuts, window, behind, seed, kernel, rnd) -> None:
     """Exactness does not depend on the planner: arbitrary tables, changing at every batch, with
     values moving light -> heavy -> other grids -> light in consecutive batches."""
     batches = cut(stream, cuts, rnd, False)
     join = DistributedJoin("shc", p, window=window, behind=behind, tables=random_tables(p, seed, [0, 1, 2, 100, 101]),
-                           check=invariant)
+                           check=invariant, kernel=kernel)
     run(join, batches, rnd)
     assert_exactly_once(join.pairs, oracle_pairs(stream, window))
 
@@ -139,13 +143,14 @@ def _delay(batches: list[list[StreamTuple]], delays: list[tuple[int, int]], late
     return kept
 
 
-def test_every_transition_with_a_moving_hot_set_and_lagging_tables() -> None:
+@pytest.mark.parametrize("kernel", DistributedJoin.KERNELS)
+def test_every_transition_with_a_moving_hot_set_and_lagging_tables(kernel) -> None:
     """The core's moving-hot-set stream on 16 workers, tables one batch behind: promotions,
     demotions, doublings and halvings all happen, state moves, and the output is exact."""
     spec = ZipfStreamSpec(2000, 2000, domain=60, alpha_r=(1.0, 1.0, 2.5), alpha_s=(1.0, 1.0, 2.5), phases=3, seed=0)
     stream = zipf_stream(spec)
     for window in (None, 400.0):
-        join = DistributedJoin("shc", 16, window=window, behind=0, min_heavy=4, check=invariant)
+        join = DistributedJoin("shc", 16, window=window, behind=0, min_heavy=4, check=invariant, kernel=kernel)
         for i in range(0, len(stream), 97):
             join.step(stream[i:i + 97], routers=2)
         assert_exactly_once(join.pairs, oracle_pairs(stream, window))

@@ -1,8 +1,9 @@
 """A brute-force oracle of ``link``, written apart from the operator: every rule on every pair.
 
 It shares no code with ``driftjoin.linkage``: edit distances from rapidfuzz, Jaccard and absolute
-differences with ``fractions.Fraction`` (exact), tokens with its own loops, windows from their
-definitions. A record is a dict with ``id``, ``side`` (0 or 1), ``t`` (ticks) and its columns
+differences with ``fractions.Fraction`` (exact; a float Jaccard threshold stands for the simplest
+fraction that rounds to it, ``0.3`` is 3/10, found by search: :func:`meant`), tokens with its own
+loops, windows from their definitions. A record is a dict with ``id``, ``side`` (0 or 1), ``t`` (ticks) and its columns
 (None for null). A condition is ``(column, kind, metric, threshold, tokens)`` with thresholds in
 the column's unit (dates: days, timestamps: microseconds).
 """
@@ -74,13 +75,24 @@ def distance(cond, a, b):
     raise ValueError(metric)
 
 
+def meant(t) -> Fraction:
+    """The number a float Jaccard threshold stands for: the fraction of smallest denominator
+    (searched up to 1000, far above the tests' unions) that rounds to it; else the float itself."""
+    if isinstance(t, float):
+        for q in range(1, 1001):
+            for p in (math.floor(t * q), math.ceil(t * q)):
+                if float(Fraction(p, q)) == t:
+                    return Fraction(p, q)
+    return Fraction(t)
+
+
 def holds(cond, d) -> bool:
     if d is None:
         return False
     _, _, metric, threshold, _ = cond
     if metric == "equal":
         return d == 0
-    return d <= Fraction(threshold)
+    return d <= (meant(threshold) if metric == "jaccard" else Fraction(threshold))
 
 
 def windows_of(kind: str, t: int, length: int = 0, slide: int = 0):

@@ -216,3 +216,19 @@ def test_within_on_dates_and_timestamps_takes_durations():
                      {"dob": "date", "ts": "timestamp"})
     assert [c.threshold for r in rs.rules for c in r.conditions] == [2.0, 90 * 60 * 10**6, 3.0]
     assert [m.field for m in rs.measures] == ["dob", "ts"]
+
+
+@pytest.mark.parametrize("threshold, linked", [(0.3, True), (Fraction(3, 10), True), (0.29, False), (0.1, False)])
+def test_jaccard_thresholds_are_the_numbers_written(threshold, linked):
+    """A pair at Jaccard distance exactly 3/10 links under 0.3 (which stands for 3/10, as in
+    similarity_join), whichever driver finds it, and not under 0.29."""
+    tokens = list("abcdefghij")
+    records = [{"id": 1, "side": 0, "t": 0, "tags": tokens[:7], "zip": "a"},
+               {"id": 2, "side": 0, "t": 0, "tags": tokens, "zip": "a"}]
+    for rules, drive in (([{"tags": ("jaccard", threshold)}], None), ([{"zip": "equal", "tags": ("jaccard", threshold)}],
+                                                                       ["block"])):
+        rs = check_rules(rules, {"tags": "set", "zip": "string"})
+        pairs = run_core(rs, records, self_join=True, windows=Windowing.unbounded(), cuts=[1], workers=2, drive=drive)
+        assert pairs.tuples() == ([(1, 2, 0, 0)] if linked else [])
+        if linked:
+            assert pairs.distances[0, rs.measures.index(next(m for m in rs.measures if m.column == "tags"))] == 0.3

@@ -1,11 +1,21 @@
 """Brute-force oracle of the metric joins, written from the definitions only: every pair of records
 (left x right, or each unordered pair of a self-join, never a record with itself) whose distance is
 at most the threshold, once per window that holds both (an interval join: once, if the times differ
-by at most ``within``). Distances by plain Python (a dynamic-programming edit distance, Python sets)."""
+by at most ``within``). Distances by plain Python (a dynamic-programming edit distance, Python sets).
+
+Exact where the distance is exact: an edit distance is an integer, a Jaccard distance a
+``fractions.Fraction`` of the set sizes, and the threshold they meet is the number the user wrote
+(:func:`meant`: a float stands for the simplest fraction that rounds to it, ``0.3`` is ``3/10``,
+``1/3`` is ``1/3``). Float-valued distances (user metrics, vectors) are compared as floats, as
+documented."""
 
 from __future__ import annotations
 
+import math
 from collections import Counter
+from decimal import Decimal
+from fractions import Fraction
+from functools import lru_cache
 from typing import Any, Callable
 
 import numpy as np
@@ -24,16 +34,40 @@ def levenshtein(a: str, b: str) -> int:
     return prev[-1]
 
 
-def jaccard(a, b) -> float:
+def jaccard(a, b) -> Fraction:
+    """``|A ^ B| / |A | B|``: exactly the Jaccard distance ``1 - |A & B| / |A | B|``."""
     sa, sb = set(a), set(b)
-    return 1 - len(sa & sb) / len(sa | sb)
+    return Fraction(len(sa ^ sb), len(sa | sb))
 
 
-def oracle(records: list[tuple], dist: Callable[[Any, Any], float], t: float, self_join: bool,
+#: Denominators searched for the fraction a float threshold stands for: far above the unions of the
+#: tests' sets (a few tokens), so a distance of theirs that rounds to the threshold is found.
+SEARCH = 1000
+
+
+@lru_cache(maxsize=None)
+def meant(t: Any) -> Any:
+    """The number a threshold stands for: for a float, the fraction of smallest denominator that
+    rounds to it (``0.3`` is 3/10, ``1/3`` is 1/3), searched up to :data:`SEARCH`; when none rounds
+    to it there, none of the tests' distances does either, and the float's own value compares
+    alike with all of them. An int, a Fraction, a Decimal is itself."""
+    if isinstance(t, float):
+        for q in range(1, SEARCH + 1):
+            for p in (math.floor(t * q), math.ceil(t * q)):
+                if float(Fraction(p, q)) == t:
+                    return Fraction(p, q)
+        return Fraction(t)
+    if isinstance(t, Decimal):
+        return Fraction(t)
+    return t
+
+
+def oracle(records: list[tuple], dist: Callable[[Any, Any], Any], t: Any, self_join: bool,
            window: tuple | None = None) -> Counter:
     """``records``: ``(id, side, value, time)``. ``window``: None (one window), ``("tumbling", W, o)``,
     ``("sliding", W, S, o)`` or ``("interval", D)``. Keys: ``(left, right, window start)`` or
-    ``(left, right)`` for an interval or unbounded join."""
+    ``(left, right)`` for an interval or unbounded join. An exact distance (int, Fraction) meets the
+    threshold the user meant (:func:`meant`), a float distance the float threshold."""
     out: Counter = Counter()
     for x in range(len(records)):
         for y in range(x + 1 if self_join else 0, len(records)):
@@ -42,7 +76,8 @@ def oracle(records: list[tuple], dist: Callable[[Any, Any], float], t: float, se
                 continue
             if not self_join and not (s1 == 0 and s2 == 1):
                 continue
-            if dist(v1, v2) > t:
+            d = dist(v1, v2)
+            if d > (meant(t) if isinstance(d, (int, Fraction)) else t):
                 continue
             left, right = (min(i1, i2), max(i1, i2)) if self_join else (i1, i2)
             for key in _windows(window, t1, t2):

@@ -7,7 +7,7 @@ import importlib
 
 import pytest
 
-MODULES = ["driftjoin.windows", "driftjoin.metric.tokens", "driftjoin.metric.spaces", "driftjoin.metric.s3j",
+MODULES = ["driftjoin.windows", "driftjoin.metric.tokens", "driftjoin.metric.exact", "driftjoin.metric.spaces", "driftjoin.metric.s3j",
            "driftjoin.metric.passjoin", "driftjoin.metric.prefix", "driftjoin.metric.engine", "driftjoin.metric.choose",
            "driftjoin.metric.validate"]
 

@@ -4,6 +4,8 @@ any sample (or none), colliding token codes, every window kind, micro-batch cuts
 
 from __future__ import annotations
 
+from fractions import Fraction
+
 import numpy as np
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -13,7 +15,7 @@ from driftjoin.metric.spaces import JaccardSpace
 from driftjoin.metric.tokens import TokenOrder
 from driftjoin.windows import Windowing
 from tests.metric import data
-from tests.metric.oracle import jaccard, oracle, run, window_spec
+from tests.metric.oracle import jaccard, meant, oracle, run, window_spec
 
 
 class CollidingOrder(TokenOrder):
@@ -48,17 +50,19 @@ def test_colliding_codes_never_change_the_pairs(recs, t):
     check(recs, t, CollidingOrder(), 2)
 
 
-@settings(max_examples=40, deadline=None)
-@given(t=st.floats(0.0, 0.999), n=st.integers(1, 30), m=st.integers(1, 30))
+@settings(max_examples=60, deadline=None)
+@given(t=st.one_of(st.floats(0.0, 0.999), st.sampled_from([0.1, 0.2, 0.3, 0.7, 1 / 3, 2 / 3, 0.35]),
+                   st.fractions(0, 1).filter(lambda f: f < 1)),
+       n=st.integers(1, 30), m=st.integers(1, 30))
 def test_bounds_are_the_least_overlaps_of_the_predicate(t, n, m):
     b = JaccardBounds(t)
     alpha = b.alpha(np.array([n + m]))[0]
-    joins = [o for o in range(min(n, m) + 1) if 1.0 - o / (n + m - o) <= t]
+    joins = [o for o in range(min(n, m) + 1) if Fraction(n + m - 2 * o, n + m - o) <= meant(t)]
     if joins:
         assert alpha == joins[0]
         # every qualifying overlap reaches the overlap the prefix of either set assumes
         assert joins[0] >= n - b.prefix_length(np.array([n]))[0] + 1
     else:
         assert alpha > min(n, m)  # the size filter refuses the pair
-    any_partner = [o for o in range(1, n + 1) if 1.0 - o / n <= t]
+    any_partner = [o for o in range(1, n + 1) if Fraction(n - o, n) <= meant(t)]
     assert b.prefix_length(np.array([n]))[0] == n - any_partner[0] + 1

@@ -366,7 +366,7 @@ def _routed(data: DataFrame, plan: EquiPlan) -> DataFrame:
         attach(data.sparkSession, EquiRoutingController(plan))
     elif plan.algorithm == "shc" and not data.isStreaming:
         plan = replace(plan, static_table=_static_table(data, plan))
-    routed = data.mapInArrow(lambda batches: route_rows(plan, batches), routed_schema(plan.key_type))
+    routed = data.mapInArrow(lambda batches: route_rows(plan, batches), routed_schema())
     if data.isStreaming:
         return routed.groupBy("wkey").transformWithStateInPandas(WorkerProcessor(plan), out_schema, "Append", "None")
     return routed.groupBy("wkey").applyInPandas(lambda k, pdf: run_static(WorkerProcessor(plan), k, pdf), out_schema)

@@ -3,9 +3,10 @@
 Data path (one micro-batch)::
 
     left, right rows --select--> (side, key, ts, l | r = the row's columns)           [stateless, JVM]
-      --mapInArrow(route_rows)--> copies tagged with their worker's slot key, each row's
-                                  values pickled into its payload, and one heartbeat
-                                  per router task for every key                          [routers, parallel]
+      --mapInArrow(route_rows)--> per input chunk, worker and side one row holding
+                                  those copies as Arrow IPC (the row's columns as the
+                                  JVM sent them), and one heartbeat per router task
+                                  for every key                                          [routers, parallel]
       --groupBy(wkey).transformWithStateInPandas(WorkerProcessor)-->
       the joined rows' columns, typed (:mod:`driftjoin.spark.equi.payload`)            [p workers + plan key]
 
@@ -16,11 +17,19 @@ directory (``metrics_dir``): the binding whose first batch is the largest not ab
 route by fixed hashes. A tuple's id is the batch id and its position in the router's partition,
 so no two tuples share one and no router needs a counter.
 
+Why copies travel in bulk: PySpark 4.3 hands a ``transformWithStateInPandas`` key its rows through
+``itertuples`` and a frame rebuilt from them, a Python object per row; a routed row per copy
+made that, and pickling each row's values in the routers and unpickling them in the workers,
+the per-row cost of this operator. A handful of IPC rows per worker and batch costs nothing
+per copy, carries every type exactly, and is what the columnar kernel consumes.
+
 **Workers** (keys ``slot_keys(p)``) hold the tasks placed on them and run
-:class:`~driftjoin.hypercube.migration.WorkerState` per batch: installs and drops of the state
-moved at the previous batch, eviction, exports of the values that move in this batch (through
-:class:`FileChannel`), then the batch's copies in the batch order. Each writes its share of the
-batch's key counts (Misra-Gries counters, for the control plane) and its statistics.
+:class:`~driftjoin.hypercube.columnar_worker.ColumnarWorker` per batch: installs and drops of the
+state moved at the previous batch, eviction, exports of the values that move in this batch
+(through :class:`FileChannel`), then the batch's copies, joined at once in the batch order
+(:func:`~driftjoin.hypercube.columnar.join_batch`). The joined rows' columns are taken from the
+two rows' structs at the pairs' indexes and yielded in chunks. Each worker writes its share of
+the batch's key counts (Misra-Gries counters, for the control plane) and its statistics.
 
 **The plan key** (:data:`~driftjoin.spark.runtime.plan_guard.PLAN_KEY`) gets only heartbeats. It stores
 and checks the plan, and for SHC streams it chooses the binding of the next batch: the newest
@@ -35,7 +44,8 @@ also checks that the routers used the binding it wrote (a lost or edited control
 fails the batch instead of losing pairs).
 
 State per worker: a snapshot plus a log of each batch's changes
-(:class:`~driftjoin.spark.runtime.state.LoggedState`); the plan key keeps its binding in a
+(:class:`~driftjoin.spark.runtime.state.LoggedState`), both Arrow IPC of the rows stored,
+installed and dropped (:data:`STATE_FORMAT` 5); the plan key keeps its binding in a
 :class:`~driftjoin.spark.runtime.state.BlobState`.
 """
 
@@ -46,7 +56,7 @@ import json
 import pickle
 import time
 from collections import OrderedDict
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -59,18 +69,11 @@ from pyspark.sql.streaming.stateful_processor import (
     StatefulProcessorHandle,
 )
 
-from driftjoin.hypercube import (
-    BatchSummary,
-    Dispatcher,
-    Role,
-    Side,
-    StreamTuple,
-    Task,
-    make_dispatcher,
-)
+from driftjoin.hypercube import BatchSummary, Dispatcher, Side, make_dispatcher
+from driftjoin.hypercube.columnar import KEY, PRIMARY, ROLE, TASK, TB, TL, TS, from_ipc, to_ipc
+from driftjoin.hypercube.columnar_worker import ColumnarWorker, MovedTables
 from driftjoin.hypercube.heavy import HeavyHitterTracker, reduce_counts
-from driftjoin.hypercube.migration import BindingMismatchError, Moved, WorkerState
-from driftjoin.hypercube.planner import batch_counts
+from driftjoin.hypercube.migration import BindingMismatchError
 from driftjoin.hypercube.table import (
     BatchRouting,
     BicliqueRouting,
@@ -78,9 +81,8 @@ from driftjoin.hypercube.table import (
     HashRouting,
     RoutingTable,
     ShcRouting,
-    batch_order,
 )
-from driftjoin.spark.equi.payload import PayloadLayout, decode, encode_rows, pairs_frame
+from driftjoin.spark.equi.payload import ROW, SIDE_STRUCTS, PayloadLayout, columns_frame, joined_columns
 from driftjoin.spark.runtime.decisions import newest, publish
 from driftjoin.spark.runtime.files import filesystem, write_whole
 from driftjoin.spark.runtime.heartbeats import heartbeat_batch
@@ -94,15 +96,18 @@ from driftjoin.spark.runtime.stats import write_stats
 KEY_TYPES = {"long": T.LongType(), "string": T.StringType(), "binary": T.BinaryType()}
 KEY_FILLER = {"long": 0, "string": "", "binary": b""}
 #: Version of the operators' state; a checkpoint written with another is refused (plan guard).
-#: 4: a stored tuple's payload is the row's values (:mod:`driftjoin.spark.equi.payload`), not its JSON text.
-STATE_FORMAT = 4
+#: 4: a stored tuple's payload is the row's values (:mod:`driftjoin.spark.equi.payload`), not its JSON text;
+#: 5: a worker's stored tuples are Arrow tables (:class:`~driftjoin.hypercube.columnar_worker.ColumnarWorker`),
+#: its log and its state moves Arrow IPC.
+STATE_FORMAT = 5
+#: The state of ``routing="dispatcher"`` (the paper's per-tuple tasks) did not change with format 5.
+DISPATCHER_STATE_FORMAT = 4
 #: Row kinds: a heartbeat (one per router task and key) and a routed copy.
 BEAT, COPY = 0, 1
 #: Names of the control plane's files under ``<metrics_dir>/control/``.
 TABLES, BINDINGS, MOVES, COUNTS = "equi_table", "equi_binding", "equi_moves", "equi_counts"
 #: Late rows listed per worker and batch in the statistics (all are counted).
 LATE_ROWS_LISTED = 1000
-_MASK64 = (1 << 64) - 1
 
 
 def key_codec(key_type: str) -> tuple[Callable[[Any], Any], Callable[[Any], Any]]:
@@ -156,7 +161,8 @@ class EquiPlan(SlotPlan):
 
     def settings(self) -> dict[str, Any]:
         """The plan as stored with the checkpoint (:mod:`driftjoin.spark.runtime.plan_guard`)."""
-        return {"operator": "equi_join", "state_format": STATE_FORMAT, "algorithm": self.algorithm,
+        return {"operator": "equi_join", "algorithm": self.algorithm,
+                "state_format": STATE_FORMAT if self.routing == "parallel" else DISPATCHER_STATE_FORMAT,
                 "parallelism": self.parallelism, "partitions": self.spark_partitions, "key_type": self.key_type, "window": self.window,
                 "lateness": self.lateness, "options": [list(o) for o in self.options], "output": self.output,
                 "metrics_dir": self.metrics_dir, "routing": self.routing,
@@ -164,7 +170,8 @@ class EquiPlan(SlotPlan):
 
     def defaults(self) -> dict[str, Any]:
         """Settings a checkpoint written before they existed implies (:class:`PlanGuard`): a query
-        of state format 4 without ``partitions`` had one Spark partition per worker."""
+        without ``partitions`` (state format 4) had one Spark partition per worker, so that a
+        refusal names only what differs."""
         return {"partitions": self.parallelism}
 
     def adoptable(self) -> frozenset[str]:
@@ -203,21 +210,18 @@ class EquiPlan(SlotPlan):
         return Binding(table, table, 0)
 
 
-def routed_schema(key_type: str) -> T.StructType:
-    """Rows from the routers to the workers (heartbeats leave the tuple fields at fillers)."""
+def routed_schema() -> T.StructType:
+    """Rows from the routers to the workers: per router task, input chunk, worker and side one
+    row whose ``data`` holds that worker's copies as Arrow IPC (:func:`copies_table`), and one
+    heartbeat (``kind`` :data:`BEAT`, ``data`` null) per worker key and the plan key."""
     return T.StructType([
         T.StructField("wkey", T.IntegerType(), False),
         T.StructField("kind", T.ByteType(), False),
-        T.StructField("task", T.LongType(), False),
-        T.StructField("role", T.ByteType(), False),
-        T.StructField("primary", T.BooleanType(), False),
         T.StructField("side", T.ByteType(), False),
-        T.StructField("key", KEY_TYPES[key_type], False),
         T.StructField("tb", T.LongType(), False),
-        T.StructField("tl", T.LongType(), False),
         T.StructField("ts", T.DoubleType(), False),
-        T.StructField("payload", T.BinaryType(), True),
         T.StructField("bind", T.LongType(), False),
+        T.StructField("data", T.BinaryType(), True),
     ])
 
 
@@ -280,10 +284,10 @@ class FileChannel:
     def _path(self, batch: int, src: int, dst: int) -> str:
         return f"{self.base}/control/{MOVES}/{batch:012d}/{src}-{dst}.pkl"
 
-    def put(self, batch: int, src: int, dst: int, rows: list[Moved]) -> None:
+    def put(self, batch: int, src: int, dst: int, rows: MovedTables) -> None:
         write_whole(self.fs, self._path(batch, src, dst), pickle.dumps(rows, protocol=pickle.HIGHEST_PROTOCOL))
 
-    def get(self, batch: int, src: int, dst: int) -> list[Moved]:
+    def get(self, batch: int, src: int, dst: int) -> MovedTables:
         try:
             with self.fs.open_input_stream(self._path(batch, src, dst)) as f:
                 return pickle.loads(f.read())
@@ -318,7 +322,10 @@ def route_rows(plan: EquiPlan, batches: Iterator[pa.RecordBatch], batch_id: int 
     """A router task (``mapInArrow``): every valid row's copies, then one heartbeat per key.
 
     ``batches`` hold ``side, key, ts`` and the row's columns in ``l`` or ``r``
-    (:meth:`~driftjoin.spark.equi.payload.PayloadLayout.struct`); copies carry them pickled.
+    (:meth:`~driftjoin.spark.equi.payload.PayloadLayout.struct`). The copies of each input chunk
+    travel as one row per worker and side, the copies' columns as Arrow IPC (:func:`copies_table`):
+    Spark's shuffle and PySpark's conversions then handle a few large values instead of a row
+    per copy, and the row's values reach the worker as the JVM sent them.
 
     ``batch_id`` and ``partition`` default to the running Spark task's (tests pass them).
     """
@@ -330,8 +337,7 @@ def route_rows(plan: EquiPlan, batches: Iterator[pa.RecordBatch], batch_id: int 
     routing = plan.fixed_routing() or ShcRouting(binding)
     bind = binding.start if binding is not None else -1
     wkeys = np.asarray(plan.keys, dtype=np.int32)
-    schema = routed_schema(plan.key_type)
-    arrow_schema = pa.schema([pa.field(f.name, _arrow_type(f.dataType), f.nullable) for f in schema.fields])
+    schema = routed_arrow_schema()
     top, offset = -np.inf, 0
     for batch in batches:
         n = batch.num_rows
@@ -346,16 +352,45 @@ def route_rows(plan: EquiPlan, batches: Iterator[pa.RecordBatch], batch_id: int 
         offset += n
         top = max(top, float(ts.max()))
         r = routing.route_batch(side, codes.astype(np.int64), uniques, tl.astype(np.uint64))
-        take = pa.array(r.row, pa.int64())
-        m = len(r.row)
+        out_keys, out_sides, blobs = [], [], []
+        for s, name in enumerate(SIDE_STRUCTS):
+            sel = np.flatnonzero(side[r.row] == s)
+            if not len(sel):
+                continue
+            rows, workers = r.row[sel], r.worker[sel]
+            order = np.argsort(workers, kind="stable")
+            rows, workers, sel = rows[order], workers[order], sel[order]
+            take = pa.array(rows, pa.int64())
+            copies = pa.table({
+                TASK: pa.array(r.task[sel], pa.int64()), ROLE: pa.array(r.role[sel], pa.int8()),
+                PRIMARY: pa.array(r.primary[sel], pa.bool_()), KEY: keys.take(take),
+                TB: pa.array(np.full(len(rows), b, np.int64)), TL: pa.array(tl[rows], pa.int64()),
+                TS: pa.array(ts[rows], pa.float64()), ROW: batch.column(name).take(take),
+            })
+            cuts = np.flatnonzero(np.diff(workers)) + 1
+            for lo, hi in zip([0, *cuts.tolist()], [*cuts.tolist(), len(rows)]):
+                out_keys.append(int(wkeys[workers[lo]]))
+                out_sides.append(s)
+                blobs.append(to_ipc(copies.slice(lo, hi - lo)))
+        m = len(blobs)
         yield pa.RecordBatch.from_arrays([
-            pa.array(wkeys[r.worker], pa.int32()), pa.array(np.full(m, COPY, np.int8)), pa.array(r.task, pa.int64()),
-            pa.array(r.role, pa.int8()), pa.array(r.primary, pa.bool_()), pa.array(side[r.row], pa.int8()),
-            keys.take(take).cast(arrow_schema.field("key").type), pa.array(np.full(m, b, np.int64)),
-            pa.array(tl[r.row], pa.int64()), pa.array(ts[r.row], pa.float64()), encode_rows(batch, side).take(take),
-            pa.array(np.full(m, bind, np.int64)),
-        ], schema=arrow_schema)
-    yield heartbeat_batch(arrow_schema, [*plan.keys, PLAN_KEY], {"kind": BEAT, "tb": b, "ts": top, "payload": None, "bind": bind})
+            pa.array(out_keys, pa.int32()), pa.array(np.full(m, COPY, np.int8)), pa.array(out_sides, pa.int8()),
+            pa.array(np.full(m, b, np.int64)), pa.array(np.zeros(m)), pa.array(np.full(m, bind, np.int64)),
+            pa.array(blobs, pa.binary()),
+        ], schema=schema)
+    yield heartbeat_batch(schema, [*plan.keys, PLAN_KEY], {"kind": BEAT, "tb": b, "ts": top, "data": None, "bind": bind})
+
+
+def routed_arrow_schema() -> pa.Schema:
+    return pa.schema([pa.field(f.name, _arrow_type(f.dataType), f.nullable) for f in routed_schema().fields])
+
+
+def copies_table(blobs: Sequence[bytes]) -> pa.Table | None:
+    """A worker's copies of one side from its routed rows: columns :data:`TASK`, :data:`ROLE`,
+    :data:`PRIMARY`, :data:`KEY`, :data:`TB`, :data:`TL`, :data:`TS` (those of
+    :func:`~driftjoin.hypercube.columnar.join_batch`) and :data:`ROW`, the input row's columns."""
+    tables = [from_ipc(b) for b in blobs]
+    return pa.concat_tables(tables).combine_chunks() if tables else None
 
 
 def _arrow_type(dtype: T.DataType) -> pa.DataType:
@@ -407,9 +442,11 @@ class WorkerProcessor(OperatorProcessor):
         tops = pdf["ts"].to_numpy(dtype=np.float64)[beats]
         tops = tops[np.isfinite(tops)]
         top = float(tops.max()) if len(tops) else None
-        out = self.run_batch(self.plan.slot_of(key), batch, bind, pdf[~beats].reset_index(drop=True), top)
-        if len(out):
-            yield out
+        data = pdf[~beats]
+        sides = data["side"].to_numpy()
+        blobs = data["data"].tolist()
+        copies = tuple(copies_table([b for b, x in zip(blobs, sides) if x == s]) for s in (0, 1))
+        yield from self.run_batch(self.plan.slot_of(key), batch, bind, copies, top)
 
     # -- the plan key: the binding of the next batch
 
@@ -435,15 +472,16 @@ class WorkerProcessor(OperatorProcessor):
 
     # -- a worker
 
-    def run_batch(self, worker: int, batch: int, bind: int, pdf: pd.DataFrame, top: float | None) -> pd.DataFrame:
-        """One micro-batch at one worker (module docstring); returns its output rows."""
+    def run_batch(self, worker: int, batch: int, bind: int, copies: tuple[pa.Table | None, pa.Table | None],
+                  top: float | None) -> Iterator[pd.DataFrame]:
+        """One micro-batch at one worker (module docstring): its output rows, in chunks."""
         clock = time.perf_counter
         t0 = clock()
         plan = self.plan
-        loaded = self.state.load(worker, lambda: WorkerState(worker, plan.window, plan.lateness),
-                                 lambda snap: WorkerState.restore(worker, plan.window, plan.lateness, snap),
+        loaded = self.state.load(worker, lambda: ColumnarWorker(worker, plan.window, plan.lateness),
+                                 lambda snap: ColumnarWorker.restore(worker, plan.window, plan.lateness, snap),
                                  lambda value, change: value.redo(change))
-        state: WorkerState = loaded.value.value
+        state: ColumnarWorker = loaded.value.value
         t1 = clock()
         binding = (read_binding(plan, batch, task_query().query_id) if plan.controlled else plan.static_binding())
         if binding is not None and binding.start != bind:
@@ -453,68 +491,74 @@ class WorkerProcessor(OperatorProcessor):
         log: dict[str, Any] = {}
         moves = state.begin(batch, binding, channel, log)
         t2 = clock()
-        pdf = pdf.iloc[batch_order(pdf["side"].to_numpy(dtype=np.int8), pdf["ts"].to_numpy(dtype=np.float64),
-                                   pdf["tl"].to_numpy(dtype=np.int64).astype(np.uint64))].reset_index(drop=True)
-        late = state.late(pdf["ts"].to_numpy(dtype=np.float64))
-        primary = pdf["primary"].to_numpy(dtype=bool)
-        late_rows = [plan.layout.render(s, v) for s, v in zip(pdf["side"][late & primary].tolist(),
-                                                        decode(pdf["payload"][late & primary].tolist()))]
-        on_time = pdf[~late].reset_index(drop=True)
-        sides = on_time["side"].to_numpy(dtype=np.int8).tolist()
-        keys = keys_list(on_time["key"], plan.key_type)
-        tids = [(b << 64) | (low & _MASK64) for b, low in zip(on_time["tb"].tolist(), on_time["tl"].tolist())]
-        tss = on_time["ts"].to_numpy(dtype=np.float64).tolist()
-        payloads = decode(on_time["payload"].tolist())
-        copies = ((t, StreamTuple(Side(s), k, i, x, p), Role(r)) for t, s, k, i, x, p, r in zip(
-            on_time["task"].tolist(), sides, keys, tids, tss, payloads, on_time["role"].tolist()))
-        lefts: list[tuple] = []
-        rights: list[tuple] = []
-
-        def emit(task: Task, tup: StreamTuple, pairs: list) -> None:
-            other, left = tup.side.other, tup.side == Side.R
-            for r, s in pairs:
-                partner = task.lookup(other, tup.key, s if left else r).payload
-                lefts.append(tup.payload if left else partner)
-                rights.append(partner if left else tup.payload)
-
-        produced = state.process(copies, emit if plan.output == "rows" else None, log)
+        late_rows: list[str] = []
+        on_time: list[pa.Table | None] = []
+        for s, table in enumerate(copies):
+            if table is None:
+                on_time.append(None)
+                continue
+            late = state.late(table[TS].to_numpy())
+            if late.any():
+                listed = np.flatnonzero(late & table[PRIMARY].to_numpy())
+                late_rows += [plan.layout.render(s, tuple(row.values())) for row in table[ROW].take(listed).to_pylist()]
+                table = table.filter(pa.array(~late))
+            on_time.append(table if table.num_rows else None)
+        joined = state.process((on_time[0], on_time[1]), log)
+        produced = joined.count()
         t3 = clock()
-        mine = on_time["primary"].to_numpy(dtype=bool)
-        counted = on_time[mine]
-        summary = None
+        counted = [None if t is None else t.filter(t[PRIMARY]) for t in on_time]
         if plan.controlled:
-            summary = self._summary(counted)
-            write_counts(plan, batch, worker, summary, task_query().query_id)
-        state.end(top, int(len(late_rows)))
+            write_counts(plan, batch, worker, self._summary(counted), task_query().query_id)
+        state.end(top, len(late_rows), produced)
         log["scalars"] = state.scalars()
-        self.state.save(worker, loaded, log, state.snapshot, state.stored() * 100)
+        self.state.save(worker, loaded, log, state.snapshot, state.nbytes)
         t4 = clock()
         if plan.output == "count":
-            out = pd.DataFrame({"batch": [batch], "worker": np.int32([worker]), "pairs": [produced]})
+            yield pd.DataFrame({"batch": [batch], "worker": np.int32([worker]), "pairs": [produced]})
         else:
-            out = pairs_frame(plan.layout, lefts, rights)
+            chunks = (joined_columns(plan.layout, lt[ROW], li, rt[ROW], ri) for lt, li, rt, ri in joined.indexes())
+            if plan.streaming:
+                yield from map(columns_frame, chunks)
+            else:  # one frame: a static run's frames are concatenated, and PySpark takes one Arrow chunk per column
+                parts = list(chunks)
+                if parts:
+                    yield columns_frame([pa.concat_arrays(list(c)) for c in zip(*parts)])
         t5 = clock()
         if plan.metrics_dir:
+            received = sum(0 if t is None else t.num_rows for t in on_time)
+            tuples = [0 if t is None else t.num_rows for t in counted]
             write_stats(plan.metrics_dir, "equi_worker", worker, loaded.seq, {
                 "worker": worker, "seq": loaded.seq, "batch": batch, "time": time.time(), "binding": bind,
-                "version": state.version, "received": len(on_time), "tuples": int(mine.sum()),
-                "left": int((counted["side"] == 0).sum()), "right": int((counted["side"] == 1).sum()),
+                "version": state.version, "received": received, "tuples": sum(tuples),
+                "left": tuples[0], "right": tuples[1],
                 "installed": moves.installed, "exported": moves.exported, "dropped": moves.dropped,
                 "evicted": moves.evicted, "move_files": moves.files, "produced": produced,
-                "stored": state.stored(), "tasks": len(state.tasks), "late": len(late_rows),
+                "stored": state.stored(), "tasks": len(state.tasks()), "late": len(late_rows),
                 "late_rows": late_rows[:LATE_ROWS_LISTED], "totals": dict(state.totals), "state_source": loaded.source,
                 "timings": {"state_read": t1 - t0, "moves": t2 - t1, "join": t3 - t2, "state_write": t4 - t3,
                             "output": t5 - t4},
             })
-        return out
 
-    def _summary(self, rows: pd.DataFrame) -> BatchSummary:
-        """This worker's share of the batch's key counts, reduced to the control plane's ``k``."""
+    def _summary(self, counted: Sequence[pa.Table | None]) -> BatchSummary:
+        """This worker's share of the batch's key counts (its primary copies), reduced to the
+        control plane's ``k``."""
         k, pane_width = counting(self.plan)
-        ts = rows["ts"].to_numpy(dtype=np.float64)
-        counts = batch_counts(rows["side"].to_numpy(dtype=np.int8), keys_list(rows["key"], self.plan.key_type), ts,
-                              pane_width)
+        parts = [(s, t) for s, t in enumerate(counted) if t is not None and t.num_rows]
+        counts: dict[tuple[Side, Any, int], int] = {}
+        times = []
+        for s, t in parts:
+            ts = t[TS].to_numpy()
+            times.append(ts)
+            panes = np.zeros(len(ts), dtype=np.int64) if pane_width is None else np.floor(ts / pane_width).astype(np.int64)
+            codes, uniques = pd.factorize(t[KEY].to_pandas(), sort=False)
+            uniques = _plain_keys(uniques, self.plan.key_type)
+            lo = int(panes.min())
+            cells, n = np.unique(codes.astype(np.int64) * (int(panes.max()) - lo + 1) + (panes - lo), return_counts=True)
+            width = int(panes.max()) - lo + 1
+            for cell, m in zip(cells.tolist(), n.tolist()):
+                counts[(Side(s), uniques[cell // width], cell % width + lo)] = m
         reduced, totals = reduce_counts(counts, k)
+        ts = np.concatenate(times) if times else np.zeros(0)
         return BatchSummary(reduced, float(ts.min()) if len(ts) else None, float(ts.max()) if len(ts) else None, totals)
 
 

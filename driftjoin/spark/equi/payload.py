@@ -1,21 +1,30 @@
 """How ``equi_join`` carries each input row through its operators and hands the joined rows back.
 
-A row's columns travel as Python values, exactly: the JVM hands the routers each side's columns
-as one Arrow struct column (``l`` for left rows, ``r`` for right rows, the other one null); a
-column of an atomic type (numbers, booleans, strings, binary, dates, decimals, timestamps) is
-kept as itself, any other (arrays, maps, structs, intervals, ...) as its JSON text
-(:data:`JSON_OPTIONS`, lossless for every Spark type tested). The router pickles each row's
-values into one binary ``payload`` (:func:`encode_rows`); a worker unpickles it once when the
-row arrives and keeps the tuple of values in its state. For the joined pairs a worker builds one
-column per output column with pyarrow from those values and hands them to Spark as pandas
-columns backed by those Arrow arrays (:func:`pairs_frame`), which PySpark passes on as they are;
-the JVM parses only the JSON columns (:func:`unpack`).
+A row's columns travel as they are: the JVM hands the routers each side's columns as one Arrow
+struct column (``l`` for left rows, ``r`` for right rows, the other one null); a column of an
+atomic type (numbers, booleans, strings, binary, dates, decimals, timestamps) is kept as itself,
+any other (arrays, maps, structs, intervals, ...) as its JSON text (:data:`JSON_OPTIONS`,
+lossless for every Spark type tested).
+
+* **Parallel routing** (the default): the routers put each copy's struct in the :data:`ROW`
+  column of the Arrow IPC they hand a worker (:func:`driftjoin.spark.equi.operators.route_rows`);
+  a worker stores the structs in its Arrow tables and builds each output column by taking its
+  field at the pairs' rows (:func:`joined_columns`), handed to Spark as pandas columns backed by
+  those Arrow arrays (:func:`columns_frame`), which PySpark passes on as they are. No value
+  passes through Python.
+* **The single dispatcher** (``routing="dispatcher"``, the paper's per-tuple design): each row's
+  values are pickled into one binary ``payload`` (:func:`encode_rows`), unpickled once by a worker
+  (:func:`decode`), kept as a tuple in its tasks, and the pairs' columns are built from those
+  tuples (:func:`pairs_frame`).
+
+The JVM parses only the JSON columns (:meth:`PayloadLayout.unpack`).
 
 Why: the rows used to travel as one JSON text per row and the pairs as two JSON texts per pair,
 parsed back by ``from_json``. Measured on the 2-core machine, handing a million pairs to the JVM
 took 7.5 s that way (2.7 s the JSON strings through Arrow, 4.8 s ``from_json``), and 0.5 s as
 typed columns; pandas' own columns cannot carry the values exactly (a null in an integer
-column makes it float, NaN and null become one), Arrow-backed columns and pickled values can.
+column makes it float, NaN and null become one), Arrow-backed columns, Arrow IPC and pickled
+values can.
 """
 
 from __future__ import annotations
@@ -32,6 +41,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 import pyarrow as pa
+import pyarrow.compute as pc
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
@@ -48,6 +58,8 @@ JSON_OPTIONS = {
 TYPED = (T.ByteType, T.ShortType, T.IntegerType, T.LongType, T.FloatType, T.DoubleType, T.BooleanType, T.StringType,
          T.BinaryType, T.DateType, T.DecimalType, T.TimestampType, T.TimestampNTZType)
 SIDE_STRUCTS = ("l", "r")
+#: The column of a routed copy (and of a stored tuple) that holds the input row's columns as one struct.
+ROW = "row"
 
 
 @dataclass(frozen=True)
@@ -152,6 +164,23 @@ def decode(payloads: Sequence[bytes | None]) -> list[tuple | None]:
     """The values of each pickled row (None stays None: the control rows of the dispatcher)."""
     loads = pickle.loads
     return [None if p is None else loads(p) for p in payloads]
+
+
+def joined_columns(layout: PayloadLayout, left: pa.ChunkedArray, left_rows: np.ndarray, right: pa.ChunkedArray,
+                   right_rows: np.ndarray) -> list[pa.Array]:
+    """The output columns of the pairs ``(left[left_rows[i]], right[right_rows[i]])`` of two
+    struct columns of input rows (each side's struct of :meth:`PayloadLayout.struct`): each is its
+    field taken at the pairs' rows, whole (no value passes through Python, no other field is taken)."""
+    sides = [(left.combine_chunks(), pa.array(left_rows)), (right.combine_chunks(), pa.array(right_rows))]
+    return [pc.struct_field(sides[s][0], [j]).take(sides[s][1]).cast(t)
+            for (s, j, _), t in zip(layout.outputs, layout.arrow_types)]
+
+
+def columns_frame(columns: Sequence[pa.Array]) -> pd.DataFrame:
+    """Output columns as the frame a worker yields: Arrow-backed pandas columns ``c0, c1, ...``,
+    which PySpark hands to the JVM as they are."""
+    return pd.DataFrame({f"c{i}": pd.Series(pd.arrays.ArrowExtensionArray(c), copy=False) for i, c in enumerate(columns)},
+                        copy=False)
 
 
 def pairs_frame(layout: PayloadLayout, left: list[tuple], right: list[tuple]) -> pd.DataFrame:

@@ -68,7 +68,7 @@ from driftjoin.spark.natural.table import (
 from driftjoin.spark.runtime.columns import common_id_type
 from driftjoin.spark.runtime.connect import master, shares_files
 from driftjoin.spark.runtime.plan_store import remember
-from driftjoin.spark.runtime.session import prepare_for_stateful, prepare_session
+from driftjoin.spark.runtime.session import default_workers, prepare_for_stateful, prepare_session
 from driftjoin.spark.runtime.static import run_static
 from driftjoin.spark.runtime.stats import read_stats
 
@@ -145,7 +145,7 @@ def _make_plan(docs: DataFrame, other: DataFrame | None, *, window: object, part
                creators: int, expand: bool, sample_size: int, seed: int, metrics_dir: str | None,
                routing: str) -> NaturalPlan:
     if partitions is None:
-        partitions = int(docs.sparkSession.conf.get("spark.sql.shuffle.partitions"))
+        partitions = default_workers(docs.sparkSession)
     check_settings(partitions, partitioner, local_join, delta, theta, creators, sample_size, routing)
     kind, size, length, attribute = check_window(window, time_col)
     event_time = kind == "attribute" or (kind == "time" and time_col is not None)

@@ -64,6 +64,20 @@ def shares_files(spark: Any) -> bool:
     return not is_connect(spark) or _this_machine(spark.conf.get("spark.driver.host"))
 
 
+def cluster_parallelism(spark: Any) -> int:
+    """Tasks the cluster behind a Spark Connect session runs at once: ``spark.default.parallelism``
+    when the server sets it, else Spark's default (its executors' cores), which a Connect client
+    cannot read from a ``sparkContext``: a ``range`` without a partition count gets that many
+    partitions, and one cheap query counts them (about 0.1 s on a local server)."""
+    from pyspark.sql import functions as F
+
+    given = spark.conf.get("spark.default.parallelism", None)
+    if given:
+        return int(given)
+    rows = spark.range(0, 1 << 16).select(F.spark_partition_id().alias("p")).agg(F.max("p").alias("last")).first()
+    return int(rows["last"]) + 1
+
+
 def session_key(spark: Any) -> str:
     """A key of ``spark``'s session, the same for every Python handle on it (a classic session's
     JVM session id; a Connect session's id)."""

@@ -34,6 +34,8 @@ _EXCEPTION_LINE = re.compile(r"^(?:[A-Za-z_][\w]*\.)*([A-Za-z_]\w*(?:Error|Excep
 _ERROR_CLASS = re.compile(r"^\[[A-Z0-9_.]+\]\s*")
 _CUT = re.compile(r"\s*SQLSTATE: \w+.*$", re.DOTALL)
 _TERMINATED = "terminated with exception:"
+#: Spark's error for a checkpoint whose state metadata names schema files in a folder it has left.
+_MOVED_CHECKPOINT = re.compile(r"/state/\d+/_stateSchema/\S* does not exist")
 #: Text that shows an exception carries a Spark failure inside its message.
 _MARKERS = (_TRACEBACK, _TERMINATED, "\nCaused by:", "JVM stacktrace:")
 
@@ -165,4 +167,8 @@ def explain_error(error: BaseException) -> str:
     >>> explain_error(RuntimeError(text))
     'PlanChangedError: threshold changed'
     """
-    return str(root_cause(error))
+    line = str(root_cause(error))
+    if _MOVED_CHECKPOINT.search(line):
+        line += (" (the checkpoint was moved or copied from that folder: call "
+                 "driftjoin.relocate_checkpoint('<its folder now>') before restarting it)")
+    return line

@@ -21,6 +21,10 @@ Why one listener and why keys:
 
 The events reach the controllers in the bus's order, on the bus's thread; an exception in a
 controller is logged and never reaches the query (every join stays exact without decisions).
+On Spark Connect the listener leaves when the session stops (:func:`_leave_before_stop`) and the
+client's thread that reads the events is a daemon (:func:`_add_on_connect`), so a script ends as
+it would without driftjoin: ``spark.stop()`` prints nothing, and a script that does not call it
+still exits.
 
 On a Spark Connect session the listener is a client-side one (PySpark 4's Connect client keeps a
 listener bus fed by the server's query events), so the controllers run in this process on
@@ -37,7 +41,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from driftjoin.spark.runtime.connect import session_key
+from driftjoin.spark.runtime.connect import is_connect, session_key
 
 log = logging.getLogger("driftjoin")
 
@@ -126,8 +130,60 @@ def _hub(spark: Any) -> _Hub:
         hub = _HUBS.get(key)
         if hub is None:
             hub = _HUBS[key] = _Hub()
-            spark.streams.addListener(_listener(hub))
+            listener = _listener(hub)
+            if is_connect(spark):
+                _add_on_connect(spark, listener)
+                _leave_before_stop(spark, key, listener)
+            else:
+                spark.streams.addListener(listener)
         return hub
+
+
+def _add_on_connect(spark: Any, listener: Any) -> None:
+    """Add ``listener`` to a Connect session from a daemon thread.
+
+    The Connect client reads the server's query events in a thread it starts with the session's
+    first listener, and that thread inherits the daemon flag of the thread that adds the listener.
+    Added from the user's (main) thread it is not a daemon, and it waits on the server's event
+    stream until the listener is removed: a script that ends without ``spark.stop()`` (a failed
+    query's traceback) would never exit. Added from a daemon thread, it ends with the script."""
+    failed: list[BaseException] = []
+
+    def add() -> None:
+        try:
+            spark.streams.addListener(listener)
+        except BaseException as e:  # handed to the caller's thread
+            failed.append(e)
+
+    adder = threading.Thread(target=add, name="driftjoin-listener", daemon=True)
+    adder.start()
+    adder.join()
+    if failed:
+        raise failed[0]
+
+
+def _leave_before_stop(spark: Any, key: str, listener: Any) -> None:
+    """Make ``spark.stop()`` of a Connect session remove the hub's listener before it releases the session.
+
+    PySpark's Connect ``stop()`` releases the session on the server but leaves the client's
+    listeners in place; when the session object is collected later (at the latest when Python
+    exits) the client removes them, asks the released session to drop its listener bus, and warns
+    ``Failed to remove the listener ... NO_ACTIVE_SESSION``, although the user only called
+    ``stop()``. So this session's ``stop`` first removes the listener driftjoin added (while the
+    session still answers; it waits for the events already sent) and forgets the hub, then stops as
+    before. A listener the user added is left to PySpark, as without driftjoin."""
+    stop = spark.stop
+
+    def stop_after_the_control_plane() -> None:
+        with _HUBS_LOCK:
+            _HUBS.pop(key, None)
+        try:
+            spark.streams.removeListener(listener)
+        except Exception:  # the server is gone already: nothing to remove there
+            log.debug("driftjoin control plane: the listener of %s was not removed before stop", key, exc_info=True)
+        stop()
+
+    spark.stop = stop_after_the_control_plane
 
 
 def _listener(hub: _Hub) -> Any:

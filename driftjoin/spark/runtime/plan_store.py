@@ -20,7 +20,10 @@ comes, maybe days later. This module checks them when the query starts, before a
     query fail at once with ``PlanChangedError`` naming each setting in the user's terms, as
     ``awaitTermination()`` and ``exception()`` report it; adoptable changes are written;
   - committed batches and no plans file (a checkpoint of an older driftjoin): the plans are
-    written after the run's first batch has passed the in-task guard.
+    written after the run's first batch has passed the in-task guard;
+  - in every case with a checkpoint, a checkpoint that was moved or copied from another folder
+    first names its own state schema files again
+    (:func:`~driftjoin.spark.runtime.relocate.relocate_checkpoint`).
 
 Failing a query from its listener uses Spark's own failure path: the query's death cause is set
 to a ``StreamingQueryException`` (``STREAM_FAILED``) and the query is stopped from another
@@ -50,6 +53,7 @@ from driftjoin.spark.runtime.files import (
 )
 from driftjoin.spark.runtime.plan_guard import compare, refusal
 from driftjoin.spark.runtime.queries import last_commit
+from driftjoin.spark.runtime.relocate import relocate_checkpoint
 from driftjoin.spark.runtime.static import MemoryHandle
 
 log = logging.getLogger("driftjoin")
@@ -147,6 +151,10 @@ def _check_at_start(spark: Any, query_id: str) -> None:
     committed = last_commit(checkpoint)
     if committed is None:
         return
+    try:  # a moved checkpoint names its schema files again
+        relocate_checkpoint(checkpoint)
+    except (OSError, ValueError) as e:  # unreadable metadata: Spark's own error will name the file
+        log.warning("driftjoin: could not relocate the checkpoint %s: %s", checkpoint, e)
     if committed < 0:
         _write(checkpoint, running)
         return

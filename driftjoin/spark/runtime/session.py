@@ -35,7 +35,7 @@ from pyspark.sql import SparkSession
 from pyspark.sql.utils import is_remote
 
 from driftjoin.spark.runtime import queries
-from driftjoin.spark.runtime.connect import ConnectUnsupported, is_connect, master
+from driftjoin.spark.runtime.connect import ConnectUnsupported, cluster_parallelism, is_connect, master
 from driftjoin.spark.runtime.class_archive import jvm_options as class_archive_options
 from driftjoin.spark.sources import documents, generator, persons
 
@@ -223,18 +223,36 @@ def task_slots(spark: SparkSession) -> int:
     if url == "local":
         return 1
     if is_connect(spark):  # no sparkContext: the driver's setting, else Spark's default (the executors' cores)
-        return int(spark.conf.get("spark.default.parallelism", None) or spark.conf.get("spark.sql.shuffle.partitions"))
+        return cluster_parallelism(spark)
     return spark.sparkContext.defaultParallelism
+
+
+def default_workers(spark: SparkSession) -> int:
+    """The operators' default number of workers: the session's ``spark.sql.shuffle.partitions``.
+
+    On Spark Connect only when the session or its server sets it: a server started without it
+    has Spark's default of 200, which a client did not choose and which would make 200 workers
+    on two cores (duplication ratio 23 instead of 4); the default is then :func:`task_slots`, the
+    cluster's cores, as a local session's. Also :func:`task_slots` when the setting is not a
+    number (``auto`` on some platforms)."""
+    key = "spark.sql.shuffle.partitions"
+    if is_connect(spark) and key not in spark.conf.getAll:
+        return task_slots(spark)
+    try:
+        return int(spark.conf.get(key))
+    except ValueError:
+        return task_slots(spark)
 
 
 def worker_placement(spark: SparkSession, parallelism: int | None, partitions: int | None) -> tuple[int, int]:
     """The workers of an operator and the Spark state partitions they share, checked.
 
-    ``parallelism`` defaults to ``spark.sql.shuffle.partitions``; ``partitions`` to
+    ``parallelism`` defaults to :func:`default_workers` (``spark.sql.shuffle.partitions``, or the
+    cluster's cores on a Connect session that leaves it unset); ``partitions`` to
     min(parallelism, :func:`task_slots`): each stateful task costs about 100 ms per micro-batch
     whatever it does, so more tasks than cores only raise the batch floor."""
     if parallelism is None:
-        parallelism = int(spark.conf.get("spark.sql.shuffle.partitions"))
+        parallelism = default_workers(spark)
     if isinstance(parallelism, bool) or not isinstance(parallelism, int) or parallelism < 1:
         raise ValueError(f"parallelism must be an integer >= 1 (the number of workers), got {parallelism!r}")
     if partitions is None:

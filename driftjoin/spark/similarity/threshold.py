@@ -2,8 +2,13 @@
 
 The paper states its experiments in selectivity (10%, 5%, 1%, 0.5%, 0.1%): the fraction of
 candidate pairs that join, ``pairs / (|L| * |R|)`` for two streams and
-``pairs / (n (n - 1) / 2)`` for a self-join. The threshold is the selectivity-quantile of the
-pairwise distances of a sample.
+``pairs / (n (n - 1) / 2)`` for a self-join. The threshold is the ``k``-th smallest of the ``N``
+pairwise distances of a sample, ``k = ceil(s N)`` computed exactly with ``s`` the number the user
+wrote (:func:`driftjoin.metric.exact.exact_value`: ``0.07`` is ``7/100``, so 7 of 100 pairs, where
+``0.07 * 100`` is ``7.000000000000001`` in floats and a float quantile takes the 8th). The distances
+are the metric's own float function, the one the join compares with the threshold, so at that
+threshold at least ``k`` sampled pairs join and at any smaller one fewer do. A ``k``-th distance of
+0 (duplicates) is not a valid threshold; half the smallest positive distance joins the same pairs.
 
 A streaming DataFrame cannot be collected; its sample is the first records the stream delivers:
 a short-lived query (into a memory sink, its own temporary checkpoint) reads until
@@ -14,6 +19,7 @@ records; a static DataFrame of the same data, or an array, avoids it.
 
 from __future__ import annotations
 
+import math
 import shutil
 import tempfile
 import time
@@ -23,6 +29,7 @@ from typing import Any
 import numpy as np
 
 from driftjoin.distance import get_metric
+from driftjoin.metric.exact import exact_value
 
 
 def _stream_sample(vectors: Any, n: int, timeout: float) -> list:
@@ -134,5 +141,8 @@ def choose_threshold(
     else:
         b = m.prepare(_as_matrix(right, vector_col, sample, seed + 1, timeout))
         d = m.pairwise(a, b).ravel()
-    t = float(np.quantile(d, selectivity, method="inverted_cdf"))
-    return t if t > 0 else float(np.min(d[d > 0])) if np.any(d > 0) else 1e-12
+    k = max(1, math.ceil(exact_value(selectivity) * len(d)))  # pairs that must join
+    t = float(np.partition(d, k - 1)[k - 1])
+    if t > 0:
+        return t
+    return float(np.min(d[d > 0])) / 2 if np.any(d > 0) else 1e-12

@@ -32,7 +32,7 @@ def _unavailable(reason: str):
     pytest.skip(reason)
 
 
-def _free_port() -> int:
+def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return s.getsockname()[1]
@@ -51,7 +51,7 @@ def connect_url():
     if given:  # a server started outside (scripts/connect-server.sh start): used, left running
         yield given
         return
-    port = _free_port()
+    port = free_port()
     run = tempfile.mkdtemp(prefix="driftjoin-connect-")
     env = {**os.environ, "DRIFTJOIN_CONNECT_RUN": run, "DRIFTJOIN_PYTHON": sys.executable}
     script = [str(ROOT / "scripts" / "connect-server.sh")]

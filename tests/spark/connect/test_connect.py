@@ -8,8 +8,13 @@ Small data and one shared server (conftest.py): each streaming query is a few mi
 from __future__ import annotations
 
 import json
+import os
+import subprocess
+import sys
+import textwrap
 import time
 from pathlib import Path
+from types import SimpleNamespace
 
 import numpy as np
 import pytest
@@ -22,13 +27,14 @@ from driftjoin.s3j.oracle import oracle_pairs
 from driftjoin.schemafree.document import flatten
 from driftjoin.spark.equi.api import equi_join, invalid_equi_records
 from driftjoin.spark.natural.api import invalid_documents, natural_join
-from driftjoin.spark.runtime.connect import ConnectUnsupported
+from driftjoin.spark.runtime.connect import ConnectUnsupported, cluster_parallelism
 from driftjoin.spark.runtime.queries import last_commit, recorded_checkpoint
 from driftjoin.spark.runtime.stats import STAMP, read_stats
 from driftjoin.spark.topk.api import invalid_sets, topk_set_join
 from driftjoin.swoop import BaseTopK
 
 from ..helpers import write_batches
+from .conftest import ROOT
 
 pytestmark = pytest.mark.spark
 
@@ -263,3 +269,59 @@ def test_what_needs_the_driver_jvm_is_refused_with_what_to_do(connect):
     with pytest.raises(ConnectUnsupported, match="remote"):
         local_session()
 
+
+
+def test_the_default_parallelism_is_the_servers_cores_not_its_200_shuffle_partitions(connect):
+    """A server started without ``spark.sql.shuffle.partitions`` (as the README's) has Spark's 200:
+    the join's default workers are the cluster's cores instead (local[2]: 2), as a local session's."""
+    m = get_metric("euclidean")
+    X, _ = _vectors(300, 7)
+    df = connect.createDataFrame([(i, X[i].tolist()) for i in range(len(X))], "id long, vector array<double>")
+    connect.conf.unset("spark.sql.shuffle.partitions")
+    try:
+        assert connect.conf.get("spark.sql.shuffle.partitions") == "200"
+        rows = similarity_join(df, threshold=0.08, metric="euclidean", algorithm="s3j").collect()
+    finally:
+        connect.conf.set("spark.sql.shuffle.partitions", "2")
+    got = [(r.left_id, r.right_id, 0) for r in rows]
+    expected = oracle_pairs(np.arange(len(X)), np.zeros(len(X), np.int8), X, np.zeros(len(X), np.int64), m, 0.08, True)
+    assert len(got) == len(set(got)) and set(got) == expected
+    assert {r.worker for r in rows} == {0, 1}
+    # where the master is not local[N]: Spark's default parallelism, counted by a query (no sparkContext here)
+    unset = SimpleNamespace(conf=SimpleNamespace(get=lambda key, default=None: None), range=connect.range)
+    assert cluster_parallelism(unset) == cluster_parallelism(connect) == 2
+
+
+STOP_SCRIPT = """
+import sys, tempfile
+from pyspark.sql import SparkSession
+from driftjoin import similarity_join
+
+spark = SparkSession.builder.remote(sys.argv[1]).getOrCreate()
+stream = spark.readStream.schema("id long, vector array<double>").json(sys.argv[2])
+pairs = similarity_join(stream, threshold=0.15, metric="euclidean", dim=2, parallelism=2, window=None,
+                        metrics_dir=tempfile.mkdtemp())          # metrics_dir: driftjoin listens to the query
+q = pairs.writeStream.format("memory").queryName("pairs").trigger(availableNow=True).start()
+q.awaitTermination()
+print("pairs", spark.sql("SELECT count(*) FROM pairs").first()[0])
+if sys.argv[3] == "stop":
+    spark.stop()
+print("ends")
+"""
+
+
+@pytest.mark.parametrize("ending", ["stop", "no stop"])
+def test_a_script_with_a_driftjoin_query_ends_quietly_with_or_without_stop(connect_url, tmp_path, ending):
+    """The issue's script as a user runs it (its own process). With ``spark.stop()`` Python's exit
+    printed ``Failed to remove the listener ... NO_ACTIVE_SESSION``; without it (a script that
+    ends early, or on a traceback) it never exited, waiting on the thread that reads the query
+    events driftjoin listens to. The same script without driftjoin ends at once and prints nothing."""
+    write_batches(tmp_path / "in", [[{"id": i, "vector": [i / 10, 0.0]} for i in range(10)]])
+    env = {**os.environ, "PYTHONPATH": f"{ROOT}{os.pathsep}{os.environ.get('PYTHONPATH', '')}"}
+    env.pop("SPARK_CONNECT_MODE_ENABLED", None)
+    result = subprocess.run([sys.executable, "-c", textwrap.dedent(STOP_SCRIPT), connect_url, str(tmp_path / "in"),
+                             ending], capture_output=True, text=True, timeout=300, env=env, cwd=tmp_path)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.split() == ["pairs", "9", "ends"]
+    assert "Failed to remove the listener" not in result.stderr
+    assert result.stderr == ""

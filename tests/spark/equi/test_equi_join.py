@@ -15,6 +15,7 @@ import json
 import os
 import random
 import time
+from dataclasses import replace
 from decimal import Decimal
 
 import pandas as pd
@@ -568,17 +569,22 @@ def test_static_join_carries_every_value_exactly(spark) -> None:
         assert len(want) == 4 and got == want, routing
 
 
-def test_a_checkpoint_of_json_payloads_is_refused_with_advice() -> None:
-    """State format 3 kept each row as its JSON text; this version keeps its values, so a
-    checkpoint of format 3 is refused before any state is read, saying what to do."""
+@pytest.mark.parametrize("old_format", [3, 4])
+def test_a_checkpoint_of_an_older_state_format_is_refused_with_advice(old_format) -> None:
+    """State format 3 kept each row as its JSON text, format 4 each stored tuple as a Python
+    object; this version keeps a worker's tuples as Arrow tables, so such a checkpoint of the
+    parallel routing is refused before any state is read, saying what to do. The dispatcher's
+    state did not change: its format stays 4."""
     plan = EquiPlan("phj", 2, "long", layout=LAYOUT)
-    old = {k: v for k, v in plan.settings().items() if k != "columns"} | {"state_format": 3}
+    assert replace(plan, routing="dispatcher").settings()["state_format"] == 4
+    old = {k: v for k, v in plan.settings().items() if k != "columns"} | {"state_format": old_format}
     routed = pd.concat([b.to_pandas() for b in route_rows(plan, iter([_batch(zipf_stream(SPEC)[:50])]), 0, 0)])
     for wkey, rows in routed.groupby("wkey"):
         processor = WorkerProcessor(plan)
         processor.init(MemoryHandle())
         processor.guard.value.update((json.dumps(old).encode(),))
-        with pytest.raises(PlanChangedError, match="state_format: checkpoint has 3, this query has 4.*new checkpoint location"):
+        with pytest.raises(PlanChangedError,
+                           match=f"state_format: checkpoint has {old_format}, this query has 5.*new checkpoint location"):
             list(processor.handleInputRows((wkey,), iter([rows.reset_index(drop=True)]), None))
 
 

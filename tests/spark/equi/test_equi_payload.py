@@ -1,7 +1,9 @@
-"""equi_join's payloads without Spark: a row's values pickled by the router, kept by a worker and
-emitted as a joined row's columns come out of PySpark's own pandas-to-Arrow conversion (the one
-that hands a worker's output to the JVM) exactly as they went in, for drawn values of every
-type that travels typed, nulls, NaN and -0.0 included."""
+"""equi_join's payloads without Spark: a row's values, carried as the parallel routing carries them
+(the side's struct through Arrow IPC, taken at the pairs' rows) or as the dispatcher does
+(pickled by the router, kept by a worker), and emitted as a joined row's columns, come out of
+PySpark's own pandas-to-Arrow conversion (the one that hands a worker's output to the JVM)
+exactly as they went in, for drawn values of every type that travels typed, nulls, NaN and -0.0
+included."""
 
 from __future__ import annotations
 
@@ -15,11 +17,14 @@ from hypothesis import strategies as st
 from pyspark.sql import types as T
 from pyspark.sql.conversion import PandasToArrowConversion
 
+from driftjoin.hypercube.columnar import from_ipc, to_ipc
 from driftjoin.spark.equi.payload import (
     Field,
     PayloadLayout,
+    columns_frame,
     decode,
     encode_rows,
+    joined_columns,
     pairs_frame,
 )
 
@@ -66,12 +71,20 @@ def _same(a: object, b: object) -> bool:
 
 
 @settings(max_examples=60, deadline=None)
-@given(left=ROWS, right=ROWS)
-def test_values_come_out_of_pysparks_conversion_as_they_went_in(left, right) -> None:
+@given(left=ROWS, right=ROWS, parallel=st.booleans(), rnd=st.randoms(use_true_random=False))
+def test_values_come_out_of_pysparks_conversion_as_they_went_in(left, right, parallel, rnd) -> None:
     n = min(len(left), len(right))
-    kept = [decode(encode_rows(_batch(rows, s), np.full(len(rows), s, np.int8)).to_pylist())
-            for s, rows in ((0, left), (1, right))]
-    frame = pairs_frame(LAYOUT, kept[0][:n], kept[1][:n])
+    if parallel:  # the side's struct through Arrow IPC (as routed and stored), taken at shuffled pair rows
+        order = list(range(n))
+        rnd.shuffle(order)
+        rows = [from_ipc(to_ipc(pa.table({"row": _batch(r, s).column("lr"[s])})))["row"] for s, r in ((0, left), (1, right))]
+        frame = columns_frame(joined_columns(LAYOUT, rows[0], np.array(order, dtype=np.int64), rows[1],
+                                             np.array(order, dtype=np.int64)))
+        left, right = [left[i] for i in order], [right[i] for i in order]
+    else:
+        kept = [decode(encode_rows(_batch(rows, s), np.full(len(rows), s, np.int8)).to_pylist())
+                for s, rows in ((0, left), (1, right))]
+        frame = pairs_frame(LAYOUT, kept[0][:n], kept[1][:n])
     out = PandasToArrowConversion.convert(frame, LAYOUT.output_schema(), timezone="UTC")
     want = [list(r) for r in left[:n]]
     for i, r in enumerate(right[:n]):

@@ -111,12 +111,12 @@ def test_auto_picks_s3j_in_2d_and_grid_for_embeddings(spark, tmp_path):
     assert read_choice(str(tmp_path / "s96b"))["sample_rows"] == 300
 
 
-def test_grid_settings_fail_before_start(spark):
+def test_grid_settings_fail_before_start(spark, tmp_path):
     stream = spark.readStream.format("driftjoin").option("dim", 8).load()
     with pytest.raises(ValueError, match="algorithm must be one of"):
         similarity_join(stream, threshold=0.1, dim=8, algorithm="grids")
     with pytest.raises(ValueError, match="balance moves S3J worksets"):
-        similarity_join(stream, threshold=0.1, dim=8, algorithm="grid", balance="s3j", metrics_dir="/tmp/x")
+        similarity_join(stream, threshold=0.1, dim=8, algorithm="grid", balance="s3j", metrics_dir=str(tmp_path / "x"))
     with pytest.raises(ValueError, match="block_bytes"):
         similarity_join(stream, threshold=0.1, dim=8, algorithm="grid", block_bytes=10)
     with pytest.raises(ValueError, match="sample="):

@@ -23,7 +23,7 @@ from rapidfuzz.distance import Levenshtein
 from driftjoin import invalid_records, similarity_join, user_metric
 from driftjoin.spark.runtime.stats import read_stats
 from driftjoin.spark.similarity.choice import read_choice
-from tests.metric.oracle import oracle
+from tests.metric.oracle import jaccard, oracle
 
 from ..helpers import assert_stamped, run_available_now, write_batches
 
@@ -40,11 +40,6 @@ SETS = [["a", "b"], ["a", "b", "c", "d"], ["b", "a", "a"], ["x"], ["x", "x", "y"
 
 def lev(a: str, b: str) -> int:
     return Levenshtein.distance(a, b)
-
-
-def jaccard(a, b) -> float:
-    sa, sb = set(a), set(b)
-    return 1 - len(sa & sb) / len(sa | sb)
 
 
 def _want(values, t, dist, times=None, window=None) -> Counter:

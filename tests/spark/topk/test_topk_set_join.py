@@ -153,7 +153,7 @@ def test_streaming_shared_bound_is_published_adopted_and_exact(spark, tmp_path):
     assert _spark_changes(spark.read.parquet(str(tmp_path / "out"))) == expected
 
 
-def test_bad_settings_fail_fast(spark):
+def test_bad_settings_fail_fast(spark, tmp_path):
     df = spark.createDataFrame([(1, ["a"], 0.0)], "id long, tokens array<string>, ts double")
     with pytest.raises(ValueError, match="k must be"):
         topk_set_join(df, k=0)
@@ -166,11 +166,11 @@ def test_bad_settings_fail_fast(spark):
     with pytest.raises(ValueError, match="design must be one of 'owner', 'probe'"):
         topk_set_join(df, k=3, parallelism=2, design="token")
     with pytest.raises(ValueError, match="needs parallelism > 1"):
-        topk_set_join(df, k=3, share_bound=True, metrics_dir="/tmp/m")
+        topk_set_join(df, k=3, share_bound=True, metrics_dir=str(tmp_path / "m"))
     with pytest.raises(ValueError, match="needs metrics_dir"):
         topk_set_join(df, k=3, parallelism=2, share_bound=True)
     with pytest.raises(ValueError, match="applies to streams"):
-        topk_set_join(df, k=3, parallelism=2, share_bound=True, metrics_dir="/tmp/m")
+        topk_set_join(df, k=3, parallelism=2, share_bound=True, metrics_dir=str(tmp_path / "m"))
 
 
 def test_within_is_inclusive_and_window_its_deprecated_spelling(spark):
