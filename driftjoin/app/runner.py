@@ -52,7 +52,7 @@ from pathlib import Path
 from typing import Any
 
 from driftjoin.app.jsonlines import parse_json_lines
-from driftjoin.app.schema import check_columns
+from driftjoin.app.schema import check_columns, check_link_columns
 from driftjoin.generators.vectors import DISTRIBUTIONS
 from driftjoin.spark.runtime.settings import (
     SettingError,
@@ -208,6 +208,7 @@ class JobConfig:
             check_columns(source, join)
         else:
             join = _link_settings(join, source, base)
+            check_link_columns(source, join)
         if kind == "files" and join.get("time_col") is None and join.get("ingest_col") is None:
             if "window" in raw[op] and join["window"] is not None and not job.get("processing_time", False):
                 raise SettingError(
