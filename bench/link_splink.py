@@ -21,11 +21,18 @@ runs ``link`` on a static DataFrame on ``local[2]`` (Spark's start-up and a warm
 excluded; the time includes reading the input from Parquet and collecting every pair's ids and
 first rule); the same link in one process (driftjoin's core, :mod:`driftjoin.linkage.engine`, no
 Spark) is timed beside it, since Spark's fixed cost per job (seconds) dominates small inputs. A
-growth curve runs driftjoin alone on the ``fuzzy`` set up to
-``--curve`` sizes (Splink's cross join is quadratic: its time at those sizes is not measured).
+growth curve runs driftjoin alone on the ``fuzzy`` set up to ``--curve`` sizes (Splink's cross
+join is quadratic: its time at those sizes is not measured).
 
-Run: ``flock /tmp/bench.lock nice -n 5 .venv/bin/python bench/link_splink.py`` (``--sizes``,
-``--blocked-sizes``, ``--curve``). Writes ``bench/results/link_splink.json`` and ``.png``.
+Caps, so that a run on a busy machine ends when it should: Splink runs in a child process killed
+after ``--splink-cap`` seconds (the row then says ``splink_s: "> cap"`` and the ratio is a lower
+bound); the whole run has ``--budget`` seconds: a Spark job still running then is cancelled, and a
+curve size is not started when the last one's time grown by ``(n / n_last) ** 1.5`` would not fit.
+Each row is written to the JSON as soon as it is measured, with the load average at the time.
+
+Run: ``flock /tmp/bench.lock nice -n 10 .venv/bin/python bench/link_splink.py`` (``--sizes``,
+``--blocked-sizes``, ``--curve``, ``--splink-cap``, ``--budget``). Writes
+``bench/results/link_splink.json`` and ``.png``.
 """
 
 from __future__ import annotations
@@ -84,6 +91,28 @@ def records(n: int):
     return df
 
 
+def _splink_child(df, which: str, out) -> None:
+    out.put(run_splink(df, which))
+
+
+def run_splink_capped(df, which: str, cap: float) -> tuple[float | None, dict | None]:
+    """:func:`run_splink` in a child process, killed after ``cap`` seconds: (None, None) then."""
+    import multiprocessing as mp
+    import queue
+
+    ctx = mp.get_context("spawn")
+    out = ctx.Queue()
+    child = ctx.Process(target=_splink_child, args=(df, which, out))
+    child.start()
+    try:
+        return out.get(timeout=cap)
+    except queue.Empty:
+        return None, None
+    finally:
+        child.kill()
+        child.join()
+
+
 def run_splink(df, which: str) -> tuple[float, dict]:
     from splink import Linker, SettingsCreator
     from splink.backends.duckdb import DuckDBAPI
@@ -100,13 +129,28 @@ def run_splink(df, which: str) -> tuple[float, dict]:
     return dt, pairs
 
 
-def run_link(spark, path: str, which: str, parallelism: int = 2) -> tuple[float, dict]:
+def run_link(spark, path: str, which: str, parallelism: int = 2, cap: float | None = None
+             ) -> tuple[float | None, dict | None]:
+    """``link`` on the Parquet records; its jobs are cancelled after ``cap`` seconds: (None, None) then."""
+    import threading
+
     from driftjoin import link
 
     df = spark.read.parquet(path)
+    timer = threading.Timer(cap, spark.sparkContext.cancelAllJobs) if cap is not None else None
     t = time.perf_counter()
-    rows = link(df, rules=RULES[which], id_col="unique_id", parallelism=parallelism).select(
-        "left_id", "right_id", "rule").collect()
+    if timer is not None:
+        timer.start()
+    try:
+        rows = link(df, rules=RULES[which], id_col="unique_id", parallelism=parallelism).select(
+            "left_id", "right_id", "rule").collect()
+    except Exception:  # noqa: BLE001 -- cancelled at the cap (Spark raises its own error types)
+        if timer is not None and not timer.is_alive():
+            return None, None
+        raise
+    finally:
+        if timer is not None:
+            timer.cancel()
     dt = time.perf_counter() - t
     return dt, {(r.left_id, r.right_id): r.rule for r in rows}
 
@@ -144,32 +188,51 @@ def write_parquet(spark, df, path: Path) -> str:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--sizes", default="2000,8000,20000", help="fuzzy rule set: both")
+    ap.add_argument("--sizes", default="8000,20000", help="fuzzy rule set: both")
     ap.add_argument("--blocked-sizes", default="20000,100000", help="blocked rule set: both")
-    ap.add_argument("--curve", default="100000,300000,1000000", help="fuzzy rule set: driftjoin alone")
+    ap.add_argument("--curve", default="50000,100000,200000,500000,1000000", help="fuzzy rule set: driftjoin alone")
+    ap.add_argument("--splink-cap", type=float, default=1200.0, help="seconds before Splink's child is killed")
+    ap.add_argument("--budget", type=float, default=3600.0, help="seconds for the whole run")
     args = ap.parse_args()
     from driftjoin import local_session
 
+    began = time.monotonic()
     load = os.getloadavg()
     spark = local_session(2, "link-splink")
     WORK.mkdir(parents=True, exist_ok=True)
+    RESULTS.mkdir(exist_ok=True)
     warm = records(500)
     run_link(spark, write_parquet(spark, warm, WORK / "warm"), "fuzzy")
     rows = []
 
+    def left() -> float:
+        return args.budget - (time.monotonic() - began)
+
+    def save() -> None:
+        (RESULTS / "link_splink.json").write_text(json.dumps(
+            {"load_before": load, "load_after": os.getloadavg(), "args": vars(args), "rows": rows}, indent=1))
+
     def compare(which: str, n: int, with_splink: bool) -> None:
         df = records(n)
         path = write_parquet(spark, df, WORK / f"{which}-{n}")
-        t_link, got = run_link(spark, path, which)
-        t_core, core_pairs = run_core(df, which)
-        row = {"rules": which, "records": n, "driftjoin_s": round(t_link, 2), "core_s": round(t_core, 2),
-               "pairs": len(got), "core_same": core_pairs == got}
-        if with_splink:
-            t_sp, want = run_splink(df, which)
-            row.update(splink_s=round(t_sp, 2), ratio=round(t_sp / t_link, 2), core_ratio=round(t_sp / t_core, 2),
-                       same_pairs=set(got) == set(want),
-                       same_first_rule=all(got[p] == want[p] for p in want if p in got))
+        t_link, got = run_link(spark, path, which, cap=max(left(), 1.0))
+        row = {"rules": which, "records": n, "load_1min": round(os.getloadavg()[0], 1),
+               "driftjoin_s": "> cap" if t_link is None else round(t_link, 2)}
+        if got is not None:
+            row["pairs"] = len(got)
+        if with_splink and got is not None:
+            t_core, core_pairs = run_core(df, which)
+            row.update(core_s=round(t_core, 2), core_same=core_pairs == got)
+            t_sp, want = run_splink_capped(df, which, min(args.splink_cap, max(left(), 1.0)))
+            if want is None:
+                cap = min(args.splink_cap, max(left(), 1.0))
+                row.update(splink_s=f"> {cap:g}", ratio=f"> {cap / t_link:.1f}", core_ratio=f"> {cap / t_core:.1f}")
+            else:
+                row.update(splink_s=round(t_sp, 2), ratio=round(t_sp / t_link, 2), core_ratio=round(t_sp / t_core, 2),
+                           same_pairs=set(got) == set(want),
+                           same_first_rule=all(got[p] == want[p] for p in want if p in got))
         rows.append(row)
+        save()
         print(row, flush=True)
 
     for n in [int(x) for x in args.sizes.split(",") if x]:
@@ -177,30 +240,32 @@ def main() -> None:
     for n in [int(x) for x in args.blocked_sizes.split(",") if x]:
         compare("blocked", n, True)
     for n in [int(x) for x in args.curve.split(",") if x]:
+        done = [r for r in rows if r["rules"] == "fuzzy" and isinstance(r["driftjoin_s"], float)]
+        if done and done[-1]["driftjoin_s"] * (n / done[-1]["records"]) ** 1.5 > left():
+            print(f"curve stops before {n:,} records: it would not fit the budget", flush=True)
+            break
         compare("fuzzy", n, False)
-    curve = [r for r in rows if r["rules"] == "fuzzy"]
+    curve = [r for r in rows if r["rules"] == "fuzzy" and isinstance(r["driftjoin_s"], float)]
     if len(curve) >= 2:
         a, b = curve[-2], curve[-1]
         exponent = np.log(b["driftjoin_s"] / a["driftjoin_s"]) / np.log(b["records"] / a["records"])
         print(f"driftjoin growth exponent between {a['records']:,} and {b['records']:,} records: {exponent:.2f}")
-    RESULTS.mkdir(exist_ok=True)
-    (RESULTS / "link_splink.json").write_text(json.dumps({"load_before": load, "load_after": os.getloadavg(),
-                                                           "rows": rows}, indent=1))
+    save()
     print(f"load average before {load[0]:.1f}, after {os.getloadavg()[0]:.1f}")
     print(f"{'rules':8} {'records':>9} {'link (Spark) s':>15} {'core s':>7} {'splink s':>9} {'splink/link':>12} "
           f"{'splink/core':>12} {'pairs':>9} same")
     for r in rows:
-        print(f"{r['rules']:8} {r['records']:>9,} {r['driftjoin_s']:>15} {r['core_s']:>7} {r.get('splink_s', '-'):>9} "
-              f"{r.get('ratio', '-'):>12} {r.get('core_ratio', '-'):>12} {r['pairs']:>9,} "
-              f"{r.get('same_pairs', '-')}/{r['core_same']}")
+        print(f"{r['rules']:8} {r['records']:>9,} {r['driftjoin_s']:>15} {r.get('core_s', '-'):>7} "
+              f"{r.get('splink_s', '-'):>9} {r.get('ratio', '-'):>12} {r.get('core_ratio', '-'):>12} "
+              f"{r.get('pairs', '-'):>9} {r.get('same_pairs', '-')}/{r.get('core_same', '-')} load {r['load_1min']}")
     try:
         import matplotlib.pyplot as plt
 
         fig, ax = plt.subplots(figsize=(6, 4))
         for which in RULES:
-            pts = [r for r in rows if r["rules"] == which]
+            pts = [r for r in rows if r["rules"] == which and isinstance(r["driftjoin_s"], float)]
             ax.loglog([r["records"] for r in pts], [r["driftjoin_s"] for r in pts], "o-", label=f"driftjoin {which}")
-            sp = [r for r in pts if "splink_s" in r]
+            sp = [r for r in pts if isinstance(r.get("splink_s"), float)]
             if sp:
                 ax.loglog([r["records"] for r in sp], [r["splink_s"] for r in sp], "s--", label=f"Splink {which}")
         ax.set_xlabel("records")

@@ -57,8 +57,9 @@ from pathlib import Path
 from typing import Any
 
 from driftjoin.app.jsonlines import parse_json_lines
-from driftjoin.app.schema import check_columns
+from driftjoin.app.schema import check_columns, check_link_columns
 from driftjoin.generators.vectors import DISTRIBUTIONS
+from driftjoin.metric_names import VECTOR, kind_of
 from driftjoin.spark.entities.settings import EntitiesSettings
 from driftjoin.spark.runtime.settings import (
     SettingError,
@@ -219,6 +220,7 @@ class JobConfig:
             check_columns(source, join)
         else:
             join = _link_settings(join, source, base)
+            check_link_columns(source, join)
         if kind == "files" and join.get("time_col") is None and join.get("ingest_col") is None:
             if "window" in raw[op] and join["window"] is not None and not job.get("processing_time", False):
                 raise SettingError(
@@ -263,12 +265,14 @@ def _join_settings(join: dict[str, Any], source: dict[str, Any], base: Path) -> 
         join["bounds"] = tuple(join["bounds"])
     if "metrics_dir" in join and isinstance(join["metrics_dir"], str):
         join["metrics_dir"] = _resolve(join["metrics_dir"], base)
-    if source["kind"] == "generator":
+    if source["kind"] == "generator" and kind_of(join.get("metric", "angular")) in (VECTOR, None):
+        # the generator's vectors (a metric join of strings or sets compares none: dim is refused there)
         dim = source.get("dim", 2)
         if join.setdefault("dim", dim) != dim:
             raise SettingError("[join] dim", f"does not match the generator's vectors ([source] dim = {dim}): every "
                                              f"record would be a dead letter; drop [join] dim or make them equal",
                                join["dim"])
+    if source["kind"] == "generator":
         join.setdefault("ingest_col", "ts")
     try:
         SimilaritySettings.check(join)
@@ -426,8 +430,7 @@ def dead_letters(inputs: Inputs, join: dict[str, Any], operator: str = "similari
     if operator == "link":
         from driftjoin.spark.link.api import invalid_links
 
-        dead = invalid_links(inputs.left, inputs.right, **{k: join[k] for k in ("rules", "id_col", "time_col",
-                                                                                 "ingest_col") if k in join})
+        dead = invalid_links(inputs.left, inputs.right, **join)
     else:
         from driftjoin.spark.similarity.api import invalid_records
 

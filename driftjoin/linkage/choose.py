@@ -69,11 +69,12 @@ def _make(kind: str, cond: Condition | None, sample: Fields | None, partitions: 
     return S3JDriver.from_sample(cond, list(v[ok]), partitions, seed)
 
 
-def _options(rule: Rule, has_sample: bool) -> list[tuple[str, Condition | None]]:
+def _options(rule: Rule, sample: Fields | None) -> list[tuple[str, Condition | None]]:
+    """The drivers a rule can use: S3J only where the sample holds usable values (its centroids)."""
     out: list[tuple[str, Condition | None]] = [("block", None)] if rule.equal else []
     for c in rule.fuzzy:
         kind = driver_kinds(c)
-        if kind != "s3j" or has_sample:
+        if kind != "s3j" or (sample is not None and c.measure.usable(sample.cols[c.column]).any()):
             out.append((kind, c))
     return out
 
@@ -138,7 +139,7 @@ def build_core(ruleset: RuleSet, *, n_workers: int, self_join: bool, windows: Wi
     estimates: list[DriverEstimate] = []
     counts: dict[tuple[int, int], float] = {}
     for rule, forced in zip(ruleset.rules, drive):
-        options = _options(rule, has)
+        options = _options(rule, sample if has else None)
         if forced is not None:
             chosen = [o for o in options if (forced == "block" and o[0] == "block")
                       or (o[1] is not None and o[1].column == forced)]
@@ -151,7 +152,8 @@ def build_core(ruleset: RuleSet, *, n_workers: int, self_join: bool, windows: Wi
             raise RuleError(f"rules[{rule.index}][{col!r}]",
                             "can only drive its rule through S3J's space partitioning (a vector or user metric with no "
                             "equal field beside it), whose centroids are drawn from a sample: give sample= (a static "
-                            "DataFrame or a list of rows), or add an equal condition to the rule")
+                            "DataFrame or a list of rows) with values in this column, or add an equal condition to the "
+                            "rule")
         best: tuple[float, Driver, int] | None = None
         for kind, cond in options:
             drv = _make(kind, cond, sample, partitions, seed)

@@ -24,9 +24,9 @@ pair once. The drivers, each built on a strategy of :mod:`driftjoin.metric`:
 - :class:`PrefixDriver` (``jaccard``, ``t``): prefix filtering
   (:func:`driftjoin.metric.prefix.prefix_entries` over the global token order of a sample,
   :mod:`driftjoin.metric.tokens`): a set of ``n`` tokens keys on the first ``n - o(n) + 1``
-  codes, ``o(n) = ceil((1 - t) n)`` the least overlap any partner within ``t`` needs (computed
-  with the exact ratio test of :func:`driftjoin.linkage.rules.ratio_at_most`), so two sets within
-  ``t`` share a prefix code.
+  codes, ``o(n) = ceil((1 - t) n)`` the least overlap any partner within ``t`` needs (in
+  integers, with ``t`` the number the threshold stands for: :class:`driftjoin.metric.prefix.JaccardBounds`),
+  so two sets within ``t`` share a prefix code.
 - :class:`RangeDriver` (``within``, ``d``): buckets of width ``w = 2d``; a value keys on its
   bucket ``b`` (HOME) and on ``b + 1`` (GHOST), pairs meeting as HOME x HOME or HOME x GHOST.
   For ``a <= b`` with ``b - a <= d``: dates and timestamps are integers (days, microseconds;
@@ -51,9 +51,9 @@ from typing import Any
 
 import numpy as np
 
-from driftjoin.linkage.rules import JACCARD, LEVENSHTEIN, WITHIN, Condition, ratio_at_most
+from driftjoin.linkage.rules import JACCARD, LEVENSHTEIN, WITHIN, Condition
 from driftjoin.metric.passjoin import entries as passjoin_entries
-from driftjoin.metric.prefix import code_group, prefix_entries
+from driftjoin.metric.prefix import JaccardBounds, code_group, prefix_entries
 from driftjoin.metric.records import MetricRecords, object_array
 from driftjoin.metric.s3j import S3JStrategy, choose_centroids
 from driftjoin.metric.spaces import JaccardSpace
@@ -149,27 +149,6 @@ class PassJoinDriver(Driver):
         return Keys(rows[e.rec], e.group, e.cls.astype(np.int64))
 
 
-class _ExactBounds:
-    """Prefix lengths ``n - o(n) + 1`` with ``o(n)`` the least overlap of the exact Jaccard test
-    (the shape :func:`driftjoin.metric.prefix.prefix_entries` asks for)."""
-
-    def __init__(self, t: float) -> None:
-        self.t = t
-        self._prefix = np.zeros(0, np.int64)
-
-    def prefix_length(self, size: np.ndarray) -> np.ndarray:
-        size = np.asarray(size, np.int64)
-        if len(size) and size.max() >= len(self._prefix):
-            top = 2 * int(size.max()) + 2
-            table = np.zeros(top, np.int64)
-            for n in range(1, top):
-                o = np.arange(n + 1, dtype=np.int64)  # partner of size o, overlap o: distance (n - o) / n
-                least = int(o[ratio_at_most(n - o, np.full(n + 1, n), self.t)].min())
-                table[n] = n - least + 1
-            self._prefix = table
-        return self._prefix[size]
-
-
 class PrefixDriver(Driver):
     """Prefix filtering on the global token order ``order`` (module docstring)."""
 
@@ -178,7 +157,7 @@ class PrefixDriver(Driver):
     def __init__(self, condition: Condition, order: TokenOrder) -> None:
         super().__init__(condition)
         self.order = order
-        self.bounds = _ExactBounds(float(condition.threshold))
+        self.bounds = JaccardBounds(condition.threshold)
 
     def keys(self, values: np.ndarray, rows: np.ndarray) -> Keys:
         rows = np.asarray(rows, np.int64)
@@ -234,7 +213,7 @@ class S3JDriver(Driver):
     def __init__(self, condition: Condition, centroids: Any) -> None:
         super().__init__(condition)
         space = condition.measure.space
-        self.strategy = S3JStrategy(space, float(condition.threshold), centroids, self_join=True,
+        self.strategy = S3JStrategy(space, condition.threshold, centroids, self_join=True,
                                     windows=Windowing.unbounded())
 
     @staticmethod

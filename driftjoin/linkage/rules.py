@@ -38,11 +38,11 @@ the distance of every measure of the rule set (:attr:`RuleSet.measures`, named b
 difference in the column's unit (days for dates, seconds for timestamps).
 
 **Exact tests.** Every condition is decided exactly on the values as they are: edit distances
-are integers (rapidfuzz), equality is equality, a Jaccard threshold is compared with the exact
-ratio (:func:`ratio_at_most`: the float64 quotient ``|A ^ B| / |A | B|`` is rounded once and a
-tie with the threshold is settled with integers, where ``1 - o / u`` would round twice),
-``within`` on floats with the exact difference (:func:`abs_diff_at_most`: a difference rounds
-once, and a tie is settled with its exact error), on dates and timestamps with integers.
+are integers (rapidfuzz), equality is equality, a Jaccard distance is the exact ratio
+``|A ^ B| / |A | B|`` compared with the number the threshold stands for, as ``similarity_join``
+compares it (:mod:`driftjoin.metric.exact`: ``0.3`` is ``3/10``, so a pair at exactly 3/10
+matches), ``within`` on floats with the exact difference (:func:`abs_diff_at_most`: a difference
+rounds once, and a tie is settled with its exact error), on dates and timestamps with integers.
 Vector metrics and user metrics compare their float64 value with the threshold.
 """
 
@@ -52,7 +52,6 @@ import math
 import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from fractions import Fraction
 from functools import lru_cache
 from numbers import Real
 from typing import Any
@@ -61,6 +60,7 @@ import numpy as np
 import pandas as pd
 
 from driftjoin.durations import parse_duration
+from driftjoin.metric.exact import jaccard_distance, jaccard_le
 from driftjoin.metric.records import object_array
 from driftjoin.metric.spaces import (
     CallableSpace,
@@ -164,25 +164,6 @@ def _tokens_spec(name: str, value: Any) -> str:
 
 
 # -- exact tests ------------------------------------------------------------------------------
-
-def ratio_at_most(num: np.ndarray, den: np.ndarray, t: float) -> np.ndarray:
-    """``num / den <= t`` exactly for integer arrays (``0 <= num <= den``, ``0 < den < 2^53``)
-    and a float ``t``: the float64 quotient is rounded once, and rounding is monotone, so it
-    decides every case but a tie with ``t``, which integers settle.
-
-    >>> ratio_at_most(np.array([1, 1]), np.array([3, 4]), 1 / 3).tolist()
-    [False, True]
-    """
-    num = np.asarray(num, np.int64)
-    den = np.asarray(den, np.int64)
-    q = num / den
-    out = q < t
-    tie = np.nonzero(q == t)[0]
-    if len(tie):
-        p, d = Fraction(t).as_integer_ratio()
-        out[tie] = [int(n) * d <= p * int(m) for n, m in zip(num[tie].tolist(), den[tie].tolist())]
-    return out
-
 
 def abs_diff_at_most(a: np.ndarray, b: np.ndarray, t: float) -> np.ndarray:
     """``|a - b| <= t`` exactly for float64 arrays (finite) and a float ``t >= 0``: ``s = fl(a - b)``
@@ -294,8 +275,7 @@ class Measure:
             else:
                 out[k] = np.abs(x - y) / (1.0 if self.kind == "date" else TICKS_PER_SECOND)
         elif self.metric == JACCARD:
-            n_a, n_b, o = self._overlaps(x, y)
-            out[k] = (n_a + n_b - 2 * o) / (n_a + n_b - o)
+            out[k] = jaccard_distance(*self._overlaps(x, y))
         else:
             sp = self.space
             out[k] = sp.rowwise(sp.prepare(list(x)), sp.prepare(list(y)))
@@ -366,8 +346,7 @@ class Condition:
             else:
                 res = np.abs(x - y) <= self.threshold
         elif m.metric == JACCARD:
-            n_a, n_b, o = m._overlaps(x, y)
-            res = ratio_at_most(n_a + n_b - 2 * o, n_a + n_b - o, self.threshold)
+            res = jaccard_le(jaccard_distance(*m._overlaps(x, y)), self.threshold)
         elif m.metric == LEVENSHTEIN:
             from rapidfuzz import process
             from rapidfuzz.distance import Levenshtein
@@ -377,7 +356,7 @@ class Condition:
             res = d <= self.threshold
         else:
             sp = m.space
-            res = sp.rowwise(sp.prepare(list(x)), sp.prepare(list(y))) <= self.threshold
+            res = sp.le(sp.rowwise(sp.prepare(list(x)), sp.prepare(list(y))), sp.radius(self.threshold))
         ok[k] = res
         return ok
 

@@ -1,10 +1,14 @@
 """A brute-force oracle of ``link``, written apart from the operator: every rule on every pair.
 
 It shares no code with ``driftjoin.linkage``: edit distances from rapidfuzz, Jaccard and absolute
-differences with ``fractions.Fraction`` (exact), tokens with its own loops, windows from their
-definitions. A record is a dict with ``id``, ``side`` (0 or 1), ``t`` (ticks) and its columns
+differences with ``fractions.Fraction`` (exact; a float Jaccard threshold stands for the simplest
+fraction that rounds to it, ``0.3`` is 3/10, found by search: :func:`meant`), tokens with its own
+loops, windows from their definitions. A record is a dict with ``id``, ``side`` (0 or 1), ``t`` (ticks) and its columns
 (None for null). A condition is ``(column, kind, metric, threshold, tokens)`` with thresholds in
-the column's unit (dates: days, timestamps: microseconds).
+the column's unit (dates: days, timestamps: microseconds); ``metric`` is a name or a user metric
+(a callable, evaluated on the pair). Vector distances are float computations by definition: the
+oracle evaluates :meth:`driftjoin.distance.Metric.pairwise` (the definition, not link's code) and
+compares the float with the threshold.
 """
 
 from __future__ import annotations
@@ -13,7 +17,10 @@ import math
 from fractions import Fraction
 from itertools import combinations
 
+import numpy as np
 from rapidfuzz.distance import Levenshtein
+
+from driftjoin.distance import METRICS, get_metric
 
 
 def oracle_words(text: str) -> list[str]:
@@ -60,8 +67,12 @@ def distance(cond, a, b):
     x, y = a.get(column), b.get(column)
     if _null(kind, x) or _null(kind, y):
         return None
+    if callable(metric):
+        return float(metric(x, y))
     if metric == "equal":
         return 0 if x == y else 1
+    if metric in METRICS:
+        return float(get_metric(metric).pairwise(np.array([x], float), np.array([y], float))[0, 0])
     if metric == "levenshtein":
         return Levenshtein.distance(x, y)
     if metric == "jaccard":
@@ -74,13 +85,26 @@ def distance(cond, a, b):
     raise ValueError(metric)
 
 
+def meant(t) -> Fraction:
+    """The number a float Jaccard threshold stands for: the fraction of smallest denominator
+    (searched up to 1000, far above the tests' unions) that rounds to it; else the float itself."""
+    if isinstance(t, float):
+        for q in range(1, 1001):
+            for p in (math.floor(t * q), math.ceil(t * q)):
+                if float(Fraction(p, q)) == t:
+                    return Fraction(p, q)
+    return Fraction(t)
+
+
 def holds(cond, d) -> bool:
     if d is None:
         return False
     _, _, metric, threshold, _ = cond
     if metric == "equal":
         return d == 0
-    return d <= Fraction(threshold)
+    if isinstance(d, float):
+        return d <= threshold  # a float distance: its definition is the float comparison
+    return d <= (meant(threshold) if metric == "jaccard" else Fraction(threshold))
 
 
 def windows_of(kind: str, t: int, length: int = 0, slide: int = 0):

@@ -20,10 +20,19 @@ from driftjoin.windows import Windowing
 
 from .oracle import distance, oracle_link
 
-KINDS = {"name": "string", "zip": "string", "age": "number", "dob": "date", "addr": "string", "tags": "set"}
+KINDS = {"name": "string", "zip": "string", "age": "number", "dob": "date", "addr": "string", "tags": "set",
+         "vec": "vector", "ts": "timestamp"}
 NAMES = ["anna", "ann", "anne", "bob", "bobby", "annab", "", "ab", "ba", "nna", "anna b"]
 ADDRS = ["1 high st", "1 high street", "2 high st", "1 low st", "high st 1", "", "3 mill rd", "mill rd"]
 AGES = [0.1, 0.2, 0.3, 0.7, 1.0, 3.3, 1e16, -0.0, 0.0, math.nan, math.inf]
+VECS = [[0.0, 0.0], [1.0, 0.0], [0.0, 1.0], [1.0, 1.0], [2.0, 2.0], [3.0, 0.0], [0.5, 0.5]]
+#: timestamps in microseconds
+TSS = [0, 1_000_000, 1_500_000, 3_000_000, 3_000_001, 86_400 * 10**6]
+
+
+def length_gap(a: str, b: str) -> float:
+    """A user metric (a pseudometric: it satisfies the triangle inequality S3J needs)."""
+    return float(abs(len(a) - len(b)))
 
 
 def _maybe(values):
@@ -40,20 +49,36 @@ def _record(draw, i, side):
         "dob": draw(_maybe(list(range(4)))),
         "addr": draw(_maybe(ADDRS)),
         "tags": draw(st.one_of(st.none(), st.lists(st.sampled_from("xyz"), max_size=3), st.lists(st.sampled_from("xy"), min_size=1, max_size=2))),
+        "vec": draw(_maybe(VECS)),
+        "ts": draw(_maybe(TSS)),
     }
 
 
 CONDITIONS = [
     ("zip", "equal"), ("name", "equal"), ("dob", "equal"), ("age", "equal"),
     ("name", "levenshtein"), ("addr", "jaccard_words"), ("addr", "jaccard_q2"), ("tags", "jaccard"),
-    ("age", "within"), ("dob", "within"),
+    ("age", "within"), ("dob", "within"), ("ts", "within"), ("vec", "euclidean"), ("name", "user"),
 ]
+
+
+def _written(col, metric, t):
+    """``(metric, threshold)`` as a rule writes it (timestamps: seconds; the oracle holds microseconds)."""
+    if metric == "user":
+        return length_gap, t
+    if col == "ts":
+        return "within", t / 1e6
+    return metric.split("_")[0], t
 
 
 def _threshold(draw, col, metric, records):
     """A threshold, often exactly a distance between two of the records."""
-    cond = (col, KINDS[col], metric.split("_")[0], None, {"jaccard_words": "words", "jaccard_q2": "qgrams:2"}.get(metric))
+    base = length_gap if metric == "user" else metric.split("_")[0]
+    cond = (col, KINDS[col], base, None, {"jaccard_words": "words", "jaccard_q2": "qgrams:2"}.get(metric))
     ds = [d for a in records for b in records if (d := distance(cond, a, b)) is not None]
+    if metric in ("euclidean", "user"):
+        return draw(st.sampled_from([float(d) for d in ds if d > 0][:6] + [0.5, 1.0, 2.0]))
+    if col == "ts":
+        return draw(st.sampled_from([int(d) for d in ds][:6] + [0, 500_000, 1_500_000]))
     if metric == "levenshtein":
         return draw(st.sampled_from([0, 1, 2, *[int(d) for d in ds][:5]]))
     if metric.startswith("jaccard"):
@@ -70,6 +95,9 @@ def scenarios(draw):
     self_join = draw(st.booleans())
     n = draw(st.integers(2, 18))
     records = [_record(draw, i, 0 if self_join else draw(st.integers(0, 1))) for i in range(n)]
+    for col, value in (("vec", VECS[0]), ("name", "anna")):  # S3J draws its centroids from usable values
+        if all(r[col] is None for r in records):
+            records[0][col] = value
     times = [draw(st.integers(0, 40)) for _ in range(n)]
     for r, t in zip(records, times):
         r["t"] = t
@@ -85,8 +113,9 @@ def scenarios(draw):
                 continue
             t = _threshold(draw, col, metric, records)
             tokens = {"jaccard_words": "words", "jaccard_q2": "qgrams:2"}.get(metric)
-            base = metric.split("_")[0]
-            rule[col] = (base, t) if tokens is None else (base, t, tokens)
+            base = length_gap if metric == "user" else metric.split("_")[0]
+            written = _written(col, metric, t)
+            rule[col] = written if tokens is None else (*written, tokens)
             conds.append((col, KINDS[col], base, t, tokens))
         rules.append(rule)
         spec.append(conds)
@@ -159,12 +188,12 @@ def check_against_oracle(rs, spec, records, pairs: LinkPairs, *, self_join, wind
         first, sat, dist = expected[key]
         assert int(pairs.rule[k]) == first and lists[k] == sat, key
         for j, m in enumerate(rs.measures):
-            want = dist[(m.column, m.metric, m.tokens)]
+            want = dist[(m.column, length_gap if m.metric == "callable" else m.metric, m.tokens)]
             d = pairs.distances[k, j]
             if want is None:
                 assert math.isnan(d), (key, m.field, d)
             else:
-                unit = Fraction(1)
+                unit = Fraction(1, 10**6) if (m.kind, m.metric) == ("timestamp", "within") else Fraction(1)  # seconds
                 assert d == float(want * unit), (key, m.field, d, want)
 
 
@@ -216,3 +245,19 @@ def test_within_on_dates_and_timestamps_takes_durations():
                      {"dob": "date", "ts": "timestamp"})
     assert [c.threshold for r in rs.rules for c in r.conditions] == [2.0, 90 * 60 * 10**6, 3.0]
     assert [m.field for m in rs.measures] == ["dob", "ts"]
+
+
+@pytest.mark.parametrize("threshold, linked", [(0.3, True), (Fraction(3, 10), True), (0.29, False), (0.1, False)])
+def test_jaccard_thresholds_are_the_numbers_written(threshold, linked):
+    """A pair at Jaccard distance exactly 3/10 links under 0.3 (which stands for 3/10, as in
+    similarity_join), whichever driver finds it, and not under 0.29."""
+    tokens = list("abcdefghij")
+    records = [{"id": 1, "side": 0, "t": 0, "tags": tokens[:7], "zip": "a"},
+               {"id": 2, "side": 0, "t": 0, "tags": tokens, "zip": "a"}]
+    for rules, drive in (([{"tags": ("jaccard", threshold)}], None), ([{"zip": "equal", "tags": ("jaccard", threshold)}],
+                                                                       ["block"])):
+        rs = check_rules(rules, {"tags": "set", "zip": "string"})
+        pairs = run_core(rs, records, self_join=True, windows=Windowing.unbounded(), cuts=[1], workers=2, drive=drive)
+        assert pairs.tuples() == ([(1, 2, 0, 0)] if linked else [])
+        if linked:
+            assert pairs.distances[0, rs.measures.index(next(m for m in rs.measures if m.column == "tags"))] == 0.3

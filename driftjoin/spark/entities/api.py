@@ -7,16 +7,14 @@ from typing import Any
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
-from pyspark.sql.pandas.types import to_arrow_schema
 
-from driftjoin.entitygraph import EntityRules
 from driftjoin.spark.entities.plan import EntitiesPlan, id_type, ingest_column, normalise, output_schema
 from driftjoin.spark.entities.processor import EntityProcessor
 from driftjoin.spark.entities.settings import EntitiesSettings
 from driftjoin.spark.runtime.plan_store import remember
-from driftjoin.spark.runtime.session import prepare_for_stateful, prepare_session
+from driftjoin.spark.runtime.session import prepare_session
 from driftjoin.spark.runtime.settings import SettingError
-from driftjoin.spark.runtime.static import static_arrow_udf
+from driftjoin.spark.runtime.stages import stateful_stage
 
 #: ``kind`` of the output rows.
 KINDS = ("new", "joined", "merged", "refused")
@@ -129,19 +127,15 @@ def entities(
         raise SettingError("expire_after", "applies to streams (a static DataFrame is resolved whole): drop it",
                            show_value=False)
     metrics_dir = prepare_session(spark, s.metrics_dir)
-    rules = EntityRules(s.two_sided, s.max_size, s.one_per_source, s.expire_seconds())
-    plan = EntitiesPlan(rules, "long" if isinstance(kind, T.LongType) else "string", s.time_col is not None,
-                        s.source_cols is not None, metrics_dir)
+    plan = EntitiesPlan.of(s, kind, metrics_dir)
     data = normalise(links, s, kind, ingest).where(F.col("reason").isNull()).drop("reason", "raw")
     schema = output_schema(kind)
-    if links.isStreaming:
-        # the RocksDB state store; the number of state partitions stays what the session (or the
-        # join before this stage, in the same query) set: the key uses one of them
-        prepare_for_stateful(spark, int(spark.conf.get("spark.sql.shuffle.partitions")))
-        raw = data.groupBy("key").transformWithStateInPandas(EntityProcessor(plan), schema, "Append", "None")
-        return remember(_columns(raw), plan)
-    udf = static_arrow_udf(lambda: EntityProcessor(plan, static=True), to_arrow_schema(schema))
-    return _columns(data.groupBy("key").applyInArrow(udf, schema))
+    # one key (one stateful task does the work); the stage keeps the session's number of state
+    # partitions (or those of the join before it in the same query, which a checkpoint fixes)
+    partitions = int(spark.conf.get("spark.sql.shuffle.partitions"))
+    static = not links.isStreaming
+    raw = stateful_stage(data, "key", lambda: EntityProcessor(plan, static=static), schema, partitions=partitions)
+    return remember(_columns(raw), plan)
 
 
 def _columns(raw: DataFrame) -> DataFrame:

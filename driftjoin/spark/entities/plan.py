@@ -17,25 +17,28 @@ from typing import Any
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
-from pyspark.sql.streaming.stateful_processor import StatefulProcessorHandle
 
 from driftjoin.entitygraph import EntityRules
 from driftjoin.entitygraph.facts import STATE_FORMAT
 from driftjoin.spark.runtime.columns import time_seconds
-from driftjoin.spark.runtime.plan_guard import PlanGuard
+from driftjoin.spark.runtime.plan_guard import OperatorPlan
 from driftjoin.spark.runtime.settings import SettingError
 from driftjoin.spark.entities.settings import EntitiesSettings
 
 #: The one grouping key of the stateful stage (it never depends on the settings, so it is also
 #: the key that stores and checks the plan).
 KEY = 0
-#: Settings a restart may change (they do not touch the state).
-ADOPTABLE = frozenset({"metrics_dir"})
 
 
 @dataclass(frozen=True)
-class EntitiesPlan:
-    """Everything the stateful stage needs, fixed when the query is built (shipped by pickling)."""
+class EntitiesPlan(OperatorPlan):
+    """Everything the stateful stage needs, fixed when the query is built (shipped by pickling).
+    A restart may change ``metrics_dir`` only (the default of
+    :class:`~driftjoin.spark.runtime.plan_guard.OperatorPlan`)."""
+
+    operator = "entities"
+    #: one logical worker: the key :data:`KEY` holds the whole graph
+    parallelism = 1
 
     rules: EntityRules
     #: "long" or "string"
@@ -54,8 +57,13 @@ class EntitiesPlan:
                 "id_type": self.id_type, "time_col": self.timed, "source_cols": self.sourced,
                 "run_cap": self.run_cap, "metrics_dir": self.metrics_dir}
 
-    def guard(self, handle: StatefulProcessorHandle) -> PlanGuard:
-        return PlanGuard(handle, "entities", self.settings(), ADOPTABLE)
+    @classmethod
+    def of(cls, settings: EntitiesSettings, id_type: T.DataType, metrics_dir: str | None) -> EntitiesPlan:
+        """The plan of ``entities`` with ``settings`` (checked) over ids of ``id_type``."""
+        s = settings
+        rules = EntityRules(s.two_sided, s.max_size, s.one_per_source, s.expire_seconds())
+        return cls(rules, "long" if isinstance(id_type, T.LongType) else "string", s.time_col is not None,
+                   s.source_cols is not None, metrics_dir)
 
 
 def id_type(links: DataFrame, s: EntitiesSettings) -> T.DataType:

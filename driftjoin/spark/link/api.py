@@ -10,7 +10,6 @@ import pyarrow as pa
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
-from pyspark.sql.pandas.types import to_arrow_schema
 
 from driftjoin.linkage.choose import build_core, estimates_as_dicts
 from driftjoin.linkage.plan import LinkCore
@@ -26,9 +25,10 @@ from driftjoin.spark.link.router import dead_letter_batches, route_links
 from driftjoin.spark.link.settings import DEFAULT_WINDOW, LinkSettings, rule_error
 from driftjoin.spark.runtime.columns import check_time_column, common_id_type
 from driftjoin.spark.runtime.plan_store import remember
-from driftjoin.spark.runtime.session import prepare_for_stateful, prepare_session, worker_placement
+from driftjoin.spark.runtime.jvm import arrow_schema
+from driftjoin.spark.runtime.session import prepare_session, worker_placement
 from driftjoin.spark.runtime.settings import SettingError
-from driftjoin.spark.runtime.static import static_arrow_udf
+from driftjoin.spark.runtime.stages import inputs_streaming, stateful_stage
 from driftjoin.windows import Windowing
 
 log = logging.getLogger("driftjoin")
@@ -209,10 +209,9 @@ def link(
     [(1, 2, 0, [0, 1], 1.0)]
     """
     s = LinkSettings.check({n: v for n, v in locals().items() if n in LinkSettings.names()})
+    streaming = inputs_streaming(left, right)
     spark = left.sparkSession
     metrics_dir = prepare_session(spark, metrics_dir)
-    if right is not None and right.isStreaming != left.isStreaming:
-        raise SettingError("right", "must be streaming if left is, and static if left is", show_value=False)
     for df in (left, right):
         for name, what in ((ingest_col, "ingest_col"), (time_col, "time_col")):
             if df is not None and name is not None:
@@ -241,18 +240,12 @@ def link(
     data = frames[0] if len(frames) == 1 else frames[0].unionByName(frames[1])
     rschema = routed_schema(plan, id_type)
     pschema = pair_schema(plan, id_type)
-    rarrow = to_arrow_schema(rschema)
+    rarrow = arrow_schema(rschema)
     routed = data.mapInArrow(lambda it: route_links(plan, it, rarrow), rschema)
-    if data.isStreaming:
-        if metrics_dir:
-            attach(spark, SplitController(metrics_dir, parallelism, min_heavy=min_heavy))
-        prepare_for_stateful(spark, partitions)
-        raw = routed.groupBy("key").transformWithStateInPandas(LinkProcessor(plan), pschema, "Append", "None")
-        return remember(_pair_columns(raw, plan), plan)
-    spark.conf.set("spark.sql.shuffle.partitions", str(partitions))
-    raw = routed.groupBy("key").applyInArrow(static_arrow_udf(lambda: LinkProcessor(plan), to_arrow_schema(pschema)),
-                                             pschema)
-    return _pair_columns(raw, plan)
+    if streaming and metrics_dir:
+        attach(spark, SplitController(metrics_dir, parallelism, min_heavy=min_heavy))
+    raw = stateful_stage(routed, "key", lambda: LinkProcessor(plan), pschema, partitions=partitions)
+    return remember(_pair_columns(raw, plan), plan)
 
 
 def invalid_links(
@@ -296,6 +289,7 @@ def invalid_links(
     link_settings.pop("sample", None)
     s = LinkSettings.check({"rules": rules, "id_col": id_col, "time_col": time_col, "ingest_col": ingest_col,
                             **link_settings})
+    inputs_streaming(left, right)
     prepare_session(left.sparkSession)
     ruleset, kinds, id_type, _, frames = _inputs(left, right, s, id_col, time_col, ingest_col, True)
     data = frames[0] if len(frames) == 1 else frames[0].unionByName(frames[1])

@@ -14,26 +14,22 @@ from __future__ import annotations
 import hashlib
 import pickle
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, ClassVar
 
 import numpy as np
 import pandas as pd
 import pyarrow as pa
 import pyarrow.compute as pc
 from pyspark.sql import types as T
-from pyspark.sql.streaming.stateful_processor import StatefulProcessorHandle
 
 from driftjoin.linkage.drivers import PrefixDriver, S3JDriver
 from driftjoin.linkage.plan import LinkCore
 from driftjoin.linkage.records import Fields
 from driftjoin.linkage.rules import NULL_TIME
 from driftjoin.linkage.worker import STATE_FORMAT
-from driftjoin.spark.runtime.keys import SlotPlan
-from driftjoin.spark.runtime.plan_guard import PlanGuard
+from driftjoin.spark.runtime.plan_guard import OperatorPlan
 from driftjoin.windows import INTERVAL, UNBOUNDED, Windowing
 
-#: Plan settings a restarted query may change (they do not touch state).
-ADOPTABLE = frozenset({"metrics_dir"})
 #: Pairs per output frame (bounds the Arrow buffers between the Python worker and the JVM).
 OUTPUT_CHUNK = 200_000
 
@@ -43,8 +39,12 @@ def _fingerprint(value: Any) -> str:
 
 
 @dataclass(frozen=True)
-class LinkPlan(SlotPlan):
-    """Everything the link operators need (module docstring)."""
+class LinkPlan(OperatorPlan):
+    """Everything the link operators need (module docstring); its guard is
+    :class:`~driftjoin.spark.runtime.plan_guard.OperatorPlan`'s (``metrics_dir`` may change on a
+    restart, nothing else)."""
+
+    operator: ClassVar[str] = "link"
 
     core: LinkCore
     #: column -> kind of every column the rules read
@@ -84,9 +84,6 @@ class LinkPlan(SlotPlan):
                 "parallelism": self.parallelism, "partitions": self.partitions, "self_join": self.self_join,
                 **self.windows.settings(), "time_basis": self.time_basis, "lateness": self.lateness,
                 "metrics_dir": self.metrics_dir}
-
-    def guard(self, handle: StatefulProcessorHandle) -> PlanGuard:
-        return PlanGuard(handle, "link", self.settings(), ADOPTABLE)
 
 
 def column_type(kind: str) -> T.DataType:

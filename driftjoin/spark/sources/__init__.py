@@ -1,2 +1,4 @@
-"""Generated streams as Spark data sources: ``format("driftjoin")`` (vectors) and
-``format("driftjoin-docs")`` (JSON documents); replayable, so exactly-once."""
+"""Generated streams as Spark data sources, replayable, so exactly-once: :mod:`.generator`
+(``format("driftjoin")``, vectors), :mod:`.documents` (``format("driftjoin-docs")``, JSON
+documents) and :mod:`.persons` (``format("driftjoin-persons")``, person records with known
+duplicates, for ``link`` and ``entities``)."""

@@ -62,8 +62,9 @@ def _check(rows, got, expected_records, self_join=True, window=("unbounded",)):
         assert key not in keyed, f"{key} twice"
         keyed[key] = r
     assert {(a, b) for a, b, _ in keyed} == {(a, b) for a, b, _ in exp}
+    by_pair = {k[:2]: v for k, v in exp.items()}
     for (a, b, _), r in keyed.items():
-        first, sat, dist = next(v for k, v in exp.items() if k[:2] == (a, b))
+        first, sat, dist = by_pair[(a, b)]
         assert r.rule == first and r.rules == sat
         d = r.distances.asDict()
         for (col, metric, tokens), want in dist.items():
@@ -97,11 +98,16 @@ def test_static_two_sided_with_hot_postcodes_split(spark, tmp_path):
 
 
 def test_streaming_within_restart_and_refused_change(spark, tmp_path):
+    """One micro-batch, a restart from the checkpoint, two more: pairs within 10 s cross both the
+    restart and a batch boundary; a restart with other rules is refused."""
     people = _people(240, seed=6)
     for k, p in enumerate(people):
         p["ts"] = 1_700_000_000 + k * 0.25  # 60 s of records
-    write_batches(tmp_path / "in", [[{**p, "dob": None if p["dob"] is None else str(EPOCH + dt.timedelta(days=p["dob"]))}
-                                     for p in people[i : i + 60]] for i in range(0, 120, 60)])
+
+    def files(lo, hi, start):
+        write_batches(tmp_path / "in", [[{**p, "dob": None if p["dob"] is None else str(EPOCH + dt.timedelta(days=p["dob"]))}
+                                         for p in people[i : i + 80]] for i in range(lo, hi, 80)], start=start)
+
     schema = "id long, given_name string, surname string, dob date, address string, postcode string, ts double"
 
     def run(rules=RULES):
@@ -109,15 +115,15 @@ def test_streaming_within_restart_and_refused_change(spark, tmp_path):
         pairs = link(stream, rules=rules, within="10 seconds", time_col="ts", watermark="1 hour", parallelism=2)
         return run_available_now(pairs, tmp_path / "out", tmp_path / "ckpt")
 
+    files(0, 80, 0)
     run()
-    write_batches(tmp_path / "in", [[{**p, "dob": None if p["dob"] is None else str(EPOCH + dt.timedelta(days=p["dob"]))}
-                                     for p in people[i : i + 60]] for i in range(120, 240, 60)], start=2)
+    files(80, 240, 1)
     run()
     rows = spark.read.parquet(str(tmp_path / "out")).collect()
     for p in people:
         p["side"], p["t"] = 0, round((p["ts"] - 1_700_000_000) * 1e6)
     assert _check(rows, rows, people, window=("interval", 10 * 10**6)) > 10
-    write_batches(tmp_path / "in", [[{**people[0], "id": 10**6, "dob": None}]], start=4)
+    write_batches(tmp_path / "in", [[{**people[0], "id": 10**6, "dob": None}]], start=3)
     with pytest.raises(StreamingQueryException, match="rules"):
         run(RULES[:2])
 
