@@ -2,7 +2,7 @@
 checkpoint, and check at the end that every result came out exactly once.
 
 One harness for every operator (``--operator similarity|topk|natural|equi``, the window kinds
-``similarity-sliding|similarity-within``, and the metric join ``levenshtein|jaccard``; the adapters are in
+``similarity-sliding|similarity-within``, the metric join ``levenshtein|jaccard`` and ``link``; the adapters are in
 ``bench/crash_operators.py``: input producer, job, oracle comparison). A producer writes
 JSON-lines input files at a steady rate until the last crash (each record carries its own time,
 so windows do not depend on when a batch ran). The job (this file with ``--job``) runs the join

@@ -24,8 +24,14 @@ record, so that a lost or repeated result can be traced to the micro-batch that 
 - ``jaccard``: ``similarity_join`` self-join of token sets (Jaccard 0.5, prefix filtering),
   sliding windows of 10 s every 5 s on event time; oracle: Python set arithmetic between
   neighbouring buckets, each pair once per window that holds both records.
+- ``link``: ``link`` self-link of person-like records, three rules (one on hot postcodes, split by the
+  control plane), ``within="5 seconds"`` on event time; oracle: every rule on every pair with rapidfuzz,
+  each pair once with its first rule.
 - ``equi``: ``equi_join`` (Streaming HyperCube, 3 workers) of two inputs with Zipf keys whose
   hot set moves, pairs within 2 seconds; oracle: a plain hash join with the time predicate.
+- ``entities``: ``entities`` over links of a growing id range with ``max_size=12``; oracle: the
+  entity rules replayed on the links as the query cut them into batches (tests/entities/oracle.py):
+  every row (ids, previous ids, kinds, sizes, refused links) once, and the same final ids.
 
 Times are multiples of 1/1024 s, exact in a double, so window boundaries are the same numbers
 in Spark and in the oracle.
@@ -459,6 +465,134 @@ class Jaccard(Adapter):
         return Comparison(got, expected, lambda item: max(item[0], item[1]) // self.per_file)
 
 
+class Link(Adapter):
+    """``link`` self-link of person records (three rules, two of them blocked by a Zipf postcode: the
+    control plane splits the hot postcodes' groups mid-stream, ``min_heavy=8``), ``within="5
+    seconds"`` on event time; oracle: every rule on every pair 5 s apart, the first rule each pair
+    satisfies."""
+
+    name, sources, per_file = "link", ("S",), 40
+    within = 5.0
+    rules = [{"postcode": "equal", "surname": ("levenshtein", 1)},
+             {"given_name": "equal", "surname": "equal"},
+             {"postcode": "equal", "given_name": ("levenshtein", 1)}]
+
+    def records(self, source, f, now):
+        rng = np.random.default_rng(f)
+        return [{"id": f * self.per_file + k, "given_name": _typo(rng, NAMES[int(rng.integers(len(NAMES)))]),
+                 "surname": _typo(rng, NAMES[int(rng.integers(len(NAMES)))][::-1]),
+                 "postcode": None if rng.random() < 0.1 else str(int(rng.zipf(1.5)) % 20), "ts": stamp(now, k)}
+                for k in range(self.per_file)]
+
+    def schema(self, source):
+        return "id long, given_name string, surname string, postcode string, ts double"
+
+    def job(self, spark, read, metrics_dir, balance):
+        from pyspark.sql import functions as F
+
+        from driftjoin import link
+
+        people = read("S").withColumn("ts", F.col("ts").cast("timestamp"))
+        return link(people, rules=self.rules, within=f"{self.within:g} seconds", time_col="ts", watermark="10 seconds",
+                    parallelism=3, min_heavy=8, drive=["block", None, "block"], metrics_dir=metrics_dir)
+
+    def compare(self, spark, work):
+        from rapidfuzz.distance import Levenshtein as Lev
+
+        rows = [r for _, r in read_lines(work, "S")]
+
+        def first_rule(x, y):
+            if x["postcode"] is not None and x["postcode"] == y["postcode"] and Lev.distance(x["surname"], y["surname"]) <= 1:
+                return 0
+            if x["given_name"] == y["given_name"] and x["surname"] == y["surname"]:
+                return 1
+            if x["postcode"] is not None and x["postcode"] == y["postcode"] and Lev.distance(x["given_name"], y["given_name"]) <= 1:
+                return 2
+            return None
+
+        def close(a, b):
+            return [(i, j) for i, x in enumerate(a) for j, y in enumerate(b) if first_rule(x, y) is not None]
+
+        expected = Counter()
+        for x, y in _bucket_pairs(rows, self.within, close):
+            a, b = sorted((rows[x]["id"], rows[y]["id"]))
+            expected[(a, b, first_rule(rows[x], rows[y]))] += 1
+        got = Counter((r.left_id, r.right_id, r.rule)
+                      for r in spark.read.parquet(str(work / "out")).select("left_id", "right_id", "rule").collect())
+        return Comparison(got, expected, lambda item: max(item[0], item[1]) // self.per_file)
+
+
+class Entities(Adapter):
+    """Links between records of a growing id range (most near the file's own records, some to
+    records of earlier files, so entities formed in different batches merge), ``entities`` with a
+    ``max_size`` guard. The oracle (tests/entities/oracle.py, written apart) replays the links batch
+    by batch as the query cut them (the checkpoint's offsets and file-source logs): every row of
+    every batch, refused links included, and each record's final entity id."""
+
+    name, sources, per_file = "entities", ("S",), 30
+    max_size = 12
+
+    def records(self, source, f, now):
+        rng = np.random.default_rng(f)
+        base = f * 20
+        out = []
+        for k in range(self.per_file):
+            a = base + int(rng.integers(0, 20))
+            b = int(rng.integers(0, base + 20)) if rng.random() < 0.15 else base + int(rng.integers(0, 20))
+            out.append({"a": a, "b": b, "t": stamp(now, k)})
+        return out
+
+    def schema(self, source):
+        return "a long, b long, t double"
+
+    def job(self, spark, read, metrics_dir, balance):
+        from driftjoin import entities
+
+        return entities(read("S"), left_col="a", right_col="b", time_col="t", max_size=self.max_size,
+                        metrics_dir=metrics_dir)
+
+    def compare(self, spark, work):
+        import sys
+
+        from crash_harness import batch_files, commits
+
+        sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+        from tests.entities.oracle import Oracle
+
+        lines = {f: [] for f, _ in read_lines(work, "S")}
+        for f, r in read_lines(work, "S"):
+            lines[f].append((r["a"], r["b"], r["t"], None, None))
+        files = batch_files(work)
+        oracle = Oracle(max_size=self.max_size)
+        expected = Counter()
+        first_file = {}
+        seq = 0
+        for batch in sorted(b for b in commits(work) if files.get(b)):
+            names = sorted(name for name, _ in files[batch])
+            links = [link for name in names for link in lines[int(name[1:6])]]
+            if not links:
+                continue
+            got = oracle.batch(seq, links)
+            for (side, record), (entity, previous, kind, size) in got["rows"].items():
+                expected[(seq, side, record, entity, previous, kind, size)] += 1
+            for x, y, why in got["refused"]:
+                expected[(seq, x[0], x[1], None, y[1], "refused", why)] += 1
+            first_file[seq] = int(names[0][1:6])
+            seq += 1
+        got = Counter()
+        for r in spark.read.parquet(str(work / "out")).collect():
+            if r.kind == "refused":
+                got[(r.seq, r.side, r.record_id, None, r.other_id, "refused", r.reason)] += 1
+            else:
+                got[(r.seq, r.side, r.record_id, r.entity_id, r.previous_id, r.kind, r.entity_size)] += 1
+        from driftjoin import current_entities
+
+        final = {(r.side, r.record_id): r.entity_id for r in current_entities(spark.read.parquet(str(work / "out"))).collect()}
+        return Comparison(got, expected, lambda item: first_file.get(item[0], -1),
+                          {"final_ids_equal": final == oracle.ids(), "batches": seq})
+
+
 OPERATORS: dict[str, Callable[[], Adapter]] = {
     "similarity": Similarity, "similarity-sliding": SimilaritySliding, "similarity-within": SimilarityWithin,
-    "topk": TopK, "natural": Natural, "equi": Equi, "levenshtein": Levenshtein, "jaccard": Jaccard}
+    "topk": TopK, "natural": Natural, "equi": Equi, "levenshtein": Levenshtein, "jaccard": Jaccard, "link": Link,
+    "entities": Entities}

@@ -132,7 +132,8 @@ def run(config: Path = typer.Argument(..., metavar="JOB.toml", help="TOML job fi
                                                                           "(like trigger = \"available-now\")."),
         verbose: bool = VERBOSE,
         log_level: str = LOG_LEVEL) -> None:
-    """Run a similarity-join job described by a TOML config file: progress, then a summary."""
+    """Run a similarity-join job described by a TOML config file (and its entities, with an [entities]
+    table): progress, then a summary."""
     from driftjoin.app.runner import JobConfig
 
     cfg = JobConfig.load(config)
@@ -174,7 +175,9 @@ def _run_job(cfg, *, timeout: float, available_now: bool, verbose: bool, log_lev
             raise QueryFailed(str(outcome.error)) from outcome.error
         result = print_summary(console, spark, job, outcome, "driftjoin run summary")
         if job.pairs_path:
-            console.print(f"pairs (Parquet, read with spark.read.parquet): {job.pairs_path}")
+            what = ("entity changes (Parquet; driftjoin.current_entities gives each record's entity)"
+                    if job.entities else "pairs (Parquet, read with spark.read.parquet)")
+            console.print(f"{what}: {job.pairs_path}")
         if result["nothing_valid"]:
             raise NothingValid(result["nothing_valid"])
         if outcome.reason == "interrupted":

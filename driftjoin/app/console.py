@@ -176,10 +176,12 @@ def print_summary(console: Console, spark, job, outcome: Outcome, title: str) ->
     returned dict has the rows and ``nothing_valid``: a message when records were read but none
     was joined (every one a dead letter), else None.
     """
-    from driftjoin.app.report import STARTUP_BATCHES, summary
+    from driftjoin.app.report import STARTUP_BATCHES, entities_summary, summary
 
     main = job.queries[0]
-    totals, per_worker = summary(job.metrics_dir, run_id=str(main.runId)) if job.metrics_dir else ({}, None)
+    link = getattr(job, "operator", "similarity_join") == "link"
+    totals, per_worker = (summary(job.metrics_dir, run_id=str(main.runId), operator="link" if link else "computation")
+                          if job.metrics_dir else ({}, None))
     rows: dict[str, object] = {"ended": outcome.reason, "micro-batches (this run)": outcome.batches,
                                "records read (this run)": outcome.records}
     if totals:
@@ -188,8 +190,24 @@ def print_summary(console: Console, spark, job, outcome: Outcome, title: str) ->
         rows["duplication ratio (this run)"] = totals["duplication_ratio"]
         rows["comparisons ratio (this run)"] = totals["comparisons_ratio"]
         rows["late records (this run)"] = totals["late"]
+        if link:
+            rows["pairs per rule, first rule (this run)"] = ", ".join(
+                f"{r}: {n:,}" for r, n in enumerate(totals.get("pairs_per_rule", []))) or "0"
+            rows["records without a rule's field (this run)"] = ", ".join(
+                f"{r}: {n:,}" for r, n in enumerate(totals.get("nulls_per_rule", []))) or "0"
+    ents = entities_summary(job.metrics_dir, run_id=str(main.runId)) if getattr(job, "entities", False) else None
+    if ents is not None:
+        rows["entities now (records in them)"] = f"{ents['entities']:,} ({ents['records']:,})"
+        rows["largest entity (records)"] = ents["largest"]
+        rows["new entities (this run)"] = ents["new_entities"]
+        rows["merges (this run)"] = ents["merges"]
+        refused = ", ".join(f"{k} {v:,}" for k, v in ents["refused_by"].items() if v)
+        rows["links refused by a guard (this run)"] = f"{ents['refused']:,}" + (f" ({refused})" if refused else "")
+        if ents["expired_entities"]:
+            rows["entities expired (this run)"] = ents["expired_entities"]
     if job.pairs_path:
-        rows["pairs in the sink (all runs)"] = count_rows(spark, job.pairs_path)
+        label = "entity rows in the sink (all runs)" if getattr(job, "entities", False) else "pairs in the sink (all runs)"
+        rows[label] = count_rows(spark, job.pairs_path)
     rows["dead letters (all runs)"] = dead_letter_counts(spark, job.dead_letters_path)
     kept = None if job.available_now else keeping_up(outcome.reports, job.trigger_seconds)
     if kept is not None:

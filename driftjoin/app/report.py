@@ -51,7 +51,8 @@ def _startup(records: list[dict]) -> set[tuple[str | None, int | None]]:
     return {(run, b) for run, bs in batches.items() for b in sorted(bs)[:STARTUP_BATCHES]}
 
 
-def metrics_table(metrics_dir: str, query_id: str | None = None, run_id: str | None = None) -> pd.DataFrame:
+def metrics_table(metrics_dir: str, query_id: str | None = None, run_id: str | None = None, *,
+                  operator: str = "computation") -> pd.DataFrame:
     """One row per worker and micro-batch of a similarity join's statistics.
 
     Committed micro-batches only, each once (:func:`driftjoin.spark.runtime.stats.read_stats`), so
@@ -65,6 +66,8 @@ def metrics_table(metrics_dir: str, query_id: str | None = None, run_id: str | N
         Keep one streaming query's rows when several share ``metrics_dir``.
     run_id:
         Keep one run's rows (a restart from the checkpoint is a new run: ``query.runId``).
+    operator:
+        Whose statistics: ``"computation"`` (the similarity join's workers) or ``"link"``.
 
     Returns
     -------
@@ -87,7 +90,7 @@ def metrics_table(metrics_dir: str, query_id: str | None = None, run_id: str | N
     19
     """
     rows = []
-    records = _records(metrics_dir, query_id, run_id)
+    records = _records(metrics_dir, query_id, run_id, operator)
     startup = _startup(records)
     for s in records:
         hist = np.asarray(s["latency_hist"])
@@ -148,7 +151,8 @@ def _quantiles(hists: list[np.ndarray]) -> tuple[float, float]:
     return histogram_quantile(hist, 0.5), histogram_quantile(hist, 0.99)
 
 
-def summary(metrics_dir: str, query_id: str | None = None, run_id: str | None = None) -> tuple[dict, pd.DataFrame]:
+def summary(metrics_dir: str, query_id: str | None = None, run_id: str | None = None, *,
+            operator: str = "computation") -> tuple[dict, pd.DataFrame]:
     """The paper's metrics of a similarity join: totals and one row per worker.
 
     Counts committed micro-batches only (what an exactly-once sink holds). Latency is split:
@@ -164,6 +168,10 @@ def summary(metrics_dir: str, query_id: str | None = None, run_id: str | None = 
         Keep one streaming query's statistics when several share ``metrics_dir``.
     run_id:
         Keep one run's statistics (``query.runId``); default: every run of the checkpoint.
+    operator:
+        ``"computation"`` (a similarity join) or ``"link"`` (whose totals also have
+        ``pairs_per_rule`` and ``nulls_per_rule``: per rule, the pairs it was the first rule of,
+        and the records that took no part in it because a field it reads was null).
 
     Returns
     -------
@@ -192,8 +200,8 @@ def summary(metrics_dir: str, query_id: str | None = None, run_id: str | None = 
     >>> totals["pairs_out"], totals["records_in"]
     (19, 20)
     """
-    table = metrics_table(metrics_dir, query_id, run_id)
-    records = _records(metrics_dir, query_id, run_id)
+    table = metrics_table(metrics_dir, query_id, run_id, operator=operator)
+    records = _records(metrics_dir, query_id, run_id, operator)
     inputs = sum(s.get("records", 0) for s in records)
     pairs = int(table["pairs"].sum()) if len(table) else 0
     comparisons = int(table["comparisons"].sum()) if len(table) else 0
@@ -210,6 +218,10 @@ def summary(metrics_dir: str, query_id: str | None = None, run_id: str | None = 
         "batches": int(table["seq"].nunique()) if len(table) else 0,
         "startup_batches": int(table.loc[table["startup"], "seq"].nunique()) if len(table) else 0,
     }
+    if operator == "link":
+        for key in ("pairs_per_rule", "nulls_per_rule"):
+            lists = [s[key] for s in records if key in s]
+            totals[key] = np.sum(lists, axis=0).astype(int).tolist() if lists else []
     per_worker = []
     for w, g in table.groupby("worker"):
         p50, p99 = _quantiles(list(g.loc[~g["startup"], "latency_hist"]))
@@ -318,6 +330,54 @@ def latency_split(metrics_dir: str, query_id: str | None = None, run_id: str | N
                      "handover_p99_s": _weighted_quantile(handover, n, 0.99),
                      "batch_p50_s": float(np.median(w["batch"]))})
     return pd.DataFrame(rows, columns=SPLIT_COLUMNS)
+
+
+def entities_summary(metrics_dir: str, query_id: str | None = None, run_id: str | None = None) -> dict | None:
+    """What the entity stage of a job did (``[entities]``, :func:`driftjoin.entities`), from its statistics.
+
+    Parameters
+    ----------
+    metrics_dir:
+        The ``metrics_dir`` the entity stage wrote to.
+    query_id, run_id:
+        Keep one query's or one run's statistics (the counts of this run; the entities and the
+        largest one are the state's after the last batch read).
+
+    Returns
+    -------
+    dict or None
+        ``entities`` and ``records`` (linked records) now, ``largest``, ``new_entities``,
+        ``merges``, ``records_added``, ``refused`` (links refused by a guard) with ``refused_by``
+        (per guard), ``expired_entities``, ``batches``, ``p99_latency_s`` (a link's ingestion to
+        its entity update, steady state); None when the stage wrote nothing.
+
+    Examples
+    --------
+    >>> import tempfile
+    >>> from driftjoin import entities, local_session
+    >>> from driftjoin.app.report import entities_summary
+    >>> spark = local_session(2)
+    >>> metrics = tempfile.mkdtemp()
+    >>> links = spark.createDataFrame([(1, 2), (2, 3), (4, 5)], "left_id long, right_id long")
+    >>> _ = entities(links, max_size=2, time_col="left_id", metrics_dir=metrics).collect()
+    >>> s = entities_summary(metrics)
+    >>> s["entities"], s["largest"], s["refused"]
+    (2, 2, 1)
+    """
+    records = sorted(_records(metrics_dir, query_id, run_id, "entities"), key=lambda r: r["seq"])
+    if not records:
+        return None
+    last = records[-1]
+    startup = _startup(records)
+    steady = [np.asarray(r["latency_hist"]) for r in records if _run_of(r) not in startup or _run_of(r)[0] is None]
+    return {
+        "entities": last["entities"], "records": last["records"], "largest": last["largest"],
+        "new_entities": sum(r["new_entities"] for r in records), "merges": sum(r["merges"] for r in records),
+        "records_added": sum(r["records_added"] for r in records), "refused": sum(r["refused"] for r in records),
+        "refused_by": {k: sum(r[k] for r in records) for k in ("max_size", "one_per_source")},
+        "expired_entities": sum(r["expired_entities"] for r in records), "batches": len(records),
+        "p99_latency_s": _quantiles(steady)[1],
+    }
 
 
 def plot_latency(metrics_dir: str, path: str | Path, title: str = "p99 latency per worker") -> Path:

@@ -23,6 +23,11 @@ Example (the README lists every key)::
     checkpoint = "out/checkpoint"
     trigger = "available-now"   # read what is there, then end
 
+    [entities]                  # optional: the sink gets entity changes instead of pairs
+    max_size = 50               # guards (off when absent): the largest entity, one record per side
+    one_per_source = false
+    expire_after = "10 minutes" # with time_col = "ingest_time": entities left behind leave the state
+
 :meth:`JobConfig.load` checks every key before Spark starts (the ``[join]`` table through
 :class:`~driftjoin.spark.similarity.settings.SimilaritySettings`, as ``similarity_join`` does), so
 a mistake costs no session start and names the key as written (``[join] parallelism``).
@@ -52,9 +57,10 @@ from pathlib import Path
 from typing import Any
 
 from driftjoin.app.jsonlines import parse_json_lines
-from driftjoin.app.schema import check_columns
+from driftjoin.app.schema import check_columns, check_link_columns
 from driftjoin.generators.vectors import DISTRIBUTIONS
 from driftjoin.metric_names import VECTOR, kind_of
+from driftjoin.spark.entities.settings import EntitiesSettings
 from driftjoin.spark.runtime.settings import (
     SettingError,
     choice,
@@ -82,6 +88,19 @@ _SOURCE: dict[str, dict[str, Check]] = {
         "max_records_per_batch": lambda n, v: integer(n, v),
         "partitions": lambda n, v: integer(n, v, what="input partitions"),
     },
+    "persons": {
+        "rate": lambda n, v: number(n, v, low=0, low_open=True, what="records per second per stream"),
+        "seed": lambda n, v: integer(n, v, low=0),
+        "total": lambda n, v: integer(n, v, what="records per stream, then the source ends"),
+        "pace": flag,
+        "two_streams": flag,
+        "dup_rate": lambda n, v: number(n, v, low=0, high=0.99, what="share of records that duplicate an entity"),
+        "zipf": lambda n, v: number(n, v, low=0, what="skew of the postcodes"),
+        "name_zipf": lambda n, v: number(n, v, low=0, what="skew of the names"),
+        "postcodes": lambda n, v: integer(n, v),
+        "max_records_per_batch": lambda n, v: integer(n, v),
+        "partitions": lambda n, v: integer(n, v, what="input partitions"),
+    },
     "files": {
         "format": lambda n, v: choice(n, v, ("json", "parquet"), what="'json': JSON lines"),
         "left": lambda n, v: text(n, v, what="a directory of files, read as a stream"),
@@ -97,7 +116,8 @@ _SOURCE: dict[str, dict[str, Check]] = {
         "starting_offsets": lambda n, v: text(n, v),
     },
 }
-_REQUIRED = {"generator": (), "files": ("left", "schema"), "kafka": ("bootstrap_servers", "left_topic", "schema")}
+_REQUIRED = {"generator": (), "persons": (), "files": ("left", "schema"),
+             "kafka": ("bootstrap_servers", "left_topic", "schema")}
 #: Keys of ``[join]`` that are the job's, not ``similarity_join``'s.
 _JOB_KEYS = {"processing_time": flag}
 _SINK: dict[str, Check] = {
@@ -108,8 +128,13 @@ _SINK: dict[str, Check] = {
     "trigger": lambda n, v: v if v == "available-now" else duration(n, v),
     "timeout": lambda n, v: number(n, v, low=0, what="seconds; 0: no limit"),
 }
+#: Keys of ``[entities]`` (``entities``' settings a job may give; its columns are the pairs', and a
+#: two-input job's links are two-sided).
+_ENTITIES = ("max_size", "one_per_source", "expire_after", "time_col")
 #: Keys whose values are paths, resolved against the job file's folder.
 _PATHS = {"source": ("left", "right"), "join": ("metrics_dir",), "sink": ("path", "checkpoint", "dead_letters")}
+#: The operator table of a job file and the operator it runs.
+_OPERATORS = {"join": "similarity_join", "link": "link"}
 
 
 def _check_table(section: str, table: Mapping[str, Any], checks: Mapping[str, Check], what: str) -> None:
@@ -136,6 +161,10 @@ class JobConfig:
     sink: dict[str, Any]
     #: windows of processing time on a files source (``[join] processing_time = true``)
     processing_time: bool = False
+    #: ``"similarity_join"`` (a ``[join]`` table) or ``"link"`` (a ``[link]`` table of match rules)
+    operator: str = "similarity_join"
+    #: ``entities``' settings when the job asks for entities (``[entities]``), else None
+    entities: dict[str, Any] | None = None
 
     @staticmethod
     def load(path: str | Path) -> JobConfig:
@@ -153,14 +182,15 @@ class JobConfig:
     def from_dict(raw: dict[str, Any], base: Path | None = None) -> JobConfig:
         """Check a job given as a dict (the TOML's tables); ``base``: the folder relative paths start from."""
         base = base or Path.cwd()
-        for section in ("source", "join", "sink"):
+        op = "link" if "link" in raw and "join" not in raw else "join"
+        for section in ("source", op, "sink"):
             if not isinstance(raw.get(section), dict):
-                raise SettingError(f"[{section}]", "is missing: a job file has [source], [join] and [sink] tables",
-                                   show_value=False)
-        unknown = sorted(set(raw) - {"source", "join", "sink"})
+                raise SettingError(f"[{section}]", "is missing: a job file has [source], [join] (or [link]) and [sink] "
+                                                   "tables", show_value=False)
+        unknown = sorted(set(raw) - {"source", op, "sink", "entities"})
         if unknown:
-            raise SettingError(f"[{unknown[0]}]", "is not a table of a job file (they are [source], [join], [sink])",
-                               show_value=False)
+            raise SettingError(f"[{unknown[0]}]", "is not a table of a job file (they are [source], [join] or [link], "
+                                                  "[sink] and the optional [entities])", show_value=False)
         source = {"kind": "generator", **raw["source"]}
         kind = choice("[source] kind", source["kind"], tuple(_SOURCE))
         _check_table("source", {k: v for k, v in source.items() if k != "kind"}, _SOURCE[kind], f"a {kind} source")
@@ -183,20 +213,27 @@ class JobConfig:
                 if key in source and "://" not in source[key] and not Path(source[key]).is_dir():
                     raise SettingError(f"[source] {key}", f"{source[key]} is not a directory (relative paths start at "
                                                           f"the job file's folder, {base})", show_value=False)
-        join = dict(raw["join"])
-        job = {k: _JOB_KEYS[k](f"[join] {k}", join.pop(k)) for k in list(join) if k in _JOB_KEYS}
-        join = _join_settings(join, source, base)
-        check_columns(source, join)
+        join = dict(raw[op])
+        job = {k: _JOB_KEYS[k](f"[{op}] {k}", join.pop(k)) for k in list(join) if k in _JOB_KEYS}
+        if op == "join":
+            join = _join_settings(join, source, base)
+            check_columns(source, join)
+        else:
+            join = _link_settings(join, source, base)
+            check_link_columns(source, join)
         if kind == "files" and join.get("time_col") is None and join.get("ingest_col") is None:
-            if "window" in raw["join"] and join["window"] is not None and not job.get("processing_time", False):
+            if "window" in raw[op] and join["window"] is not None and not job.get("processing_time", False):
                 raise SettingError(
-                    "[join] window", "without time_col would window a files source by the wall clock when each "
+                    f"[{op}] window", "without time_col would window a files source by the wall clock when each "
                     "micro-batch runs, so the same files give other pairs on every run: set time_col (and watermark) "
                     "for event-time windows, drop window for one window over the input, or set processing_time = true "
-                    "to window by processing time", raw["join"]["window"])
+                    "to window by processing time", raw[op]["window"])
             if not job.get("processing_time", False):
                 join["window"] = None
-        return JobConfig(source, join, sink, bool(job.get("processing_time", False)))
+        two_sided = {"generator": bool(source.get("two_streams", True)), "persons": bool(source.get("two_streams", False)),
+                     "files": "right" in source, "kafka": "right_topic" in source}[kind]
+        ents = _entities_settings(raw.get("entities"), two_sided)
+        return JobConfig(source, join, sink, bool(job.get("processing_time", False)), _OPERATORS[op], ents)
 
     @property
     def checkpoint(self) -> Path | None:
@@ -215,8 +252,8 @@ class JobConfig:
     def expected_records(self) -> int | None:
         """Records the source will deliver in all, if it is bounded (a generator with ``total``)."""
         src = self.source
-        if src["kind"] == "generator" and "total" in src:
-            return int(src["total"]) * (2 if src.get("two_streams", True) else 1)
+        if src["kind"] in ("generator", "persons") and "total" in src:
+            return int(src["total"]) * (2 if src.get("two_streams", src["kind"] == "generator") else 1)
         return None
 
 
@@ -242,6 +279,66 @@ def _join_settings(join: dict[str, Any], source: dict[str, Any], base: Path) -> 
     except SettingError as e:
         raise e.spelled(f"[join] {e.name}") from None
     return join
+
+
+def _entities_settings(table: Any, two_sided: bool) -> dict[str, Any] | None:
+    """The ``[entities]`` table as ``entities``' keyword arguments, checked (None: no such table);
+    ``two_sided``: the job joins two inputs."""
+    if table is None:
+        return None
+    if not isinstance(table, dict):
+        raise SettingError("[entities]", "must be a table of settings (max_size, one_per_source, expire_after, "
+                                         "time_col)", show_value=False)
+    for key in table:
+        if key not in _ENTITIES:
+            raise SettingError(f"[entities] {key}", f"is not a key of [entities]; keys: {', '.join(_ENTITIES)}",
+                               show_value=False)
+    given = dict(table)
+    if "expire_after" in given:
+        given.setdefault("time_col", "ingest_time")
+    if given.get("one_per_source") is True and not two_sided:
+        raise SettingError("[entities] one_per_source", "needs a job of two inputs (the side is each record's source); "
+                                                        "a self-join job's pairs carry no source", show_value=False)
+    try:
+        EntitiesSettings.check({**given, "two_sided": two_sided})
+    except SettingError as e:
+        raise e.spelled(f"[entities] {e.name}") from None
+    return given
+
+
+def _condition(value: Any) -> Any:
+    """A condition as a TOML file writes it: "equal", an array [metric, threshold(, tokens)] or a
+    table {metric, threshold, tokens}; arrays become tuples."""
+    return tuple(value) if isinstance(value, list) else value
+
+
+def _link_settings(link: dict[str, Any], source: dict[str, Any], base: Path) -> dict[str, Any]:
+    """The ``[link]`` table (rules as ``[[link.rules]]`` tables) as ``link``'s keyword arguments, checked."""
+    from driftjoin.spark.link.settings import LinkSettings
+
+    if isinstance(link.get("window"), str) and link["window"].strip().lower() == "none":
+        link["window"] = None
+    if "metrics_dir" in link and isinstance(link["metrics_dir"], str):
+        link["metrics_dir"] = _resolve(link["metrics_dir"], base)
+    rules = link.get("rules")
+    if isinstance(rules, list):
+        link["rules"] = [{c: _condition(v) for c, v in r.items()} if isinstance(r, dict) else r for r in rules]
+    if source["kind"] in ("generator", "persons"):
+        link.setdefault("ingest_col", "ts")
+    try:
+        LinkSettings.check(link)
+    except SettingError as e:
+        raise e.spelled(f"[link] {e.name}") from None
+    return link
+
+
+def _persons(spark: Any, src: dict[str, Any], stream: int) -> Any:
+    reader = spark.readStream.format("driftjoin-persons").option("stream", stream)
+    for key in ("rate", "seed", "total", "pace", "dup_rate", "zipf", "name_zipf", "postcodes", "max_records_per_batch",
+                "partitions"):
+        if key in src:
+            reader = reader.option(key, str(src[key]).lower() if isinstance(src[key], bool) else src[key])
+    return reader.load()
 
 
 def _generator(spark: Any, src: dict[str, Any], stream: int) -> Any:
@@ -289,6 +386,8 @@ def read_schema(schema: str) -> Any:
 def build_sources(spark: Any, src: dict[str, Any]) -> Inputs:
     if src["kind"] == "generator":
         return Inputs(_generator(spark, src, 0), _generator(spark, src, 1) if src.get("two_streams", True) else None, None)
+    if src["kind"] == "persons":
+        return Inputs(_persons(spark, src, 0), _persons(spark, src, 1) if src.get("two_streams", False) else None, None)
     read_schema(src["schema"])
     if src["kind"] == "files" and src.get("format", "json") == "parquet":
         def read(where: str) -> Any:
@@ -316,17 +415,26 @@ class Job:
     dead_letters_path: str | None
     available_now: bool
     trigger_seconds: float | None
+    #: the operator the job runs (``"similarity_join"`` or ``"link"``)
+    operator: str = "similarity_join"
+    #: whether the sink holds entity changes (``[entities]``) rather than pairs
+    entities: bool = False
 
 
-def dead_letters(inputs: Inputs, join: dict[str, Any]) -> Any:
-    """The rows the join cannot use: ``invalid_records`` of what it reads (given every setting of
-    the join, as its documentation asks, so both decide alike), and the lines that could not be
-    read, with their text as ``raw``."""
+def dead_letters(inputs: Inputs, join: dict[str, Any], operator: str = "similarity_join") -> Any:
+    """The rows the join cannot use: ``invalid_records`` (``invalid_links``) of what it reads (given
+    every setting of the join, as its documentation asks, so both decide alike), and the lines that
+    could not be read, with their text as ``raw``."""
     from pyspark.sql import functions as F
 
-    from driftjoin.spark.similarity.api import invalid_records
+    if operator == "link":
+        from driftjoin.spark.link.api import invalid_links
 
-    dead = invalid_records(inputs.left, inputs.right, **join)
+        dead = invalid_links(inputs.left, inputs.right, **join)
+    else:
+        from driftjoin.spark.similarity.api import invalid_records
+
+        dead = invalid_records(inputs.left, inputs.right, **join)
     if inputs.unreadable is None:
         return dead
     id_type = dead.schema["id"].dataType
@@ -351,8 +459,18 @@ def start_job(spark: Any, cfg: JobConfig, *, available_now: bool = False, scratc
     sink = cfg.sink
     checkpoint = Path(sink["checkpoint"]) if sink["kind"] == "parquet" else (scratch or Path(".")) / "checkpoint"
     join.setdefault("metrics_dir", str(checkpoint / "driftjoin-metrics"))
-    pairs = similarity_join(inputs.left, inputs.right, **join)
-    dead = dead_letters(inputs, join) if "dead_letters" in sink or cfg.source["kind"] != "generator" else None
+    if cfg.operator == "link":
+        from driftjoin.spark.link.api import link
+
+        pairs = link(inputs.left, inputs.right, **join)
+    else:
+        pairs = similarity_join(inputs.left, inputs.right, **join)
+    wants_dead = "dead_letters" in sink or cfg.source["kind"] not in ("generator", "persons")
+    dead = dead_letters(inputs, join, cfg.operator) if wants_dead else None
+    if cfg.entities is not None:
+        from driftjoin.spark.entities.api import entities
+
+        pairs = entities(pairs, two_sided=inputs.right is not None, metrics_dir=join["metrics_dir"], **cfg.entities)
     available_now = available_now or cfg.available_now
     seconds = None if available_now else duration("[sink] trigger", sink["trigger"])
     trig = {"availableNow": True} if available_now else {"processingTime": f"{seconds} seconds"}
@@ -369,4 +487,5 @@ def start_job(spark: Any, cfg: JobConfig, *, available_now: bool = False, scratc
         dead_path = sink.get("dead_letters") or str(checkpoint / "dead-letters")
         queries.append(dead.writeStream.format("parquet").option("path", dead_path)
                        .option("checkpointLocation", str(checkpoint / "dead_letters")).trigger(**trig).start())
-    return Job(queries, join["metrics_dir"], pairs_path, dead_path, available_now, seconds)
+    return Job(queries, join["metrics_dir"], pairs_path, dead_path, available_now, seconds, cfg.operator,
+               cfg.entities is not None)

@@ -121,7 +121,7 @@ def test_a_run_that_fails_before_its_query_starts_leaves_no_checkpoint(tmp_path,
 
 def _toml(readme, metric: str) -> str:
     """The README's job file whose ``[join]`` has ``metric = "<metric>"``."""
-    (block,) = [b for b in readme("toml") if f'metric = "{metric}"' in b]
+    (block,) = [b for b in readme("toml") if "[join]" in b and f'metric = "{metric}"' in b]
     return block
 
 
@@ -229,7 +229,7 @@ def test_a_job_starts_no_query_until_the_join_and_its_dead_letters_are_both_buil
                                "join": {"threshold": 1, "metric": "levenshtein", "value_col": "name"},
                                "sink": {"path": "out/pairs", "checkpoint": "out/ck"}}, base=tmp_path)
 
-    def refuse(inputs, join):
+    def refuse(inputs, join, operator="similarity_join"):
         raise ValueError("the dead-letter reader refuses")
 
     monkeypatch.setattr(runner, "dead_letters", refuse)

@@ -1,11 +1,11 @@
 """The package layout's rules, read from the imports (ast) of every module of driftjoin.
 
-- the operator packages (``driftjoin.spark.{similarity,topk,natural,equi}``) never import each other;
+- the operator packages (``driftjoin.spark.{similarity,topk,natural,equi,link,entities}``) never import each other;
 - nothing under ``driftjoin.spark.runtime`` or ``driftjoin.spark.sources`` imports an operator package
   or the applications;
 - no core (``s3j, grid, swoop, schemafree, hypercube, checkpointing, generators, distance, clock,
-  durations, blockjoin, metric, metric_names, windows``) imports ``pyspark`` or ``driftjoin.spark``, nor the
-  applications;
+  durations, blockjoin, metric, metric_names, windows, linkage, entitygraph``) imports ``pyspark`` or ``driftjoin.spark``,
+  nor the applications;
 - ``driftjoin.control`` does not import an operator package; nothing but ``driftjoin.app`` imports
   ``driftjoin.app``;
 - no module imports a private name (``_x``) of another module;
@@ -36,9 +36,10 @@ PRIVATE_MODULES = ("pyspark.java_gateway", "pyspark.daemon", "pyspark.sql.pandas
 #: ``_jvm``, ``_jsc``, ``_jsq``, ``_jsparkSession``, ...).
 PRIVATE_ATTRIBUTES = {"_gateway", "_ensure_initialized", "_execute_streaming_query_cmd", "_java_obj", "pythonExec",
                       "_parse_datatype_json_string", "_sc"}
-OPERATORS = ("similarity", "topk", "natural", "equi")
+OPERATORS = ("similarity", "topk", "natural", "equi", "link", "entities")
 CORES = ("s3j", "grid", "swoop", "schemafree", "hypercube", "checkpointing", "generators", "distance", "clock",
-         "durations", "blockjoin", "metric", "metric_names", "windows")
+         "durations", "blockjoin", "metric", "metric_names", "windows", "linkage",
+         "entitygraph")
 
 
 def _module_name(path: Path) -> str:

@@ -1,5 +1,5 @@
 """The operators as fuzz specs (:mod:`tests.fuzz.harness`): lines, runs and models; similarity_join twice
-(vectors; strings or token sets).
+(vectors; strings or token sets); entities with the entity oracle of tests/entities/oracle.py.
 
 Each model is plain Python written from the operator's definition (its README section), not
 from its code: which rows are malformed, when a row is late or a duplicate, and the exact output
@@ -20,12 +20,15 @@ from hypothesis import strategies as st
 
 from driftjoin.distance import get_metric
 from driftjoin.schemafree.document import flatten
+from driftjoin.spark.entities.api import entities, invalid_entity_links
 from driftjoin.spark.equi.api import equi_join, invalid_equi_records
 from driftjoin.spark.runtime.stats import read_stats
 from driftjoin.spark.natural.api import invalid_documents, natural_join
 from driftjoin.spark.similarity.api import invalid_records, similarity_join
 from driftjoin.spark.topk.api import invalid_sets, topk_set_join
 from driftjoin.swoop import BaseTopK, DuplicateSetError, LateSetError
+
+from tests.entities.oracle import Oracle
 
 from .harness import Case, Line, OperatorSpec, Outcome, cut, dead_ids, dumps, kept_batches
 
@@ -476,4 +479,72 @@ class NaturalSpec(OperatorSpec):
         return Outcome(pairs, dead_ids(case), Counter(late))
 
 
-SPECS = {spec.name: spec for spec in (SimilaritySpec(), MetricSpec(), TopKSpec(), EquiSpec(), NaturalSpec())}
+# --------------------------------------------------------------------------------------------
+
+
+class EntitiesSpec(OperatorSpec):
+    """entities of one stream of links (self or two-sided, with or without ``max_size``), ordered
+    by their time; the model is the entity oracle of tests/entities/oracle.py."""
+
+    name = "entities"
+    schema = "id long, a long, b long, t double"
+    two_sides = False
+
+    def case(self) -> st.SearchStrategy[Case]:
+        @st.composite
+        def generate(draw) -> Case:
+            s = _settings(draw, two_sided=st.booleans(), max_size=st.sampled_from([None, 3]))
+            n = draw(st.integers(1, 40), label="rows")
+            lines, valid = [], {}
+            for i in range(n):
+                row = {"id": i, "a": draw(st.integers(0, 9)), "b": draw(st.integers(0, 9)),
+                       "t": draw(st.integers(0, 50).map(lambda v: v / 10))}
+                bad = draw(st.sampled_from([None] * 6 + ["a", "b", "t", "nan", "garbage"]))
+                if bad == "garbage":
+                    lines.append(Line(0, None, draw(GARBAGE)))
+                    continue
+                if bad in ("a", "b", "t"):
+                    row[bad] = None
+                elif bad == "nan":
+                    row["t"] = math.nan
+                lines.append(Line(0, i, dumps(row)))
+                if bad is None and (s["two_sided"] or row["a"] != row["b"]):  # a self-link of one record is dead
+                    valid[len(lines) - 1] = row
+            s["valid"] = valid
+            return Case(cut(lines, draw, 4), s)
+
+        return generate()
+
+    def join(self, left, right, case, metrics_dir, streaming):
+        s = case.settings
+        return entities(left, left_col="a", right_col="b", two_sided=s["two_sided"], time_col="t",
+                        max_size=s["max_size"], metrics_dir=metrics_dir)
+
+    def dead_letters(self, left, right, case):
+        return invalid_entity_links(left, left_col="a", right_col="b", two_sided=case.settings["two_sided"],
+                                    time_col="t")
+
+    def observe(self, output, dead, metrics_dir):
+        rows = Counter((r.seq, r.side, r.record_id, r.entity_id, r.previous_id, r.kind, r.entity_size)
+                       for r in output if r.kind != "refused")
+        refused = Counter((r.record_id, r.other_id) for r in output if r.kind == "refused")
+        return Outcome(rows, Counter(json.loads(r.raw).get("id") for r in dead), refused)
+
+    def expect(self, case, streaming):
+        s = case.settings
+        oracle = Oracle(two_sided=s["two_sided"], max_size=s["max_size"])
+        rows, refused, seq = Counter(), Counter(), 0
+        for batch in kept_batches(case, streaming):
+            if not batch:
+                continue  # a micro-batch without a valid link does not reach the entity key
+            got = oracle.batch(seq, [(r["a"], r["b"], r["t"], None, None) for r in batch])
+            for (side, record), (entity, previous, kind, size) in got["rows"].items():
+                rows[(seq, side, record, entity, previous, kind, size)] += 1
+            for x, y, _ in got["refused"]:
+                refused[(x[1], y[1])] += 1
+            seq += 1
+        return Outcome(rows, dead_ids(case), refused)
+
+
+SPECS = {spec.name: spec for spec in (SimilaritySpec(), MetricSpec(), TopKSpec(), EquiSpec(), NaturalSpec(),
+                                      EntitiesSpec())}

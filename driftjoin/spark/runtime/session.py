@@ -39,7 +39,7 @@ from driftjoin.spark.runtime import jvm, queries, stats
 from driftjoin.spark.runtime.connect import ConnectUnsupported, cluster_parallelism, is_connect, master
 from driftjoin.spark.runtime.class_archive import jvm_options as class_archive_options
 from driftjoin.spark.runtime.settings import SettingError, integer
-from driftjoin.spark.sources import documents, generator
+from driftjoin.spark.sources import documents, generator, persons
 
 log = logging.getLogger(__name__)
 
@@ -127,6 +127,7 @@ def _session(master: str, app_name: str, parallelism: int, conf: dict[str, str],
     spark.sparkContext.setLogLevel(log_level.upper())
     generator.register(spark)
     documents.register(spark)
+    persons.register(spark)
     return spark
 
 

@@ -1,3 +1,4 @@
 """Generated streams as Spark data sources, replayable, so exactly-once: :mod:`.generator`
-(``format("driftjoin")``, vectors) and :mod:`.documents` (``format("driftjoin-docs")``, JSON
-documents)."""
+(``format("driftjoin")``, vectors), :mod:`.documents` (``format("driftjoin-docs")``, JSON
+documents) and :mod:`.persons` (``format("driftjoin-persons")``, person records with known
+duplicates, for ``link`` and ``entities``)."""
