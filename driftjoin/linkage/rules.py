@@ -481,8 +481,7 @@ def _measure(name: str, column: str, kind: str, metric: Any, threshold: Any, tok
         try:
             space = get_space(key)
         except ValueError as e:
-            raise RuleError(name, f"has an unknown metric {metric!r}: {str(e).split('; ', 1)[-1]}, 'equal' or 'within'") \
-                from None
+            raise RuleError(name, f"names metric {metric!r}: {e}; or 'equal' or 'within'") from None
     elif isinstance(metric, Space) or callable(metric):
         space = get_space(metric)
     else:

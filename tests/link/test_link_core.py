@@ -232,6 +232,7 @@ def test_bad_rules_say_what_to_write():
         ([{"age": ("within", "2 days")}], "on a number column the threshold is a finite number"),
         ([{"dob": ("within", "soon")}], "write a duration"),
         ([{"name": ("cosmic", 1)}], "unknown metric"),
+        ([{"name": ("levenstein", 1)}], r"unknown metric 'levenstein' \(did you mean 'levenshtein'\?\); .*jaccard"),
         ([{"name": ("jaccard", 0.5, "letters")}], "tokens='letters'"),
         ("name", "non-empty list"),
     ]
