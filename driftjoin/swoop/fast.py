@@ -343,6 +343,7 @@ class FastCore:
                 K.index_columns(self.itok, side, pool, wi, self.wf, self.wtok, self.meta)
                 for side, pool in enumerate(self.pools)
             ]
+        if self.scratch.shape[0] != K.SCRATCH_ROWS:  # work space of another version
             self.scratch = np.zeros((K.SCRATCH_ROWS, self.wcap), np.int64)
         self._arguments()
 
