@@ -22,6 +22,7 @@ import numpy as np
 
 from driftjoin.app.bench import faiss_join, numpy_join
 from driftjoin.generators.embeddings import embeddings
+from driftjoin.spark.runtime.jvm import lsh_hyperplanes
 from driftjoin.spark.similarity.threshold import choose_threshold
 
 
@@ -61,8 +62,7 @@ def main() -> None:
         one = spark.createDataFrame([(0, Vectors.dense(xd[0].tolist()))], ["id", "f"])
         model = BucketedRandomProjectionLSH(inputCol="f", outputCol="h", bucketLength=args.bucket * t,
                                             numHashTables=args.tables, seed=1).fit(one)
-        mat = model._java_obj.randMatrix()
-        v = np.array([[mat.apply(i, j) for j in range(dim)] for i in range(args.tables)])
+        v = np.array(lsh_hyperplanes(model, args.tables, dim))
         h = np.floor((xd @ v.T) / (args.bucket * t))
         sample = spark.createDataFrame([(i, Vectors.dense(xd[i].tolist())) for i in range(200)], ["id", "f"])
         mh = np.array([[hv[0] for hv in r["h"]] for r in model.transform(sample).orderBy("id").collect()])

@@ -61,6 +61,7 @@ import pyarrow.parquet as pq
 from driftjoin.hypercube import Side, ZipfStreamSpec, zipf_stream
 from driftjoin.spark.equi.api import equi_join
 from driftjoin.spark.runtime.stats import read_stats
+from driftjoin.spark.runtime.jvm import executor_count
 from driftjoin.spark.runtime.session import cluster_session, local_session, prepare_for_stateful
 
 RESULTS = Path(__file__).resolve().parent / "results"
@@ -239,7 +240,7 @@ def throughput_child(cfg: dict[str, Any]) -> None:
     query, then SHC on the scaling stream for each routing; prints the rows as JSON."""
     p, scratch = cfg["p"], Path(cfg["scratch"])
     spark = cluster_session(cfg["master"], p, f"hypercube-scaling-{p}", max_executors=p, conf=WAIT_FOR_EXECUTORS)
-    executors = spark.sparkContext._jsc.sc().getExecutorMemoryStatus().size() - 1  # minus the driver's
+    executors = executor_count(spark)
     run_equi(spark, scratch / "warm-up" / "data", scratch / f"warm-up-{p}", "shc", p, None)
     rows = []
     for routing in ROUTINGS:

@@ -60,6 +60,7 @@ from driftjoin.spark.sources.documents import register  # noqa: E402
 from driftjoin.spark.runtime.stats import read_stats  # noqa: E402
 from driftjoin.spark.natural.api import natural_join, natural_join_metrics  # noqa: E402
 from driftjoin.spark.natural.plan import ASSIGNER_OP, JOINER_OP  # noqa: E402
+from driftjoin.spark.runtime.jvm import executor_count  # noqa: E402
 from driftjoin.spark.runtime.session import cluster_session, local_session  # noqa: E402
 
 RESULTS = Path(__file__).resolve().parent / "results"
@@ -178,7 +179,7 @@ def scaling_child(cfg: dict[str, Any]) -> None:
     else:
         spark = local_session(parallelism=w, cores=w, app_name=f"schemafree-scaling-{w}")
     register(spark)
-    executors = spark.sparkContext._jsc.sc().getExecutorMemoryStatus().size() - 1  # minus the driver's
+    executors = executor_count(spark)
     work = Path(tempfile.mkdtemp(prefix="schemafree_scaling_"))
     try:
         result = throughput(spark, work, cfg["partitioner"], total=cfg["total"], batch=cfg["batch"], window=cfg["window"],

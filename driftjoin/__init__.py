@@ -1,8 +1,19 @@
 """driftjoin: exact, adaptive, distributed stream joins on Apache Spark.
 
-The algorithm cores (``driftjoin.s3j``, ``driftjoin.swoop``, ``driftjoin.schemafree``,
-``driftjoin.hypercube``) are plain Python/numpy and never import Spark. The Spark
-operators are imported lazily, so ``import driftjoin`` stays cheap for core users.
+The package, from the bottom up (docs/architecture.md has the rules):
+
+- the shared vocabulary: ``driftjoin.distance`` (vector metrics), ``driftjoin.metric_names`` (the
+  one registry of ``metric=`` names), ``driftjoin.windows``, ``driftjoin.clock``,
+  ``driftjoin.durations``, ``driftjoin.blockjoin``;
+- the algorithm cores, plain Python/numpy that never import Spark: ``driftjoin.s3j``,
+  ``driftjoin.grid``, ``driftjoin.metric`` (metric-space joins), ``driftjoin.swoop``,
+  ``driftjoin.schemafree``, ``driftjoin.hypercube``, ``driftjoin.generators``,
+  ``driftjoin.checkpointing``;
+- ``driftjoin.spark``: the runtime and one package per operator; ``driftjoin.control``: elastic
+  control of whole queries; ``driftjoin.app``: the command line and what it runs.
+
+The names below are the public API; the Spark ones are imported lazily, so ``import driftjoin``
+stays cheap for core users.
 """
 
 from __future__ import annotations

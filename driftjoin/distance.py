@@ -13,8 +13,9 @@ partitioning metric must be a true metric:
   join partitions with ``angular`` and the threshold mapped exactly:
   ``1 - cos <= t  <=>  angle / pi <= arccos(1 - t) / pi = 2 arcsin(sqrt(t / 2)) / pi``.
 
-Distances that are not metrics and have no exact metric equivalent (e.g. squared Euclidean)
-are refused with a message that says what to use instead.
+Names are looked up in the one registry of metric names (:mod:`driftjoin.metric_names`), which
+also refuses distances that are not metrics and have no exact metric equivalent (e.g. squared
+Euclidean) with a message that says what to use instead.
 
 **The definition is a float computation.** Unlike a Jaccard or an edit distance (exact numbers,
 decided exactly: :mod:`driftjoin.metric.exact`), a vector distance is a float computed from float
@@ -52,6 +53,8 @@ from typing import Callable
 
 import numpy as np
 
+from driftjoin.metric_names import KIND_WORDS, VECTOR, lookup
+
 FloatArray = np.ndarray
 
 #: Relative slack applied to every *inclusion* bound (Criterion 1, outer sets) so that
@@ -61,16 +64,6 @@ BOUND_SLACK = 1e-9
 #: Largest element magnitude for metrics that square or sum raw coordinates: a squared distance
 #: of two such vectors stays far below float64's maximum (1.8e308) in any practical dimension.
 MAX_MAGNITUDE = 1e150
-
-_REFUSED = {
-    "sqeuclidean": "squared Euclidean is not a metric; use metric='euclidean' with threshold=sqrt(t)",
-    "squared_euclidean": "squared Euclidean is not a metric; use metric='euclidean' with threshold=sqrt(t)",
-    "dot": "a dot product is a similarity, not a distance; use metric='cosine' or 'angular'",
-    "inner_product": "an inner product is a similarity, not a distance; use metric='cosine' or 'angular'",
-    "jaccard": "Jaccard distance compares token sets: use metric='jaccard' with value_col= naming an array<string> or array<int> column",
-    "hamming": "Hamming is defined on sets/bit strings; use driftjoin.topk_set_join for sets",
-}
-
 
 def _euclidean(a: FloatArray, b: FloatArray) -> FloatArray:
     diff = a[:, None, :] - b[None, :, :]
@@ -211,16 +204,18 @@ METRICS: dict[str, Metric] = {
 }
 
 
+#: The column each kind of metric compares, for the message of a vector metric asked for another kind.
+_COLUMNS = {"string": "a string column", "set": "an array<string> or array<int> column"}
+
+
 def get_metric(name: str) -> Metric:
-    """Look a metric up by name, failing with a message that says what to change."""
-    key = name.strip().lower()
-    if key in METRICS:
-        return METRICS[key]
-    if key in _REFUSED:
-        raise ValueError(f"metric={name!r} is not supported: {_REFUSED[key]}")
-    raise ValueError(
-        f"unknown metric {name!r}; choose one of {', '.join(sorted(METRICS))}"
-    )
+    """The vector metric ``name`` names (:func:`driftjoin.metric_names.lookup`), failing with a
+    message that says what to change."""
+    entry = lookup(name)
+    if entry.kind != VECTOR:
+        raise ValueError(f"metric={entry.name!r} compares {KIND_WORDS[entry.kind]}, not vectors: use it with "
+                         f"value_col= naming {_COLUMNS[entry.kind]}")
+    return METRICS[entry.name]
 
 
 def check_threshold(metric: Metric, threshold: float) -> float:

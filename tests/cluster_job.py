@@ -21,6 +21,7 @@ from pyspark.sql import functions as F
 from driftjoin import similarity_join
 from driftjoin.distance import get_metric
 from driftjoin.s3j.oracle import oracle_pairs
+from driftjoin.spark.runtime.jvm import executor_count
 from driftjoin.spark.runtime.session import cluster_session
 
 THRESHOLD = 0.02
@@ -70,7 +71,7 @@ class Inputs:
 def main(master: str, work: Path) -> None:
     inputs = Inputs(work, 800, 4)
     spark = cluster_session(master, 2, "driftjoin-cluster-test", max_executors=2)
-    executors = spark.sparkContext._jsc.sc().getExecutorMemoryStatus().size() - 1
+    executors = executor_count(spark)
     q = (inputs.pairs(spark).writeStream.format("parquet").option("path", str(work / "out"))
          .option("checkpointLocation", str(work / "ck")).trigger(availableNow=True).start())
     q.awaitTermination()

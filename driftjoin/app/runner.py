@@ -54,6 +54,7 @@ from typing import Any
 from driftjoin.app.jsonlines import parse_json_lines
 from driftjoin.app.schema import check_columns
 from driftjoin.generators.vectors import DISTRIBUTIONS
+from driftjoin.metric_names import VECTOR, kind_of
 from driftjoin.spark.runtime.settings import (
     SettingError,
     choice,
@@ -227,12 +228,14 @@ def _join_settings(join: dict[str, Any], source: dict[str, Any], base: Path) -> 
         join["bounds"] = tuple(join["bounds"])
     if "metrics_dir" in join and isinstance(join["metrics_dir"], str):
         join["metrics_dir"] = _resolve(join["metrics_dir"], base)
-    if source["kind"] == "generator":
+    if source["kind"] == "generator" and kind_of(join.get("metric", "angular")) in (VECTOR, None):
+        # the generator's vectors (a metric join of strings or sets compares none: dim is refused there)
         dim = source.get("dim", 2)
         if join.setdefault("dim", dim) != dim:
             raise SettingError("[join] dim", f"does not match the generator's vectors ([source] dim = {dim}): every "
                                              f"record would be a dead letter; drop [join] dim or make them equal",
                                join["dim"])
+    if source["kind"] == "generator":
         join.setdefault("ingest_col", "ts")
     try:
         SimilaritySettings.check(join)

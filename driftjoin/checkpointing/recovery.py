@@ -38,10 +38,6 @@ class CheckpointMeta:
     recv: Mapping[int, int]
 
 
-def initial_meta(inst: int) -> CheckpointMeta:
-    return CheckpointMeta(inst, 0, {}, {})
-
-
 def checkpoint_graph(metas: Mapping[int, Sequence[CheckpointMeta]],
                      channels: Mapping[int, tuple[int, int]]) -> dict[Node, set[Node]]:
     """The checkpoint graph of ``metas`` (per instance, indexed 0..K, 0 = initial state).

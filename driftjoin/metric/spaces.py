@@ -40,10 +40,11 @@ from typing import Any
 
 import numpy as np
 
-from driftjoin.distance import BOUND_SLACK, METRICS, Metric, check_threshold as check_vector_threshold, get_metric
+from driftjoin.distance import BOUND_SLACK, Metric, check_threshold as check_vector_threshold, get_metric
 from driftjoin.metric.exact import Threshold, exact_value, jaccard_distance, jaccard_le, jaccard_le_sum
 from driftjoin.metric.records import Values, object_array, take_values
 from driftjoin.metric.tokens import TokenOrder, TokenSets
+from driftjoin.metric_names import SET, STRING, lookup
 from driftjoin.swoop.records import InvalidSetError, validate_tokens
 
 #: Largest number of distances computed by one dense call (bounds memory).
@@ -442,9 +443,6 @@ def user_metric(pairwise: Callable[[Any, Any], Any], *, rowwise: Callable[[Any, 
     return PairwiseSpace(pairwise, rowwise, name)
 
 
-VECTOR_METRICS = tuple(name for name, m in METRICS.items() if m.partition_name == name)
-
-
 def get_space(metric: str | Space | Callable[[Any, Any], float], order: TokenOrder | None = None) -> Space:
     """The space of a ``metric=`` setting: a name, a :class:`Space` (e.g. :func:`user_metric`),
     or a Python callable ``f(a, b) -> float``."""
@@ -454,15 +452,12 @@ def get_space(metric: str | Space | Callable[[Any, Any], float], order: TokenOrd
         return CallableSpace(metric)
     if not isinstance(metric, str):
         raise ValueError(f"metric must be a name, a callable f(a, b) -> float or driftjoin.user_metric(...), got {metric!r}")
-    key = metric.strip().lower()
-    if key in ("levenshtein", "edit", "edit_distance"):
+    entry = lookup(metric)  # the one registry of names (driftjoin.metric_names)
+    if entry.kind == STRING:
         return LevenshteinSpace()
-    if key == "jaccard":
+    if entry.kind == SET:
         return JaccardSpace(order)
-    if key in METRICS:
-        return VectorSpace(key)
-    raise ValueError(f"unknown metric {metric!r}; choose levenshtein, jaccard, one of {', '.join(sorted(METRICS))}, "
-                     "a callable f(a, b) -> float or driftjoin.user_metric(pairwise=...)")
+    return VectorSpace(entry.name)
 
 
 def check_triangle(space: Space, values: Values, *, slack: float = 1e-9) -> None:

@@ -30,9 +30,9 @@ import numpy as np
 
 from driftjoin.metric.records import MetricRecords
 
+#: Bits of a sort key that hold a run's class; the group (window) is in the bits above, so groups
+#: stay below 2^61.
 CLASS_BITS = 2
-#: Groups must be below this (they share an int64 with the class).
-GROUP_LIMIT = 1 << 61
 #: Candidate pairs yielded at once (bounds memory).
 CHUNK = 1 << 21
 

@@ -81,18 +81,33 @@ def check_settings(
         ...
         ValueError: threshold=1.5: edit distance counts whole edits; use a whole number such as 1
     """
-    if value_kind not in VALUE_KINDS:
-        raise ValueError(f"value_kind must be one of {', '.join(VALUE_KINDS)}, got {value_kind!r}")
     space = get_space(metric, order)
-    if space.value_type != "any" and value_kind not in _FIT[space.value_type]:
-        raise ValueError(f"metric={space.name!r} compares {space.value_type} values, but column {column!r} holds "
-                         f"{value_kind} values: use {_ADVICE[value_kind]}")
+    check_kind(space, value_kind, column)
     t = space.check_threshold(threshold)
     windows = windowing(window=window, slide=slide, within=within)
     allowed = ("auto",) + strategies_for(space)
     if algorithm not in allowed:
         raise ValueError(f"algorithm={algorithm!r} does not apply to metric={space.name!r}; choose one of {', '.join(allowed)}")
     return Settings(space, t, windows, algorithm)
+
+
+def check_kind(space: Space, value_kind: str, column: str = "value") -> None:
+    """Refuse a space that does not compare what the column holds (``value_kind``, as
+    :func:`check_settings` takes it), saying which metric fits the column.
+
+    Example::
+
+        >>> from driftjoin.metric.spaces import JaccardSpace
+        >>> check_kind(JaccardSpace(), "string", "name")
+        Traceback (most recent call last):
+        ...
+        ValueError: metric='jaccard' compares set values, but column 'name' holds string values: use metric='levenshtein' (edit distance) or a user metric
+    """
+    if value_kind not in VALUE_KINDS:
+        raise ValueError(f"value_kind must be one of {', '.join(VALUE_KINDS)}, got {value_kind!r}")
+    if space.value_type != "any" and value_kind not in _FIT[space.value_type]:
+        raise ValueError(f"metric={space.name!r} compares {space.value_type} values, but column {column!r} holds "
+                         f"{value_kind} values: use {_ADVICE[value_kind]}")
 
 
 def check_user_metric(space: Space, sample: Sequence[Any]) -> None:

@@ -11,6 +11,3 @@ def global_workset(partition: int | np.ndarray, local: int | np.ndarray) -> np.n
     """A workset's global id: its space partition in the high bits, its local id below."""
     return (np.asarray(partition, dtype=np.int64) << WORKSET_BITS) | np.asarray(local, dtype=np.int64)
 
-
-def split_workset(gid: int) -> tuple[int, int]:
-    return int(gid) >> WORKSET_BITS, int(gid) & ((1 << WORKSET_BITS) - 1)

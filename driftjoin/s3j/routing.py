@@ -68,10 +68,6 @@ def base_gid(gid: np.ndarray | int) -> np.ndarray | int:
     return high | (np.asarray(gid, dtype=np.int64) & ((1 << LOCAL_BITS) - 1))
 
 
-def is_cross_site(gid: np.ndarray) -> np.ndarray:
-    return (np.asarray(gid, dtype=np.int64) & CROSS_BIT) != 0
-
-
 def encode_role(role: np.ndarray, part: np.ndarray) -> np.ndarray:
     return (np.asarray(role, dtype=np.int16) | ((np.asarray(part, dtype=np.int16) + 1) << 2)).astype(np.int8)
 

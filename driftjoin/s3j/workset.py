@@ -47,7 +47,6 @@ if TYPE_CHECKING:  # scipy is imported when a tree is built (routers never build
 INNER = 0
 OUTLIER = 1
 OUTER = 2
-ROLE_NAMES = {INNER: "inner", OUTLIER: "outlier", OUTER: "outer"}
 #: Records that go through the sequential part of steps 3-4 together (see ``_assign_inner``).
 SEQUENTIAL_BLOCK = 256
 

@@ -33,6 +33,9 @@ def job(tmp_path: Path, join: str, source: str = 'kind = "generator"\ntotal = 10
     (["run"], 'threshold = 0.01\nbalance = "s3j"\nbalance_options = { windows = 3 }',
      "[join] balance_options has unknown key(s) 'windows'; valid keys: at, di_threshold"),
     (["run"], "threshold = 0.01\ntreshold = 0.02", "[join] treshold is not a setting of similarity_join"),
+    (["run"], 'threshold = 1\nmetric = "levenstein"', "[join] metric='levenstein' is an unknown metric (did you mean "
+     "'levenshtein'?): write one of angular, chebyshev, cosine, euclidean, manhattan (vectors), levenshtein, also "
+     "written edit or edit_distance (strings), jaccard (token sets)"),
     (["threshold", "--selectivity", "0.01", "--dist", "normal"], None, "--dist must be one of 'uniform', 'gaussian'"),
     (["threshold", "--selectivity", "2"], None, "selectivity must be in (0, 1]"),
     (["bench", "batch", "--limits", "s3j"], None, "--limits must be METHOD=SECONDS"),

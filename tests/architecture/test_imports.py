@@ -4,25 +4,41 @@
 - nothing under ``driftjoin.spark.runtime`` or ``driftjoin.spark.sources`` imports an operator package
   or the applications;
 - no core (``s3j, grid, swoop, schemafree, hypercube, checkpointing, generators, distance, clock,
-  durations, blockjoin, metric, windows``) imports ``pyspark`` or ``driftjoin.spark``, nor the applications;
+  durations, blockjoin, metric, metric_names, windows``) imports ``pyspark`` or ``driftjoin.spark``, nor the
+  applications;
 - ``driftjoin.control`` does not import an operator package; nothing but ``driftjoin.app`` imports
   ``driftjoin.app``;
 - no module imports a private name (``_x``) of another module;
-- there are no import circles between modules (function-local imports count too).
+- there are no import circles between modules (function-local imports count too);
+- no module inside the package imports through the root package's lazy names (``from driftjoin
+  import similarity_join`` or ``driftjoin.similarity_join`` after ``import driftjoin`` hides an
+  arrow from these rules: import the defining module);
+- only ``driftjoin.spark.runtime.jvm`` reaches into PySpark's and Py4J's private names (its
+  private modules, ``_x`` names, and the attributes of :data:`PRIVATE_ATTRIBUTES`), in the package
+  and in the benchmarks.
 """
 
 from __future__ import annotations
 
 import ast
+import re
 from pathlib import Path
 
 import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
 PACKAGE = ROOT / "driftjoin"
+#: The one module that may reach into PySpark's and Py4J's private names.
+JVM = "driftjoin.spark.runtime.jvm"
+#: PySpark modules outside its public API (PySpark's API reference).
+PRIVATE_MODULES = ("pyspark.java_gateway", "pyspark.daemon", "pyspark.sql.pandas.types", "pyspark.sql.utils")
+#: Attributes of PySpark objects that are PySpark's or Py4J's internals (with every ``_jxxx`` name:
+#: ``_jvm``, ``_jsc``, ``_jsq``, ``_jsparkSession``, ...).
+PRIVATE_ATTRIBUTES = {"_gateway", "_ensure_initialized", "_execute_streaming_query_cmd", "_java_obj", "pythonExec",
+                      "_parse_datatype_json_string", "_sc"}
 OPERATORS = ("similarity", "topk", "natural", "equi")
 CORES = ("s3j", "grid", "swoop", "schemafree", "hypercube", "checkpointing", "generators", "distance", "clock",
-         "durations", "blockjoin", "metric", "windows")
+         "durations", "blockjoin", "metric", "metric_names", "windows")
 
 
 def _module_name(path: Path) -> str:
@@ -104,8 +120,71 @@ def test_only_apps_import_apps():
 
 def test_no_private_names_across_modules():
     bad = [f"{m}:{line} takes {n} from {t}" for m, imps in IMPORTS.items() for t, n, line in imps
-           if n is not None and n.startswith("_") and not n.startswith("__") and t != m]
+           if n is not None and n.startswith("_") and not n.startswith("__") and t != m
+           and not (m == JVM and t.startswith("pyspark."))]
     assert not bad
+
+
+def _lazy_names() -> set[str]:
+    """The names the root package loads lazily (its ``_LAZY`` table, read without importing it)."""
+    for node in ast.walk(ast.parse((PACKAGE / "__init__.py").read_text())):
+        if isinstance(node, ast.Assign) and any(getattr(t, "id", None) == "_LAZY" for t in node.targets):
+            return {k.value for k in node.value.keys}
+    raise AssertionError("driftjoin/__init__.py has no _LAZY table")
+
+
+def _lazy_attributes(path: Path, lazy: set[str]) -> list[str]:
+    """Where a module that imports the root package (``import driftjoin``) reads one of its lazy
+    names as an attribute (``driftjoin.similarity_join``)."""
+    text = path.read_text()
+    if not re.search(r"^\s*import driftjoin\b", text, re.MULTILINE):
+        return []
+    tree = ast.parse(text)
+    aliases = {a.asname or a.name for node in ast.walk(tree) if isinstance(node, ast.Import)
+               for a in node.names if a.name == "driftjoin"}
+    where = path.relative_to(ROOT) if path.is_relative_to(ROOT) else path
+    return [f"{where}:{node.lineno} reads driftjoin.{node.attr}" for node in ast.walk(tree)
+            if isinstance(node, ast.Attribute) and node.attr in lazy and isinstance(node.value, ast.Name)
+            and node.value.id in aliases]
+
+
+def test_no_imports_through_the_root_packages_lazy_names():
+    lazy = _lazy_names()
+    assert "similarity_join" in lazy
+    bad = [f"{m}:{line} takes {n} from driftjoin" for m, imps in IMPORTS.items() for t, n, line in imps
+           if t == "driftjoin" and n in lazy and m != "driftjoin"]
+    bad += [hit for m, path in MODULES.items() if m != "driftjoin" for hit in _lazy_attributes(path, lazy)]
+    assert not bad
+
+
+def test_the_lazy_name_rule_reads_both_spellings(tmp_path):
+    """The rule above sees ``from driftjoin import x`` (through :data:`IMPORTS`) and ``driftjoin.x``."""
+    module = tmp_path / "m.py"
+    module.write_text("import driftjoin as dj\n\n\ndef f():\n    return dj.similarity_join, dj.__version__\n")
+    lazy = _lazy_names()
+    assert [hit.rsplit(" ", 1)[-1] for hit in _lazy_attributes(module, lazy)] == ["driftjoin.similarity_join"]
+
+
+def _private_reaches(path: Path) -> list[str]:
+    """Where a file reaches into PySpark's or Py4J's private names (module docstring)."""
+    out = []
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.Attribute) and (node.attr in PRIVATE_ATTRIBUTES or re.fullmatch(r"_j[a-zA-Z]+", node.attr)):
+            if not (isinstance(node.value, ast.Name) and node.value.id in ("self", "cls")):
+                out.append(f"{path.relative_to(ROOT)}:{node.lineno} .{node.attr}")
+        elif isinstance(node, (ast.Import, ast.ImportFrom)):
+            names = [a.name for a in node.names] if isinstance(node, ast.Import) else [node.module or ""]
+            private = [n for n in names if n.startswith(PRIVATE_MODULES)]
+            if isinstance(node, ast.ImportFrom) and (node.module or "").startswith("pyspark"):
+                private += [a.name for a in node.names if a.name.startswith("_")]
+            out += [f"{path.relative_to(ROOT)}:{node.lineno} imports {n}" for n in private]
+    return out
+
+
+def test_only_the_jvm_module_reaches_into_pyspark_internals():
+    files = [p for name, p in MODULES.items() if name != JVM] + sorted((ROOT / "bench").rglob("*.py"))
+    assert not [reach for path in files for reach in _private_reaches(path)]
+    assert _private_reaches(MODULES[JVM]), "the rule reads what the jvm module does"
 
 
 def test_no_import_circles():

@@ -24,6 +24,7 @@ import logging
 import time
 from collections.abc import Callable
 
+from driftjoin.spark.runtime import jvm
 from driftjoin.spark.runtime.connect import refuse_on_connect
 
 log = logging.getLogger("driftjoin.autoscale")
@@ -43,9 +44,8 @@ class ExecutorActuator:
 
     def __init__(self, spark, *, executor_timeout: float = 120.0) -> None:
         refuse_on_connect(spark, "changing a query's executors (the autoscaler)", ON_CONNECT)
+        self._spark = spark
         self._sc = spark.sparkContext
-        self._jsc = self._sc._jsc.sc()
-        self._store = self._jsc.statusStore()
         self.executor_timeout = executor_timeout
         #: the executors the last scale-down removed: id -> tasks they were running then
         self.removed: dict[str, int] = {}
@@ -65,9 +65,7 @@ class ExecutorActuator:
     def executors(self) -> dict[str, int]:
         """Live executors (not the driver): id -> running tasks."""
         out = {}
-        it = self._store.executorList(True).iterator()
-        while it.hasNext():
-            e = it.next()
+        for e in jvm.executor_summaries(self._spark):
             if str(e.id()) != "driver":
                 out[str(e.id())] = int(e.activeTasks())
         return out
@@ -76,8 +74,7 @@ class ExecutorActuator:
         return len(self.executors())
 
     def _request_total(self, n: int) -> bool:
-        empty = getattr(self._sc._jvm.scala.collection.immutable, "Map$").__getattr__("MODULE$").empty()
-        return bool(self._jsc.requestTotalExecutors(n, 0, empty))
+        return jvm.request_total_executors(self._spark, n)
 
     def scale_to(self, n: int, *, wait: bool = True) -> float:
         """Ask for ``n`` executors; with ``wait``, until they are there. Returns seconds taken."""
@@ -89,7 +86,7 @@ class ExecutorActuator:
             victims = sorted(current, key=lambda e: (current[e], -int(e) if e.isdigit() else 0))[: len(current) - n]
             self.removed = {eid: current[eid] for eid in victims}
             for eid in victims:
-                self._jsc.killExecutor(eid)
+                jvm.kill_executor(self._spark, eid)
         if wait:
             self.wait_for(n, t0 + self.executor_timeout)
         return time.time() - t0

@@ -42,6 +42,7 @@ from driftjoin.control.autoscale.files import file_source_path, pending_files
 from driftjoin.control.autoscale.latency import batch_waits, waiting_waits, weighted_quantile
 from driftjoin.control.autoscale.metrics import StageMetrics, WindowMetrics
 from driftjoin.generators.rates import RateSchedule
+from driftjoin.spark.runtime import jvm
 from driftjoin.spark.runtime.connect import refuse_on_connect
 
 log = logging.getLogger("driftjoin.autoscale")
@@ -105,7 +106,7 @@ class SourceState:
             q = spark.streams.get(self.query_id)
             if q is None:
                 return
-            root = str(q._jsq.streamingQuery().resolvedCheckpointRoot())
+            root = jvm.query_checkpoint(q)
             self.log_dir = f"{root.rstrip('/')}/sources/{self.index}"
         pending, taken = pending_files(self.directory, self.log_dir, self.batch)
         read = self.end or 0.0
@@ -194,8 +195,7 @@ def session_cpu(spark) -> Callable[[], float]:
     a run: CPU per record is a Spark/core ratio the machine's load moves far less than time."""
     refuse_on_connect(spark, "measuring the session's CPU (the driver JVM's process id)",
                       "measure on the Connect server's machine, or run the benchmark from a classic session")
-    sc = spark.sparkContext
-    tree = ProcessCpu(sc.applicationId, int(sc._jvm.java.lang.ProcessHandle.current().pid()))
+    tree = ProcessCpu(spark.sparkContext.applicationId, jvm.driver_pid(spark))
 
     def seconds() -> float:
         return sum(tree.sample().values()) + time.process_time()
@@ -214,11 +214,7 @@ class QueryMetricsCollector:
     def __init__(self, spark, *, trigger_interval: float = 0.0, runs: set[str] | None = None) -> None:
         refuse_on_connect(spark, "the autoscaler's metrics (Spark's status store of stages and executors)",
                           "autoscale from a classic session (pyspark or spark-submit on the cluster's driver)")
-        sc = spark.sparkContext
         self._spark = spark
-        self._sc = sc
-        self._store = sc._jsc.sc().statusStore()
-        self._jvm = sc._jvm
         self.trigger_interval = trigger_interval
         self.runs = runs
         self.sources: dict[str, SourceState] = {}
@@ -229,7 +225,7 @@ class QueryMetricsCollector:
         self._t0 = time.time()
         self._lag0: float | None = None
         self._busy0: dict[str, float] = {}
-        self._cpu = ProcessCpu(sc.applicationId, int(self._jvm.java.lang.ProcessHandle.current().pid()))
+        self._cpu = ProcessCpu(spark.sparkContext.applicationId, jvm.driver_pid(spark))
         self._cpu0 = self._cpu.sample()
         self._busy0 = {e: b for e, (_, b, _) in self._executors().items()}
 
@@ -277,9 +273,7 @@ class QueryMetricsCollector:
     def _executors(self) -> dict[str, tuple[int, float, float]]:
         """Active executors: id -> (cores, cumulative task seconds, added at)."""
         out = {}
-        it = self._store.executorList(True).iterator()
-        while it.hasNext():
-            e = it.next()
+        for e in jvm.executor_summaries(self._spark):
             out[str(e.id())] = (int(e.totalCores()), e.totalDuration() / 1000.0, e.addTime().getTime() / 1000.0)
         if len(out) > 1:
             out.pop("driver", None)
@@ -293,23 +287,13 @@ class QueryMetricsCollector:
 
     def _newest_stage(self) -> int:
         """The highest stage id in the status store, whatever its state (-1 if none)."""
-        it = self._store.stageList(self._jvm.java.util.ArrayList(), False, False,
-                                   self._sc._gateway.new_array(self._jvm.double, 0), self._jvm.java.util.ArrayList()).iterator()
-        newest = -1
-        while it.hasNext():
-            newest = max(newest, int(it.next().stageId()))
-        return newest
+        return max((int(s.stageId()) for s in jvm.stage_summaries(self._spark, complete_only=False)), default=-1)
 
     def _stages(self) -> tuple[StageMetrics, ...]:
         """Stages completed since the last window, aggregated by position in their batch."""
-        statuses = self._jvm.java.util.ArrayList()
-        statuses.add(self._jvm.org.apache.spark.status.api.v1.StageStatus.COMPLETE)
-        empty = self._jvm.java.util.ArrayList()
-        it = self._store.stageList(statuses, False, False, self._sc._gateway.new_array(self._jvm.double, 0), empty).iterator()
         per_batch: dict[tuple[str, int], list] = {}
         newest = self._last_stage
-        while it.hasNext():
-            s = it.next()
+        for s in jvm.stage_summaries(self._spark, complete_only=True):
             sid = int(s.stageId())
             if sid <= self._last_stage:
                 continue

@@ -1,2 +1,4 @@
-"""``equi_join`` (Streaming HyperCube) on Spark: API, routers and workers, the paper's single
-dispatcher, the row payload and the routing-table controller."""
+"""``equi_join`` (Streaming HyperCube) on Spark: :mod:`.api` (the join and its dead letters),
+:mod:`.settings` (the settings checked once), :mod:`.operators` (the plan, the routers and the
+workers), :mod:`.dispatch` (the paper's single dispatcher), :mod:`.payload` (how a row travels)
+and :mod:`.control` (the routing-table controller)."""

@@ -16,20 +16,18 @@ then every other left column as ``<left prefix><name>`` and every other right co
 
 from __future__ import annotations
 
-import math
 import warnings
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from typing import Any
 
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
-from driftjoin.durations import parse_duration
 from driftjoin.hypercube import BatchSummary, Side
 from driftjoin.hypercube.planner import RoutingPlanner
-from driftjoin.hypercube.simulator import ALGORITHMS, make_dispatcher
+from driftjoin.hypercube.simulator import make_dispatcher
 from driftjoin.hypercube.table import RoutingTable
 from driftjoin.spark.equi.dispatch import (
     DispatchedWorkerProcessor,
@@ -46,18 +44,13 @@ from driftjoin.spark.equi.operators import (
     routed_schema,
 )
 from driftjoin.spark.equi.payload import JSON_OPTIONS, PayloadLayout
-from driftjoin.spark.runtime.columns import time_seconds
+from driftjoin.spark.equi.settings import EquiSettings
+from driftjoin.spark.runtime.columns import require_column, time_seconds
 from driftjoin.spark.runtime.plan_guard import PLAN_KEY
 from driftjoin.spark.runtime.plan_store import remember
-from driftjoin.spark.runtime.session import (
-    prepare_for_stateful,
-    prepare_session,
-    worker_placement,
-)
-from driftjoin.spark.runtime.static import run_static
-
-#: ``routing=``: stateless parallel routers fed by the driver's control plane, or the paper's one dispatcher
-ROUTINGS = ("parallel", "dispatcher")
+from driftjoin.spark.runtime.session import prepare_session, worker_placement
+from driftjoin.spark.runtime.settings import ColumnTypeError, SettingError
+from driftjoin.spark.runtime.stages import inputs_streaming, stateful_stage, use_partitions
 
 _INTEGRAL = (T.ByteType, T.ShortType, T.IntegerType, T.LongType)
 _TIME_TYPES = (T.TimestampType, T.TimestampNTZType, T.DateType, T.NumericType)
@@ -65,28 +58,9 @@ _TIME_TYPES = (T.TimestampType, T.TimestampNTZType, T.DateType, T.NumericType)
 REASON_NULL_KEY = "null join key {col!r}"
 
 
-@dataclass(frozen=True)
-class _Spec:
-    """A validated join: column names, how keys and times are read, and the operator plan."""
-
-    on: tuple[str, ...]
-    key_type: str
-    time_cols: tuple[str | None, str | None]
-    prefixes: tuple[str, str]
-    plan: EquiPlan
-
-
-def _as_names(on: Any) -> tuple[str, ...]:
-    names = (on,) if isinstance(on, str) else tuple(on) if isinstance(on, Sequence) else ()
-    if not names or not all(isinstance(n, str) and n for n in names) or len(set(names)) != len(names):
-        raise ValueError(f"on={on!r}: give the join key column name, or a list of distinct names (composite key)")
-    return names
-
-
 def _check_columns(df: DataFrame, names: Sequence[str], what: str, side: str) -> None:
     for n in names:
-        if n not in df.columns:
-            raise ValueError(f"{what}={n!r} is not a column of the {side} input; its columns are {df.columns}")
+        require_column(df, n, what, side)
 
 
 def _key_type(left: DataFrame, right: DataFrame, on: tuple[str, ...]) -> str:
@@ -95,11 +69,12 @@ def _key_type(left: DataFrame, right: DataFrame, on: tuple[str, ...]) -> str:
     rt = [right.schema[c].dataType for c in on]
     for c, a, b in zip(on, lt, rt):
         if isinstance(a, T.MapType) or isinstance(b, T.MapType):
-            raise TypeError(f"join key {c!r} is a map; Spark cannot compare maps for equality, join on other columns")
+            raise ColumnTypeError("on", f"={c!r}: join key {c!r} is a map; Spark cannot compare maps for equality, join "
+                                        "on other columns", show_value=False)
         if not (a == b or (isinstance(a, _INTEGRAL) and isinstance(b, _INTEGRAL))):
-            raise TypeError(
-                f"join key {c!r} is {a.simpleString()} on the left and {b.simpleString()} on the right; "
-                f"cast one side so both have the same type")
+            raise ColumnTypeError("on", f"={c!r}: join key {c!r} is {a.simpleString()} on the left and "
+                                        f"{b.simpleString()} on the right; cast one side so both have the same type",
+                                  show_value=False)
     if len(on) == 1:
         if isinstance(lt[0], _INTEGRAL):
             return "long"
@@ -145,89 +120,59 @@ def _reason(df: DataFrame, on: Sequence[str], time_col: str | None) -> Column:
     return reason
 
 
-def _normalise(df: DataFrame, side: int, spec: _Spec) -> DataFrame:
+def _normalise(df: DataFrame, side: int, s: EquiSettings, plan: EquiPlan) -> DataFrame:
     """``side, key, ts, l, r`` of the valid rows, the row's columns in its side's struct
     (:mod:`driftjoin.spark.equi.payload`; invalid rows: :func:`invalid_equi_records`)."""
-    return df.where(_reason(df, spec.on, spec.time_cols[side]).isNull()).select(
+    return df.where(_reason(df, s.on, s.time_cols[side]).isNull()).select(
         F.lit(side).cast("byte").alias("side"),
-        _key_column(df, spec.on, spec.key_type).alias("key"),
-        _time_column(df, spec.time_cols[side]).alias("ts"),
-        *spec.plan.layout.struct(df, side),
+        _key_column(df, s.on, plan.key_type).alias("key"),
+        _time_column(df, s.time_cols[side]).alias("ts"),
+        *plan.layout.struct(df, side),
     )
 
 
-def _seconds(value: Any, what: str, *, zero_ok: bool) -> float:
-    if zero_ok and isinstance(value, (int, float)) and value == 0:
-        return 0.0
-    if isinstance(value, (int, float)) and not math.isfinite(value):
-        raise ValueError(f"{what} must be a finite number of seconds or a duration like '30 seconds', got {value!r}")
-    return parse_duration(value, what)
+def _check_inputs(left: DataFrame, right: DataFrame, s: EquiSettings) -> str:
+    """The checks of the inputs' columns against the settings; how the key travels (:func:`_key_type`)."""
+    for df, side in ((left, "left"), (right, "right")):
+        _check_columns(df, s.on, "on", side)
+    key_type = _key_type(left, right, s.on)
+    for df, t, side in ((left, s.time_cols[0], "left"), (right, s.time_cols[1], "right")):
+        if t is None:
+            continue
+        _check_columns(df, [t], "time_col", side)
+        if not isinstance(df.schema[t].dataType, _TIME_TYPES):
+            raise ColumnTypeError("time_col", f"={t!r} of the {side} input is {df.schema[t].dataType.simpleString()}; "
+                                              "use a timestamp, date or numeric (seconds) column", show_value=False)
+    return key_type
 
 
-def _spec(left: DataFrame, right: DataFrame, *, on: Any, algorithm: str, parallelism: Any, within: Any,
-          groups: Any, time_col: Any, lateness: Any, prefixes: Any, options: Mapping[str, Any] | None,
-          metrics_dir: str | None, output: str, routing: str = "parallel", partitions: Any = None) -> _Spec:
-    if not isinstance(left, DataFrame) or not isinstance(right, DataFrame):
-        raise TypeError("equi_join(left, right, on=...) needs two DataFrames")
-    if left.isStreaming != right.isStreaming:
-        raise ValueError("left and right must both be streaming or both static")
-    if algorithm not in ALGORITHMS:
-        raise ValueError(f"algorithm={algorithm!r} is unknown; use one of {sorted(ALGORITHMS)}")
-    if routing not in ROUTINGS:
-        raise ValueError(f"routing={routing!r} is unknown; use 'parallel' (stateless routers, the default) or "
-                         "'dispatcher' (the paper's single dispatcher task)")
-    parallelism, partitions = worker_placement(left.sparkSession, parallelism, partitions)
-    opts = dict(options or {})
-    if algorithm == "biclique" and parallelism < 2:
-        raise ValueError("Join-Biclique needs parallelism >= 2 (half the workers store each side)")
-    if groups is not None:
-        if algorithm != "biclique":
-            raise ValueError(f"groups= is a Join-Biclique setting; drop it or use algorithm='biclique' (got algorithm={algorithm!r})")
-        if isinstance(groups, bool) or not isinstance(groups, int) or not 1 <= groups <= parallelism // 2:
-            raise ValueError(f"groups must be an integer in [1, parallelism // 2] = [1, {parallelism // 2}], got {groups!r}")
-        opts["groups"] = groups
-    names = _as_names(on)
-    _check_columns(left, names, "on", "left")
-    _check_columns(right, names, "on", "right")
-    key_type = _key_type(left, right, names)
-    if within is None:
-        if time_col is not None:
-            raise ValueError("time_col= is only used by interval joins; also pass within= (e.g. within='10 seconds') or drop time_col")
-        if lateness not in (0, 0.0, None):
-            raise ValueError("lateness= is only used by interval joins; also pass within= or drop lateness")
-        window_s, lateness_s, times = None, 0.0, (None, None)
-    else:
-        window_s = _seconds(within, "within", zero_ok=True)
-        if time_col is None:
-            raise ValueError("within= needs time_col= (the event-time column of both sides, or a (left, right) pair of names)")
-        times = (time_col, time_col) if isinstance(time_col, str) else tuple(time_col)
-        if len(times) != 2 or not all(isinstance(t, str) for t in times):
-            raise ValueError(f"time_col={time_col!r}: give one column name, or a (left, right) pair of names")
-        for df, t, side in ((left, times[0], "left"), (right, times[1], "right")):
-            _check_columns(df, [t], "time_col", side)
-            if not isinstance(df.schema[t].dataType, _TIME_TYPES):
-                raise TypeError(f"time_col={t!r} of the {side} input is {df.schema[t].dataType.simpleString()}; "
-                                f"use a timestamp, date or numeric (seconds) column")
-        lateness_s = _seconds(lateness if lateness is not None else 0, "lateness", zero_ok=True)
-    if output not in ("rows", "count"):
-        raise ValueError(f"output={output!r}: use 'rows' (the joined rows) or 'count' (pairs per worker and batch)")
-    if (not isinstance(prefixes, (tuple, list)) or len(prefixes) != 2
-            or not all(isinstance(p, str) for p in prefixes) or prefixes[0] == prefixes[1]):
-        raise ValueError(f"prefixes={prefixes!r}: give two different strings for the left and right columns, e.g. ('l_', 'r_')")
-    prefixes = (prefixes[0], prefixes[1])
-    layout = PayloadLayout.of(left, right, _output_names(left, right, names, prefixes) if output == "rows" else ())
-    plan = EquiPlan(algorithm, parallelism, key_type, window_s, lateness_s, tuple(sorted(opts.items())), metrics_dir, output,
-                    left.isStreaming, routing=routing, layout=layout, partitions=partitions)
+def _plan(left: DataFrame, right: DataFrame, s: EquiSettings) -> EquiPlan:
+    """The plan of the join: the settings, the workers the session gives, the inputs' columns; the
+    rules that need the number of workers are checked here."""
+    parallelism, partitions = worker_placement(left.sparkSession, s.parallelism, s.partitions)
+    if s.algorithm == "biclique" and parallelism < 2:
+        raise SettingError("parallelism", "must be >= 2 for algorithm='biclique': Join-Biclique needs parallelism >= 2 "
+                                          "(half the workers store each side)", parallelism)
+    if s.groups is not None:
+        if isinstance(s.groups, bool) or not isinstance(s.groups, int) or not 1 <= s.groups <= parallelism // 2:
+            raise SettingError("groups", f"must be an integer in [1, parallelism // 2] = [1, {parallelism // 2}]",
+                               s.groups)
+    key_type = _check_inputs(left, right, s)
+    layout = PayloadLayout.of(left, right, _output_names(left, right, s.on, s.prefixes) if s.output == "rows" else ())
     try:
-        make_dispatcher(algorithm, parallelism, window=window_s, lateness=lateness_s, **opts)
+        make_dispatcher(s.algorithm, parallelism, window=s.within_seconds, lateness=s.lateness_seconds,
+                        **s.dispatcher_options())
     except (TypeError, ValueError) as e:
-        raise ValueError(f"invalid settings for algorithm={algorithm!r}: {e}") from None
-    if plan.controlled and not metrics_dir:
-        raise ValueError("equi_join(algorithm='shc') on streams needs metrics_dir=: the driver publishes SHC's routing "
-                         "tables there between micro-batches and workers move state through it (a directory the driver "
-                         "and the executors share, the same on every restart of the query); or use routing='dispatcher' "
-                         "or algorithm='phj'")
-    return _Spec(names, key_type, times, prefixes, plan)
+        raise SettingError("options", f"are invalid settings for algorithm={s.algorithm!r}: {e}", show_value=False) from None
+    plan = EquiPlan.of(s, parallelism=parallelism, partitions=partitions, key_type=key_type, streaming=left.isStreaming,
+                       layout=layout)
+    if plan.controlled and not s.metrics_dir:
+        raise SettingError("metrics_dir", "is required: equi_join(algorithm='shc') on streams needs metrics_dir=: the "
+                                          "driver publishes SHC's routing tables there between micro-batches and "
+                                          "workers move state through it (a directory the driver and the executors "
+                                          "share, the same on every restart of the query); or use "
+                                          "routing='dispatcher' or algorithm='phj'", show_value=False)
+    return plan
 
 
 def _output_names(left: DataFrame, right: DataFrame, on: tuple[str, ...],
@@ -241,7 +186,8 @@ def _output_names(left: DataFrame, right: DataFrame, on: tuple[str, ...],
         seen[n] = seen.get(n, 0) + 1
     clash = sorted(n for n, k in seen.items() if k > 1)
     if clash:
-        raise ValueError(f"output columns {clash} would appear twice; choose other prefixes= (now {prefixes!r})")
+        raise SettingError("prefixes", f"={prefixes!r}: output columns {clash} would appear twice; choose other "
+                                       "prefixes=", show_value=False)
     return cols
 
 
@@ -269,7 +215,8 @@ def equi_join(
     Skew-resilient (Streaming HyperCube): heavy keys are spread over a grid of workers that the
     driver adapts between micro-batches. Rows with a null key (or, for interval joins, a missing,
     NaN or infinite time) are skipped here and reported by :func:`invalid_equi_records`. Bad
-    settings raise ``ValueError``/``TypeError`` before any job runs.
+    settings raise :class:`~driftjoin.spark.runtime.settings.SettingError` (a ``ValueError``;
+    a column of the wrong type also a ``TypeError``) naming the setting, before any job runs.
 
     Parameters
     ----------
@@ -333,25 +280,16 @@ def equi_join(
     >>> sorted((r.customer, r.left_id, r.right_name) for r in equi_join(orders, people, on="customer", parallelism=2).collect())
     [('a', 1, 'Ada'), ('a', 3, 'Ada')]
     """
-    prepare_session(left.sparkSession, metrics_dir)
-    if window is not None:
-        if within is not None:
-            raise ValueError("equi_join takes within= (pairs whose times differ by at most that much); window= is its "
-                             "old spelling: give within= only")
+    if window is not None and within is None:
         warnings.warn(f"equi_join(window={window!r}) joins pairs whose times differ by at most that much, which every "
                       f"driftjoin operator now calls within=: write within={window!r} (window= means tumbling windows "
                       "in similarity_join and natural_join)", DeprecationWarning, stacklevel=2)
-        within = window
-    spec = _spec(left, right, on=on, algorithm=algorithm, parallelism=parallelism, within=within, groups=groups,
-                 time_col=time_col, lateness=lateness, prefixes=prefixes, options=options,
-                 metrics_dir=metrics_dir, output=output, routing=routing, partitions=partitions)
-    plan = spec.plan
-    spark = left.sparkSession
-    data = _normalise(left, 0, spec).unionByName(_normalise(right, 1, spec))
-    if data.isStreaming:
-        prepare_for_stateful(spark, plan.spark_partitions)
-    else:
-        spark.conf.set("spark.sql.shuffle.partitions", str(plan.spark_partitions))
+    s = EquiSettings.check({n: v for n, v in locals().items() if n in EquiSettings.names()})
+    inputs_streaming(left, right, pair=True)
+    plan = _plan(left, right, s)
+    prepare_session(left.sparkSession, s.metrics_dir)
+    data = _normalise(left, 0, s, plan).unionByName(_normalise(right, 1, s, plan))
+    use_partitions(data, plan.spark_partitions)
     pairs = _dispatched(data, plan) if plan.routing == "dispatcher" else _routed(data, plan)
     return remember(pairs if plan.output == "count" else plan.layout.unpack(pairs), plan)
 
@@ -367,23 +305,17 @@ def _routed(data: DataFrame, plan: EquiPlan) -> DataFrame:
     elif plan.algorithm == "shc" and not data.isStreaming:
         plan = replace(plan, static_table=_static_table(data, plan))
     routed = data.mapInArrow(lambda batches: route_rows(plan, batches), routed_schema())
-    if data.isStreaming:
-        return routed.groupBy("wkey").transformWithStateInPandas(WorkerProcessor(plan), out_schema, "Append", "None")
-    return routed.groupBy("wkey").applyInPandas(lambda k, pdf: run_static(WorkerProcessor(plan), k, pdf), out_schema)
+    return stateful_stage(routed, "wkey", lambda: WorkerProcessor(plan), out_schema, partitions=plan.spark_partitions)
 
 
 def _dispatched(data: DataFrame, plan: EquiPlan) -> DataFrame:
     """The paper's single dispatcher task, then the ``p`` workers (:mod:`driftjoin.spark.equi.dispatch`)."""
     out_schema = plan.layout.output_schema() if plan.output == "rows" else COUNT_SCHEMA
     data = data.mapInArrow(encode_payloads, encoded_schema(plan.key_type)).withColumn("dkey", F.lit(PLAN_KEY))
-    schema = dispatched_schema(plan.key_type)
-    if data.isStreaming:
-        tasks = data.groupBy("dkey").transformWithStateInPandas(DispatcherProcessor(plan), schema, "Append", "None")
-        return tasks.groupBy("wkey").transformWithStateInPandas(DispatchedWorkerProcessor(plan), out_schema, "Append",
-                                                                "None")
-    tasks = data.groupBy("dkey").applyInPandas(lambda k, pdf: run_static(DispatcherProcessor(plan), k, pdf), schema)
-    return tasks.groupBy("wkey").applyInPandas(lambda k, pdf: run_static(DispatchedWorkerProcessor(plan), k, pdf),
-                                               out_schema)
+    tasks = stateful_stage(data, "dkey", lambda: DispatcherProcessor(plan), dispatched_schema(plan.key_type),
+                           partitions=plan.spark_partitions)
+    return stateful_stage(tasks, "wkey", lambda: DispatchedWorkerProcessor(plan), out_schema,
+                          partitions=plan.spark_partitions)
 
 
 def _static_table(data: DataFrame, plan: EquiPlan) -> RoutingTable:
@@ -441,17 +373,13 @@ def invalid_equi_records(
     >>> [(r.side, r.reason) for r in invalid_equi_records(left, right, on="k").collect()]
     [(0, "null join key 'k'")]
     """
+    s = EquiSettings.check({"on": on, "time_col": time_col}, dead_letters=True)
+    inputs_streaming(left, right, pair=True)
+    _check_inputs(left, right, s)
     prepare_session(left.sparkSession)
-    names = _as_names(on)
-    _check_columns(left, names, "on", "left")
-    _check_columns(right, names, "on", "right")
-    times = (None, None) if time_col is None else (time_col, time_col) if isinstance(time_col, str) else tuple(time_col)
     out = []
     for side, df in ((0, left), (1, right)):
-        t = times[side]
-        if t is not None:
-            _check_columns(df, [t], "time_col", "left" if side == 0 else "right")
-        reason = _reason(df, names, t)
+        reason = _reason(df, s.on, s.time_cols[side])
         out.append(df.select(
             F.lit(side).cast("byte").alias("side"),
             F.to_json(F.struct(*[F.col(c) for c in df.columns]), JSON_OPTIONS).alias("raw"),

@@ -83,11 +83,11 @@ from driftjoin.hypercube.table import (
     ShcRouting,
 )
 from driftjoin.spark.equi.payload import ROW, SIDE_STRUCTS, PayloadLayout, columns_frame, joined_columns
+from driftjoin.spark.equi.settings import EquiSettings
 from driftjoin.spark.runtime.decisions import newest, publish
 from driftjoin.spark.runtime.files import filesystem, write_whole
 from driftjoin.spark.runtime.heartbeats import heartbeat_batch
-from driftjoin.spark.runtime.keys import SlotPlan
-from driftjoin.spark.runtime.plan_guard import PLAN_KEY, PlanGuard
+from driftjoin.spark.runtime.plan_guard import PLAN_KEY, OperatorPlan
 from driftjoin.spark.runtime.processor import OperatorProcessor
 from driftjoin.spark.runtime.queries import task_query
 from driftjoin.spark.runtime.state import BlobState, LoggedState
@@ -120,7 +120,7 @@ def key_codec(key_type: str) -> tuple[Callable[[Any], Any], Callable[[Any], Any]
 
 
 @dataclass(frozen=True)
-class EquiPlan(SlotPlan):
+class EquiPlan(OperatorPlan):
     """Everything the operators need, fixed when the query is built (shipped by pickling).
 
     ``key_type``: how the join key travels ("long", "string" or "binary"); ``window``: seconds
@@ -133,6 +133,8 @@ class EquiPlan(SlotPlan):
     build other parts of a plan); ``partitions``: the Spark state partitions the ``parallelism``
     workers are placed on round-robin (None: one per worker; :func:`driftjoin.spark.runtime.keys.slot_keys`).
     """
+
+    operator = "equi_join"
 
     algorithm: str
     parallelism: int
@@ -147,6 +149,16 @@ class EquiPlan(SlotPlan):
     routing: str = "parallel"
     layout: PayloadLayout | None = None
     partitions: int | None = None
+
+    @classmethod
+    def of(cls, settings: EquiSettings, *, parallelism: int, partitions: int, key_type: str, streaming: bool,
+           layout: PayloadLayout) -> EquiPlan:
+        """The plan of a join with ``settings`` (checked) on ``parallelism`` workers placed on
+        ``partitions`` Spark partitions, whose key travels as ``key_type``."""
+        s = settings
+        return cls(s.algorithm, parallelism, key_type, s.within_seconds, s.lateness_seconds,
+                   tuple(sorted(s.dispatcher_options().items())), s.metrics_dir, s.output, streaming, routing=s.routing,
+                   layout=layout, partitions=partitions)
 
     @property
     def spark_partitions(self) -> int:
@@ -176,10 +188,7 @@ class EquiPlan(SlotPlan):
 
     def adoptable(self) -> frozenset[str]:
         """Settings a restart may change: ``metrics_dir`` unless it holds SHC's tables and moves."""
-        return frozenset() if self.controlled else frozenset({"metrics_dir"})
-
-    def guard(self, handle: StatefulProcessorHandle) -> PlanGuard:
-        return PlanGuard(handle, "equi_join", self.settings(), self.adoptable(), self.defaults())
+        return frozenset() if self.controlled else self.ADOPTABLE
 
     def new_dispatcher(self) -> Dispatcher:
         """The in-process dispatcher of ``routing="dispatcher"``."""

@@ -29,7 +29,6 @@ values can.
 
 from __future__ import annotations
 
-import inspect
 import json
 import pickle
 from collections.abc import Sequence
@@ -45,6 +44,8 @@ import pyarrow.compute as pc
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
+
+from driftjoin.spark.runtime.jvm import arrow_type, datatype_from_json
 
 #: How rows travel as JSON (columns of types kept as text; the dead letters): lossless for every
 #: Spark type we tested (microsecond timestamps, NaN/inf/-0.0, binary as base64, nested types, nulls kept).
@@ -72,7 +73,7 @@ class Field:
 
     @cached_property
     def spark_type(self) -> T.DataType:
-        return T._parse_datatype_json_string(self.dtype)
+        return datatype_from_json(self.dtype)
 
     @property
     def carried_type(self) -> T.DataType:
@@ -122,11 +123,7 @@ class PayloadLayout:
 
     @cached_property
     def arrow_types(self) -> list[pa.DataType]:
-        from pyspark.sql.pandas.types import to_arrow_type
-
-        # timestamps in UTC: pyspark 4.0 says so with timestamp_utc (its default), later ones with timezone
-        utc = {"timezone": "UTC"} if "timezone" in inspect.signature(to_arrow_type).parameters else {"timestamp_utc": True}
-        return [to_arrow_type(f.dataType, **utc) for f in self.output_schema().fields]
+        return [arrow_type(f.dataType) for f in self.output_schema().fields]
 
     def render(self, side: int, values: tuple) -> str:
         """One row as JSON text (the late rows listed in the statistics)."""

@@ -34,8 +34,8 @@ from __future__ import annotations
 import json
 import pickle
 import tempfile
-import uuid
 from collections import Counter
+from dataclasses import replace
 from typing import Any, Iterator
 
 import pandas as pd
@@ -44,7 +44,6 @@ from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
-from driftjoin.durations import parse_duration
 from driftjoin.schemafree.document import Document
 from driftjoin.schemafree.metrics import gini
 from driftjoin.spark.natural.assigner import AssignerProcessor
@@ -55,21 +54,22 @@ from driftjoin.spark.natural.plan import (
     InvalidDocument,
     NaturalPlan,
     check_rows,
-    check_settings,
-    check_window,
     dead_letter_batches,
     parse_batches,
     parse_document,
 )
 from driftjoin.spark.natural.routers import route_documents
+from driftjoin.spark.natural.settings import NaturalSettings
 from driftjoin.spark.natural.table import (
     doc_seq,
 )
-from driftjoin.spark.runtime.columns import common_id_type
+from driftjoin.spark.runtime.columns import common_id_type, require_column
 from driftjoin.spark.runtime.connect import master, shares_files
+from driftjoin.spark.runtime.jvm import arrow_schema
 from driftjoin.spark.runtime.plan_store import remember
-from driftjoin.spark.runtime.session import default_workers, prepare_for_stateful, prepare_session
-from driftjoin.spark.runtime.static import run_static
+from driftjoin.spark.runtime.session import default_workers, prepare_session
+from driftjoin.spark.runtime.settings import ColumnTypeError, SettingError
+from driftjoin.spark.runtime.stages import inputs_streaming, stateful_stage
 from driftjoin.spark.runtime.stats import read_stats
 
 # --------------------------------------------------------------------------------------------
@@ -78,8 +78,7 @@ from driftjoin.spark.runtime.stats import read_stats
 
 
 def _doc_column(df: DataFrame, name: str) -> Column:
-    if name not in df.columns:
-        raise ValueError(f"doc_col={name!r} is not a column of the input; columns are {df.columns}")
+    require_column(df, name, "doc_col")
     dtype = df.schema[name].dataType
     if isinstance(dtype, T.StringType):
         return F.col(name)
@@ -87,31 +86,39 @@ def _doc_column(df: DataFrame, name: str) -> Column:
         return F.to_json(F.col(name))
     if isinstance(dtype, T.BinaryType):
         return F.col(name).cast("string")
-    raise TypeError(f"doc_col={name!r} has type {dtype.simpleString()}; use a string of JSON text, a struct or a map")
+    raise ColumnTypeError("doc_col", f"={name!r} has type {dtype.simpleString()}; use a string of JSON text, a struct "
+                                     "or a map", show_value=False)
 
 
-def _time_column(df: DataFrame, plan: NaturalPlan, time_col: str | None) -> Column:
-    if time_col is None:
-        if plan.window_kind == "time":
+def _time_column(df: DataFrame, s: NaturalSettings) -> Column:
+    if s.time_col is None:
+        if s.window_kind == "time":
             return F.current_timestamp().cast("double")  # the micro-batch time
         return F.lit(None).cast("double")
-    if time_col not in df.columns:
-        raise ValueError(f"time_col={time_col!r} is not a column of the input; columns are {df.columns}")
-    dtype = df.schema[time_col].dataType
+    require_column(df, s.time_col, "time_col")
+    dtype = df.schema[s.time_col].dataType
     if isinstance(dtype, (T.TimestampType, T.TimestampNTZType, T.DateType)):
-        return F.col(time_col).cast("timestamp").cast("double")
+        return F.col(s.time_col).cast("timestamp").cast("double")
     if isinstance(dtype, T.NumericType):
-        return F.col(time_col).cast("double")
-    raise TypeError(f"time_col={time_col!r} has type {dtype.simpleString()}; use a timestamp or a number of seconds")
+        return F.col(s.time_col).cast("double")
+    raise ColumnTypeError("time_col", f"={s.time_col!r} has type {dtype.simpleString()}; use a timestamp or a number "
+                                      "of seconds", show_value=False)
 
 
-def _normalise(df: DataFrame, side: int, plan: NaturalPlan, id_col: str, doc_col: str, id_type: T.DataType,
-               time_col: str | None, with_raw: bool) -> DataFrame:
+def _inputs(docs: DataFrame, other: DataFrame | None, s: NaturalSettings, with_raw: bool) -> DataFrame:
+    """Both inputs' rows as the routers read them (``side, id, doc, time[, raw]``), after the
+    checks of their columns (a :class:`SettingError` before any job)."""
+    id_type = common_id_type(docs, other, s.id_col)
+    frames = [_normalise(df, side, s, id_type, with_raw) for side, df in enumerate((docs, other)) if df is not None]
+    return frames[0] if len(frames) == 1 else frames[0].unionByName(frames[1])
+
+
+def _normalise(df: DataFrame, side: int, s: NaturalSettings, id_type: T.DataType, with_raw: bool) -> DataFrame:
     cols = [
         F.lit(side).cast("byte").alias("side"),
-        F.col(id_col).cast(id_type).alias("id"),
-        _doc_column(df, doc_col).alias("doc"),
-        _time_column(df, plan, time_col).alias("time"),
+        F.col(s.id_col).cast(id_type).alias("id"),
+        _doc_column(df, s.doc_col).alias("doc"),
+        _time_column(df, s).alias("time"),
     ]
     if with_raw:
         row = F.struct(*[F.col(c) for c in df.columns])
@@ -119,48 +126,31 @@ def _normalise(df: DataFrame, side: int, plan: NaturalPlan, id_col: str, doc_col
     return df.select(*cols)
 
 
-def _sample_documents(sample: object, plan: NaturalPlan, doc_col: str) -> list[Document]:
+def _sample_documents(sample: object, s: NaturalSettings) -> list[Document]:
     if isinstance(sample, DataFrame):
         if sample.isStreaming:
-            raise ValueError("sample= must be a static DataFrame or a list of documents, not a stream")
-        texts = [r[0] for r in sample.select(_doc_column(sample, doc_col)).limit(plan.sample_size).collect()]
+            raise SettingError("sample", "= must be a static DataFrame or a list of documents, not a stream",
+                               show_value=False)
+        if s.doc_col not in sample.columns:
+            raise SettingError("sample", f"= has no column {s.doc_col!r} (doc_col); columns are {sample.columns}",
+                               show_value=False)
+        texts = [r[0] for r in sample.select(_doc_column(sample, s.doc_col)).limit(s.sample_size).collect()]
     elif isinstance(sample, (list, tuple)):
-        texts = [s if isinstance(s, (str, bytes)) or s is None else json.dumps(s) for s in sample]
+        texts = [d if isinstance(d, (str, bytes)) or d is None else json.dumps(d) for d in sample]
     else:
-        raise TypeError("sample= must be a list of documents (dicts or JSON text) or a static DataFrame with doc_col")
+        raise SettingError("sample", "= must be a list of documents (dicts or JSON text) or a static DataFrame with "
+                                     "doc_col", show_value=False)
     docs = []
     for i, text in enumerate(texts):
         try:
-            avps, stamp = parse_document(text, plan.time_attribute)
+            avps, stamp = parse_document(text, s.time_attribute)
         except InvalidDocument:
             continue
         docs.append(Document(i, avps, stamp))
     if not docs:
-        raise ValueError("sample= holds no valid JSON object; pass documents to fit the partitions on, or sample=None to fit on the first window")
+        raise SettingError("sample", "= holds no valid JSON object; pass documents to fit the partitions on, or "
+                                     "sample=None to fit on the first window", show_value=False)
     return docs
-
-
-def _make_plan(docs: DataFrame, other: DataFrame | None, *, window: object, partitions: int | None, partitioner: str,
-               local_join: str, time_col: str | None, watermark: str | None, merged: bool, delta: int, theta: float,
-               creators: int, expand: bool, sample_size: int, seed: int, metrics_dir: str | None,
-               routing: str) -> NaturalPlan:
-    if partitions is None:
-        partitions = default_workers(docs.sparkSession)
-    check_settings(partitions, partitioner, local_join, delta, theta, creators, sample_size, routing)
-    kind, size, length, attribute = check_window(window, time_col)
-    event_time = kind == "attribute" or (kind == "time" and time_col is not None)
-    if watermark is not None and not event_time:
-        raise ValueError("watermark= applies to event-time windows only: pass time_col= with window='<duration>', or TimeWindow(...)")
-    lateness = 0.0
-    if watermark is not None:
-        lateness = float(watermark) if kind == "attribute" and isinstance(watermark, (int, float)) else parse_duration(watermark, "watermark")
-    return NaturalPlan(
-        partitions=int(partitions), partitioner=partitioner, local_join=local_join, delta=int(delta), theta=float(theta),
-        creators=int(creators), expand=bool(expand), window_kind=kind, size=size, length=length, time_attribute=attribute,
-        watermark=lateness, two_streams=other is not None, merged=bool(merged), sample_size=int(sample_size),
-        seed=int(seed), metrics_dir=metrics_dir, require_time=kind != "count" or time_col is not None, routing=routing,
-        lineage=uuid.uuid4().hex[:12],
-    )
 
 
 def _schemas(plan: NaturalPlan, id_type: T.DataType) -> tuple[T.StructType, T.StructType, T.StructType, T.StructType]:
@@ -200,9 +190,10 @@ def _control_dir(spark: Any, metrics_dir: str | None) -> str:
     if metrics_dir:
         return metrics_dir
     if not shares_files(spark):
-        raise ValueError(f"natural_join on a cluster ({master(spark)}), or on a Spark Connect server on another machine, "
-                         "needs metrics_dir= (a directory this process, the driver and the executors share, e.g. on "
-                         "HDFS or S3): the control plane publishes its partitionings there")
+        raise SettingError("metrics_dir", f"is required for natural_join on a cluster ({master(spark)}), or on a Spark "
+                                          "Connect server on another machine (a directory this process, the driver and "
+                                          "the executors share, e.g. on HDFS or S3): the control plane publishes its "
+                                          "partitionings there", show_value=False)
     return tempfile.mkdtemp(prefix="driftjoin-natural-")
 
 
@@ -301,63 +292,41 @@ def natural_join(
     >>> [(r.left_id, r.right_id) for r in natural_join(docs, window=100, partitions=2).collect()]
     [(1, 2)]
     """
-    if other is not None and other.isStreaming != docs.isStreaming:
-        raise ValueError("docs and other must both be streaming or both static")
-    if slide is not None or within is not None:
-        raise ValueError("natural_join joins per tumbling window (window= a duration, a document count or TimeWindow): "
-                         "slide= (sliding windows) and within= (an interval join) are not offered; drop them, or join "
-                         "within a time band with similarity_join or equi_join, which take within=")
-    prepare_session(docs.sparkSession, metrics_dir)
-    plan = _make_plan(docs, other, window=window, partitions=partitions, partitioner=partitioner, local_join=local_join,
-                      time_col=time_col, watermark=watermark, merged=merged, delta=delta, theta=theta, creators=creators,
-                      expand=expand, sample_size=sample_size, seed=seed, metrics_dir=metrics_dir, routing=routing)
-    id_type = common_id_type(docs, other, id_col)
-    id_is_str = isinstance(id_type, T.StringType)
-    inputs = [_normalise(docs, 0, plan, id_col, doc_col, id_type, time_col, False)]
-    if other is not None:
-        inputs.append(_normalise(other, 1, plan, id_col, doc_col, id_type, time_col, False))
-    fit_docs = _sample_documents(sample, plan, doc_col) if sample is not None else None
-    data = inputs[0] if len(inputs) == 1 else inputs[0].unionByName(inputs[1])
-    parsed_schema, routed_schema, keyed_schema, pair_schema = _schemas(plan, id_type)
+    s = NaturalSettings.check({n: v for n, v in locals().items() if n in NaturalSettings.names()})
+    streaming = inputs_streaming(docs, other, ("docs", "other"))
+    data = _inputs(docs, other, s, False)
     spark = docs.sparkSession
-    streaming = data.isStreaming
-    if routing == "parallel" and not streaming and fit_docs is None:
+    prepare_session(spark, s.metrics_dir)
+    partitions = s.partitions or default_workers(spark)
+    plan = NaturalPlan.of(s, partitions=partitions, two_streams=other is not None)
+    id_is_str = isinstance(data.schema["id"].dataType, T.StringType)
+    fit_docs = _sample_documents(sample, s) if sample is not None else None
+    parsed_schema, routed_schema, keyed_schema, pair_schema = _schemas(plan, data.schema["id"].dataType)
+    if s.routing == "parallel" and not streaming and fit_docs is None:
         drawn = data.mapInArrow(lambda it: sample_rows(plan, it), keyed_schema).orderBy("seq").limit(plan.sample_size)
         fit_docs = [Document(r.seq, json.loads(r.avps)) for r in drawn.collect()]
     if fit_docs:
         fitted = plan.new_partitioner()
         fitted.fit(fit_docs)
-        plan = NaturalPlan(**{**plan.__dict__, "initial": pickle.dumps(fitted, protocol=pickle.HIGHEST_PROTOCOL)})
-    if routing == "assigner":
+        plan = replace(plan, initial=pickle.dumps(fitted, protocol=pickle.HIGHEST_PROTOCOL))
+    final = not streaming  # a static input is one batch: every window closes at its end
+    if s.routing == "assigner":
         parsed = data.mapInArrow(lambda it: parse_batches(plan, it), parsed_schema)
+        routed = stateful_stage(parsed, "akey", lambda: AssignerProcessor(plan, id_is_str, final=final), routed_schema,
+                                partitions=plan.partitions)
+    else:
         if streaming:
-            prepare_for_stateful(spark, plan.partitions)
-            routed = parsed.groupBy("akey").transformWithStateInPandas(
-                AssignerProcessor(plan, id_is_str), routed_schema, "Append", "None")
-            return _output(routed.groupBy("jkey").transformWithStateInPandas(
-                JoinerProcessor(plan, id_is_str), pair_schema, "Append", "None"), plan)
-        spark.conf.set("spark.sql.shuffle.partitions", str(plan.partitions))
-        routed = parsed.groupBy("akey").applyInPandas(
-            lambda k, pdf: run_static(AssignerProcessor(plan, id_is_str, final=True), k, pdf), routed_schema)
-        return _output(routed.groupBy("jkey").applyInPandas(
-            lambda k, pdf: run_static(JoinerProcessor(plan, id_is_str, final=True), k, pdf), pair_schema), plan)
-    arrow_schema = pa.schema([pa.field(f.name, _ARROW[type(f.dataType)]) for f in routed_schema.fields])
-    if streaming:
-        from driftjoin.spark.natural.control import (
-            NaturalPartitionController,
-            attach_natural,
-        )
+            from driftjoin.spark.natural.control import (
+                NaturalPartitionController,
+                attach_natural,
+            )
 
-        plan = NaturalPlan(**{**plan.__dict__, "control": _control_dir(spark, metrics_dir)})
-        prepare_for_stateful(spark, plan.partitions)
-        attach_natural(spark, NaturalPartitionController(plan))
-        routed = data.mapInArrow(lambda it: route_documents(plan, id_is_str, arrow_schema, it), routed_schema)
-        return _output(routed.groupBy("jkey").transformWithStateInPandas(
-            JoinerProcessor(plan, id_is_str), pair_schema, "Append", "None"), plan)
-    spark.conf.set("spark.sql.shuffle.partitions", str(plan.partitions))
-    routed = data.mapInArrow(lambda it: route_documents(plan, id_is_str, arrow_schema, it), routed_schema)
-    return _output(routed.groupBy("jkey").applyInPandas(
-        lambda k, pdf: run_static(JoinerProcessor(plan, id_is_str, final=True), k, pdf), pair_schema), plan)
+            plan = replace(plan, control=_control_dir(spark, s.metrics_dir))
+            attach_natural(spark, NaturalPartitionController(plan))
+        routed_arrow = arrow_schema(routed_schema)
+        routed = data.mapInArrow(lambda it: route_documents(plan, id_is_str, routed_arrow, it), routed_schema)
+    return _output(stateful_stage(routed, "jkey", lambda: JoinerProcessor(plan, id_is_str, final=final), pair_schema,
+                                  partitions=plan.partitions), plan)
 
 
 def _output(pairs: DataFrame, plan: NaturalPlan) -> DataFrame:
@@ -369,10 +338,6 @@ def _output(pairs: DataFrame, plan: NaturalPlan) -> DataFrame:
         end = F.timestamp_micros((F.col("window") + 1) * F.lit(us)).alias("window_end")
         pairs = pairs.select("left_id", "right_id", "window", start, end, *(["merged"] if plan.merged else []))
     return remember(pairs, plan)
-
-
-_ARROW = {T.IntegerType: pa.int32(), T.ByteType: pa.int8(), T.LongType: pa.int64(), T.StringType: pa.string(),
-          T.DoubleType: pa.float64()}
 
 
 def invalid_documents(
@@ -411,19 +376,14 @@ def invalid_documents(
     >>> sorted((r.id, r.reason) for r in invalid_documents(docs).collect())
     [(2, 'not a JSON object (got array)'), (3, 'missing document')]
     """
+    s = NaturalSettings.check({"id_col": id_col, "doc_col": doc_col, "time_col": time_col, "window": window},
+                              dead_letters=True)
+    inputs_streaming(docs, other, ("docs", "other"))
+    data = _inputs(docs, other, s, True)
     prepare_session(docs.sparkSession)
-    kind, size, length, attribute = ("count", 1, None, None) if window is None else check_window(window, time_col)
-    plan = NaturalPlan(partitions=1, partitioner="ag", local_join="hash", delta=1, theta=0.0, creators=1, expand=False,
-                       window_kind=kind, size=size, length=length, time_attribute=attribute, watermark=0.0,
-                       two_streams=other is not None, merged=False, sample_size=1, seed=0, metrics_dir=None,
-                       require_time=kind != "count" or time_col is not None)
-    id_type = common_id_type(docs, other, id_col)
-    inputs = [_normalise(docs, 0, plan, id_col, doc_col, id_type, time_col, True)]
-    if other is not None:
-        inputs.append(_normalise(other, 1, plan, id_col, doc_col, id_type, time_col, True))
-    data = inputs[0] if len(inputs) == 1 else inputs[0].unionByName(inputs[1])
+    plan = NaturalPlan.of_rows(s, two_streams=other is not None)
     schema = T.StructType([
-        T.StructField("side", T.ByteType()), T.StructField("id", id_type),
+        T.StructField("side", T.ByteType()), T.StructField("id", data.schema["id"].dataType),
         T.StructField("raw", T.StringType()), T.StructField("reason", T.StringType()),
     ])
     return data.mapInArrow(lambda it: dead_letter_batches(plan, it), schema)

@@ -256,14 +256,6 @@ class Assigner:
         return AssignerOutput(routed_frame(out, id_is_str), stats)
 
 
-def _saved_core(state: BlobState) -> Any:
-    """The core state saved by the previous batch (None on the first), refusing other formats."""
-    saved = state.load()
-    if saved is not None and saved.get("format") != STATE_FORMAT:
-        raise ValueError("natural_join state has another format; use a new checkpoint location")
-    return saved["core"] if saved else None
-
-
 class AssignerProcessor(OperatorProcessor):
     """The Assigner under its single grouping key."""
 
@@ -277,7 +269,8 @@ class AssignerProcessor(OperatorProcessor):
 
     def batch(self, key: Any, pdf: pd.DataFrame) -> Iterator[pd.DataFrame]:
         started = time.perf_counter()
-        core = Assigner(self.plan, _saved_core(self.state))
+        saved, _ = self.state.resume(STATE_FORMAT, self.plan.operator)
+        core = Assigner(self.plan, saved["core"] if saved else None)
         result = core.process(pdf, final=self.final, id_is_str=self.id_is_str)
         self.state.save({"format": STATE_FORMAT, "core": core.state})
         if self.plan.stats_dir:

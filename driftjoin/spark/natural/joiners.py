@@ -45,7 +45,7 @@ from driftjoin.spark.natural.table import (
 )
 from driftjoin.spark.runtime.processor import OperatorProcessor
 from driftjoin.spark.runtime.queries import task_query
-from driftjoin.spark.runtime.state import BlobState, ChunkedState, Chunks, Meta
+from driftjoin.spark.runtime.state import ChunkedState, Chunks, Meta
 from driftjoin.spark.runtime.stats import write_stats
 
 
@@ -361,7 +361,7 @@ class JoinerProcessor(OperatorProcessor):
 
     def open(self, handle: StatefulProcessorHandle) -> None:
         self.state = ChunkedState(handle, "joiner_docs")
-        self.legacy = BlobState(handle, "joiner")
+        self.keep_old_states(handle, "joiner")
 
     def _rebuild(self, meta: Meta, chunks: Chunks, stale: JoinerState | None) -> JoinerState:
         windows = JoinerState()
@@ -379,8 +379,7 @@ class JoinerProcessor(OperatorProcessor):
     def batch(self, key: Any, pdf: pd.DataFrame) -> Iterator[pd.DataFrame]:
         started = time.perf_counter()
         loaded = self.state.load(key, self._rebuild, JoinerState)
-        if loaded.source == "new" and self.legacy.value.exists():
-            raise ValueError("natural_join state has another format; use a new checkpoint location")
+        self.refuse_old_state(loaded.source == "new")
         if loaded.source == "cache":
             loaded.value.restore(loaded.meta.fields)
         q = task_query()

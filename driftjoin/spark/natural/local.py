@@ -1,7 +1,7 @@
 """``natural_join``'s parallel routing played in one process, micro-batch by micro-batch.
 
-The routers (:class:`~driftjoin.spark.natural.api.Router`), the joiners
-(:class:`~driftjoin.spark.natural.api.Joiner`) and the control plane
+The routers (:class:`~driftjoin.spark.natural.routers.Router`), the joiners
+(:class:`~driftjoin.spark.natural.joiners.Joiner`) and the control plane
 (:class:`~driftjoin.spark.natural.control.NaturalPartitionController`) of a stream, with Spark's
 part done by hand: the batch's rows cut into router tasks, each task reading one published
 decision, the routed rows shuffled and grouped by joiner key, each joiner run on a copy of its

@@ -10,40 +10,29 @@ from __future__ import annotations
 
 import json
 import math
+import uuid
 from dataclasses import dataclass
 from typing import Any, Iterator
 
 import numpy as np
 import pandas as pd
 import pyarrow as pa
-from pyspark.sql.streaming.stateful_processor import StatefulProcessorHandle
 
-from driftjoin.durations import parse_duration
 from driftjoin.schemafree.document import flatten
-from driftjoin.schemafree.partitioner import PARTITIONER_NAMES, Partitioner
-from driftjoin.schemafree.window import CountWindow, TimeWindow
+from driftjoin.schemafree.partitioner import Partitioner
 from driftjoin.spark.runtime.heartbeats import heartbeat_batch
-from driftjoin.spark.runtime.keys import SlotPlan
-from driftjoin.spark.runtime.plan_guard import PlanGuard
-from driftjoin.spark.runtime.settings import choice, integer, number
+from driftjoin.spark.runtime.plan_guard import OperatorPlan
+from driftjoin.spark.natural.settings import NaturalSettings
 
-LOCAL_JOINS = ("fptree", "hash", "nested")
-#: ``"parallel"``: stateless routers in every input task, partitionings fitted by the control
-#: plane; ``"assigner"``: the paper's single Assigner (one task routes every document).
-ROUTINGS = ("parallel", "assigner")
 #: Kinds of routed rows: a router task's heartbeat (one per joiner and batch), a document copy.
 BEAT, DOC = 0, 1
 #: Version of the state; a checkpoint written by another version is refused.
 STATE_FORMAT = 3
-#: Settings a restarted query may change: where statistics and decisions go (a new directory
-#: only costs broadcasting the windows that are open across the restart), and the local join
-#: (each joiner rebuilds it from its stored documents, and every local join is exact).
-ADOPTABLE = frozenset({"metrics_dir", "local_join"})
 ASSIGNER_OP, JOINER_OP = "natural_assigner", "natural_joiner"
 
 
 @dataclass(frozen=True)
-class NaturalPlan(SlotPlan):
+class NaturalPlan(OperatorPlan):
     """Everything the operators need, fixed when the query is built (shipped by pickling).
 
     ``window_kind`` is ``"count"`` (``size`` documents), ``"time"`` (``length`` seconds of
@@ -53,6 +42,12 @@ class NaturalPlan(SlotPlan):
     one decision travels with the plan) and the joiners write their statistics to;
     ``lineage`` names this run's decisions (a new one each time the query is built).
     """
+
+    operator = "natural_join"
+    #: settings a restarted query may change: where statistics and decisions go (a new directory
+    #: only costs broadcasting the windows that are open across the restart), and the local join
+    #: (each joiner rebuilds it from its stored documents, and every local join is exact)
+    ADOPTABLE = frozenset({"metrics_dir", "local_join"})
 
     partitions: int
     partitioner: str
@@ -98,8 +93,26 @@ class NaturalPlan(SlotPlan):
                 "require_time": self.require_time, "routing": self.routing, "metrics_dir": self.metrics_dir}
         # ``initial`` seeds a new query only; ``control`` and ``lineage`` belong to one run
 
-    def guard(self, handle: StatefulProcessorHandle) -> PlanGuard:
-        return PlanGuard(handle, "natural_join", self.settings(), ADOPTABLE)
+    @classmethod
+    def of(cls, settings: NaturalSettings, *, partitions: int, two_streams: bool) -> NaturalPlan:
+        """The plan of a join with ``settings`` (checked) on ``partitions`` joiners, of one input or
+        two (``two_streams``); a new ``lineage`` each time (module docstring)."""
+        s = settings
+        return cls(partitions=partitions, partitioner=s.partitioner, local_join=s.local_join, delta=s.delta,
+                   theta=s.theta, creators=s.creators, expand=s.expand, window_kind=s.window_kind, size=s.size,
+                   length=s.length, time_attribute=s.time_attribute, watermark=s.lateness, two_streams=two_streams,
+                   merged=s.merged, sample_size=s.sample_size, seed=int(s.seed), metrics_dir=s.metrics_dir,
+                   require_time=s.require_time, routing=s.routing, lineage=uuid.uuid4().hex[:12])
+
+    @classmethod
+    def of_rows(cls, settings: NaturalSettings, two_streams: bool) -> NaturalPlan:
+        """The plan the dead-letter output tests rows with (``invalid_documents``: the window decides
+        which rows need a time; nothing is joined)."""
+        s = settings
+        return cls(partitions=1, partitioner="ag", local_join="hash", delta=1, theta=0.0, creators=1, expand=False,
+                   window_kind=s.window_kind, size=s.size, length=s.length, time_attribute=s.time_attribute,
+                   watermark=0.0, two_streams=two_streams, merged=False, sample_size=1, seed=0, metrics_dir=None,
+                   require_time=s.require_time)
 
     def new_partitioner(self) -> Partitioner:
         return Partitioner(self.partitions, self.partitioner, delta=self.delta, theta=self.theta,  # type: ignore[arg-type]
@@ -110,46 +123,6 @@ class NaturalPlan(SlotPlan):
         return math.floor(time / self.length)  # type: ignore[operator]
 
 
-
-
-def check_window(window: object, time_col: str | None) -> tuple[str, int | None, float | None, str | None]:
-    advice = ("use a document count (window=1000 or CountWindow(1000)), a duration "
-              "(window='1 minute', over time_col= or the micro-batch time) or TimeWindow(length, attribute)")
-    if isinstance(window, bool):
-        raise ValueError(f"window={window!r} is not a window; {advice}")
-    if isinstance(window, CountWindow):
-        return "count", window.size, None, None
-    if isinstance(window, TimeWindow):
-        if time_col is not None:
-            raise ValueError("TimeWindow reads the time from a JSON attribute; drop time_col= or use window='<duration>' with time_col=")
-        return "attribute", None, float(window.length), window.attribute
-    if isinstance(window, (int, np.integer)):
-        if window < 1:
-            raise ValueError(f"window={window!r}: a count window holds at least 1 document; {advice}")
-        return "count", int(window), None, None
-    if isinstance(window, str):
-        try:
-            return "time", None, parse_duration(window, "window"), None
-        except ValueError as e:
-            raise ValueError(f"{e}; {advice}") from None
-    raise ValueError(f"window={window!r} is not a window; {advice}")
-
-
-def check_settings(partitions: object, partitioner: object, local_join: object, delta: object,
-                   theta: object, creators: object, sample_size: object, routing: object = "parallel") -> None:
-    """The settings of ``natural_join`` that need no input, checked before Spark starts
-    (:class:`~driftjoin.spark.runtime.settings.SettingError` naming the first bad one)."""
-    integer("partitions", partitions, what="the number of joiners")
-    choice("partitioner", partitioner, PARTITIONER_NAMES,
-           what="'value': one joiner per document by the values of common attributes, else 'ag' (association "
-                "groups); 'sc': set cover; 'ds': disjoint sets")
-    choice("local_join", local_join, LOCAL_JOINS)
-    integer("delta", delta, what="sightings before an unknown pair gets a joiner")
-    number("theta", theta, low=0, what="tolerated quality loss before a refit")
-    integer("creators", creators)
-    integer("sample_size", sample_size, what="documents kept per window for a refit")
-    choice("routing", routing, ROUTINGS, what="'parallel': stateless routers, partitionings from the control plane; "
-                                              "'assigner': the paper's single Assigner")
 
 
 class InvalidDocument(ValueError):

@@ -9,9 +9,9 @@ already parsed and verified; a JVM started with ``-XX:SharedArchiveFile`` maps t
 
 The archive is built once per Java installation and PySpark version, by
 ``python -m driftjoin.spark.runtime.class_archive`` (``scripts/setup.sh`` runs it): a driver JVM started
-with ``-XX:ArchiveClassesAtExit`` runs a small streaming similarity join and a batch join, and
-writes the archive when it exits. Only an archive that a JVM has mapped successfully is moved
-into place (atomically): a truncated archive crashes the JVM that maps it (SIGBUS, measured), so
+with ``-XX:ArchiveClassesAtExit`` runs :data:`TRAINING` (:mod:`driftjoin.app.class_training`: a
+small streaming similarity join and a batch join) and writes the archive when it exits. Only an
+archive that a JVM has mapped successfully is moved into place (atomically): a truncated archive crashes the JVM that maps it (SIGBUS, measured), so
 an archive half-written by a killed build must never be used. A JVM that finds the archive
 stale (other jars, another JDK) ignores it and loads classes as usual (``-Xshare:auto``), and
 its CDS messages are turned off so the console stays quiet.
@@ -28,11 +28,13 @@ import os
 import shutil
 import subprocess
 import sys
-import tempfile
 from pathlib import Path
 
 #: Set (to the file the archive is written to) in the process that builds it.
 DUMP_ENV = "DRIFTJOIN_CLASS_ARCHIVE_DUMP"
+#: The program whose driver JVM writes the archive when it exits (it runs the operators, which
+#: this module, part of the runtime they stand on, does not import).
+TRAINING = "driftjoin.app.class_training"
 #: The JVM's CDS log messages, off: a stale archive is ignored without a word.
 _QUIET = "-Xlog:cds=off -Xlog:cds+dynamic=off"
 
@@ -91,7 +93,7 @@ def build(force: bool = False) -> Path | None:
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(f".{path.name}.{os.getpid()}")
     try:
-        run = subprocess.run([sys.executable, "-m", "driftjoin.spark.runtime.class_archive", "--child"], env={**os.environ, DUMP_ENV: str(tmp)},
+        run = subprocess.run([sys.executable, "-m", TRAINING], env={**os.environ, DUMP_ENV: str(tmp)},
                              capture_output=True, text=True, timeout=900)
         if run.returncode != 0 or not tmp.is_file() or not _maps(java, tmp):
             return None
@@ -101,48 +103,10 @@ def build(force: bool = False) -> Path | None:
         tmp.unlink(missing_ok=True)
 
 
-def _training_run() -> None:
-    """Load what a driftjoin driver loads: a session, a streaming join (state, Arrow, Python
-    workers) and a batch join; then let the JVM exit so it writes the archive."""
-    import json
-
-    import numpy as np
-    from pyspark import SparkContext
-
-    from driftjoin import local_session, similarity_join
-
-    spark = local_session(2, "driftjoin-class-archive")
-    with tempfile.TemporaryDirectory() as tmp:
-        rng = np.random.default_rng(0)
-        for side in ("L", "R"):
-            os.makedirs(f"{tmp}/in/{side}")
-            with open(f"{tmp}/in/{side}/part.json", "w") as f:
-                for i, v in enumerate(rng.uniform(-1, 1, (500, 2)).tolist()):
-                    f.write(json.dumps({"id": i, "vector": v}) + "\n")
-
-        def read(side: str):
-            return spark.readStream.schema("id long, vector array<double>").json(f"{tmp}/in/{side}")
-
-        pairs = similarity_join(read("L"), read("R"), threshold=0.05, metric="euclidean", window=None, dim=2)
-        (pairs.writeStream.format("noop").option("checkpointLocation", f"{tmp}/ck")
-         .trigger(availableNow=True).start().awaitTermination())
-        static = spark.read.schema("id long, vector array<double>").json(f"{tmp}/in/L")
-        similarity_join(static, static, threshold=0.05, metric="euclidean", dim=2).count()
-    gateway = SparkContext._gateway
-    spark.stop()
-    # the JVM exits when its stdin closes (PySpark's gateway server), and writes the archive then
-    gateway.proc.stdin.close()
-    gateway.proc.wait(timeout=600)
-
-
 def main() -> None:
     ap = argparse.ArgumentParser(description="Build the class-data-sharing archive driftjoin's local sessions map.")
     ap.add_argument("--force", action="store_true", help="rebuild even if an archive exists")
-    ap.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
     args = ap.parse_args()
-    if args.child:
-        _training_run()
-        return
     path = build(force=args.force)
     print(f"class archive: {path}" if path else "class archive: not built (no Java found, or its JVM could not write one)")
 

@@ -20,20 +20,28 @@ from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
+from driftjoin.spark.runtime.settings import ColumnTypeError, SettingError
+
 #: Seconds beyond which a time is refused (about year 318,000; Spark's timestamps end near 294,000).
 MAX_SECONDS = 1e13
 
 _TIMESTAMPS = (T.TimestampType, T.TimestampNTZType, T.DateType)
 
 
+def require_column(df: DataFrame, name: str, setting: str, side: str = "") -> None:
+    """Fail before the start (:class:`SettingError` naming ``setting``) if ``df`` has no column ``name``."""
+    if name not in df.columns:
+        raise SettingError(setting, f"={name!r} is not a column of the {side + ' ' if side else ''}input; columns are "
+                                    f"{df.columns}", show_value=False)
+
+
 def check_time_column(df: DataFrame, name: str, what: str) -> None:
     """Fail before the start if ``name`` is missing or cannot hold times."""
-    if name not in df.columns:
-        raise ValueError(f"{what}={name!r} is not a column of the input; columns are {df.columns}")
+    require_column(df, name, what)
     dtype = df.schema[name].dataType
     if not isinstance(dtype, (*_TIMESTAMPS, T.NumericType, T.StringType)):
-        raise TypeError(f"{what}={name!r} has type {dtype.simpleString()}; use a timestamp, date, "
-                        "number of seconds, or string timestamp column")
+        raise ColumnTypeError(what, f"={name!r} has type {dtype.simpleString()}; use a timestamp, date, number of "
+                                    "seconds, or string timestamp column", show_value=False)
 
 
 def time_seconds(df: DataFrame, name: str, what: str) -> tuple[Column, Column]:
@@ -61,13 +69,13 @@ def common_id_type(left: DataFrame, right: DataFrame | None, id_col: str) -> T.D
     for df in (left, right):
         if df is None:
             continue
-        if id_col not in df.columns:
-            raise ValueError(f"id_col={id_col!r} is not a column of the input; columns are {df.columns}")
+        require_column(df, id_col, "id_col")
         dtype = df.schema[id_col].dataType
         if not isinstance(dtype, (T.IntegralType, T.StringType)):
-            raise TypeError(f"id_col={id_col!r} has type {dtype.simpleString()}; ids must be integers or strings (a "
-                            f"{dtype.simpleString()} id would change its form): cast it first, e.g. "
-                            f"df.withColumn({id_col!r}, F.col({id_col!r}).cast('long'))")
+            raise ColumnTypeError("id_col", f"={id_col!r} has type {dtype.simpleString()}; ids must be integers or "
+                                            f"strings (a {dtype.simpleString()} id would change its form): cast it "
+                                            f"first, e.g. df.withColumn({id_col!r}, F.col({id_col!r}).cast('long'))",
+                                  show_value=False)
         types.append(dtype)
     if all(isinstance(t, T.IntegralType) for t in types):
         return T.LongType()

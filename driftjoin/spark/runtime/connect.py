@@ -83,8 +83,6 @@ def session_key(spark: Any) -> str:
     JVM session id; a Connect session's id)."""
     if is_connect(spark):
         return f"connect:{spark.session_id}"
-    jsession = spark._jsparkSession
-    try:
-        return str(jsession.sessionUUID())
-    except Exception:  # py4j: an older Spark without the method
-        return str(jsession.hashCode())
+    from driftjoin.spark.runtime.jvm import session_uuid
+
+    return session_uuid(spark)

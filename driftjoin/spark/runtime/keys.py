@@ -5,7 +5,7 @@ A grouping key ``k`` of type int lands in shuffle partition ``pmod(murmur3(k, se
 falls in partition ``i mod N`` places the workers round-robin on the N partitions: with
 N = the number of workers each worker has a Spark task of its own; with fewer partitions
 several logical workers share one task, which lowers the fixed cost of a micro-batch (each
-stateful task costs about 100 ms whatever it does; ../shared/notes/spark-facts.md).
+stateful task costs about 100 ms whatever it does: docs/architecture.md, "Measured costs").
 """
 
 from __future__ import annotations

@@ -37,11 +37,12 @@ from __future__ import annotations
 import hashlib
 import json
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, ClassVar
 
 import numpy as np
 from pyspark.sql.types import BinaryType, StructField, StructType
 
+from driftjoin.spark.runtime.keys import SlotPlan
 from driftjoin.windows import TICKS_PER_SECOND
 
 #: The grouping key that holds the plan of an operator whose other keys depend on its settings.
@@ -175,3 +176,36 @@ class PlanGuard:
             raise PlanChangedError(refusal(self.operator, refused))
         if differs:
             self.value.update((encoded,))
+
+
+class OperatorPlan(SlotPlan):
+    """Base of every operator's plan (a frozen dataclass shipped to the tasks by pickling): its
+    workers' keys (:class:`~driftjoin.spark.runtime.keys.SlotPlan`) and its guard.
+
+    A plan names its :attr:`operator` and says what is stored with the checkpoint
+    (:meth:`settings`); :meth:`adoptable` (default :attr:`ADOPTABLE`) and :meth:`defaults` say
+    which changes a restart may make and what a setting missing from an older checkpoint meant.
+    :meth:`guard` is the one guard every stateful processor opens (:mod:`driftjoin.spark.runtime.processor`),
+    and :func:`driftjoin.spark.runtime.plan_store.remember` keeps the same three for the start check.
+    """
+
+    #: the operator's name (``"similarity_join"``, ...), in the stored plan and in messages
+    operator: ClassVar[str] = ""
+    #: settings a restarted query may change: by default where statistics go (it touches no state)
+    ADOPTABLE: ClassVar[frozenset[str]] = frozenset({"metrics_dir"})
+
+    def settings(self) -> dict[str, Any]:
+        """The plan as stored with the checkpoint: a flat dict of JSON values."""
+        raise NotImplementedError
+
+    def adoptable(self) -> frozenset[str]:
+        """Settings a restart may change (:data:`ADOPTABLE` unless the plan says otherwise)."""
+        return self.ADOPTABLE
+
+    def defaults(self) -> dict[str, Any]:
+        """What a setting missing from a checkpoint of an earlier driftjoin meant (none by default)."""
+        return {}
+
+    def guard(self, handle: Any) -> PlanGuard:
+        """The guard of a stateful key: stores the plan on its first batch, refuses a changed one later."""
+        return PlanGuard(handle, self.operator, self.settings(), self.adoptable(), self.defaults())

@@ -43,7 +43,7 @@ import uuid
 from dataclasses import dataclass
 from typing import Any
 
-from driftjoin.spark.runtime import hub
+from driftjoin.spark.runtime import hub, jvm
 from driftjoin.spark.runtime.connect import is_connect, session_key
 from driftjoin.spark.runtime.files import (
     filesystem,
@@ -51,7 +51,7 @@ from driftjoin.spark.runtime.files import (
     read_whole,
     write_whole,
 )
-from driftjoin.spark.runtime.plan_guard import compare, refusal
+from driftjoin.spark.runtime.plan_guard import OperatorPlan, compare, refusal
 from driftjoin.spark.runtime.queries import last_commit
 from driftjoin.spark.runtime.relocate import relocate_checkpoint
 from driftjoin.spark.runtime.static import MemoryHandle
@@ -85,9 +85,10 @@ _PENDING: dict[str, tuple[str, list[Planned]]] = {}
 _LOCK = threading.Lock()
 
 
-def remember(df: Any, plan: Any) -> Any:
-    """Keep ``plan`` (anything with ``guard(handle)``) for the start check of the query that will
-    run ``df``, and return ``df`` tagged with it; a static DataFrame is returned as it is."""
+def remember(df: Any, plan: OperatorPlan) -> Any:
+    """Keep ``plan`` (an :class:`~driftjoin.spark.runtime.plan_guard.OperatorPlan`, or any plan
+    with ``guard(handle)``) for the start check of the query that will run ``df``, and return
+    ``df`` tagged with it; a static DataFrame is returned as it is."""
     spark = df.sparkSession
     if not df.isStreaming or is_connect(spark):
         return df
@@ -142,12 +143,11 @@ def _check_at_start(spark: Any, query_id: str) -> None:
     query = spark.streams.get(query_id)
     if query is None:
         return
-    execution = query._jsq.streamingQuery()
     with _LOCK:
-        running = [_PLANS[t] for t in dict.fromkeys(_TOKEN.findall(execution.analyzedPlan().toString())) if t in _PLANS]
+        running = [_PLANS[t] for t in dict.fromkeys(_TOKEN.findall(jvm.query_plan(query))) if t in _PLANS]
     if not running:
         return
-    checkpoint = plain_path(str(execution.resolvedCheckpointRoot()))
+    checkpoint = plain_path(jvm.query_checkpoint(query))
     committed = last_commit(checkpoint)
     if committed is None:
         return
@@ -165,7 +165,7 @@ def _check_at_start(spark: Any, query_id: str) -> None:
         return
     reason, rewrite = refused(stored, running)
     if reason is not None:
-        _fail(spark, query, execution, reason)
+        _fail(spark, query, reason)
     elif rewrite:
         _write(checkpoint, running)
 
@@ -177,19 +177,12 @@ def _written_after_batch(progress: hub.Progress) -> None:
         _write(*pending)
 
 
-def _fail(spark: Any, query: Any, execution: Any, reason: str) -> None:
+def _fail(spark: Any, query: Any, reason: str) -> None:
     """Make a starting query fail with ``PlanChangedError: <reason>`` (module docstring)."""
     message = f"PlanChangedError: {reason}"
     try:
-        jvm = spark._jvm
-        params = jvm.java.util.HashMap()
-        for k, v in (("id", str(execution.id())), ("runId", str(execution.runId())), ("message", message)):
-            params.put(k, v)
-        error = jvm.org.apache.spark.sql.streaming.StreamingQueryException(
-            f"driftjoin compared the query's settings with the plans stored in {PLAN_FILE} of its checkpoint",
-            jvm.java.lang.IllegalStateException(message), "", "", "STREAM_FAILED",
-            jvm.org.apache.spark.api.python.PythonUtils.toScalaMap(params))
-        getattr(execution, "streamDeathCause_$eq")(error)
+        jvm.fail_query(spark, query, f"driftjoin compared the query's settings with the plans stored in {PLAN_FILE} "
+                                     "of its checkpoint", message)
     except Exception as e:  # a Spark without this path: the query still stops, with the reason logged
         log.error("driftjoin: %s (the query was stopped; it could not be failed: %s)", message, e)
     threading.Thread(target=_stop_after_start, args=(query,), name="driftjoin-refuse", daemon=True).start()

@@ -7,12 +7,16 @@ settings fails here, before anything is committed); the plan key
 (:data:`~driftjoin.spark.runtime.plan_guard.PLAN_KEY`), which the routers' heartbeats reach
 whatever the settings, exists for that check only unless the operator gives it work. Then the
 operator's own :meth:`OperatorProcessor.batch` runs on the key's rows as one frame.
+
+A checkpoint whose keys hold state in a form an earlier driftjoin wrote (before the shared state
+layer) is refused the one way (:meth:`OperatorProcessor.refuse_old_state`,
+:class:`~driftjoin.spark.runtime.state.OldCheckpointError`).
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterator
-from typing import Any, ClassVar, Protocol
+from typing import Any, ClassVar
 
 import pandas as pd
 from pyspark.sql.streaming.stateful_processor import (
@@ -20,13 +24,8 @@ from pyspark.sql.streaming.stateful_processor import (
     StatefulProcessorHandle,
 )
 
-from driftjoin.spark.runtime.plan_guard import PLAN_KEY, PlanGuard
-
-
-class GuardedPlan(Protocol):
-    """An operator's plan: it knows how to store and check itself with a checkpoint."""
-
-    def guard(self, handle: StatefulProcessorHandle) -> PlanGuard: ...
+from driftjoin.spark.runtime.plan_guard import PLAN_KEY, OperatorPlan
+from driftjoin.spark.runtime.state import BLOB, old_checkpoint
 
 
 class OperatorProcessor(StatefulProcessor):
@@ -40,12 +39,24 @@ class OperatorProcessor(StatefulProcessor):
     #: whether :meth:`batch` also runs for :data:`PLAN_KEY` (else that key only checks the plan)
     runs_plan_key: ClassVar[bool] = False
 
-    def __init__(self, plan: GuardedPlan) -> None:
+    def __init__(self, plan: OperatorPlan) -> None:
         self.plan = plan
 
     def init(self, handle: StatefulProcessorHandle) -> None:
         self.guard = self.plan.guard(handle) if self.checks_plan else None
+        self.old_states: list[Any] = []
         self.open(handle)
+
+    def keep_old_states(self, handle: StatefulProcessorHandle, *names: str) -> None:
+        """Open the value states ``names`` in which releases before the shared state layer kept
+        this processor's state (one pickled value per key), so :meth:`refuse_old_state` can tell
+        such a checkpoint. Called from :meth:`open` where those releases opened them."""
+        self.old_states += [handle.getValueState(name, BLOB) for name in names]
+
+    def refuse_old_state(self, new: bool) -> None:
+        """Refuse a key whose state is ``new`` to the state layer but held in an old value state."""
+        if new and any(state.exists() for state in self.old_states):
+            raise old_checkpoint(getattr(self.plan, "operator", "") or type(self).__name__)
 
     def open(self, handle: StatefulProcessorHandle) -> None:
         """Create the processor's state handles."""

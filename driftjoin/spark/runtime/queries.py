@@ -49,9 +49,10 @@ from typing import Any
 
 from pyarrow import fs as pafs
 
-from driftjoin.spark.runtime import hub
+from driftjoin.spark.runtime import hub, jvm
 from driftjoin.spark.runtime.connect import is_connect, master, session_key, shares_files
 from driftjoin.spark.runtime.files import filesystem, plain_path, read_whole, write_whole
+from driftjoin.spark.runtime.settings import SettingError
 
 log = logging.getLogger(__name__)
 
@@ -127,12 +128,10 @@ def last_commit(checkpoint: str) -> int | None:
 def _query_started(spark, query_id: str) -> None:
     """Give the starting query's tasks its checkpoint and first batch (classic session: runs before
     its first batch)."""
-    execution = spark.streams.get(query_id)._jsq.streamingQuery()
-    checkpoint = plain_path(str(execution.resolvedCheckpointRoot()))
+    query = spark.streams.get(query_id)
+    checkpoint = plain_path(jvm.query_checkpoint(query))
     first = last_commit(checkpoint)
-    conf = execution.sparkSessionForStream().conf()
-    conf.set(CHECKPOINT, checkpoint)
-    conf.set(FIRST_BATCH, str((first if first is not None else -1) + 1))
+    jvm.set_query_conf(query, {CHECKPOINT: checkpoint, FIRST_BATCH: str((first if first is not None else -1) + 1)})
     STARTED[query_id] = checkpoint
 
 
@@ -156,13 +155,7 @@ def checkpoint_in_plan(plan: str, run_id: str) -> str | None:
 def _connect_checkpoint(spark, query_id: str, run_id: str) -> str | None:
     """The checkpoint of a query run on a Spark Connect session, from its physical plan, which
     the server keeps after the run's first planned micro-batch, also once the run has ended."""
-    from pyspark.sql.connect import proto
-    from pyspark.sql.connect.streaming.query import StreamingQuery
-
-    cmd = proto.StreamingQueryCommand()
-    cmd.explain.extended = False
-    plan = StreamingQuery(spark, query_id, run_id)._execute_streaming_query_cmd(cmd).explain.result
-    return checkpoint_in_plan(plan, run_id)
+    return checkpoint_in_plan(jvm.connect_query_plan(spark, query_id, run_id), run_id)
 
 
 def record_checkpoint(root: str, query_id: str, checkpoint: str) -> None:
@@ -263,10 +256,11 @@ def default_metrics_dir(spark) -> str:
     needs an explicit ``metrics_dir``.
     """
     if not shares_files(spark):
-        raise ValueError(f"balance= without metrics_dir= works in local mode only, with the driver on this machine (this "
-                         f"session runs on {master(spark)}{', through Spark Connect' if is_connect(spark) else ''}): "
-                         "pass metrics_dir= a location this process, the driver and every executor reach (a shared "
-                         "mount, or s3://, hdfs://, gs://)")
+        raise SettingError("metrics_dir", f"is required with balance= unless the session runs in local mode with the "
+                                          f"driver on this machine (this session runs on {master(spark)}"
+                                          f"{', through Spark Connect' if is_connect(spark) else ''}): pass "
+                                          "metrics_dir= a location this process, the driver and every executor reach "
+                                          "(a shared mount, or s3://, hdfs://, gs://)", show_value=False)
     if is_connect(spark):
         root = tempfile.mkdtemp(prefix="driftjoin-metrics-")
         track(spark, root)

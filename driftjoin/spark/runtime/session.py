@@ -1,7 +1,7 @@
 """Spark session settings the stateful operators need, and a fast, quiet local session for laptops.
 
-Measured on 2 cores (../shared/notes/spark-facts.md): 200 shuffle partitions make a stateful
-micro-batch take 14 s, so the join sets ``spark.sql.shuffle.partitions`` to its parallelism;
+Measured on 2 cores (docs/architecture.md, "Measured costs"): 200 shuffle partitions make a
+stateful micro-batch take 14 s, so the join sets ``spark.sql.shuffle.partitions`` to its parallelism;
 ``transformWithStateInPandas`` needs the RocksDB state store provider.
 
 Console noise, and where it comes from: the JVM's log4j console appender (startup banner,
@@ -30,13 +30,13 @@ import subprocess
 import sys
 import tempfile
 
-from pyspark import SparkConf, SparkContext
+from pyspark import SparkContext
 from pyspark.sql import SparkSession
-from pyspark.sql.utils import is_remote
 
-from driftjoin.spark.runtime import queries
+from driftjoin.spark.runtime import jvm, queries
 from driftjoin.spark.runtime.connect import ConnectUnsupported, cluster_parallelism, is_connect, master
 from driftjoin.spark.runtime.class_archive import jvm_options as class_archive_options
+from driftjoin.spark.runtime.settings import SettingError, integer
 from driftjoin.spark.sources import documents, generator
 
 log = logging.getLogger(__name__)
@@ -73,15 +73,9 @@ def _settings(parallelism: int, preload_workers: bool = True) -> dict[str, str]:
 def _start_quiet_jvm(settings: dict[str, str], log_file: str) -> None:
     """Launch the driver JVM with its stderr (log4j, Python workers' output) going to ``log_file``."""
     global LOG_FILE
-    from pyspark.java_gateway import launch_gateway
-
-    conf = SparkConf(loadDefaults=False)
-    for k, v in settings.items():
-        conf.set(k, v)
     os.makedirs(os.path.dirname(os.path.abspath(log_file)), exist_ok=True)
     with open(log_file, "ab") as err:
-        gateway = launch_gateway(conf, popen_kwargs={"stderr": err})
-    SparkContext._ensure_initialized(gateway=gateway)
+        jvm.launch_driver_jvm(settings, err)
     LOG_FILE = log_file
 
 
@@ -100,7 +94,7 @@ def drop_quiet_log(path: str) -> None:
 def _session(master: str, app_name: str, parallelism: int, conf: dict[str, str], *, verbose: bool | None,
              log_level: str, log_file: str | None, preload_workers: bool) -> SparkSession:
     """A session with :func:`_settings` and ``conf`` on ``master``, quiet unless ``verbose``."""
-    if is_remote():
+    if jvm.connect_environment():
         raise ConnectUnsupported("driftjoin's local_session and cluster_session (they start the driver here)",
                                  "this process is set up for Spark Connect (SPARK_REMOTE, or a Connect session "
                                  "exists); use the Connect session itself, SparkSession.builder.remote(url)"
@@ -112,7 +106,7 @@ def _session(master: str, app_name: str, parallelism: int, conf: dict[str, str],
     if verbose is None:
         verbose = os.environ.get("DRIFTJOIN_VERBOSE", "").lower() not in ("", "0", "false", "no")
     settings = {"spark.master": master, "spark.app.name": app_name, **_settings(parallelism, preload_workers), **conf}
-    if not verbose and SparkContext._gateway is None:
+    if not verbose and not jvm.driver_jvm_running():
         if log_file is None:
             log_file = os.path.join(tempfile.gettempdir(), f"driftjoin-spark-{os.getpid()}.log")
             atexit.register(drop_quiet_log, log_file)
@@ -252,13 +246,12 @@ def worker_placement(spark: SparkSession, parallelism: int | None, partitions: i
     whatever it does, so more tasks than cores only raise the batch floor."""
     if parallelism is None:
         parallelism = default_workers(spark)
-    if isinstance(parallelism, bool) or not isinstance(parallelism, int) or parallelism < 1:
-        raise ValueError(f"parallelism must be an integer >= 1 (the number of workers), got {parallelism!r}")
+    parallelism = integer("parallelism", parallelism, what="the number of workers")
     if partitions is None:
         partitions = min(parallelism, task_slots(spark))
     if isinstance(partitions, bool) or not isinstance(partitions, int) or not 1 <= partitions <= parallelism:
-        raise ValueError(f"partitions must be an integer in [1, parallelism] = [1, {parallelism}] (the Spark state "
-                         f"partitions the workers share), got {partitions!r}")
+        raise SettingError("partitions", f"must be an integer in [1, parallelism] = [1, {parallelism}] (the Spark state "
+                                         "partitions the workers share)", partitions)
     return parallelism, partitions
 
 
@@ -320,7 +313,7 @@ def ensure_workers_python(spark: SparkSession) -> None:
     executors' driftjoin version when it is not this one's), and how to ship it.
     """
     sc = spark.sparkContext
-    python = sc.pythonExec
+    python = jvm.workers_python(sc)
     key = (sc.applicationId, python)
     if key in _PYTHON_CHECKED:
         return
@@ -331,10 +324,10 @@ def ensure_workers_python(spark: SparkSession) -> None:
                                  f"import this driftjoin with its dependencies: set PYSPARK_PYTHON={sys.executable} "
                                  "before the session is created, or install driftjoin into that Python")
             log.info("driftjoin: Python workers will run %s (%s lacks driftjoin)", sys.executable, python)
-            sc.pythonExec = sys.executable
+            jvm.use_workers_python(sc, sys.executable)
     else:
         _check_executors(sc)
-    _PYTHON_CHECKED.add((sc.applicationId, sc.pythonExec))
+    _PYTHON_CHECKED.add((sc.applicationId, jvm.workers_python(sc)))
 
 
 def _cause(error: BaseException) -> str:
@@ -355,7 +348,7 @@ def _check_executors(sc: SparkContext) -> None:
     try:
         python, missing, version = sc.parallelize([0], 1).map(_executor_probe()).collect()[0]
     except Exception as e:  # the workers did not start, e.g. no such interpreter
-        raise ValueError(f"the executors' Python ({sc.pythonExec}) did not run a task ({_cause(e)}): {SHIP_HINT}") from None
+        raise ValueError(f"the executors' Python ({jvm.workers_python(sc)}) did not run a task ({_cause(e)}): {SHIP_HINT}") from None
     if missing:
         raise ValueError(f"the executors' Python ({python}) cannot import {', '.join(missing)}: {SHIP_HINT}")
     if version != __version__:
@@ -370,7 +363,7 @@ def _check_driver_runner(sc: SparkContext) -> None:
     directory) and a path of pyspark, ``spark.executorEnv.PYTHONPATH`` and the JVM's own
     ``PYTHONPATH``, not the py-files. Run that interpreter so here; a ValueError says what to
     change when it is not there or cannot import :data:`WORKER_MODULES`."""
-    python, cwd = sc.pythonExec, os.getcwd()
+    python, cwd = jvm.workers_python(sc), os.getcwd()
     if shutil.which(python) is None:
         raise ValueError(f"transformWithStateInPandas also runs the executors' Python ({python}) on the driver, and "
                          f"there is none from the driver's working directory ({cwd}): unpack the archive there too "

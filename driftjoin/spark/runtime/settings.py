@@ -46,10 +46,28 @@ class SettingError(ValueError):
 
     def spelled(self, label: str) -> SettingError:
         """The same error with the setting named ``label`` (e.g. ``[join] threshold``)."""
-        error = SettingError(self.name, self.problem, self.value, show_value=self.show_value)
+        error = type(self)(self.name, self.problem, self.value, show_value=self.show_value)
         error.label = label
         error.args = (error._text(),)
         return error
+
+    @classmethod
+    def worded(cls, name: str, message: str) -> SettingError:
+        """The error whose text is ``message``, which names the setting first (``"dim is required
+        ..."``, ``"value_col='x' is not a column ..."``); a message that does not is kept after
+        ``<name> is not usable:``."""
+        problem = message[len(name):].lstrip() if message.startswith(name) else f"is not usable: {message}"
+        return cls(name, problem, show_value=False)
+
+
+class ColumnTypeError(SettingError, TypeError):
+    """A column whose type cannot hold what the setting naming it says (``id_col='id' has type
+    double; ...``): a :class:`SettingError`, and a ``TypeError`` as such errors were before."""
+
+
+class InputTypeError(SettingError, TypeError):
+    """An input that is not a DataFrame (``left``, ``right``, ``docs``, ...): a
+    :class:`SettingError` naming the argument, and a ``TypeError`` as Python's own would be."""
 
 
 def integer(name: str, value: Any, *, low: int | None = 1, high: int | None = None, what: str = "") -> int:
@@ -114,17 +132,18 @@ def duration(name: str, value: Any, *, allow_zero: bool = False, optional: bool 
     return core(name, lambda: parse_duration(value, name, allow_zero=allow_zero))
 
 
-def core(name: str, check: Callable[[], Any]) -> Any:
+def core(name: str, check: Callable[[], Any], *others: str) -> Any:
     """Run a check of a core module that raises ``ValueError`` with a message that starts with
-    the setting's name, as a :class:`SettingError` with that message."""
+    the setting's name, as a :class:`SettingError` with that message. ``others``: further
+    settings the check may name first (the error names the one it starts with, else ``name``)."""
     try:
         return check()
     except SettingError:
         raise
     except ValueError as e:
         message = str(e)
-        problem = message[len(name):].lstrip() if message.startswith(name) else f"is not usable: {message}"
-        raise SettingError(name, problem, show_value=False) from None
+        named = next((n for n in others if message.startswith(n)), name)
+        raise SettingError.worded(named, message) from None
 
 
 def options(name: str, value: Any, checks: Mapping[str, Callable[[str, Any], Any]]) -> dict[str, Any]:

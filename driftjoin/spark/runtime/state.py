@@ -45,7 +45,8 @@ from driftjoin.spark.runtime.queries import task_query
 
 T = TypeVar("T")
 
-_BLOB = StructType([StructField("blob", BinaryType(), False)])
+#: The schema of every pickled value the state layer keeps.
+BLOB = StructType([StructField("blob", BinaryType(), False)])
 _CHUNK_KEY = StructType([StructField("group", LongType(), False), StructField("chunk", LongType(), False)])
 
 #: Default size of the per-process cache of decoded states (``DRIFTJOIN_STATE_CACHE_MB``).
@@ -68,6 +69,19 @@ MOVED_MODULES = {
     "driftjoin.spark.equi_dispatch": "driftjoin.spark.equi.dispatch",
     "driftjoin.spark.equi_payload": "driftjoin.spark.equi.payload",
 }
+
+
+class OldCheckpointError(RuntimeError):
+    """A checkpoint whose state another driftjoin version wrote in a form this one does not read."""
+
+
+def old_checkpoint(operator: str) -> OldCheckpointError:
+    """The one refusal of such a checkpoint, saying what to do."""
+    from driftjoin import __version__
+
+    return OldCheckpointError(f"this checkpoint holds {operator} state written by another driftjoin version in a form "
+                              f"driftjoin {__version__} does not read: restart the query with a new checkpoint "
+                              "location (or run the driftjoin version that wrote it)")
 
 
 class _StateUnpickler(pickle.Unpickler):
@@ -223,8 +237,8 @@ class ChunkedState:
         query = task_query().query_id
         self.name = (name, query)
         self.cache = (CACHE if query is not None else None) if cache is True else (cache or None)
-        self._meta = handle.getValueState(f"{name}_meta", _BLOB)
-        self._store = handle.getMapState(f"{name}_chunks", _CHUNK_KEY, _BLOB)
+        self._meta = handle.getValueState(f"{name}_meta", BLOB)
+        self._store = handle.getMapState(f"{name}_chunks", _CHUNK_KEY, BLOB)
 
     def load(self, key: Any, rebuild: Callable[[Meta, Chunks, T | None], T], empty: Callable[[], T]) -> Loaded[T]:
         """This batch's state: the cached value if its token matches, else ``rebuild(meta, chunks,
@@ -256,7 +270,7 @@ class BlobState:
     Assigner, dispatcher or SWOOP key). The value carries its batch sequence number ``seq``."""
 
     def __init__(self, handle: Any, name: str) -> None:
-        self.value = handle.getValueState(name, _BLOB)
+        self.value = handle.getValueState(name, BLOB)
 
     def load(self) -> dict[str, Any] | None:
         if not self.value.exists():
@@ -266,10 +280,13 @@ class BlobState:
     def save(self, state: dict[str, Any]) -> None:
         self.value.update((dumps(state),))
 
-    def resume(self) -> tuple[dict[str, Any] | None, int]:
-        """The saved state (None on the first batch) and this batch's sequence number."""
+    def resume(self, fmt: int | None = None, operator: str = "") -> tuple[dict[str, Any] | None, int]:
+        """The saved state (None on the first batch) and this batch's sequence number; with
+        ``fmt``, a state saved with another ``"format"`` is refused (:func:`old_checkpoint`)."""
         saved = self.load()
-        return saved, 0 if saved is None else saved["seq"] + 1
+        if fmt is not None and saved is not None and saved.get("format") != fmt:
+            raise old_checkpoint(operator)
+        return saved, 0 if saved is None or "seq" not in saved else saved["seq"] + 1
 
 
 #: Chunk groups of a :class:`LoggedState`.

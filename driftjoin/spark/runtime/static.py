@@ -1,20 +1,17 @@
 """Running a streaming state processor once over a static group, with in-memory state.
 
 Static DataFrames go through the same ``StatefulProcessor`` classes as streams, called from
-``groupBy(...).applyInPandas``: :func:`run_static` hands the processor a :class:`MemoryHandle`
-whose value and map states live in memory for the one call. :func:`run_static_arrow` does the
-same under ``groupBy(...).applyInArrow`` and returns the processor's frames as separate Arrow
-batches, for outputs that can exceed Arrow's 2 GB per array when concatenated (S3J's workset
-memberships of a large high-dimensional DataFrame). Tests use the handle to drive
-processors across several batches without Spark (state survives between calls on the same
-processor).
+``groupBy(...).applyInArrow`` (:func:`driftjoin.spark.runtime.stages.stateful_stage` chooses):
+:func:`static_arrow_udf` hands a fresh processor a :class:`MemoryHandle` whose value and map
+states live in memory for the one call, which is exact because a static input is one batch.
+Tests use the handle to drive processors across several batches without Spark (state survives
+between calls on the same processor).
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator
 
-import pandas as pd
 import pyarrow as pa
 
 
@@ -69,15 +66,12 @@ class MemoryHandle:
         return MemoryMap()
 
 
-def run_static(processor, key: tuple, pdf: pd.DataFrame) -> pd.DataFrame:
-    """Run ``processor`` once over a static group (all of its rows as one batch)."""
-    processor.init(MemoryHandle())
-    frames = list(processor.handleInputRows(key, iter([pdf]), None))
-    return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()
-
-
 def static_arrow_udf(make_processor: Callable[[], object], schema: pa.Schema):
-    """The function for ``groupBy(...).applyInArrow`` that runs a fresh processor per group.
+    """The one static adapter: the function for ``groupBy(...).applyInArrow`` that runs a fresh
+    processor over each group of a static DataFrame, all of its rows as one batch, with
+    in-memory state (:class:`MemoryHandle`). Each frame the processor yields becomes its own Arrow
+    batch(es), so an output larger than Arrow's 2 GB per array (S3J's memberships of a large
+    high-dimensional input) never has to be one array.
 
     Its type hints tell PySpark to use the iterator form (batches in, batches out). PySpark 4.0
     has only the table form (a table in, one table out), so there the batches are returned as
@@ -85,7 +79,13 @@ def static_arrow_udf(make_processor: Callable[[], object], schema: pa.Schema):
     """
 
     def run(key: tuple[pa.Scalar, ...], batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-        return run_static_arrow(make_processor(), key, batches, schema)
+        processor = make_processor()
+        processor.init(MemoryHandle())
+        pdf = pa.Table.from_batches(list(batches)).to_pandas()
+        plain_key = tuple(k.as_py() if isinstance(k, pa.Scalar) else k for k in key)
+        for frame in processor.handleInputRows(plain_key, iter([pdf]), None):
+            if len(frame):
+                yield from pa.Table.from_pandas(frame, schema=schema, preserve_index=False).to_batches()
 
     def run_table(key: tuple[pa.Scalar, ...], table: pa.Table) -> pa.Table:
         return pa.Table.from_batches(list(run(key, iter(table.to_batches()))), schema=schema)
@@ -98,13 +98,3 @@ def _arrow_iterator_form() -> bool:
     import pyspark
 
     return tuple(int(part) for part in pyspark.__version__.split(".")[:2]) >= (4, 1)
-
-
-def run_static_arrow(processor, key: tuple, batches: Iterator[pa.RecordBatch], schema: pa.Schema) -> Iterator[pa.RecordBatch]:
-    """:func:`run_static` for ``applyInArrow``: each output frame becomes its own batch(es)."""
-    processor.init(MemoryHandle())
-    pdf = pa.Table.from_batches(list(batches)).to_pandas()
-    plain_key = tuple(k.as_py() if isinstance(k, pa.Scalar) else k for k in key)
-    for frame in processor.handleInputRows(plain_key, iter([pdf]), None):
-        if len(frame):
-            yield from pa.Table.from_pandas(frame, schema=schema, preserve_index=False).to_batches()

@@ -1,7 +1,7 @@
 """PySpark's Python worker daemon with driftjoin's imports done once, before the workers fork.
 
 Spark starts one Python daemon per executor and forks a worker from it for every Python task
-that finds no idle worker to reuse (about half of them, measured in ../shared/notes). A fresh
+that finds no idle worker to reuse (about half of them: docs/architecture.md, "Measured costs"). A fresh
 worker then imports pandas, pyarrow, numba and driftjoin's operators and loads the compiled
 kernels from numba's cache: 2 to 3 s of CPU each on the 2-core machine, paid by every task of a
 query's first micro-batch and again after every restart, which is where most of a first batch's
@@ -45,6 +45,6 @@ def preload() -> None:
 
 if __name__ == "__main__":
     preload()
-    from pyspark.daemon import manager
+    from driftjoin.spark.runtime.jvm import serve_python_workers
 
-    manager()
+    serve_python_workers()

@@ -1,89 +1,31 @@
-"""``similarity_join``: the S3J similarity join of Spark DataFrames, streaming or static."""
+"""``similarity_join``: the exact similarity join of Spark DataFrames, streaming or static.
+
+A short dispatch: the settings are checked once (:class:`~driftjoin.spark.similarity.settings.SimilaritySettings`),
+the inputs checked against them (:class:`~driftjoin.spark.similarity.inputs.JoinInputs`), then one
+of the three paths, each in the shape of :mod:`driftjoin.spark.similarity.shape`, builds its plan
+and its pairs: the metric-space path (:mod:`~driftjoin.spark.similarity.spaces`: strings, token
+sets, user metrics) or a vector path, S3J (:mod:`~driftjoin.spark.similarity.s3j`) or the grid
+(:mod:`~driftjoin.spark.similarity.grid`), as :func:`~driftjoin.spark.similarity.choice.vector_plan`
+chooses. :func:`pair_columns` gives every path's pairs the user's columns.
+"""
 
 from __future__ import annotations
 
-import logging
 from typing import Any
 
-import numpy as np
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
-from pyspark.sql import types as T
-from pyspark.sql.pandas.types import to_arrow_schema
 
-from driftjoin.distance import check_threshold, get_metric
-from driftjoin.s3j.space import random_centroids
-from driftjoin.spark.runtime.columns import check_time_column, common_id_type
 from driftjoin.spark.runtime.plan_store import remember
-from driftjoin.spark.runtime.session import (
-    prepare_for_stateful,
-    prepare_session,
-    worker_placement,
-)
-from driftjoin.spark.runtime.static import static_arrow_udf
-from driftjoin.spark.similarity.choice import grid_plan
-from driftjoin.spark.similarity.grid import grid_pairs
-from driftjoin.spark.similarity.inputs import (
-    DEFAULT_WINDOW,
-    JoinWindows,
-    infer_dim,
-    join_windows,
-    normalise,
-    vector_column,
-)
-from driftjoin.spark.similarity.metric_api import is_metric_join, metric_dead_letters, metric_pairs
-from driftjoin.spark.similarity.plan import S3JPlan, member_schema, window_bounds_us
-from driftjoin.spark.similarity.s3j import (
-    ComputationProcessor,
-    FormulationProcessor,
-    FusedProcessor,
-    dead_letter_batches,
-    route_batches,
-    route_members,
-)
-from driftjoin.spark.similarity.settings import SimilaritySettings
-from driftjoin.windows import Windowing
-
-log = logging.getLogger(__name__)
-
-#: Output shapes of :func:`similarity_join` (see its docstring).
-#: ``output=`` values and the transport each uses (:data:`~driftjoin.spark.similarity.s3j.TRANSPORTS`).
-OUTPUTS = {"pairs": "flat", "pairs-lean": "lean", "grouped": "grouped", "pairs-grouped": "grouped"}
-
-
-def _plan(left: DataFrame, right: DataFrame | None, *, threshold: float, metric: str, dim: int | None,
-          windows: JoinWindows, parallelism: int | None, centroids: object, bounds: tuple[float, float], seed: int,
-          vector_col: str, metrics_dir: str | None, algorithm: str = "s3j", virtual_partitions: int = 500,
-          partitions: int | None = None, balanced: bool = False, transport: str = "grouped") -> S3JPlan:
-    m = get_metric(metric)
-    t = check_threshold(m, threshold)
-    parallelism, partitions = worker_placement(left.sparkSession, parallelism, partitions)
-    n_centroids = virtual_partitions if algorithm == "clusterjoin" else parallelism
-    if not isinstance(centroids, str):
-        c = np.asarray(centroids, dtype=np.float64)
-        if len(c) != n_centroids:
-            raise ValueError(f"centroids must have shape ({n_centroids}, dim) (one per {'virtual partition' if algorithm == 'clusterjoin' else 'worker'}), got {c.shape}")
-        dim = dim or c.shape[1]
-    if dim is None:
-        if left.isStreaming:
-            raise ValueError("dim is required for streaming inputs (the vector dimension, e.g. dim=2): the space partition centroids are drawn before the first record arrives")
-        dim = infer_dim([d for d in (left, right) if d is not None], vector_col)
-    if isinstance(dim, bool) or not isinstance(dim, int) or dim < 1:
-        raise ValueError(f"dim must be an integer >= 1, got {dim!r}")
-    if isinstance(centroids, str) and centroids == "sample":
-        if left.isStreaming:
-            raise ValueError("centroids='sample' needs a static input; for streams use 'random' (the paper's choice) or pass an array")
-        rows = left.select(vector_column(left, vector_col).alias("v")).where(F.size("v") == dim).limit(50 * n_centroids).collect()
-        pool = np.array([r["v"] for r in rows], dtype=np.float64)
-        if len(pool) < n_centroids:
-            raise ValueError("not enough rows to sample centroids from; use centroids='random'")
-        c = pool[np.random.default_rng(seed).choice(len(pool), n_centroids, replace=False)]
-    elif isinstance(centroids, str):
-        c = random_centroids(n_centroids, dim, seed, *bounds)
-    elif c.shape[1] != dim:
-        raise ValueError(f"centroids have {c.shape[1]} dimensions but dim={dim}")
-    return S3JPlan(m.name, t, dim, parallelism, c, right is None, windows.windows, metrics_dir, algorithm,
-                   windows.time_basis, windows.lateness, partitions, balanced, transport)
+from driftjoin.spark.runtime.session import prepare_session
+from driftjoin.spark.similarity.choice import vector_plan
+from driftjoin.spark.similarity.control import attach_balancer
+from driftjoin.spark.similarity.grid import GridPlan, grid_pairs
+from driftjoin.spark.similarity.inputs import JoinInputs
+from driftjoin.spark.similarity.s3j import dead_letters_of_vectors, s3j_pairs
+from driftjoin.spark.similarity.settings import DEFAULT_WINDOW, SimilaritySettings
+from driftjoin.spark.similarity.shape import window_bounds_us
+from driftjoin.spark.similarity.spaces import space_dead_letters, space_pairs, space_plan, takes_space_path
 
 
 def similarity_join(
@@ -133,7 +75,8 @@ def similarity_join(
     ``"angular"`` (default),        ``array<double>``, ``array<float>``,  a distance (angular: radians
     ``"cosine"``, ``"euclidean"``,  MLlib ``Vector``                      / pi, in [0, 1])
     ``"manhattan"``, ``"chebyshev"``
-    ``"levenshtein"``               ``string``                            whole edits (0, 1, 2, ...)
+    ``"levenshtein"`` (or           ``string``                            whole edits (0, 1, 2, ...)
+    ``"edit"``, ``"edit_distance"``)
     ``"jaccard"``                   ``array<string>``, ``array<int>``,    in [0, 1): ``1 - |A & B| /
                                     ``array<long>`` (a set of tokens)     |A | B|``
     a callable ``f(a, b)``,         any of the above (values as Python    the user's distance
@@ -141,7 +84,7 @@ def similarity_join(
     ==============================  ====================================  ===========================
 
     Strings, token sets and user metrics run the metric strategies of :mod:`driftjoin.metric`
-    (:mod:`driftjoin.spark.similarity.metric`): ``algorithm="auto"`` chooses by their counted
+    (:mod:`driftjoin.spark.similarity.spaces`): ``algorithm="auto"`` chooses by their counted
     work on a sample, or name one: ``"s3j"`` (S3J's space partitioning in the metric space:
     centroids are records), ``"passjoin"`` (edit distance: PassJoin's segment pigeonhole) or
     ``"prefix"`` (Jaccard: prefix filtering with a global token order). The sample is a static
@@ -175,9 +118,11 @@ def similarity_join(
         The largest distance of a joined pair (``choose_threshold`` picks one for a selectivity).
     metric:
         ``"angular"`` (angle / pi, in [0, 1]), ``"cosine"`` (1 - cos), ``"euclidean"``,
-        ``"manhattan"`` or ``"chebyshev"`` on vectors; ``"levenshtein"`` on strings,
-        ``"jaccard"`` on token sets; a callable ``f(a, b) -> float`` or
-        :func:`driftjoin.user_metric` on any of them (the table above).
+        ``"manhattan"`` or ``"chebyshev"`` on vectors; ``"levenshtein"`` (also ``"edit"``,
+        ``"edit_distance"``) on strings, ``"jaccard"`` on token sets; a callable ``f(a, b) ->
+        float`` or :func:`driftjoin.user_metric` on any of them (the table above). The names are
+        those of :mod:`driftjoin.metric_names`; a name it does not know is refused with every
+        name listed and the closest one suggested.
     id_col, vector_col, value_col:
         The columns: an integer or string id; the compared values (``value_col``;
         ``vector_col`` is its older name for vectors): ``array<double>``, ``array<float>`` or an
@@ -260,119 +205,21 @@ def similarity_join(
     >>> [(r.left_id, r.right_id, r.distance) for r in pairs.collect()]
     [(1, 2, 1.0)]
     """
-    SimilaritySettings.check({n: v for n, v in locals().items() if n in SimilaritySettings.names()})
-    column = _column(value_col, vector_col)
-    if is_metric_join(left, metric, column):
-        metrics_dir = prepare_session(left.sparkSession, metrics_dir)
-        raw, plan = metric_pairs(left, right, threshold=threshold, metric=metric, id_col=id_col, value_col=column,
-                                 window=window, slide=slide, within=within, parallelism=parallelism,
-                                 partitions=partitions, time_col=time_col, watermark=watermark, ingest_col=ingest_col,
-                                 seed=seed, metrics_dir=metrics_dir, algorithm=algorithm, output=output, sample=sample,
-                                 balance=balance, vector_settings={"dim": dim, "centroids": centroids, "bounds": bounds,
-                                                                   "virtual_partitions": virtual_partitions,
-                                                                   "balance_options": balance_options,
-                                                                   "block_bytes": block_bytes})
-        return remember(_pair_columns(raw, plan, output), plan)
-    vector_col = column
-    metrics_dir = prepare_session(left.sparkSession, metrics_dir,
-                                  need_metrics=balance != "none" and left.isStreaming and algorithm in ("s3j", "auto"))
-    if right is not None and right.isStreaming != left.isStreaming:
-        raise ValueError("left and right must both be streaming or both static")
-    for df in (left, right):
-        for name, what in ((ingest_col, "ingest_col"), (time_col, "time_col")):
-            if df is not None and name is not None:
-                check_time_column(df, name, what)
-    windows = join_windows(left, right, window=window, slide=slide, within=within, time_col=time_col,
-                           ingest_col=ingest_col, watermark=watermark)
-    flexible = algorithm in ("auto", "grid") and balance == "none"
-    plan = _plan(left, right, threshold=threshold, metric=metric, dim=dim, windows=windows, parallelism=parallelism,
-                 centroids=centroids, bounds=bounds, seed=seed, vector_col=vector_col, metrics_dir=metrics_dir,
-                 algorithm="s3j" if algorithm in ("auto", "grid") else algorithm,
-                 virtual_partitions=virtual_partitions,
-                 partitions=partitions, balanced=balance != "none" and left.isStreaming,
-                 transport=OUTPUTS[output])
-    grid = grid_plan(left, right, plan, algorithm=algorithm if flexible else "s3j", vector_col=vector_col,
-                     sample=sample, seed=seed, block_bytes=block_bytes) if algorithm in ("auto", "grid") else None
-    if grid is not None and OUTPUTS[output] == "grouped":
-        raise ValueError(f"output={output!r} is not available when the grid algorithm joins (it emits one row per pair): "
-                         "use output='pairs' or 'pairs-lean', or algorithm='s3j'")
-    if balance != "none":
-        from driftjoin.spark.similarity.control import (
-            CONTROLLERS,
-            BalanceController,
-            attach,
-        )
-
-        if plan.algorithm != "s3j":
-            raise ValueError("balance= moves S3J worksets: it needs algorithm='s3j'")
-        if not left.isStreaming:
-            raise ValueError("balance= applies to streaming joins; a static join runs once")
-        controller = BalanceController(metrics_dir, plan.parallelism, plan.dim, policy=balance, **(balance_options or {}))
-        CONTROLLERS[metrics_dir] = controller
-        attach(left.sparkSession, controller)
-    id_type = common_id_type(left, right, id_col)
-    f32 = grid is not None and grid.float32
-    inputs = [normalise(left, 0, id_col, vector_col, id_type, ingest_col, time_col, False, f32)]
-    if right is not None:
-        inputs.append(normalise(right, 1, id_col, vector_col, id_type, ingest_col, time_col, False, f32))
-    data = inputs[0] if len(inputs) == 1 else inputs[0].unionByName(inputs[1])
-    routed_schema = T.StructType([
-        T.StructField("key", T.IntegerType()), T.StructField("outer", T.BooleanType()),
-        T.StructField("side", T.ByteType()), T.StructField("id", id_type), T.StructField("vec", T.BinaryType()),
-        T.StructField("ingest", T.DoubleType()), T.StructField("window", T.LongType()),
-        T.StructField("time", T.LongType()), T.StructField("ghost", T.BooleanType()),
-    ])
-    members_schema = member_schema(id_type)
-    pair_schema = (T.StructType([
-        T.StructField("left_id", id_type), T.StructField("window", T.LongType()), T.StructField("emit_us", T.LongType()),
-        T.StructField("worker", T.IntegerType()), T.StructField("right_ids", T.ArrayType(id_type)),
-        T.StructField("distances", T.ArrayType(T.DoubleType())), T.StructField("ingest_us", T.ArrayType(T.LongType())),
-        T.StructField("worksets", T.ArrayType(T.LongType())),
-    ]) if plan.transport == "grouped" else T.StructType([
-        T.StructField("left_id", id_type), T.StructField("right_id", id_type), T.StructField("distance", T.DoubleType()),
-        T.StructField("window", T.LongType()),
-        *([] if plan.transport == "lean" else [
-            T.StructField("ingest_us", T.LongType()), T.StructField("emit_us", T.LongType()),
-            T.StructField("worker", T.IntegerType()), T.StructField("workset", T.LongType())]),
-    ]))
-    if grid is not None:  # one row per pair (checked above)
-        return remember(_pair_columns(grid_pairs(data, grid, id_type=id_type, pair_schema=pair_schema), plan, output), grid)
-    if plan.algorithm == "s3j":
-        routed_arrow = to_arrow_schema(routed_schema)
-        routed = data.mapInArrow(lambda it: route_batches(plan, it, routed_arrow), routed_schema)
-    else:
-        member_arrow = to_arrow_schema(members_schema)
-        members = data.mapInArrow(lambda it: route_members(plan, it, member_arrow), members_schema)
-    if data.isStreaming:
-        prepare_for_stateful(left.sparkSession, plan.partitions)
-        if plan.fused:
-            return remember(_pair_columns(routed.groupBy("key").transformWithStateInPandas(
-                FusedProcessor(plan), pair_schema, "Append", "None"), plan, output), plan)
-        if plan.algorithm == "s3j":
-            members = routed.groupBy("key").transformWithStateInPandas(
-                FormulationProcessor(plan), members_schema, "Append", "None")
-        return remember(_pair_columns(members.groupBy("wkey").transformWithStateInPandas(
-            ComputationProcessor(plan), pair_schema, "Append", "None"), plan, output), plan)
-    left.sparkSession.conf.set("spark.sql.shuffle.partitions", str(plan.partitions))
-    pair_arrow = to_arrow_schema(pair_schema)
-    if plan.fused:
-        return _pair_columns(routed.groupBy("key").applyInArrow(
-            static_arrow_udf(lambda: FusedProcessor(plan), pair_arrow), pair_schema), plan, output)
-    return _pair_columns(members.groupBy("wkey").applyInArrow(
-        static_arrow_udf(lambda: ComputationProcessor(plan), pair_arrow), pair_schema), plan, output)
+    s = SimilaritySettings.check({n: v for n, v in locals().items() if n in SimilaritySettings.names()})
+    join = JoinInputs.of(left, right, s)
+    if takes_space_path(join):
+        join = join.prepared()
+        plan = space_plan(join, sample)
+        return remember(pair_columns(space_pairs(join, plan), plan, s.output), plan)
+    join = join.prepared(need_metrics=s.balance != "none" and join.streaming and s.algorithm in ("s3j", "auto"))
+    plan = vector_plan(join, sample)
+    if isinstance(plan, GridPlan):
+        return remember(pair_columns(grid_pairs(join, plan), plan, s.output), plan)
+    attach_balancer(join, plan)
+    return remember(pair_columns(s3j_pairs(join, plan), plan, s.output), plan)
 
 
-def _column(value_col: str | None, vector_col: str) -> str:
-    """The compared column: ``value_col``, or ``vector_col`` (its older name, for vectors)."""
-    if value_col is None:
-        return vector_col
-    if vector_col != "vector" and vector_col != value_col:
-        raise ValueError(f"value_col={value_col!r} and vector_col={vector_col!r} name two columns: give value_col= only "
-                         "(vector_col= is its older name)")
-    return value_col
-
-
-def _pair_columns(raw: DataFrame, plan: Any, output: str) -> DataFrame:
+def pair_columns(raw: DataFrame, plan: Any, output: str) -> DataFrame:
     """The user-facing columns, with timestamps built in the JVM from plain numbers.
 
     ``output="pairs"``: one row per pair (grouped rows are exploded here, in the JVM);
@@ -452,28 +299,9 @@ def invalid_records(
     [(2, 'zero vector has no direction (angular/cosine)'), (None, 'missing id')]
     """
     join_settings.pop("sample", None)
-    SimilaritySettings.check({"metric": metric, "dim": dim, "id_col": id_col, "vector_col": vector_col,
-                              "value_col": value_col, "time_col": time_col, "ingest_col": ingest_col, **join_settings},
-                             dead_letters=True)
+    s = SimilaritySettings.check({"metric": metric, "dim": dim, "id_col": id_col, "vector_col": vector_col,
+                                  "value_col": value_col, "time_col": time_col, "ingest_col": ingest_col,
+                                  **join_settings}, dead_letters=True)
+    join = JoinInputs.of(left, right, s, joining=False)
     prepare_session(left.sparkSession)
-    column = _column(value_col, vector_col)
-    if is_metric_join(left, metric, column):
-        return metric_dead_letters(left, right, metric=metric, id_col=id_col, value_col=column, time_col=time_col,
-                                   ingest_col=ingest_col)
-    vector_col = column
-    m = get_metric(metric)
-    if dim is None:
-        if left.isStreaming:
-            raise ValueError("dim is required for streaming inputs (the vector dimension, e.g. dim=2)")
-        dim = infer_dim([d for d in (left, right) if d is not None], vector_col)
-    id_type = common_id_type(left, right, id_col)
-    inputs = [normalise(left, 0, id_col, vector_col, id_type, ingest_col, time_col, True)]
-    if right is not None:
-        inputs.append(normalise(right, 1, id_col, vector_col, id_type, ingest_col, time_col, True))
-    data = inputs[0] if len(inputs) == 1 else inputs[0].unionByName(inputs[1])
-    plan = S3JPlan(m.name, 1.0, dim, 1, np.zeros((1, dim)), right is None, Windowing.unbounded(), None)
-    schema = T.StructType([
-        T.StructField("side", T.ByteType()), T.StructField("id", id_type),
-        T.StructField("raw", T.StringType()), T.StructField("reason", T.StringType()),
-    ])
-    return data.mapInArrow(lambda it: dead_letter_batches(plan, it), schema)
+    return space_dead_letters(join) if takes_space_path(join) else dead_letters_of_vectors(join)

@@ -26,6 +26,7 @@ import json
 import math
 import time
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 from pyarrow import fs as pafs
@@ -45,10 +46,10 @@ from driftjoin.spark.runtime.decisions import publish_blob
 from driftjoin.spark.runtime.files import filesystem
 from driftjoin.spark.runtime.hub import register
 from driftjoin.spark.runtime.queries import AUTO, METRICS_IN_CHECKPOINT, STARTED
+from driftjoin.spark.runtime.settings import SettingError, choice
 from driftjoin.spark.runtime.stats import histogram_quantile, read_stats
 from driftjoin.spark.similarity.assignment import read_assignment, write_assignment
-
-POLICIES = ("none", "s3j", "greedy")
+from driftjoin.spark.similarity.settings import BALANCE, BALANCE_OPTIONS
 
 #: The controller of each running balanced join, by its ``metrics_dir`` (a default directory:
 #: by the value ``similarity_join`` chose, and once known by its place inside the checkpoint).
@@ -98,14 +99,10 @@ class BalanceController:
     _last_window: int | None = None
 
     def __post_init__(self) -> None:
-        if self.policy not in POLICIES:
-            raise ValueError(f"balance={self.policy!r}: choose one of {', '.join(POLICIES)}")
-        if self.at not in ("any", "window"):
-            raise ValueError(f"balance_at={self.at!r}: use 'window' (at window starts) or 'any'")
-        if self.load not in ("comparisons", "cost_model"):
-            raise ValueError(f"balance load={self.load!r}: use 'comparisons' or 'cost_model'")
-        if self.monitoring_window <= 0:
-            raise ValueError("monitoring_window must be positive (seconds)")
+        # the settings' own checks (similarity_join has run them already: here for direct use)
+        choice("balance", self.policy, BALANCE, what="the workset balancer's policy")
+        for name, check in BALANCE_OPTIONS.items():
+            check(name, getattr(self, name))
         self.version, self.assignment, self.splits = 0, {}, {}
         if not self.metrics_dir.startswith(AUTO):
             self._load_assignment()
@@ -253,6 +250,20 @@ class BalanceController:
 
     def _log(self, d: Decision) -> None:
         publish_blob(self.metrics_dir, f"decisions/{d.version:012d}.json", json.dumps(d.__dict__, default=str).encode())
+
+
+def attach_balancer(join: Any, plan: Any) -> None:
+    """Attach the workset balancer of a join whose settings ask for one (``balance=``): it moves
+    S3J worksets, on a stream (:class:`~driftjoin.spark.similarity.inputs.JoinInputs` refuses it on
+    static inputs); its settings are the checked ``balance_options``."""
+    s = join.settings
+    if s.balance == "none":
+        return
+    if plan.algorithm != "s3j":
+        raise SettingError("balance", "moves S3J worksets: it needs algorithm='s3j'", show_value=False)
+    controller = BalanceController(plan.metrics_dir, plan.parallelism, plan.dim, policy=s.balance, **s.balance_options)
+    CONTROLLERS[plan.metrics_dir] = controller
+    attach(join.left.sparkSession, controller)
 
 
 def attach(spark, controller: BalanceController) -> None:

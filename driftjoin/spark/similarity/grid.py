@@ -1,11 +1,13 @@
-"""The grid similarity join on Spark: a stateless router and one stateful operator keyed by worker.
+"""The grid path of ``similarity_join`` on vectors: a stateless router and one stateful operator
+keyed by worker (the 1-Bucket-Theta grid with matrix-product blocks), in the shape every
+similarity path shares (:mod:`driftjoin.spark.similarity.shape`).
 
 Data path (one micro-batch)::
 
     input rows --mapInArrow(route_grid)--> (worker key, bucket, record)   [1-Bucket-Theta routing]
       --groupBy(worker key).transformWithStateInPandas(GridProcessor)--> pairs   [block joins]
 
-The router validates each row with the S3J router's test (:func:`~driftjoin.spark.similarity.s3j.classify`:
+The router validates each row with the S3J router's test (:func:`~driftjoin.spark.similarity.shape.classify_vectors`:
 invalid rows are skipped here and reported by ``invalid_records``), computes the window, hashes
 the id to its bucket and copies the record once to every worker that holds a cell of its row
 (or column). Like the S3J routers it sends one heartbeat row per task to every worker key and to
@@ -13,7 +15,7 @@ the plan key, so every key runs on every batch with data, stores and checks the 
 (:mod:`driftjoin.spark.runtime.plan_guard`: a restart whose settings, or whose ``auto`` choice, differ is
 refused) and closes windows by the same frontier (:mod:`driftjoin.clock`); records whose earliest
 window has closed are late, listed in the statistics (``late_rows``) by the worker that counts
-them. Records are routed as window copies (:func:`~driftjoin.spark.similarity.plan.window_copies`:
+them. Records are routed as window copies (:func:`~driftjoin.spark.similarity.shape.window_copies`:
 a copy per window, with its time in ticks and ghost flag), all copies of a record to the same
 workers (the bucket is a hash of the id). Vectors travel as the
 user gave them: ``array<float>`` input stays float32 through Arrow, the shuffle and the state
@@ -35,12 +37,13 @@ from typing import Any, Iterator
 import numpy as np
 import pandas as pd
 import pyarrow as pa
+from pyspark.sql import DataFrame
+from pyspark.sql import types as T
 from pyspark.sql.streaming.stateful_processor import (
     StatefulProcessorHandle,
 )
 
-from driftjoin.clock import WindowClock, batch_max, tick_of
-from driftjoin.distance import get_metric
+from driftjoin.clock import WindowClock, tick_of
 from driftjoin.grid.layout import GridLayout
 from driftjoin.grid.worker import (
     GRID_STATE_FORMAT,
@@ -49,62 +52,43 @@ from driftjoin.grid.worker import (
     layout_fingerprint,
 )
 from driftjoin.s3j.records import Records
-from driftjoin.spark.runtime.heartbeats import (
-    HEARTBEAT,
-    heartbeat_batch,
-    split_heartbeats,
-)
-from driftjoin.spark.runtime.keys import SlotPlan
-from driftjoin.spark.runtime.plan_guard import PLAN_KEY, PlanGuard
+from driftjoin.spark.runtime.heartbeats import split_heartbeats
+from driftjoin.spark.runtime.jvm import arrow_schema
 from driftjoin.spark.runtime.processor import OperatorProcessor
-from driftjoin.spark.runtime.state import BlobState, ChunkedState, Chunks, Meta
+from driftjoin.spark.runtime.stages import stateful_stage
+from driftjoin.spark.runtime.state import ChunkedState, Chunks, Meta
 from driftjoin.spark.runtime.stats import latency_histogram, write_stats
 from driftjoin.spark.runtime.vectors import from_binary, to_binary
-from driftjoin.spark.similarity.plan import (
-    ADOPTABLE,
-    classify,
+from driftjoin.spark.similarity.inputs import JoinInputs
+from driftjoin.spark.similarity.shape import (
+    VectorPlan,
+    classify_vectors,
     first_copies,
     late_records,
+    open_rows,
     pair_frames,
+    pair_schema,
+    routed,
     window_clock,
     window_copies,
 )
-from driftjoin.windows import Windowing
 
 
-@dataclass(frozen=True)
-class GridPlan(SlotPlan):
+@dataclass(frozen=True, kw_only=True)
+class GridPlan(VectorPlan):
     """Everything the grid operators need, fixed when the query is built (shipped by pickling)."""
 
-    metric: str
-    threshold: float
-    dim: int
-    parallelism: int
-    self_join: bool
-    windows: Windowing
-    metrics_dir: str | None
     layout: GridLayout
+    #: ``array<float>`` input, kept float32 through Arrow, the shuffle and the state
     float32: bool = False
     block_bytes: int | None = None
+    #: what ``algorithm="auto"`` decided on (statistics)
     choice: dict = field(default_factory=dict)
-    time_basis: str = "batch"
-    lateness: float = 0.0
-    #: Spark state partitions the workers are placed on (round-robin); None: one per worker
-    partitions: int | None = None
-    #: pairs without the provenance columns (``output="pairs-lean"``; output only, not state)
-    lean: bool = False
 
     def settings(self) -> dict[str, Any]:
         """The plan as stored with the checkpoint (:mod:`driftjoin.spark.runtime.plan_guard`)."""
-        return {"operator": "similarity_join", "state_format": GRID_STATE_FORMAT, "algorithm": "grid",
-                "metric": self.metric, "threshold": self.threshold, "dim": self.dim, "parallelism": self.parallelism,
-                "partitions": self.partitions or self.parallelism,
-                "grid": list(layout_fingerprint(self.layout)), "float32": self.float32, "self_join": self.self_join,
-                **self.windows.settings(), "time_basis": self.time_basis, "lateness": self.lateness,
-                "metrics_dir": self.metrics_dir}
-
-    def guard(self, handle: StatefulProcessorHandle) -> PlanGuard:
-        return PlanGuard(handle, "similarity_join", self.settings(), ADOPTABLE)
+        return {**self.shared_settings(), "state_format": GRID_STATE_FORMAT, "algorithm": "grid", "metric": self.metric,
+                "dim": self.dim, "grid": list(layout_fingerprint(self.layout)), "float32": self.float32}
 
     @property
     def dtype(self) -> np.dtype:
@@ -114,28 +98,26 @@ class GridPlan(SlotPlan):
 def route_grid(plan: GridPlan, batches: Iterator[pa.RecordBatch], schema: pa.Schema) -> Iterator[pa.RecordBatch]:
     """Validate, give window copies and copy each to the workers of its grid row (or column); heartbeats last."""
     keys = np.asarray(plan.keys, dtype=np.int32)
-    seen = -np.inf
-    for batch in batches:
-        reason, mat = classify(plan, batch)
-        idx = np.nonzero(reason == None)[0]  # noqa: E711
-        if not len(idx):
-            continue
-        side = batch.column("side").to_numpy(zero_copy_only=False)[idx].astype(np.int8)
-        ingest = batch.column("ingest").to_numpy(zero_copy_only=False)[idx].astype(np.float64)
-        basis = batch.column("time").to_numpy(zero_copy_only=False)[idx].astype(np.float64)
-        seen = max(seen, batch_max(basis))
+
+    def route(batch: pa.RecordBatch) -> tuple[pa.RecordBatch, float] | None:
+        reason, mat = classify_vectors(plan.distance, plan.dim, batch)
+        rows = open_rows(batch, reason)
+        if rows is None:
+            return None
         # ids: the rows' indices in the batch; vectors as given (the workers prepare them)
-        rec = window_copies(plan, Records(idx, side, mat, ingest, np.zeros(len(idx), np.int64)), basis)
+        rec = window_copies(plan, Records(rows.idx, rows.side, mat, rows.ingest, np.zeros(len(rows.idx), np.int64)),
+                            rows.basis)
         ids = batch.column("id").take(pa.array(rec.id))
         row, worker, bucket = plan.layout.route(ids.to_numpy(zero_copy_only=False), rec.side)
         take = pa.array(row)
-        yield pa.RecordBatch.from_arrays(
+        return pa.RecordBatch.from_arrays(
             [pa.array(keys[worker], pa.int32()), pa.array(bucket, pa.int32()), pa.array(rec.side[row], pa.int8()),
              ids.take(take), to_binary(rec.vec[row], plan.dtype), pa.array(rec.ingest[row]),
              pa.array(rec.window[row]), pa.array(rec.time[row]), pa.array(rec.ghost[row])],
             schema=schema,
-        )
-    yield heartbeat_batch(schema, [*plan.keys, PLAN_KEY], {"side": HEARTBEAT, "ingest": seen})
+        ), rows.top
+
+    return routed(plan, batches, schema, route)
 
 
 class GridProcessor(OperatorProcessor):
@@ -143,11 +125,11 @@ class GridProcessor(OperatorProcessor):
 
     def open(self, handle: StatefulProcessorHandle) -> None:
         self.state = ChunkedState(handle, "grid_worker")
-        self.legacy = BlobState(handle, "grid")
+        self.keep_old_states(handle, "grid")
 
     def _new(self, worker: int) -> tuple[GridWorker, WindowClock]:
         plan = self.plan
-        return (GridWorker(plan.layout, worker, get_metric(plan.metric), plan.threshold, block_bytes=plan.block_bytes,
+        return (GridWorker(plan.layout, worker, plan.distance, plan.threshold, block_bytes=plan.block_bytes,
                            windows=plan.windows),
                 window_clock(plan))
 
@@ -175,9 +157,7 @@ class GridProcessor(OperatorProcessor):
         worker = plan.slot_of(key)
         loaded = self.state.load(key, lambda meta, chunks, stale: self._rebuild(worker, meta, chunks, stale),
                                  lambda: self._new(worker))
-        if loaded.source == "new" and self.legacy.value.exists():
-            raise ValueError("this checkpoint holds grid state of an older driftjoin; start the query from a new "
-                             "checkpoint location")
+        self.refuse_old_state(loaded.source == "new")
         core, clock = loaded.value
         seq = loaded.seq
         first = clock.first_open()
@@ -244,27 +224,14 @@ def _stats(plan: GridPlan, worker: int, seq: int, emit: float, core: GridWorker,
     return stats
 
 
-def grid_pairs(data: Any, plan: GridPlan, *, id_type: Any, pair_schema: Any) -> Any:
-    """The raw pair DataFrame of the grid join (the columns of the S3J computation operator)."""
-    from pyspark.sql import types as T
-    from pyspark.sql.pandas.types import to_arrow_schema
-
-    from driftjoin.spark.runtime.session import prepare_for_stateful
-    from driftjoin.spark.runtime.static import static_arrow_udf
-
+def grid_pairs(join: JoinInputs, plan: GridPlan) -> DataFrame:
+    """The raw pair DataFrame of the grid path (the columns of the S3J computation operator)."""
     routed_schema = T.StructType([
         T.StructField("wkey", T.IntegerType()), T.StructField("bucket", T.IntegerType()), T.StructField("side", T.ByteType()),
-        T.StructField("id", id_type), T.StructField("vec", T.BinaryType()), T.StructField("ingest", T.DoubleType()),
+        T.StructField("id", join.id_type), T.StructField("vec", T.BinaryType()), T.StructField("ingest", T.DoubleType()),
         T.StructField("window", T.LongType()), T.StructField("time", T.LongType()), T.StructField("ghost", T.BooleanType()),
     ])
-    routed_arrow = to_arrow_schema(routed_schema)
-    routed = data.mapInArrow(lambda it: route_grid(plan, it, routed_arrow), routed_schema)
-    spark = data.sparkSession
-    if data.isStreaming:
-        prepare_for_stateful(spark, plan.partitions or plan.parallelism)
-        return routed.groupBy("wkey").transformWithStateInPandas(GridProcessor(plan), pair_schema, "Append", "None")
-    spark.conf.set("spark.sql.shuffle.partitions", str(plan.partitions or plan.parallelism))
-    return routed.groupBy("wkey").applyInArrow(
-        static_arrow_udf(lambda: GridProcessor(plan), to_arrow_schema(pair_schema)), pair_schema)
-
-
+    routed_arrow = arrow_schema(routed_schema)
+    rows = join.rows(float32=plan.float32).mapInArrow(lambda it: route_grid(plan, it, routed_arrow), routed_schema)
+    return stateful_stage(rows, "wkey", lambda: GridProcessor(plan), pair_schema(join.id_type, plan.transport),
+                          partitions=plan.partitions or plan.parallelism)

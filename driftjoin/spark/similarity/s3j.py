@@ -1,4 +1,6 @@
-"""The two stateful operators of the S3J pipeline on Spark, and the stateless router before them.
+"""The S3J path of ``similarity_join`` on vectors: its plan, the stateless routers, the stateful
+operators and the pipeline that joins them (:func:`s3j_pairs`), in the shape every similarity
+path shares (:mod:`driftjoin.spark.similarity.shape`).
 
 Data path (one micro-batch)::
 
@@ -20,6 +22,10 @@ the same way. So every key runs on every batch that has data, stores and checks 
 copy), counted and listed in the statistics (``late_rows``) once, never joined with part of
 their windows.
 
+``clusterjoin`` and ``bruteforce`` (the paper's baselines) route memberships statelessly
+(:func:`route_members`) straight to the computation. Without live balancing formulation and
+computation run in one stage (:class:`FusedProcessor`).
+
 Windows (:mod:`driftjoin.windows`): the routers give each record its window copies before
 space partitioning (a sliding window's copy per window holding it, an interval join's home and
 ghost copies), and every row after them is a copy with its window, time in ticks and ghost
@@ -37,15 +43,14 @@ from typing import Any, Iterator
 import numpy as np
 import pandas as pd
 import pyarrow as pa
+from pyspark.sql import DataFrame
+from pyspark.sql import functions as F
 from pyspark.sql import types as T
-from pyspark.sql.pandas.types import to_arrow_schema
 from pyspark.sql.streaming.stateful_processor import (
     StatefulProcessorHandle,
 )
-from pyspark.sql.types import BinaryType, StructField, StructType
 
-from driftjoin.clock import WindowClock, batch_max, tick_of
-from driftjoin.distance import get_metric
+from driftjoin.clock import WindowClock, tick_of
 from driftjoin.s3j.baselines import BruteForceRouter, ClusterJoinRouter
 from driftjoin.s3j.compute import (
     MemberTable,
@@ -57,98 +62,215 @@ from driftjoin.s3j.compute import (
 from driftjoin.s3j.ids import global_workset
 from driftjoin.s3j.records import Records
 from driftjoin.s3j.routing import WorksetRouter
-from driftjoin.s3j.space import SpacePartitioner
+from driftjoin.s3j.space import SpacePartitioner, random_centroids
 from driftjoin.s3j.workset import OUTER, WorksetFormulation, restore_formulation
 from driftjoin.s3j.workset import STATE_FORMAT as FORMULATION_FORMAT
-from driftjoin.spark.runtime.heartbeats import (
-    HEARTBEAT,
-    heartbeat_batch,
-    heartbeat_frame,
-    split_heartbeats,
-)
-from driftjoin.spark.runtime.plan_guard import PLAN_KEY
+
+from driftjoin.spark.runtime.heartbeats import HEARTBEAT, heartbeat_frame, split_heartbeats
+from driftjoin.spark.runtime.jvm import arrow_schema
+from driftjoin.spark.runtime.plan_guard import digest
 from driftjoin.spark.runtime.processor import OperatorProcessor
+from driftjoin.spark.runtime.settings import SettingError
+from driftjoin.spark.runtime.stages import stateful_stage
 from driftjoin.spark.runtime.state import ChunkedState, Chunks, Loaded, Meta
 from driftjoin.spark.runtime.stats import latency_histogram, write_stats
 from driftjoin.spark.runtime.vectors import binary_rows, from_binary, to_binary
 from driftjoin.spark.similarity.assignment import read_assignment
-from driftjoin.spark.similarity.plan import (
-    STATE_FORMAT,
-    S3JPlan,
-    classify,
+from driftjoin.spark.similarity.inputs import JoinInputs, infer_dim, vector_column
+from driftjoin.spark.similarity.settings import check_centroids
+from driftjoin.spark.similarity.shape import (
+    VectorPlan,
+    classify_vectors,
+    dead_letters,
     first_copies,
     late_records,
-    member_schema,
+    open_rows,
     pair_frames,
+    pair_schema,
+    routed,
     window_clock,
     window_copies,
 )
 
-_BLOB = StructType([StructField("blob", BinaryType(), False)])
 #: Left records per output DataFrame of the grouped transport.
 GROUPED_CHUNK = 20_000
 #: Workset memberships per output DataFrame of the formulation (with a 128-D vector each, ~100 MB).
 MEMBER_CHUNK = 100_000
+#: Version of the operators' state (stored with the plan: a checkpoint written with another is refused).
+STATE_FORMAT = 4
+
+
+@dataclass(frozen=True, kw_only=True)
+class S3JPlan(VectorPlan):
+    """Everything the S3J operators need, fixed when the query is built (shipped by pickling)."""
+
+    #: one per worker (``clusterjoin``: per virtual partition)
+    centroids: np.ndarray
+    #: ``"s3j"``, or the paper's baselines ``"clusterjoin"`` and ``"bruteforce"``
+    algorithm: str = "s3j"
+    #: worksets may move between workers (live balancing): formulation and computation then
+    #: run as two stateful stages; otherwise every workset stays on the worker of the space
+    #: partition that created it and both run in one stage (:class:`FusedProcessor`)
+    balanced: bool = False
+
+    @property
+    def fused(self) -> bool:
+        return self.algorithm == "s3j" and not self.balanced
+
+    def settings(self) -> dict[str, Any]:
+        """The plan as stored with the checkpoint (:mod:`driftjoin.spark.runtime.plan_guard`)."""
+        return {**self.shared_settings(), "state_format": STATE_FORMAT, "algorithm": self.algorithm,
+                "metric": self.metric, "dim": self.dim, "stages": 1 if self.fused else 2, "transport": self.transport,
+                "centroids": digest(self.centroids)}
+
+
+def s3j_plan(join: JoinInputs, algorithm: str) -> S3JPlan:
+    """The S3J plan of a join (``algorithm``: ``"s3j"``, ``"clusterjoin"`` or ``"bruteforce"``):
+    the dimension (given, from the centroids, or the most common of a static input) and the
+    centroids (drawn from ``seed`` over ``bounds``, sampled from a static input, or given)."""
+    s, left = join.settings, join.left
+    clusterjoin = algorithm == "clusterjoin"
+    n = s.virtual_partitions if clusterjoin else join.parallelism
+    per = "virtual partition" if clusterjoin else "worker"
+    given = s.centroids if isinstance(s.centroids, np.ndarray) else None
+    if given is not None:
+        check_centroids(given, n, s.dim, per)
+    dim = s.dim or (given.shape[1] if given is not None else None)
+    if dim is None:
+        if join.streaming:
+            raise SettingError("dim", "is required for streaming inputs (the vector dimension, e.g. dim=2): the space "
+                                      "partition centroids are drawn before the first record arrives", show_value=False)
+        dim = infer_dim(join.frames, s.column)
+    if given is not None:
+        centroids = given
+    elif s.centroids == "sample":
+        if join.streaming:
+            raise SettingError("centroids", "='sample' needs a static input; for streams use 'random' (the paper's "
+                                            "choice) or pass an array", show_value=False)
+        rows = left.select(vector_column(left, s.column).alias("v")).where(F.size("v") == dim).limit(50 * n).collect()
+        pool = np.array([r["v"] for r in rows], dtype=np.float64)
+        if len(pool) < n:
+            raise SettingError("centroids", "='sample' needs more rows than the input has to sample centroids from; use "
+                                            "centroids='random'", show_value=False)
+        centroids = pool[np.random.default_rng(s.seed).choice(len(pool), n, replace=False)]
+    else:
+        centroids = random_centroids(n, dim, s.seed, *s.bounds)
+    w = join.windows
+    return S3JPlan(metric=s.distance.name, threshold=s.threshold, dim=dim, parallelism=join.parallelism,
+                   centroids=centroids, self_join=join.self_join, windows=w.windows, metrics_dir=join.metrics_dir,
+                   algorithm=algorithm, time_basis=w.time_basis, lateness=w.lateness, partitions=join.partitions,
+                   balanced=s.balance != "none" and join.streaming, transport=s.transport)
+
+
+def s3j_pairs(join: JoinInputs, plan: S3JPlan) -> DataFrame:
+    """The raw pair DataFrame of the S3J path (:func:`driftjoin.spark.similarity.api.pair_columns`
+    makes the user's columns of it)."""
+    data = join.rows()
+    pairs = pair_schema(join.id_type, plan.transport)
+    members = member_schema(join.id_type)
+    if plan.algorithm == "s3j":
+        routed_schema = _routed_schema(join.id_type)
+        routed_arrow = arrow_schema(routed_schema)
+        routed_rows = data.mapInArrow(lambda it: route_batches(plan, it, routed_arrow), routed_schema)
+        if plan.fused:
+            return stateful_stage(routed_rows, "key", lambda: FusedProcessor(plan), pairs, partitions=plan.partitions)
+        members_rows = stateful_stage(routed_rows, "key", lambda: FormulationProcessor(plan), members,
+                                      partitions=plan.partitions)
+    else:
+        member_arrow = arrow_schema(members)
+        members_rows = data.mapInArrow(lambda it: route_members(plan, it, member_arrow), members)
+    return stateful_stage(members_rows, "wkey", lambda: ComputationProcessor(plan), pairs, partitions=plan.partitions)
+
+
+def dead_letters_of_vectors(join: JoinInputs) -> DataFrame:
+    """The dead-letter output of the vector paths (S3J and the grid share the test of a row)."""
+    s = join.settings
+    dim = s.dim
+    if dim is None:
+        if join.streaming:
+            raise SettingError("dim", "is required for streaming inputs (the vector dimension, e.g. dim=2)",
+                               show_value=False)
+        dim = infer_dim(join.frames, s.column)
+    metric = s.distance
+    return dead_letters(join.rows(with_raw=True), lambda batch: classify_vectors(metric, dim, batch)[0])
+
+
+def _routed_schema(id_type: T.DataType) -> T.StructType:
+    """The rows from the space partitioning to the formulation: a window copy of a record each."""
+    return T.StructType([
+        T.StructField("key", T.IntegerType()), T.StructField("outer", T.BooleanType()),
+        T.StructField("side", T.ByteType()), T.StructField("id", id_type), T.StructField("vec", T.BinaryType()),
+        T.StructField("ingest", T.DoubleType()), T.StructField("window", T.LongType()),
+        T.StructField("time", T.LongType()), T.StructField("ghost", T.BooleanType()),
+    ])
+
+
+def member_schema(id_type: T.DataType) -> T.StructType:
+    """The rows from the formulation to the computation (and from the stateless ClusterJoin and
+    brute-force routers): one workset membership of a window copy each. ``time`` (ticks) and
+    ``ghost`` hold the copy's time and ghost flag where the computation reads them (an interval
+    join's pairs, the late test after a stateless router), else 0 and false."""
+    return T.StructType([
+        T.StructField("wkey", T.IntegerType()), T.StructField("workset", T.LongType()), T.StructField("role", T.ByteType()),
+        T.StructField("side", T.ByteType()), T.StructField("id", id_type), T.StructField("vec", T.BinaryType()),
+        T.StructField("ingest", T.DoubleType()), T.StructField("window", T.LongType()),
+        T.StructField("time", T.LongType()), T.StructField("ghost", T.BooleanType()),
+        T.StructField("store", T.BooleanType()),
+    ])
 
 
 def _prepared(plan: S3JPlan, batch: pa.RecordBatch) -> tuple[Records, float] | None:
     """The valid rows' window copies (ids: the rows' indices in the batch; vectors prepared) and
     the largest window-deciding time of the rows (seconds)."""
-    reason, mat = classify(plan, batch)
-    idx = np.nonzero(reason == None)[0]  # noqa: E711
-    if not len(idx):
+    reason, mat = classify_vectors(plan.distance, plan.dim, batch)
+    rows = open_rows(batch, reason)
+    if rows is None:
         return None
-    metric = get_metric(plan.metric)
-    ingest = batch.column("ingest").to_numpy(zero_copy_only=False)[idx].astype(np.float64)
-    basis = batch.column("time").to_numpy(zero_copy_only=False)[idx].astype(np.float64)
-    side = batch.column("side").to_numpy(zero_copy_only=False)[idx].astype(np.int8)
-    rec = Records(idx, side, metric.prepare(mat), ingest, np.zeros(len(idx), np.int64))
-    return window_copies(plan, rec, basis), batch_max(basis)
+    rec = Records(rows.idx, rows.side, plan.distance.prepare(mat), rows.ingest, np.zeros(len(rows.idx), np.int64))
+    return window_copies(plan, rec, rows.basis), rows.top
 
 
 def route_members(plan: S3JPlan, batches: Iterator[pa.RecordBatch], schema: pa.Schema) -> Iterator[pa.RecordBatch]:
     """ClusterJoin / brute force (stateless routing): member rows straight for the workers."""
-    metric = get_metric(plan.metric)
-    router = (ClusterJoinRouter(plan.centroids, metric, plan.threshold, plan.parallelism)
+    router = (ClusterJoinRouter(plan.centroids, plan.distance, plan.threshold, plan.parallelism)
               if plan.algorithm == "clusterjoin" else BruteForceRouter())
     keys = np.asarray(plan.keys, dtype=np.int32)
     names = ["wkey", "workset", "role", "side", "id", "vec", "ingest", "window", "time", "ghost", "store"]
-    seen = -np.inf
-    for batch in batches:
+
+    def route(batch: pa.RecordBatch) -> tuple[pa.RecordBatch, float] | None:
         prepared = _prepared(plan, batch)
         if prepared is None:
-            continue
+            return None
         rec, top = prepared
-        seen = max(seen, top)
         m, owner = router.route(rec)
         r = rec.take(m.row)
-        yield pa.RecordBatch.from_arrays(
+        return pa.RecordBatch.from_arrays(
             [pa.array(keys[owner], pa.int32()), pa.array(m.workset, pa.int64()), pa.array(m.role, pa.int8()),
              pa.array(r.side, pa.int8()), batch.column("id").take(pa.array(r.id)), to_binary(r.vec),
              pa.array(r.ingest), pa.array(r.window), pa.array(r.time), pa.array(r.ghost),
              pa.array(np.ones(len(r), dtype=bool))],
             names=names,
-        )
-    yield heartbeat_batch(schema, [*plan.keys, PLAN_KEY], {"side": HEARTBEAT, "ingest": seen})
+        ), top
+
+    return routed(plan, batches, schema, route)
 
 
 def route_batches(plan: S3JPlan, batches: Iterator[pa.RecordBatch], schema: pa.Schema) -> Iterator[pa.RecordBatch]:
     """Space partitioning (stateless): validate, prepare, and copy each record to its partitions."""
-    metric = get_metric(plan.metric)
+    metric = plan.distance
     space = SpacePartitioner(plan.centroids, metric, metric.partition_threshold(plan.threshold))
     keys = np.asarray(plan.keys, dtype=np.int32)
     names = ["key", "outer", "side", "id", "vec", "ingest", "window", "time", "ghost"]
-    seen = -np.inf
-    for batch in batches:
+
+    def route(batch: pa.RecordBatch) -> tuple[pa.RecordBatch, float] | None:
         prepared = _prepared(plan, batch)
         if prepared is None:
-            continue
+            return None
         rec, top = prepared
-        seen = max(seen, top)
         routing = space.route(rec.vec)
         copy = routing.row
         take = pa.array(rec.id[copy])
-        yield pa.RecordBatch.from_arrays(
+        return pa.RecordBatch.from_arrays(
             [
                 pa.array(keys[routing.partition], pa.int32()),
                 pa.array(routing.outer),
@@ -161,22 +283,9 @@ def route_batches(plan: S3JPlan, batches: Iterator[pa.RecordBatch], schema: pa.S
                 pa.array(rec.ghost[copy]),
             ],
             names=names,
-        )
-    yield heartbeat_batch(schema, [*plan.keys, PLAN_KEY], {"side": HEARTBEAT, "ingest": seen})
+        ), top
 
-
-def dead_letter_batches(plan: S3JPlan, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-    """The rows :func:`route_batches` drops, with the reason (the dead-letter output)."""
-    for batch in batches:
-        reason, _ = classify(plan, batch)
-        bad = np.nonzero(reason != None)[0]  # noqa: E711
-        if len(bad) == 0:
-            continue
-        take = pa.array(bad)
-        yield pa.RecordBatch.from_arrays(
-            [batch.column("side").take(take).cast(pa.int8()), batch.column("id").take(take), batch.column("raw").take(take), pa.array(reason[bad].tolist(), pa.string())],
-            names=["side", "id", "raw", "reason"],
-        )
+    return routed(plan, batches, schema, route)
 
 
 def _records(pdf: pd.DataFrame, dim: int) -> Records:
@@ -189,13 +298,6 @@ def _records(pdf: pd.DataFrame, dim: int) -> Records:
         time=pdf["time"].to_numpy(dtype=np.int64),
         ghost=pdf["ghost"].to_numpy(dtype=bool),
     )
-
-
-def _legacy_refusal() -> RuntimeError:
-    return RuntimeError(
-        f"this checkpoint holds similarity_join state written by an older driftjoin (one value per key); "
-        f"driftjoin {__import__('driftjoin').__version__} keeps it in chunks (format {STATE_FORMAT}): restart "
-        "the query with a new checkpoint location (or run the driftjoin version that wrote it)")
 
 
 #: Chunk group of the workset centroids (windows are the other groups; centroids never expire).
@@ -221,7 +323,7 @@ class _Formulation:
 
     @staticmethod
     def empty(plan: S3JPlan, partition: int) -> "_Formulation":
-        return _Formulation(plan, partition, WorksetFormulation(get_metric(plan.metric), plan.threshold, plan.dim, plan.windows),
+        return _Formulation(plan, partition, WorksetFormulation(plan.distance, plan.threshold, plan.dim, plan.windows),
                             WorksetRouter(partition), window_clock(plan))
 
     @staticmethod
@@ -275,7 +377,7 @@ class _Formulation:
             self._add(chunks, int(w), buffered.take(np.nonzero(buffered.window == w)[0]).arrays())
         rec = m.records.take(m.row)
         # new worksets stay on the worker that created them (7.5) until the balancer moves them
-        routed = self.router.route(global_workset(self.partition, m.workset), m.role, rec.window, rec.id)
+        members = self.router.route(global_workset(self.partition, m.workset), m.role, rec.window, rec.id)
         self.clock.advance(tick_of(top))
         stats = {
             "partition": self.partition, "seq": seq, "time": time.time(),
@@ -284,7 +386,7 @@ class _Formulation:
             "memberships": len(m), "windows": sorted(set(batch.window.tolist())),
             "late": len(late_rows), "late_rows": late_rows,
         }
-        return rec.take(routed.row), routed, stats
+        return rec.take(members.row), members, stats
 
     def _add(self, chunks: Chunks, group: int, value: Any) -> None:
         self.pieces.setdefault(group, {})[chunks.add(group, value)] = value
@@ -311,7 +413,7 @@ class _Computation:
 
     @staticmethod
     def empty(plan: S3JPlan, worker: int) -> "_Computation":
-        return _Computation(plan, worker, SimilarityWorker(get_metric(plan.metric), plan.threshold, plan.self_join, plan.windows),
+        return _Computation(plan, worker, SimilarityWorker(plan.distance, plan.threshold, plan.self_join, plan.windows),
                             window_clock(plan))
 
     @staticmethod
@@ -414,8 +516,7 @@ class _S3JProcessor(OperatorProcessor):
 
     def open(self, handle: StatefulProcessorHandle) -> None:
         self.states = {name: ChunkedState(handle, name) for name in self.parts}
-        # state of driftjoin releases before the chunked layout (one value per key)
-        self.legacy = [handle.getValueState(name, _BLOB) for name in ("formulation", "worker")]
+        self.keep_old_states(handle, "formulation", "worker")
 
     def batch(self, key: Any, pdf: pd.DataFrame) -> Iterator[pd.DataFrame]:
         clock = time.perf_counter
@@ -423,8 +524,7 @@ class _S3JProcessor(OperatorProcessor):
         pdf, top = split_heartbeats(pdf)
         slot = self.plan.slot_of(key)
         loaded = {name: self.states[name].load(key, *self._builders(name, slot)) for name in self.parts}
-        if any(part.meta.token is None for part in loaded.values()) and any(v.exists() for v in self.legacy):
-            raise _legacy_refusal()
+        self.refuse_old_state(any(part.meta.token is None for part in loaded.values()))
         seq = next(iter(loaded.values())).seq
         t1 = clock()
         frames, stats = self.process(slot, pdf, top, loaded, seq)
@@ -468,16 +568,16 @@ def _reported(stats: dict[str, Any]) -> dict[str, Any] | None:
     return stats if stats["records"] or stats["outer_copies"] or stats["late"] else None
 
 
-def _member_frames(plan: S3JPlan, rec: Records, routed: Any) -> Iterator[pd.DataFrame]:
-    wkey = np.asarray(plan.keys, dtype=np.int32)[routed.worker]
+def _member_frames(plan: S3JPlan, rec: Records, members: Any) -> Iterator[pd.DataFrame]:
+    wkey = np.asarray(plan.keys, dtype=np.int32)[members.worker]
     time = rec.time if rec.timed else np.zeros(len(rec), np.int64)
     ghost = rec.ghost if rec.timed else np.zeros(len(rec), bool)
-    for lo in range(0, len(routed.row), MEMBER_CHUNK):  # bounded Arrow arrays (2 GB each at most)
+    for lo in range(0, len(members.row), MEMBER_CHUNK):  # bounded Arrow arrays (2 GB each at most)
         sl = slice(lo, lo + MEMBER_CHUNK)
         yield pd.DataFrame({
-            "wkey": wkey[sl], "workset": routed.gid[sl], "role": routed.role[sl], "side": rec.side[sl],
+            "wkey": wkey[sl], "workset": members.gid[sl], "role": members.role[sl], "side": rec.side[sl],
             "id": rec.id[sl], "vec": binary_rows(rec.vec[sl]), "ingest": rec.ingest[sl],
-            "window": rec.window[sl], "time": time[sl], "ghost": ghost[sl], "store": routed.store[sl],
+            "window": rec.window[sl], "time": time[sl], "ghost": ghost[sl], "store": members.store[sl],
         }, copy=False)
 
 
@@ -488,10 +588,10 @@ class FormulationProcessor(_S3JProcessor):
 
     def process(self, slot, pdf, top, loaded, seq):
         part = loaded["formulation"]
-        rec, routed, stats = part.value.run(pdf, top, seq, part.chunks)
+        rec, members, stats = part.value.run(pdf, top, seq, part.chunks)
         id_type = T.StringType() if pdf["id"].dtype == object else T.LongType()
-        beat = heartbeat_frame(to_arrow_schema(member_schema(id_type)), self.plan.keys, {"side": HEARTBEAT, "ingest": top})
-        return itertools.chain(_member_frames(self.plan, rec, routed), [beat]), {"formulation": _reported(stats)}
+        beat = heartbeat_frame(arrow_schema(member_schema(id_type)), self.plan.keys, {"side": HEARTBEAT, "ingest": top})
+        return itertools.chain(_member_frames(self.plan, rec, members), [beat]), {"formulation": _reported(stats)}
 
 
 class ComputationProcessor(_S3JProcessor):
@@ -523,9 +623,9 @@ class FusedProcessor(_S3JProcessor):
     def process(self, slot, pdf, top, loaded, seq):
         f, c = loaded["formulation"], loaded["worker"]
         started = time.perf_counter()
-        rec, routed, f_stats = f.value.run(pdf, top, seq, f.chunks)
+        rec, members, f_stats = f.value.run(pdf, top, seq, f.chunks)
         formulated = time.perf_counter()
-        pairs, emit, c_stats = c.value.run(rec, routed.gid, routed.role, routed.store, top, seq, c.chunks)
+        pairs, emit, c_stats = c.value.run(rec, members.gid, members.role, members.store, top, seq, c.chunks)
         if c_stats is not None:
             c_stats["steps"] = {"formulation": formulated - started, "computation": time.perf_counter() - formulated}
         return c.value.emit(pairs, emit), {"formulation": _reported(f_stats), "computation": c_stats}

@@ -1,2 +1,3 @@
-"""Generated streams as Spark data sources: ``format("driftjoin")`` (vectors) and
-``format("driftjoin-docs")`` (JSON documents); replayable, so exactly-once."""
+"""Generated streams as Spark data sources, replayable, so exactly-once: :mod:`.generator`
+(``format("driftjoin")``, vectors) and :mod:`.documents` (``format("driftjoin-docs")``, JSON
+documents)."""

@@ -27,11 +27,11 @@ from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
-from driftjoin.durations import parse_duration
-from driftjoin.spark.runtime.columns import common_id_type, time_seconds
+from driftjoin.spark.runtime.columns import common_id_type, require_column, time_seconds
 from driftjoin.spark.runtime.plan_store import remember
-from driftjoin.spark.runtime.session import prepare_for_stateful, prepare_session
-from driftjoin.spark.runtime.static import run_static
+from driftjoin.spark.runtime.session import prepare_session
+from driftjoin.spark.runtime.settings import ColumnTypeError, SettingError
+from driftjoin.spark.runtime.stages import inputs_streaming, stateful_stage
 from driftjoin.spark.topk.operators import (
     MergeProcessor,
     SwoopProcessor,
@@ -44,16 +44,24 @@ from driftjoin.spark.topk.operators import (
 from driftjoin.spark.topk.settings import TopKSettings
 
 
-def _input(df: DataFrame, side: int, id_col: str, tokens_col: str, time_col: str, id_type: T.DataType, with_raw: bool) -> DataFrame:
-    for c in (id_col, tokens_col, time_col):
-        if c not in df.columns:
-            raise ValueError(f"column {c!r} is not in the input; columns are {df.columns}")
-    dtype = df.schema[tokens_col].dataType
+def _inputs(left: DataFrame, right: DataFrame | None, s: TopKSettings, with_raw: bool) -> DataFrame:
+    """Both sides' rows as the operators read them (``key, side, id, tokens, ts, time_reason[, raw]``),
+    after the checks of the columns (a :class:`SettingError` before any job)."""
+    id_type = common_id_type(left, right, s.id_col)
+    data = _input(left, 0, s, id_type, with_raw)
+    return data if right is None else data.unionByName(_input(right, 1, s, id_type, with_raw))
+
+
+def _input(df: DataFrame, side: int, s: TopKSettings, id_type: T.DataType, with_raw: bool) -> DataFrame:
+    for setting in ("id_col", "tokens_col", "time_col"):
+        require_column(df, getattr(s, setting), setting)
+    dtype = df.schema[s.tokens_col].dataType
     if not isinstance(dtype, T.ArrayType) or not isinstance(dtype.elementType, (T.StringType, T.IntegralType)):
-        raise TypeError(f"tokens_col={tokens_col!r} has type {dtype.simpleString()}; use array<string> or array<int/long>")
-    ts, time_reason = time_seconds(df, time_col, "time_col")
-    cols = [F.lit(0).alias("key"), F.lit(side).cast("byte").alias("side"), F.col(id_col).cast(id_type).alias("id"),
-            F.array_distinct(F.col(tokens_col).cast("array<string>")).alias("tokens"),
+        raise ColumnTypeError("tokens_col", f"={s.tokens_col!r} has type {dtype.simpleString()}; use array<string> or "
+                                            "array<int/long>", show_value=False)
+    ts, time_reason = time_seconds(df, s.time_col, "time_col")
+    cols = [F.lit(0).alias("key"), F.lit(side).cast("byte").alias("side"), F.col(s.id_col).cast(id_type).alias("id"),
+            F.array_distinct(F.col(s.tokens_col).cast("array<string>")).alias("tokens"),
             ts.alias("ts"), time_reason.alias("time_reason")]
     if with_raw:
         cols.append(F.to_json(F.struct(*[F.col(c) for c in df.columns])).alias("raw"))
@@ -135,25 +143,24 @@ def topk_set_join(
     >>> [(r.kind, r.left_id, r.right_id) for r in topk_set_join(sets, k=1, within="1 minute").collect()]
     [('enter', 2, 1)]
     """
-    TopKSettings.check({n: v for n, v in locals().items() if n not in ("left", "right")})
-    if right is not None and right.isStreaming != left.isStreaming:
-        raise ValueError("left and right must both be streaming or both static")
-    prepare_session(left.sparkSession, metrics_dir)
-    if share_bound:
-        if not left.isStreaming:
-            raise ValueError("share_bound=True applies to streams (the bound is published between micro-batches); "
-                             "a static join runs in one batch")
-    window_seconds, within_seconds = _band(within, window)
-    plan = TopKPlan(k, similarity, window_seconds, right is not None, metrics_dir, parallelism,
-                    share_bound, design if parallelism > 1 else "owner", within_seconds)
-    if share_bound:
+    s = TopKSettings.check({n: v for n, v in locals().items() if n not in ("left", "right")})
+    streaming = inputs_streaming(left, right)
+    if s.share_bound and not streaming:
+        raise SettingError("share_bound", "=True applies to streams (the bound is published between micro-batches); "
+                                          "a static join runs in one batch", show_value=False)
+    if s.window is not None:
+        warnings.warn(f"topk_set_join(window={window!r}) is the time band of a pair, which every driftjoin operator "
+                      f"now calls within=: write within={window!r} (pairs whose times differ by at most that much; "
+                      "window= keeps its old meaning, less than that much, until it is removed)", DeprecationWarning,
+                      stacklevel=2)
+    data = _inputs(left, right, s, False)
+    prepare_session(left.sparkSession, s.metrics_dir)
+    plan = TopKPlan.of(s, two_stream=right is not None)
+    if s.share_bound:
         from driftjoin.spark.topk.control import SharedBoundController, attach
 
-        attach(left.sparkSession, SharedBoundController(metrics_dir, k, parallelism))
-    id_type = common_id_type(left, right, id_col)
-    data = _input(left, 0, id_col, tokens_col, time_col, id_type, False)
-    if right is not None:
-        data = data.unionByName(_input(right, 1, id_col, tokens_col, time_col, id_type, False))
+        attach(left.sparkSession, SharedBoundController(s.metrics_dir, s.k, s.parallelism))
+    id_type = data.schema["id"].dataType
     set_schema = T.StructType([T.StructField("key", T.IntegerType()), T.StructField("side", T.ByteType()),
                                T.StructField("id", id_type), T.StructField("tokens", T.ArrayType(T.StringType())),
                                T.StructField("ts", T.DoubleType())])
@@ -161,12 +168,8 @@ def topk_set_join(
                                T.StructField("right_id", id_type), T.StructField("similarity", T.DoubleType()),
                                T.StructField("change_time", T.LongType()), T.StructField("seq", T.LongType())])
     sets = data.mapInArrow(valid_sets, set_schema)
-    if parallelism == 1:
-        if data.isStreaming:
-            prepare_for_stateful(left.sparkSession, 1)
-            raw = sets.groupBy("key").transformWithStateInPandas(SwoopProcessor(plan), out_schema, "Append", "None")
-        else:
-            raw = sets.groupBy("key").applyInPandas(lambda key, pdf: run_static(SwoopProcessor(plan), key, pdf), out_schema)
+    if plan.parallelism == 1:
+        raw = stateful_stage(sets, "key", lambda: SwoopProcessor(plan), out_schema, partitions=1)
         return remember(raw.withColumn("change_time", F.timestamp_micros("change_time")), plan)
     routed_schema = T.StructType([*set_schema.fields, T.StructField("owner", T.IntegerType())])
     worker_schema = T.StructType([
@@ -175,27 +178,9 @@ def topk_set_join(
         T.StructField("end", T.DoubleType()), T.StructField("i", T.LongType()), T.StructField("j", T.LongType()),
         T.StructField("left_id", id_type), T.StructField("right_id", id_type)])
     routed = sets.mapInArrow(lambda batches: route_sets(plan, batches), routed_schema)
-    if data.isStreaming:
-        prepare_for_stateful(left.sparkSession, parallelism)
-        changes = routed.groupBy("key").transformWithStateInPandas(WorkerProcessor(plan), worker_schema, "Append", "None")
-        raw = changes.groupBy("mkey").transformWithStateInPandas(MergeProcessor(plan), out_schema, "Append", "None")
-    else:
-        changes = routed.groupBy("key").applyInPandas(
-            lambda key, pdf: run_static(WorkerProcessor(plan), key, pdf), worker_schema)
-        raw = changes.groupBy("mkey").applyInPandas(
-            lambda key, pdf: run_static(MergeProcessor(plan), key, pdf), out_schema)
+    changes = stateful_stage(routed, "key", lambda: WorkerProcessor(plan), worker_schema, partitions=plan.parallelism)
+    raw = stateful_stage(changes, "mkey", lambda: MergeProcessor(plan), out_schema, partitions=plan.parallelism)
     return remember(raw.withColumn("change_time", F.timestamp_micros("change_time")), plan)
-
-
-def _band(within: str | float | None, window: str | float | None) -> tuple[float | None, float | None]:
-    """``(window_seconds, within_seconds)`` of the plan: ``within`` (default ten minutes), or the
-    deprecated ``window`` with a warning that says what to write."""
-    if window is None:
-        return None, parse_duration("10 minutes" if within is None else within, "within", allow_zero=True)
-    warnings.warn(f"topk_set_join(window={window!r}) is the time band of a pair, which every driftjoin operator now "
-                  f"calls within=: write within={window!r} (pairs whose times differ by at most that much; window= "
-                  "keeps its old meaning, less than that much, until it is removed)", DeprecationWarning, stacklevel=3)
-    return parse_duration(window, "window"), None
 
 
 def invalid_sets(left: DataFrame, right: DataFrame | None = None, *, tokens_col: str = "tokens", id_col: str = "id",
@@ -228,12 +213,11 @@ def invalid_sets(left: DataFrame, right: DataFrame | None = None, *, tokens_col:
     >>> sorted((r.id, r.reason) for r in invalid_sets(sets).collect())
     [(2, 'empty set'), (3, 'missing time (ts)')]
     """
+    s = TopKSettings.check({"tokens_col": tokens_col, "id_col": id_col, "time_col": time_col}, dead_letters=True)
+    inputs_streaming(left, right)
+    data = _inputs(left, right, s, True)
     prepare_session(left.sparkSession)
-    id_type = common_id_type(left, right, id_col)
-    data = _input(left, 0, id_col, tokens_col, time_col, id_type, True)
-    if right is not None:
-        data = data.unionByName(_input(right, 1, id_col, tokens_col, time_col, id_type, True))
-    schema = T.StructType([T.StructField("side", T.ByteType()), T.StructField("id", id_type),
+    schema = T.StructType([T.StructField("side", T.ByteType()), T.StructField("id", data.schema["id"].dataType),
                            T.StructField("raw", T.StringType()), T.StructField("reason", T.StringType())])
     return data.mapInArrow(dead_sets, schema)
 

@@ -73,11 +73,11 @@ from pyspark.sql.streaming.stateful_processor import (
 )
 
 from driftjoin.spark.runtime.decisions import newest
-from driftjoin.spark.runtime.keys import SlotPlan
-from driftjoin.spark.runtime.plan_guard import PlanGuard
+from driftjoin.spark.runtime.plan_guard import OperatorPlan
 from driftjoin.spark.runtime.processor import OperatorProcessor
 from driftjoin.spark.runtime.state import BlobState, LoggedState
 from driftjoin.spark.runtime.stats import write_stats
+from driftjoin.spark.topk.settings import TopKSettings
 from driftjoin.swoop import DuplicateSetError, InvalidSetError, LateSetError, Swoop
 from driftjoin.swoop.bound import Staircase
 from driftjoin.swoop.pairs import SimilarPair
@@ -94,10 +94,6 @@ from driftjoin.windows import TICKS_PER_SECOND
 #: Version of the operator's state; a checkpoint written with another is refused.
 STATE_FORMAT = 4
 
-#: Settings a restart may change: where statistics go, and whether the bound is shared (exact
-#: either way).
-ADOPTABLE = frozenset({"metrics_dir", "share_bound"})
-
 #: The merge stage's one key (also worker 0's slot key; the stages have separate state).
 MERGE_KEY = 0
 #: The decision name of the shared bound under ``<metrics_dir>/control/``.
@@ -110,7 +106,11 @@ CHANGE_COLUMNS = ("kind", "left_id", "right_id", "similarity", "change_time", "s
 
 
 @dataclass(frozen=True)
-class TopKPlan(SlotPlan):
+class TopKPlan(OperatorPlan):
+    operator = "topk_set_join"
+    #: settings a restart may change: where statistics go, and whether the bound is shared (exact either way)
+    ADOPTABLE = frozenset({"metrics_dir", "share_bound"})
+
     k: int
     similarity: str
     #: the band of the deprecated ``window=``: a pair is valid while its later set's time is less
@@ -123,6 +123,13 @@ class TopKPlan(SlotPlan):
     design: str = "owner"
     #: ``within=``: a pair is valid while its sets' times differ by at most this much
     within_seconds: float | None = None
+
+    @classmethod
+    def of(cls, settings: TopKSettings, two_stream: bool) -> TopKPlan:
+        """The plan of a join with ``settings`` (checked) of one input, or two (``two_stream``)."""
+        s = settings
+        return cls(s.k, s.similarity, s.window_seconds, two_stream, s.metrics_dir, s.parallelism, s.share_bound,
+                   s.design if s.parallelism > 1 else "owner", s.within_seconds)
 
     @property
     def band(self) -> float:
@@ -150,9 +157,6 @@ class TopKPlan(SlotPlan):
         if self.design != "owner":  # (so a checkpoint of the owner design keeps its plan)
             settings["design"] = self.design
         return settings
-
-    def guard(self, handle: StatefulProcessorHandle) -> PlanGuard:
-        return PlanGuard(handle, "topk_set_join", self.settings(), ADOPTABLE)
 
 
 def refusal_kind(error: InvalidSetError) -> str:
@@ -251,18 +255,11 @@ def dead_sets(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
 
 
 class _Processor(OperatorProcessor):
-    """What the three processors share: the refusal of a pre-state-layer checkpoint."""
+    """What the three processors share: the single join's value state before the state layer
+    (a checkpoint that holds it is refused)."""
 
     def open(self, handle: StatefulProcessorHandle) -> None:
-        self.legacy = BlobState(handle, "swoop")  # the single join's state before the state layer
-
-    def _refuse_legacy(self, loaded: Any) -> None:
-        if loaded.source == "new" and self.legacy.value.exists():
-            raise RuntimeError("this checkpoint holds topk_set_join state of another driftjoin version: "
-                               "restart the query with a new checkpoint location")
-
-    def close(self) -> None:
-        pass
+        self.keep_old_states(handle, "swoop")
 
 
 @dataclass
@@ -312,7 +309,7 @@ class SwoopProcessor(_Processor):
         loaded = self.state.load(
             key, lambda: _Single(Swoop(plan.k, plan.similarity, plan.band, two_stream=plan.two_stream)),
             lambda snap: snap, lambda value, logged: value.apply(logged))
-        self._refuse_legacy(loaded)
+        self.refuse_old_state(loaded.source == "new")
         single: _Single = loaded.value.value
         t1 = time.perf_counter()
         pdf = insert_order(pdf)
@@ -417,7 +414,7 @@ class WorkerProcessor(_Processor):
             key, lambda: _Worker(WORKERS[plan.design](plan.k, plan.similarity, plan.band, w,
                                                          plan.parallelism, two_stream=plan.two_stream)),
             lambda snap: snap, lambda value, change: value.apply(change))
-        self._refuse_legacy(loaded)
+        self.refuse_old_state(loaded.source == "new")
         state: _Worker = loaded.value.value
         worker = state.worker
         change: dict[str, Any] = {"bound": None, "bound_version": state.bound_version}
@@ -469,10 +466,7 @@ class MergeProcessor(_Processor):
     def batch(self, key: Any, pdf: pd.DataFrame) -> Iterator[pd.DataFrame]:
         plan = self.plan
         t0 = time.perf_counter()
-        saved, seq = self.state.resume()
-        if saved is not None and saved.get("format") != STATE_FORMAT:
-            raise RuntimeError("this checkpoint holds topk_set_join state of another driftjoin version: "
-                               "restart the query with a new checkpoint location")
+        saved, seq = self.state.resume(STATE_FORMAT, plan.operator)
         merger = saved["merger"] if saved else TopKMerger(plan.k)
         change_no = saved["changes"] if saved else 0
         started = time.perf_counter()

@@ -283,13 +283,15 @@ def test_task_slots_are_the_local_masters_cores_not_the_workers(master, slots) -
 def test_the_default_partitions_follow_the_cores(spark, monkeypatch) -> None:
     """local_session(5) on 2 cores: 5 workers share 2 state partitions by default (measured: p50
     batch 0.8 s against 2.5 s with 5; docs/benchmarks.md)."""
-    from driftjoin.spark.similarity.api import _plan
-    from driftjoin.spark.similarity.inputs import join_windows
+    from driftjoin.spark.similarity.inputs import JoinInputs
+    from driftjoin.spark.similarity.s3j import s3j_plan
+    from driftjoin.spark.similarity.settings import SimilaritySettings
 
     df = spark.range(0).selectExpr("id", "array(cast(id as double), 0d) as vector")
     # what local_session(5) sets; the slots must come from the master, local[2]
     monkeypatch.setattr(type(spark.sparkContext), "defaultParallelism", property(lambda self: 5))
-    plan = _plan(df, df, threshold=0.1, metric="euclidean", dim=2, windows=join_windows(df, window=None), parallelism=5, centroids="random",
-                 bounds=(-1.0, 1.0), seed=0, vector_col="vector", metrics_dir=None)
+    settings = SimilaritySettings.check({"threshold": 0.1, "metric": "euclidean", "dim": 2, "window": None,
+                                         "parallelism": 5})
+    plan = s3j_plan(JoinInputs.of(df, df, settings), "s3j")
     assert spark.sparkContext.master == "local[2]"
     assert plan.parallelism == 5 and plan.partitions == 2

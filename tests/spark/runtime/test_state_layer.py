@@ -23,7 +23,7 @@ from driftjoin.s3j.space import random_centroids
 from driftjoin.spark.runtime import state as state_layer
 from driftjoin.spark.runtime.queries import TaskQuery
 from driftjoin.spark.runtime.state import ChunkedState, StateCache
-from driftjoin.spark.similarity.plan import S3JPlan
+from driftjoin.spark.similarity.s3j import S3JPlan
 from driftjoin.windows import windowing
 from driftjoin.spark.similarity.s3j import (
     ComputationProcessor,
@@ -167,8 +167,9 @@ def test_cache_with_failures_and_replays_equals_oracle_and_no_cache(streaming_ca
     batches = [[(int(side[i]), i, X[i].tolist(), float(t[i])) for i in range(a, b)] for a, b in zip(bounds, bounds[1:])]
     fail = data.draw(st.sets(st.integers(0, cuts - 1)))
     m = get_metric("euclidean")
-    plan = S3JPlan("euclidean", 0.15, 2, 3, random_centroids(3, 2, seed % 7), False, windowing("30 seconds"), None, partitions=2,
-                   time_basis="ingest", lateness=0.0, balanced=two_stage)
+    plan = S3JPlan(metric="euclidean", threshold=0.15, dim=2, parallelism=3, centroids=random_centroids(3, 2, seed % 7),
+                   self_join=False, windows=windowing("30 seconds"), metrics_dir=None, partitions=2, time_basis="ingest",
+                   lateness=0.0, balanced=two_stage)
     expected = {(a, b) for a, b, _ in oracle_pairs(np.arange(n), side.astype(np.int8), X, np.floor(t / 30).astype(np.int64),
                                                    m, 0.15, False)}
     caches = [StateCache(2**30) for _ in range(processes)]

@@ -1,6 +1,6 @@
 """The metric operator's chunked state and process cache never serve stale state.
 
-Router and worker processors of :mod:`driftjoin.spark.similarity.metric` run here without Spark, on
+Router and worker processors of :mod:`driftjoin.spark.similarity.spaces` run here without Spark, on
 an in-memory state that commits or rolls back like Spark's state store (batches fail after the
 processors ran and are replayed), each attempt in one of a few "processes" (caches). In-order
 streams with no lateness, so windows close while batches arrive and their chunks go. The pairs
@@ -25,7 +25,7 @@ from driftjoin.spark.runtime import state as state_layer
 from driftjoin.spark.runtime.plan_guard import PLAN_KEY
 from driftjoin.spark.runtime.queries import TaskQuery
 from driftjoin.spark.runtime.state import StateCache
-from driftjoin.spark.similarity.metric import MetricPlan, MetricProcessor, route_metric
+from driftjoin.spark.similarity.spaces import SpacePlan, SpaceProcessor, route_values
 from driftjoin.windows import TICKS_PER_SECOND, Windowing
 
 from tests.metric.data import records, strings
@@ -45,7 +45,7 @@ def _schemas(value: pa.DataType) -> tuple[pa.Schema, pa.Schema]:
     return source, routed
 
 
-def _run(plan: MetricPlan, batches: list, value_type: pa.DataType, fail: set[int], caches: list[StateCache]) -> list:
+def _run(plan: SpacePlan, batches: list, value_type: pa.DataType, fail: set[int], caches: list[StateCache]) -> list:
     source, routed_schema = _schemas(value_type)
     keys = [*plan.keys, PLAN_KEY]
     handles = {k: TransactionalHandle() for k in keys}
@@ -55,14 +55,14 @@ def _run(plan: MetricPlan, batches: list, value_type: pa.DataType, fail: set[int
         batch = pa.RecordBatch.from_arrays([pa.array(side, pa.int8()), pa.array(ids, pa.int64()), pa.array(values, value_type),
                                             pa.array(seconds, pa.float64()), pa.array(seconds, pa.float64()),
                                             pa.array([None] * len(rows), pa.string())], schema=source)
-        routed = pa.Table.from_batches(list(route_metric(plan, iter([batch]), routed_schema))).to_pandas()
+        routed = pa.Table.from_batches(list(route_values(plan, iter([batch]), routed_schema))).to_pandas()
         for attempt in range(2 if i in fail else 1):
             state_layer.CACHE = caches[attempts % len(caches)]
             attempts += 1
             frames = []
             for k in keys:
                 handles[k].begin()
-                proc = MetricProcessor(plan)
+                proc = SpaceProcessor(plan)
                 proc.init(handles[k])
                 frames += list(proc.handleInputRows((k,), iter([routed[routed["key"] == k]]), None))
             if attempt == 0 and i in fail:
@@ -102,8 +102,9 @@ def test_failures_replays_and_processes_equal_the_oracle(streaming_cache, kind, 
         strategy = PrefixStrategy(t, workers, self_join=self_join, windows=w)
     else:
         strategy = S3JStrategy(space, t, choose_centroids(space, space.prepare(vals), workers, 0), self_join=self_join, windows=w)
-    plan = MetricPlan(strategy, space, t, strategy.n_workers, self_join, w, "set" if sets else "string", None,
-                      time_basis="event", lateness=0.0, partitions=min(2, strategy.n_workers))
+    plan = SpacePlan(strategy=strategy, space=space, threshold=t, parallelism=strategy.n_workers, self_join=self_join,
+                     windows=w, value_kind="set" if sets else "string", metrics_dir=None, time_basis="event",
+                     lateness=0.0, partitions=min(2, strategy.n_workers))
     seconds = [x / TICKS_PER_SECOND for x in times]
     rows = list(zip(sides, ids, vals, seconds))
     bounds = [0, *sorted(set(c for c in cuts if 0 < c < len(rows))), len(rows)]
@@ -128,7 +129,8 @@ def test_closed_windows_leave_no_chunks(streaming_cache):
     words = ["ab", "abc", "b", "ba", "abd", "cab"] * 20
     w = Windowing.interval(2 * TICKS_PER_SECOND)
     strategy = S3JStrategy(space, 1, choose_centroids(space, space.prepare(words), 2, 0), self_join=True, windows=w)
-    plan = MetricPlan(strategy, space, 1, 2, True, w, "string", None, time_basis="event", partitions=2)
+    plan = SpacePlan(strategy=strategy, space=space, threshold=1, parallelism=2, self_join=True, windows=w,
+                     value_kind="string", metrics_dir=None, time_basis="event", partitions=2)
     rows = [(0, i, words[i], float(i)) for i in range(len(words))]
     source, routed_schema = _schemas(pa.string())
     handles = {k: TransactionalHandle() for k in (*plan.keys, PLAN_KEY)}
@@ -138,10 +140,10 @@ def test_closed_windows_leave_no_chunks(streaming_cache):
         batch = pa.RecordBatch.from_arrays([pa.array(side, pa.int8()), pa.array(ids, pa.int64()), pa.array(values),
                                             pa.array(seconds), pa.array(seconds), pa.array([None] * len(part), pa.string())],
                                            schema=source)
-        routed = pa.Table.from_batches(list(route_metric(plan, iter([batch]), routed_schema))).to_pandas()
+        routed = pa.Table.from_batches(list(route_values(plan, iter([batch]), routed_schema))).to_pandas()
         for k, h in handles.items():
             h.begin()
-            proc = MetricProcessor(plan)
+            proc = SpaceProcessor(plan)
             proc.init(h)
             list(proc.handleInputRows((k,), iter([routed[routed["key"] == k]]), None))
             h.commit()
