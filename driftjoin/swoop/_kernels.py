@@ -13,10 +13,14 @@ index order), ``so[2, :nfree]`` the free slots. ``meta[M_N]`` is ``|S|``, ``meta
 number of free slots. Insertion and deletion shift slot numbers only (8 bytes per pair).
 
 Inverted index (section 5.1), one per side: ``itok[side, v, F_OFF|F_CAP|F_HEAD|F_TAIL]``
-describes the list ``I(v)`` as the segment ``pool[off : off + cap]`` of the side's pool whose
-valid entries (arrival numbers, oldest first) are ``pool[head:tail]``. A full segment is
-compacted in place when at most half of it is valid, otherwise moved to a segment of twice the
-size at the pool's top (``meta[M_TOP0 + side]``); :func:`index_repack` rebuilds a full pool.
+describes the list ``I(v)`` as the segment ``pool[:, off : off + cap]`` of the side's pool
+whose valid entries (oldest first) are ``pool[:, head:tail]``. An entry of set ``r_j`` has three
+rows: ``P_SEQ`` its window number, ``P_END`` its end time (``float64`` bits) and ``P_INFO`` its
+size, the rank of ``v`` among its tokens and its signature (the constants below), so that the
+filtered scan of :func:`get_candidates` reads the list alone (one sequential stream) and reads
+the window row of an entry only when its bounds let it through. A full segment is compacted in
+place when at most half of it is valid, otherwise moved to a segment of twice the size at the
+pool's top (``meta[M_TOP0 + side]``); :func:`index_repack` rebuilds a full pool.
 
 Window (section 3): position ``p = seq - meta[M_BASE]`` has one 32-byte row (one cache line
 serves a pre-candidate): ``wi[p, W_SIZE2]`` is ``2 * size + side``, ``wi[p, W_TOFF]`` the offset
@@ -76,9 +80,20 @@ M_NLOW = 16  # the first M_NLOW tokens belong to lower token-space parts: not pr
 M_NHIGH = 17  # and a pair sharing one is another part's; the last M_NHIGH are not probed either
 M_NB = 18  # steps of the shared lower bound in ``bound`` (0: none)
 M_NOPROBE = 19  # 1: index the new set without probing (another worker finds its pairs)
+M_SCAN = 20  # running total of list entries read
+M_VERIFY = 21  # running total of pre-candidates whose tokens were compared
+M_PAPER = 22  # 1: the paper's scan of the inverted lists, 0: the filtered one (get_candidates)
 META_SIZE = 24
 
 F_OFF, F_CAP, F_HEAD, F_TAIL = 0, 1, 2, 3
+P_SEQ, P_END, P_INFO = 0, 1, 2  # rows of a list pool: window number, end time, size and rank
+P_ROWS = 3
+# P_INFO of an entry of set r_j in the list of token v: bits 0-15 pi (how many tokens of r_j
+# have a larger number than v), bits 16-31 |r_j| (INFO_LARGE: 65535 or more, no filtering),
+# bits 32-63 the signature of r_j (bit ``u & 31`` set for each of its tokens u)
+INFO_LARGE = 0xFFFF
+SIG_BITS = 32
+SIG_KMAX = 4  # the signature bound counts buckets holding up to this many tokens of r_i
 W_MARK, W_END, W_SIZE2, W_TOFF = 0, 1, 2, 3
 W_ROWS = 4
 
@@ -86,6 +101,7 @@ NEED_INDEX = -1  # return codes of join_insert: grow the index pool / stock / wi
 NEED_STOCK = -2  # token arrays, then call again
 NEED_WINDOW = -3
 NEED_TOKENS = -4
+SCRATCH_ROWS = 11  # rows of join_insert's work space
 
 _COMPACT_MIN = 1024  # window compaction, as in window.py
 _NEG_INF = -np.inf
@@ -548,22 +564,28 @@ def _index_room(itok, side, pool, top, tokens):
         off, cap, tail = itok[side, t, F_OFF], itok[side, t, F_CAP], itok[side, t, F_TAIL]
         if tail == off + cap and not (cap > 0 and tail - itok[side, t, F_HEAD] <= cap // 2):
             need += max(4, 2 * cap)
-    return top + need <= len(pool), need
+    return top + need <= pool.shape[1], need
+
+
+@njit(cache=True, inline="always")
+def _move_entries(pool, src, dst, n):
+    """Copy ``n`` list entries (all three rows) from ``src`` to ``dst`` (``dst <= src`` or apart)."""
+    for r in range(P_ROWS):
+        for x in range(n):
+            pool[r, dst + x] = pool[r, src + x]
 
 
 @njit(cache=True)
-def _index_append(itok, side, pool, meta, t, seq):
+def _index_append(itok, side, pool, meta, t, seq, end, info):
     off, cap = itok[side, t, F_OFF], itok[side, t, F_CAP]
     head, tail = itok[side, t, F_HEAD], itok[side, t, F_TAIL]
     if tail == off + cap:
         live = tail - head
         if cap > 0 and live <= cap // 2:  # compact in place
-            for x in range(live):
-                pool[off + x] = pool[head + x]
+            _move_entries(pool, head, off, live)
         else:  # move to a segment of twice the size at the pool top
             top = meta[M_TOP0 + side]
-            for x in range(live):
-                pool[top + x] = pool[head + x]
+            _move_entries(pool, head, top, live)
             off = top
             cap = max(4, 2 * cap)
             meta[M_TOP0 + side] = top + cap
@@ -572,7 +594,9 @@ def _index_append(itok, side, pool, meta, t, seq):
         head = off
         tail = off + live
         itok[side, t, F_HEAD] = head
-    pool[tail] = seq
+    pool[P_SEQ, tail] = seq
+    pool[P_END].view(np.float64)[tail] = end
+    pool[P_INFO, tail] = info
     itok[side, t, F_TAIL] = tail + 1
 
 
@@ -585,20 +609,115 @@ def index_repack(itok, side, pool, meta, extra):
         live = itok[side, t, F_TAIL] - itok[side, t, F_HEAD]
         if live:
             total += max(4, 2 * live)
-    out = np.empty(max(1024, 2 * (total + extra)), np.int64)
+    out = np.empty((P_ROWS, max(1024, 2 * (total + extra))), np.int64)
     top = 0
     for t in range(ntok):
         head, tail = itok[side, t, F_HEAD], itok[side, t, F_TAIL]
         live = tail - head
         cap = max(4, 2 * live) if live else 0
-        for x in range(live):
-            out[top + x] = pool[head + x]
+        for r in range(P_ROWS):
+            for x in range(live):
+                out[r, top + x] = pool[r, head + x]
         itok[side, t, F_OFF] = top
         itok[side, t, F_CAP] = cap
         itok[side, t, F_HEAD] = top
         itok[side, t, F_TAIL] = top + live
         top += cap
     meta[M_TOP0 + side] = top
+    return out
+
+
+@njit(cache=True, inline="always")
+def _signature(tokens):
+    """The signature of a set: bit ``u & 31`` for each token ``u``."""
+    sig = 0
+    for x in range(len(tokens)):
+        sig |= 1 << (tokens[x] & (SIG_BITS - 1))
+    return sig
+
+
+@njit(cache=True, inline="always")
+def _info(lr, pi, sig):
+    """``P_INFO`` of an entry (module constants)."""
+    if lr >= INFO_LARGE:
+        return (sig << 32) | (INFO_LARGE << 16)
+    return (sig << 32) | (lr << 16) | pi
+
+
+@intrinsic
+def _popcount(typingctx, x):
+    """The number of set bits of an ``int64``."""
+    sig = types.int64(types.int64)
+
+    def codegen(context, builder, signature, args):
+        return builder.ctpop(args[0])
+
+    return sig, codegen
+
+
+@njit(cache=True, inline="always")
+def new_overlap_bound(info, a, b, m1, m2, m3, m4):
+    """An upper bound of ``|r_i & r_j|`` for the set ``r_j`` of a list entry (``info``, not
+    ``INFO_LARGE``) met first in the list of token ``v`` of ``r_i`` (``get_candidates``): the
+    tokens it may share are ``v`` and the available ones, ``a`` of them with a larger number
+    than ``v`` and ``b`` with a smaller; ``m1`` ... ``m4`` are the signature buckets holding at
+    least 1 ... 4 available tokens (``m1 = -1``: no signature bound)."""
+    ls = (info >> 16) & INFO_LARGE
+    pi = info & INFO_LARGE
+    o = 1 + min(pi, a) + min(ls - pi - 1, b)
+    if m1 != -1:
+        sj = info >> 32
+        o = min(o, 1 + _popcount(sj & m1) + _popcount(sj & m2) + _popcount(sj & m3)
+                + _popcount(sj & m4))
+    return o
+
+
+@njit(cache=True)
+def _rank_desc(tokens, x):
+    """``pi``: how many of the (distinct) ``tokens`` have a larger number than ``tokens[x]``."""
+    v = tokens[x]
+    c = 0
+    for y in range(len(tokens)):
+        if tokens[y] > v:
+            c += 1
+    return c
+
+
+@njit(cache=True)
+def _ranks_desc(tokens, out):
+    """:func:`_rank_desc` of every token into ``out[:len(tokens)]`` (``O(n log n)`` when long)."""
+    n = len(tokens)
+    if n <= 32:
+        for x in range(n):
+            out[x] = _rank_desc(tokens, x)
+        return
+    asc = np.argsort(tokens)
+    for q in range(n):
+        out[asc[q]] = n - 1 - q
+
+
+@njit(cache=True)
+def index_columns(itok, side, seqs, wi, wf, wtok, meta):
+    """The list entries of a pool of arrival numbers only (``int64[n]``, a join saved before the
+    entries carried their set's end time, size and token rank) as a pool of this layout."""
+    out = np.zeros((P_ROWS, len(seqs)), np.int64)
+    out[P_SEQ] = seqs
+    ends = out[P_END].view(np.float64)
+    base = meta[M_BASE]
+    for t in range(itok.shape[1]):
+        for y in range(itok[side, t, F_HEAD], itok[side, t, F_TAIL]):
+            p = seqs[y] - base
+            ls = wi[p, W_SIZE2] >> 1
+            off = wi[p, W_TOFF]
+            ends[y] = wf[p, W_END]
+            pi = 0
+            sig = 0
+            for z in range(off, off + ls):
+                u = wtok[z]
+                if u > t:
+                    pi += 1
+                sig |= 1 << (u & (SIG_BITS - 1))
+            out[P_INFO, y] = _info(ls, pi, sig)
     return out
 
 
@@ -712,22 +831,115 @@ def _lb_envelope(st_end, st_sim, n, bound, nb):
     return m
 
 
+@njit(cache=True, inline="always")
+def _bit_add(bit, n, i, dv):
+    """Fenwick tree ``bit[1:n + 1]``: add ``dv`` at position ``i`` (1-based)."""
+    while i <= n:
+        bit[i] += dv
+        i += i & -i
+
+
+@njit(cache=True, inline="always")
+def _bit_sum(bit, i):
+    """Fenwick tree: the sum of positions ``1..i``."""
+    s = 0
+    while i > 0:
+        s += bit[i]
+        i -= i & -i
+    return s
+
+
+@njit(cache=True, inline="always")
+def _lb_step(st_end, nsteps, d, t_end):
+    """The first step ``d' >= d`` of the staircase that covers ``t_end`` (``lb`` is
+    ``st_sim[d']``, or ``0.0`` at ``d' == nsteps``)."""
+    while d < nsteps and st_end[d] < t_end:
+        d += 1
+    return d
+
+
+@njit(cache=True)
+def _lb_step_of(st_end, nsteps, t_end):
+    """The first step ``d`` with ``t_end <= st_end[d]`` (``nsteps``: none), by bisection."""
+    lo, hi = 0, nsteps
+    while lo < hi:
+        mid = (lo + hi) >> 1
+        if st_end[mid] < t_end:
+            lo = mid + 1
+        else:
+            hi = mid
+    return lo
+
+
+@njit(cache=True, inline="always")
+def _verify(code, lr, ls, lb, off, wtok, tmark, stamp, nlow):
+    """Overlap of the new set (tokens marked ``stamp`` in ``tmark``) with the window set whose
+    ``ls`` tokens start at ``wtok[off]``, counted while ``tau_o = max(1, overlap(lb))`` is in
+    reach; returns it, or ``-1`` when it falls short (or the set shares a lower part's token)."""
+    tau = overlap(code, lr, ls, lb)
+    if tau < 1:
+        tau = 1
+    o = 0
+    if nlow:
+        for z in range(ls):
+            m = tmark[wtok[off + z]]
+            if m == stamp:
+                o += 1
+            elif m == -stamp:  # shares a lower part's token: that part's pair
+                return -1
+            elif o + ls - z - 1 < tau:
+                return -1
+    else:
+        for z in range(ls):
+            if tmark[wtok[off + z]] == stamp:
+                o += 1
+            elif o + ls - z - 1 < tau:
+                return -1
+    return o if o >= tau else -1
+
+
 @njit(cache=True)
 def get_candidates(
     tokens, pside, itok, pool, wi, wf, wtok, tmark, meta, sf, so, k, code, shortest_first,
-    cj, cs, lens, order, st_end, st_sim, bound,
+    cj, cs, lens, order, st_end, st_sim, bound, work,
 ):
     """Algorithm 4 for a set with ``tokens``: candidates to ``cj`` (window positions) and ``cs``
     (similarities), in no particular order. Returns their number and the pre-candidates'.
 
-    Cropping (section 5.4): list ``rho`` keeps the entries ending after
-    ``crop_end(ub(|r|, rho))``, found by bisection (``lb`` is non-increasing, Lemma 1).
-    Verification (lines 10-13): ``tau_o = max(1, overlap(|r_i|, |r_j|, lb(t_j + w)))``; the
-    check stops before comparing tokens when ``min(|r_i| - rho + 1, |r_j|) < tau_o`` (tested
-    as ``sim(|r_i|, |r_j|, min(...)) < lb``, the same condition, before ``tau_o`` is computed)
-    and while counting as soon as ``tau_o`` is out of reach. ``lb`` is read off the steps of
-    the staircase (:func:`stock_lb_steps`, computed once per call), walked forward along each
-    list since a list comes in ascending end time.
+    Verification (lines 10-13): ``tau_o = max(1, overlap(|r_i|, |r_j|, lb(t_j + w)))``,
+    counting stops as soon as ``tau_o`` is out of reach. ``lb`` is read off the steps of the
+    staircase (:func:`stock_lb_steps`, computed once per call), walked along each list, whose
+    entries come in ascending end time.
+
+    Two scans of a list (``meta[M_PAPER]``), with the same results:
+
+    * ``"paper"`` (1): Algorithm 4 as written. Cropping (section 5.4): list ``rho`` keeps the
+      entries ending after ``crop_end(ub(|r_i|, rho))``, found by bisection (``lb`` is
+      non-increasing, Lemma 1). Every entry kept is a pre-candidate whose window row is read
+      (to deduplicate it in the map ``M``, then for its size and tokens); before comparing
+      tokens it is dropped when even ``o = min(|r_i| - rho + 1, |r_j|)`` (1-based ``rho``)
+      falls short of ``lb`` (tested as ``sim(...) < lb``, the same condition as
+      ``o < tau_o``, property 5).
+    * ``"filtered"`` (0, the default) reads only the list itself while it scans. The list is
+      scanned from tail to head and the scan stops at the first entry with
+      ``lb(t_j + w) > ub(|r_i|, rho)`` (the paper's stop condition: the same entries as the
+      crop, without a bisection). An entry carries its set's end time, size, rank ``pi``
+      (how many tokens of ``r_j`` have a larger number than the list's token ``v``) and
+      signature (``P_INFO``), and is dropped unless
+      ``sim(|r_i|, |r_j|, new_overlap_bound(...)) >= lb``: an upper bound of the overlap of a
+      set first met in this list, whose common tokens are ``v`` and the *available* tokens of
+      ``r_i`` (those not in an earlier list nor a lower part's): at most ``min(pi, a)`` of
+      them before ``v`` in token number order and ``min(|r_j| - pi - 1, b)`` after (``a`` and
+      ``b`` count the available tokens on either side of ``v``), and at most as many as fall
+      into the signature's buckets. It never exceeds the paper's ``min(|r_i| - rho + 1,
+      |r_j|)`` (``1 + a + b = |r_i| - rho + 1``), so it drops every entry the paper's test
+      drops, and many more (with shortest lists first and tokens numbered by first
+      appearance, a set met in a long list shares few tokens after ``v``: the prefix filter of
+      threshold joins, with ``lb`` as the threshold). It is exact: a set dropped in the first
+      list it appears in is irrelevant (the bound holds there); met again in a later list,
+      where the bound need not hold, it is dropped again or verified, and verification is
+      exact. The survivors' rows are then read (prefetched) in a second pass, deduplicated and
+      verified as in the paper.
 
     A pre-candidate is verified when it is first met (when it enters the map ``M``) rather
     than in a second loop over ``M``: its lookup position is final then and ``lb`` does not
@@ -735,15 +947,18 @@ def get_candidates(
 
     Partitioned joins (module docstring): ``lb`` is the larger of the stock's and the shared
     ``bound``'s (both are lower bounds of the global one), from the steps of their maximum; in
-    a token-space part only the
-    lists of the part's own tokens are probed, at the lookup positions after the lower parts'
-    tokens (a pair of this part shares none of them, so it misses them as it misses earlier
-    lists), and a pair that shares a lower part's token (marked ``-stamp``) is rejected.
+    a token-space part only the lists of the part's own tokens are probed, at the lookup
+    positions after the lower parts' tokens (a pair of this part shares none of them, so it
+    misses them as it misses earlier lists), and a pair that shares a lower part's token
+    (marked ``-stamp``) is rejected.
+
+    ``work`` (``int64[5, n]``, ``n > |r_i|`` and at least the window's capacity) is work space.
     """
     lr = len(tokens)
     nlow = meta[M_NLOW]
     nown = lr - nlow - meta[M_NHIGH]
     nb = meta[M_NB]
+    paper = meta[M_PAPER] != 0
     stamp = meta[M_STAMP] + 1
     meta[M_STAMP] = stamp
     base = meta[M_BASE]
@@ -757,8 +972,42 @@ def get_candidates(
     if nb:
         nsteps = _lb_envelope(st_end, st_sim, nsteps, bound, nb)
         st_end, st_sim = bound[2], bound[3]
+    seqs = pool[P_SEQ]
+    ends = pool[P_END].view(np.float64)
+    infos = pool[P_INFO]
+    survivors, steps, ranks, bit, buckets = work[0], work[1], work[2], work[3], work[4]
+    avail = lr - nlow  # tokens of r_i a set first met in the current list may share
+    m1 = m2 = m3 = m4 = 0  # signature buckets holding at least 1, 2, 3, 4 available tokens
+    if not paper:  # the available tokens by rank (own tokens whose list is empty are not)
+        _ranks_desc(tokens, ranks)
+        for x in range(lr + 1):
+            bit[x] = 0
+        for x in range(SIG_BITS):
+            buckets[x] = 0
+        for x in range(nlow, lr):
+            if x >= nlow + nown or lens[x - nlow]:
+                _bit_add(bit, lr, ranks[x] + 1, 1)
+                buckets[tokens[x] & (SIG_BITS - 1)] += 1
+            else:
+                avail -= 1
+        for x in range(SIG_BITS):
+            c = buckets[x]
+            if c > SIG_KMAX:  # a crowded bucket: no signature bound for this set
+                m1 = -1
+                break
+            if c >= 1:
+                m1 |= 1 << x
+            if c >= 2:
+                m2 |= 1 << x
+            if c >= 3:
+                m3 |= 1 << x
+            if c >= 4:
+                m4 |= 1 << x
+    use_sig = m1 != -1
     npre = 0
     nc = 0
+    nscan = 0
+    nverify = 0
     for r in range(nown):
         x = order[r]
         if lens[x] == 0:
@@ -768,62 +1017,106 @@ def get_candidates(
         lo, hi = itok[pside, t, F_HEAD], itok[pside, t, F_TAIL]
         rest = lr - rho
         ub = sim(code, lr, rest, rest)
-        cut = stock_crop_end(sf, so, meta, k, ub)
-        if nb:
-            cut = max(cut, _bound_crop_end(bound, nb, ub))
-        if cut != _NEG_INF:  # first entry ending after cut
-            while lo < hi:
-                mid = (lo + hi) >> 1
-                if wf[pool[mid] - base, W_END] <= cut:
-                    lo = mid + 1
-                else:
-                    hi = mid
-        hi = itok[pside, t, F_TAIL]
-        d = 0  # lb step of the current entry: entries come in ascending end time
-        for y in range(lo, hi):
-            if y + _AHEAD < hi:  # rows and token lists are scattered over the window
-                _prefetch(wi, pool[y + _AHEAD] - base)
-                _prefetch(wtok, wi[pool[y + _AHEAD // 2] - base, W_TOFF])
-            p = pool[y] - base
+        if paper:
+            cut = stock_crop_end(sf, so, meta, k, ub)
+            if nb:
+                cut = max(cut, _bound_crop_end(bound, nb, ub))
+            if cut != _NEG_INF:  # first entry ending after cut
+                while lo < hi:
+                    mid = (lo + hi) >> 1
+                    if wf[seqs[mid] - base, W_END] <= cut:
+                        lo = mid + 1
+                    else:
+                        hi = mid
+            hi = itok[pside, t, F_TAIL]
+            nscan += hi - lo
+            d = 0  # lb step of the current entry: entries come in ascending end time
+            for y in range(lo, hi):
+                if y + _AHEAD < hi:  # rows and token lists are scattered over the window
+                    _prefetch(wi, seqs[y + _AHEAD] - base)
+                    _prefetch(wtok, wi[seqs[y + _AHEAD // 2] - base, W_TOFF])
+                p = seqs[y] - base
+                if wi[p, W_MARK] == stamp:  # met in an earlier list: keeps that position
+                    continue
+                wi[p, W_MARK] = stamp
+                npre += 1
+                ls = wi[p, W_SIZE2] >> 1
+                d = _lb_step(st_end, nsteps, d, wf[p, W_END])
+                lb = st_sim[d] if d < nsteps else 0.0  # = stock_lb(..., t_end)
+                # early stop before any token: o <= min(|r_i| - rho + 1, |r_j|) (1-based rho)
+                # falls short of tau_o exactly when its similarity is below lb (property 5)
+                if sim(code, lr, ls, min(lr - rho, ls)) < lb:
+                    continue
+                nverify += 1
+                o = _verify(code, lr, ls, lb, wi[p, W_TOFF], wtok, tmark, stamp, nlow)
+                if o >= 0:
+                    cj[nc] = p
+                    cs[nc] = sim(code, lr, ls, o)
+                    nc += 1
+            continue
+        # the filtered scan: the bound of a set first met here, from the list entries alone
+        xg = nlow + x
+        _bit_add(bit, lr, ranks[xg] + 1, -1)
+        avail -= 1
+        a = _bit_sum(bit, ranks[xg])  # available tokens with a larger number than t
+        b = avail - a
+        if use_sig:  # t leaves its bucket
+            u = t & (SIG_BITS - 1)
+            c = buckets[u]
+            buckets[u] = c - 1
+            if c == 1:
+                m1 &= ~(1 << u)
+            elif c == 2:
+                m2 &= ~(1 << u)
+            elif c == 3:
+                m3 &= ~(1 << u)
+            else:
+                m4 &= ~(1 << u)
+        # tail to head (section 5.4): lb does not decrease, and the scan stops at the first
+        # entry with lb > ub, where the paper's crop begins
+        y = hi - 1
+        d = _lb_step_of(st_end, nsteps, ends[y])
+        m = 0
+        while y >= lo:
+            t_end = ends[y]
+            while d > 0 and st_end[d - 1] >= t_end:
+                d -= 1
+            if d < nsteps:
+                lb = st_sim[d]
+                if lb > ub:
+                    break
+                info = infos[y]
+                ls = (info >> 16) & INFO_LARGE
+                if ls != INFO_LARGE and sim(
+                    code, lr, ls, new_overlap_bound(info, a, b, m1, m2, m3, m4)
+                ) < lb:
+                    y -= 1
+                    continue
+            survivors[m] = y
+            steps[m] = d
+            m += 1
+            y -= 1
+        nscan += hi - 1 - y
+        for z in range(m):
+            if z + _AHEAD < m:
+                _prefetch(wi, seqs[survivors[z + _AHEAD]] - base)
+                _prefetch(wtok, wi[seqs[survivors[z + _AHEAD // 2]] - base, W_TOFF])
+            y = survivors[z]
+            p = seqs[y] - base
             if wi[p, W_MARK] == stamp:  # met in an earlier list: keeps that position
                 continue
             wi[p, W_MARK] = stamp
             npre += 1
+            nverify += 1
             ls = wi[p, W_SIZE2] >> 1
-            t_end = wf[p, W_END]
-            while d < nsteps and st_end[d] < t_end:
-                d += 1
-            lb = st_sim[d] if d < nsteps else 0.0  # = stock_lb(..., t_end)
-            # early stop before any token: o <= min(|r_i| - rho + 1, |r_j|) (1-based rho) falls
-            # short of tau_o exactly when its similarity is below lb (property 5); tested in
-            # this form, tau_o is computed only for the pre-candidates that pass
-            if sim(code, lr, ls, min(lr - rho, ls)) < lb:
-                continue
-            tau = overlap(code, lr, ls, lb)
-            if tau < 1:
-                tau = 1
-            o = 0
-            off = wi[p, W_TOFF]
-            if nlow:
-                for z in range(ls):
-                    m = tmark[wtok[off + z]]
-                    if m == stamp:
-                        o += 1
-                    elif m == -stamp:  # shares a lower part's token: that part's pair
-                        o = -1
-                        break
-                    elif o + ls - z - 1 < tau:
-                        break
-            else:
-                for z in range(ls):
-                    if tmark[wtok[off + z]] == stamp:
-                        o += 1
-                    elif o + ls - z - 1 < tau:
-                        break
-            if o >= tau:
+            lb = st_sim[steps[z]] if steps[z] < nsteps else 0.0
+            o = _verify(code, lr, ls, lb, wi[p, W_TOFF], wtok, tmark, stamp, nlow)
+            if o >= 0:
                 cj[nc] = p
                 cs[nc] = sim(code, lr, ls, o)
                 nc += 1
+    meta[M_SCAN] += nscan
+    meta[M_VERIFY] += nverify
     return nc, npre
 
 
@@ -834,9 +1127,8 @@ def join_insert(
 ):
     """``_join`` of a new set: candidates (Algorithm 4), stock insert (Algorithms 6 and 5),
     index and window append (not with ``meta[M_PROBE]``; in a token-space part, only the own
-    tokens' lists). ``seq`` is the pair's ``i``. ``scratch`` (``int64[6, n]``) and ``cs``
-    (``float64[n]``) are
-    work space for ``n`` >= the window's capacity and ``|r|``. Returns 1 if the stock changed,
+    tokens' lists). ``seq`` is the pair's ``i``. ``scratch`` (``int64[SCRATCH_ROWS, n]``) and
+    ``cs`` (``float64[n]``) are work space for ``n`` >= the window's capacity and ``> |r|``. Returns 1 if the stock changed,
     else 0, or a ``NEED_*`` code without having changed the join (the caller grows the arrays
     and calls again).
 
@@ -853,7 +1145,7 @@ def join_insert(
     own = tokens[nlow : lr - meta[M_NHIGH]]
     meta[M_NADD] = 0
     meta[M_NREM] = 0
-    if lr > len(cs) or indexed and (
+    if lr >= len(cs) or indexed and (
         meta[M_NPOS] >= wi.shape[0] or meta[M_TOKTAIL] + lr > len(wtok)
     ):
         return NEED_WINDOW
@@ -874,7 +1166,7 @@ def join_insert(
         nc, npre = get_candidates(
             tokens, pside, itok, pool_probe, wi, wf, wtok, tmark, meta, sf, so, k, code,
             shortest_first, cj, cs, lens, order, of[2], of[3],  # (of: free until the stock insert)
-            bound,
+            bound, scratch[6:11],
         )
     if nc > meta[M_NFREE]:
         meta[M_NEED] = nc
@@ -951,8 +1243,18 @@ def _window_append(tokens, own, end, side, itok, pool_own, wi, wf, wtok, meta):
     lr = len(tokens)
     base = meta[M_BASE]
     p = meta[M_NPOS]
-    for x in range(len(own)):
-        _index_append(itok, side, pool_own, meta, own[x], base + p)
+    nlow = meta[M_NLOW]
+    sig = _signature(tokens)
+    if lr <= 32:
+        for x in range(len(own)):
+            _index_append(itok, side, pool_own, meta, own[x], base + p, end,
+                          _info(lr, _rank_desc(tokens, nlow + x), sig))
+    else:
+        ranks = np.empty(lr, np.int64)
+        _ranks_desc(tokens, ranks)
+        for x in range(len(own)):
+            _index_append(itok, side, pool_own, meta, own[x], base + p, end,
+                          _info(lr, ranks[nlow + x], sig))
     toff = meta[M_TOKTAIL]
     wi[p, W_SIZE2] = 2 * lr + side
     wi[p, W_TOFF] = toff

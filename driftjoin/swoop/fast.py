@@ -25,6 +25,7 @@ from driftjoin.swoop.similarity import SIMILARITIES, WellBehavedSimilarity
 
 _MAX_TOKENS = 2**31 - 1  # window token lists are int32
 _UNKNOWN = ...  # "not cached" (Ellipsis: a singleton that survives pickling)
+SCANS = ("filtered", "paper")  # scans of the inverted lists (_kernels.get_candidates)
 
 
 def supports(similarity: WellBehavedSimilarity) -> bool:
@@ -253,6 +254,16 @@ class Counters:
     def candidates(self) -> int:
         return int(self._meta[K.M_CAND])
 
+    @property
+    def scanned(self) -> int:
+        """List entries read (after cropping)."""
+        return int(self._meta[K.M_SCAN])
+
+    @property
+    def verified(self) -> int:
+        """Pre-candidates whose tokens were compared."""
+        return int(self._meta[K.M_VERIFY])
+
 
 class FastCore:
     """Window columns, inverted indexes (one per side) and stock of one compiled SWOOP join."""
@@ -264,22 +275,26 @@ class FastCore:
         *,
         two_stream: bool = False,
         shortest_list_first: bool = True,
+        scan: str = "filtered",
     ) -> None:
+        if scan not in SCANS:
+            raise ValueError(f"scan must be one of {SCANS}, got {scan!r}")
         self.k = k
         self.two_stream = two_stream
         self.code = K.SIM_CODES[similarity.name]
         self.stock = FastStock(k)
         self.meta = self.stock.meta
+        self.meta[K.M_PAPER] = scan == "paper"
         self.generator = Counters(self.meta, shortest_list_first)
         self.ntok = 0  # token numbers covered by itok and tmark
         self.itok = np.zeros((2, 0, 4), np.int64)
         self.tmark = np.zeros(0, np.int64)
-        self.pools = [np.zeros(1024, np.int64), np.zeros(1024, np.int64)]
+        self.pools = [np.zeros((K.P_ROWS, 1024), np.int64) for _ in range(2)]
         self.wcap = 0
         self.wi = _rows(0)
         self.wf = self.wi.view(np.float64)
         self.wtok = np.zeros(0, np.int32)
-        self.scratch = np.zeros((6, 0), np.int64)
+        self.scratch = np.zeros((K.SCRATCH_ROWS, 0), np.int64)
         self.cs = np.zeros(0, np.float64)
         self.kout = np.zeros(9, np.float64)
         self.bound = np.zeros((4, 0), np.float64)  # a shared lower bound (set_bound)
@@ -304,7 +319,7 @@ class FastCore:
         wi[: self.wcap] = self.wi
         self.wi = wi
         self.wf = wi.view(np.float64)  # the end times, in the same rows
-        self.scratch = np.zeros((6, size), np.int64)
+        self.scratch = np.zeros((K.SCRATCH_ROWS, size), np.int64)
         self.cs = np.zeros(size, np.float64)
         self.wcap = size
 
@@ -323,6 +338,13 @@ class FastCore:
         wi[:] = self.wi
         self.wi = wi
         self.wf = wi.view(np.float64)
+        if self.pools[0].ndim == 1:  # saved before list entries carried end, size and rank
+            self.pools = [
+                K.index_columns(self.itok, side, pool, wi, self.wf, self.wtok, self.meta)
+                for side, pool in enumerate(self.pools)
+            ]
+        if self.scratch.shape[0] != K.SCRATCH_ROWS:  # work space of another version
+            self.scratch = np.zeros((K.SCRATCH_ROWS, self.wcap), np.int64)
         self._arguments()
 
     def _arguments(self) -> None:
@@ -416,7 +438,7 @@ class FastCore:
             tail = int(meta[K.M_TOKTAIL]) + len(tokens)
             if tail > len(self.wtok):
                 self.wtok = _grown(self.wtok, max(2 * tail, 8 * self.wcap))
-            self._grow_window(max(int(meta[K.M_NPOS]) + 1, len(tokens)))
+            self._grow_window(max(int(meta[K.M_NPOS]), len(tokens)) + 1)
         elif code == K.NEED_TOKENS:
             self._grow_tokens(int(tokens.max()) + 1)
         elif code == K.NEED_INDEX:

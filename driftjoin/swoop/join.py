@@ -31,6 +31,7 @@ from driftjoin.swoop.stock import Stock
 from driftjoin.swoop.window import Window
 
 ENGINES = ("auto", "compiled", "python")
+SCANS = ("filtered", "paper")  # the compiled engine's scans of the inverted lists
 
 
 class Swoop(TopKJoin):
@@ -41,7 +42,12 @@ class Swoop(TopKJoin):
     ``window`` is the duration ``w``. ``shortest_list_first=False`` switches the lookup order
     to the plain token order (the paper's SWOOP-noopt, section 7.2). ``engine``: ``"auto"``
     (compiled for the built-in similarity functions, else Python), ``"compiled"`` or
-    ``"python"`` (module docstring).
+    ``"python"`` (module docstring). ``scan``: how the compiled engine scans a cropped
+    inverted list, ``"filtered"`` (the default: each list entry carries its set's end time,
+    size and token rank, and a positional bound drops most entries before their set is read)
+    or ``"paper"`` (Algorithm 4 as written: every entry's set is read); both give the same
+    results (:func:`driftjoin.swoop._kernels.get_candidates`). The Python engine scans as the
+    paper does.
     """
 
     def __init__(
@@ -53,10 +59,13 @@ class Swoop(TopKJoin):
         two_stream: bool = False,
         shortest_list_first: bool = True,
         engine: str = "auto",
+        scan: str = "filtered",
     ) -> None:
         super().__init__(k, similarity, window, two_stream=two_stream)
         if engine not in ENGINES:
             raise ValueError(f"engine must be one of {ENGINES}, got {engine!r}")
+        if scan not in SCANS:
+            raise ValueError(f"scan must be one of {SCANS}, got {scan!r}")
         if engine != "python":
             from driftjoin.swoop import fast
 
@@ -70,7 +79,8 @@ class Swoop(TopKJoin):
         self.engine = "python" if engine == "python" else "compiled"
         if self.engine == "compiled":
             self._core = fast.FastCore(
-                k, self.similarity, two_stream=two_stream, shortest_list_first=shortest_list_first
+                k, self.similarity, two_stream=two_stream, shortest_list_first=shortest_list_first,
+                scan=scan,
             )
             self.stock = self._core.stock
             self.generator = self._core.generator

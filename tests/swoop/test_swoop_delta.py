@@ -40,7 +40,7 @@ def logical_state(join: Swoop) -> dict:
             for t in range(itok.shape[1]):
                 head, tail = itok[side, t, K.F_HEAD], itok[side, t, K.F_TAIL]
                 if tail > head:
-                    lists[(side, t)] = core.pools[side][head:tail].tolist()
+                    lists[(side, t)] = core.pools[side][:, head:tail].tolist()  # seqs, ends, sizes and ranks
         base, head, npos = int(meta[K.M_BASE]), int(meta[K.M_HEAD]), int(meta[K.M_NPOS])
         rows = []
         for p in range(head, npos):

@@ -1,10 +1,11 @@
-"""SWOOP's float similarities against exact ones (issue 33): the top-k of SWOOP (both engines), of
-Base and of the partitioned join equals a brute force written here from Definition 1 with exact
-similarities (``fractions.Fraction``; cosine ranked by its exact square), on streams whose pairs
-sit exactly on similarity values like 3/10 and 7/10 reached from different set sizes (ties at
-equal exact similarity, broken by end time and arrival alike everywhere); the float order is the
-exact order for every similarity on every size triple up to a bound and next to the size limits;
-sets beyond a similarity's limit are refused."""
+"""SWOOP's float similarities against exact ones (issue 33): the top-k of SWOOP (both engines, the
+compiled one with both scans), of Base and of the partitioned join equals a brute force written
+here from Definition 1 with exact similarities (``fractions.Fraction``; cosine ranked by its
+exact square), on streams whose pairs sit exactly on similarity values like 3/10 and 7/10
+reached from different set sizes (ties at equal exact similarity, broken by end time and
+arrival alike everywhere); the float order is the exact order for every similarity on every
+size triple up to a bound and next to the size limits; sets beyond a similarity's limit are
+refused."""
 
 from __future__ import annotations
 
@@ -92,6 +93,7 @@ def streams(draw):
 def test_topk_equals_the_exact_brute_force(name, case, k, window):
     two_stream, ops = case
     joins = [Swoop(k, name, window, two_stream=two_stream, engine="compiled"),
+             Swoop(k, name, window, two_stream=two_stream, engine="compiled", scan="paper"),
              Swoop(k, name, window, two_stream=two_stream, engine="python"), BaseTopK(k, name, window, two_stream=two_stream),
              PartitionedTopK(k, name, window, parallelism=2, two_stream=two_stream, share_bound=True)]
     seen = []

@@ -1,7 +1,8 @@
 """SWOOP against Base (the oracle): after every insert and every advance of the index time the
 change events and the top-k are identical, and SWOOP's stock is exactly the minimal stock
 (the relevant pairs among Base's all-pairs stock). All similarity functions, self-joins and
-two-stream joins, k from 1 to 1000, ties in timestamps and similarities, expiries."""
+two-stream joins, k from 1 to 1000, ties in timestamps and similarities, expiries; the compiled
+engine with both scans of the inverted lists (``scan="filtered"``, the default, and ``"paper"``)."""
 
 from __future__ import annotations
 
@@ -17,7 +18,7 @@ from .helpers import dominators, skyband
 
 SMALL_K = [1, 2, 3, 5, 8]
 LARGE_K = [50, 200, 1000]
-ENGINES = ["compiled", "python"]
+ENGINES = ["compiled", "compiled/paper", "python"]  # engine, or engine/scan
 
 
 def assert_same_state(swoop: Swoop, base: BaseTopK, k: int) -> None:
@@ -53,16 +54,16 @@ def scenarios(draw, ks=SMALL_K):
     return k, similarity, window, two_stream, shortest_list_first, bulk_min, ops
 
 
+def make(k, similarity, window, engine, **options) -> Swoop:
+    """A join of ``engine`` (``"compiled/paper"``: the compiled engine with the paper's scan)."""
+    engine, _, scan = engine.partition("/")
+    return Swoop(k, similarity, window, engine=engine, **({"scan": scan} if scan else {}), **options)
+
+
 def run(scenario, engine):
     k, similarity, window, two_stream, shortest_list_first, bulk_min, ops = scenario
-    swoop = Swoop(
-        k,
-        similarity,
-        window,
-        two_stream=two_stream,
-        shortest_list_first=shortest_list_first,
-        engine=engine,
-    )
+    swoop = make(k, similarity, window, engine, two_stream=two_stream, shortest_list_first=shortest_list_first)
+    engine = engine.partition("/")[0]
     assert swoop.engine == engine
     swoop.generator.bulk_min = bulk_min
     base = BaseTopK(k, similarity, window, two_stream=two_stream)
@@ -100,7 +101,7 @@ def test_swoop_equals_base_large_k(engine, scenario):
 )
 def test_swoop_equals_base_on_generated_streams(similarity, k, two_stream, bulk_min, engine):
     """Longer Zipf streams with drift: expiries at steady state, skewed lists."""
-    swoop = Swoop(k, similarity, 0.05, two_stream=two_stream, engine=engine)
+    swoop = make(k, similarity, 0.05, engine, two_stream=two_stream)
     swoop.generator.bulk_min = bulk_min
     base = BaseTopK(k, similarity, 0.05, two_stream=two_stream)
     stream = set_stream(300, vocabulary=60, s=1.1, size=(1, 8), rate=1000.0, drift=200.0, seed=k)
@@ -191,7 +192,8 @@ def test_determinism():
 @pytest.mark.parametrize("engine", ENGINES)
 def test_long_stream_compacts_window_and_lists(engine):
     """Over 2048 expired sets: window, token buffer and inverted lists are compacted."""
-    swoop, base = Swoop(3, "dice", 0.02, engine=engine), BaseTopK(3, "dice", 0.02)
+    swoop, base = make(3, "dice", 0.02, engine), BaseTopK(3, "dice", 0.02)
+    engine = engine.partition("/")[0]
     swoop.generator.bulk_min = 8
     for set_id, tokens, ts in set_stream(3000, vocabulary=30, size=(1, 6), seed=9):
         assert swoop.insert(set_id, tokens, ts) == base.insert(set_id, tokens, ts)
