@@ -23,7 +23,10 @@ def _session() -> SimpleNamespace:
 
 
 def _progress(query: str, run: str, batch: int, rows: int = 10) -> SimpleNamespace:
-    return SimpleNamespace(progress=SimpleNamespace(id=query, runId=run, batchId=batch, numInputRows=rows))
+    # the fields of Spark's StreamingQueryProgress the listener reads (the batch's start as ISO-8601)
+    return SimpleNamespace(progress=SimpleNamespace(id=query, runId=run, batchId=batch, numInputRows=rows,
+                                                    timestamp=f"2026-11-28T00:00:{batch:02d}.000Z",
+                                                    durationMs={"triggerExecution": 100}))
 
 
 def test_one_listener_per_session_whatever_the_number_of_controllers() -> None:
