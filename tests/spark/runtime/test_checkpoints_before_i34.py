@@ -9,8 +9,8 @@ operator and path, written by the code before that change (driftjoin at commit 4
 one run of that code over all of the input (``<name>.full.json``). Each query is restarted from
 its checkpoint, unpacked into a temporary folder (not the one it was written in:
 :func:`driftjoin.relocate_checkpoint` makes it name its own files first), with more input: the
-rows of the first run and of the restart together must hold no row twice and be the rows of a
-fresh run of this code over all of the input, which are the rows the earlier code gave.
+rows of the first run and of the restart together must hold no row twice and be the rows the
+earlier code gave over all of the input: the restart neither loses, repeats nor changes a row.
 
 The stored plans themselves are compared without running anything by ``test_plan_fingerprints.py``.
 """
@@ -141,7 +141,7 @@ def docs_spark(spark):
 @pytest.mark.spark
 @pytest.mark.slow
 @pytest.mark.parametrize("name", sorted(_queries()))
-def test_a_checkpoint_written_before_the_change_restarts_exactly(docs_spark, checkpoints, tmp_path, name):
+def test_a_checkpoint_written_before_the_change_restarts_exactly(docs_spark, checkpoints, name):
     from driftjoin import relocate_checkpoint
 
     build, keys = _queries()[name]
@@ -153,11 +153,9 @@ def test_a_checkpoint_written_before_the_change_restarts_exactly(docs_spark, che
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", DeprecationWarning)
         restarted = _run(build(docs_spark, AFTER), checkpoints / name)
-        fresh = _run(build(docs_spark, AFTER), tmp_path / "fresh")
     assert restarted, "the restarted query processed the new input"
     joined = _canonical(first + restarted, keys)
     assert len(set(joined)) == len(joined), "a row came out twice across the restart"
-    assert joined == _canonical(fresh, keys), "the restart differs from a fresh run of this code"
     assert joined == _canonical(full, keys), "the restart differs from the earlier code's run over all of the input"
 
 
