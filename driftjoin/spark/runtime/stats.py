@@ -119,6 +119,20 @@ def _committing_run(records: list[dict], first_batches: dict[str, int]) -> str:
     return max(records, key=order)[STAMP]["run"]
 
 
+def _json_files(root: str, folder: str) -> Iterator[Any]:
+    """The parsed JSON files under ``folder`` of metrics directory ``root``, at any depth; hidden
+    files and files cut short by a crash (not valid JSON) are skipped."""
+    fs, base = metrics_filesystem(root)
+    for info in fs.get_file_info(pafs.FileSelector(f"{base}/{folder}", recursive=True, allow_not_found=True)):
+        if info.type != pafs.FileType.File or not info.path.endswith(".json") or info.base_name.startswith("."):
+            continue
+        with fs.open_input_stream(info.path) as f:
+            try:
+                yield json.loads(f.read())
+            except ValueError:
+                continue
+
+
 def read_stats(root: str, operator: str, *, committed_only: bool = True, query_id: str | None = None) -> Iterator[dict[str, Any]]:
     """Every statistics record of ``operator`` that an exactly-once sink would count.
 
@@ -127,18 +141,9 @@ def read_stats(root: str, operator: str, *, committed_only: bool = True, query_i
     that committed the batch; ``committed_only=False`` keeps uncommitted batches too (still one
     run per batch), ``query_id`` keeps one query's records. Files cut short by a crash are skipped.
     """
-    fs, base = metrics_filesystem(root)
-    selector = pafs.FileSelector(f"{base}/{operator}", recursive=True, allow_not_found=True)
     batches: dict[tuple[str, int], list[dict]] = {}
     first_batches: dict[str, int] = {}
-    for info in fs.get_file_info(selector):
-        if info.type != pafs.FileType.File or not info.path.endswith(".json") or info.base_name.startswith("."):
-            continue
-        with fs.open_input_stream(info.path) as f:
-            try:
-                record = json.loads(f.read())
-            except ValueError:
-                continue
+    for record in _json_files(root, operator):
         stamp = record.get(STAMP)
         if stamp is None:
             if query_id is None:
@@ -238,17 +243,8 @@ def read_batches(root: str, query_id: str | None = None) -> dict[tuple[str, int]
     (query id, batch id): ``started`` (epoch seconds), ``committed`` (``started`` plus Spark's
     ``triggerExecution``), ``durations_ms``, ``rows`` and ``run``. A batch reported by two runs
     (it cannot commit twice; a copied checkpoint could) keeps the later report."""
-    fs, base = metrics_filesystem(root)
-    selector = pafs.FileSelector(f"{base}/{BATCHES}", recursive=True, allow_not_found=True)
     out: dict[tuple[str, int], dict[str, Any]] = {}
-    for info in fs.get_file_info(selector):
-        if info.type != pafs.FileType.File or not info.path.endswith(".json") or info.base_name.startswith("."):
-            continue
-        with fs.open_input_stream(info.path) as f:
-            try:
-                r = json.loads(f.read())
-            except ValueError:
-                continue
+    for r in _json_files(root, BATCHES):
         if query_id is not None and r["query"] != query_id:
             continue
         r["committed"] = r["started"] + r["durations_ms"].get("triggerExecution", 0) / 1000
