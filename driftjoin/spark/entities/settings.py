@@ -13,7 +13,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, fields
 from typing import Any
 
-from driftjoin.spark.runtime.settings import SettingError, duration, flag, integer, text
+from driftjoin.spark.runtime.settings import SettingError, duration, flag, integer, known, text
 
 
 def _source_cols(value: Any) -> tuple[str, str] | None:
@@ -55,11 +55,7 @@ class EntitiesSettings:
         ...
         driftjoin.spark.runtime.settings.SettingError: expire_after dates entities by their links' times: give time_col= (e.g. 'ingest_time' of the pairs)
         """
-        names = cls.names()
-        unknown = sorted(set(given) - set(names))
-        if unknown:
-            raise SettingError(unknown[0], f"is not a setting of entities; settings are: {', '.join(names)}",
-                               show_value=False)
+        known(given, cls.names(), "entities")
         s = {**{f.name: f.default for f in fields(cls)}, **given}
         for name in ("left_col", "right_col"):
             text(name, s[name], what="a column of the links")

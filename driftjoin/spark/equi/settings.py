@@ -17,7 +17,7 @@ from typing import Any
 
 from driftjoin.durations import parse_duration
 from driftjoin.hypercube.simulator import ALGORITHMS
-from driftjoin.spark.runtime.settings import SettingError, core, text
+from driftjoin.spark.runtime.settings import SettingError, core, known, text
 
 #: ``routing=``: stateless parallel routers fed by the driver's control plane, or the paper's one dispatcher
 ROUTINGS = ("parallel", "dispatcher")
@@ -73,10 +73,7 @@ class EquiSettings:
         10.0
         """
         names = COLUMNS if dead_letters else cls.names()
-        unknown = sorted(set(given) - set(names))
-        if unknown:
-            raise SettingError(unknown[0], f"is not a setting of {'invalid_equi_records' if dead_letters else 'equi_join'}"
-                                           f"; settings are: {', '.join(names)}", show_value=False)
+        known(given, names, "invalid_equi_records" if dead_letters else "equi_join")
         s = {**{f.name: f.default for f in fields(cls) if f.name in cls.names()}, **given}
         s["on"] = _names(s["on"])
         if dead_letters:

@@ -16,7 +16,7 @@ from typing import Any
 
 from driftjoin.linkage.rules import RuleError, RuleSet, check_rules
 from driftjoin.linkage.split import MIN_RECORDS
-from driftjoin.spark.runtime.settings import SettingError, core, duration, integer, text
+from driftjoin.spark.runtime.settings import SettingError, core, duration, integer, known, text
 from driftjoin.windows import Windowing, windowing
 
 
@@ -74,10 +74,7 @@ class LinkSettings:
         ...
         driftjoin.spark.runtime.settings.SettingError: rules[0] has no condition: give at least one, e.g. {'surname': ('levenshtein', 1)}
         """
-        unknown = sorted(set(given) - set(cls.names()))
-        if unknown:
-            raise SettingError(unknown[0], f"is not a setting of link; settings are: {', '.join(cls.names())}",
-                               show_value=False)
+        known(given, cls.names(), "link")
         s = {f.name: f.default if f.default_factory is MISSING else f.default_factory() for f in fields(cls)}
         s.update(given)
         if s["rules"] is None:

@@ -24,6 +24,7 @@ from driftjoin.spark.runtime.settings import (
     choice,
     duration,
     integer,
+    known,
     number,
     text,
 )
@@ -91,10 +92,7 @@ class NaturalSettings:
         1.0
         """
         names = COLUMNS if dead_letters else cls.names()
-        unknown = sorted(set(given) - set(names))
-        if unknown:
-            raise SettingError(unknown[0], f"is not a setting of {'invalid_documents' if dead_letters else 'natural_join'};"
-                                           f" settings are: {', '.join(names)}", show_value=False)
+        known(given, names, "invalid_documents" if dead_letters else "natural_join")
         s = {**{f.name: f.default for f in fields(cls) if f.name in cls.names()}, **given}
         for name in ("id_col", "doc_col"):
             text(name, s[name], what="a column of the input")

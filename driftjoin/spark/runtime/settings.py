@@ -70,6 +70,15 @@ class InputTypeError(SettingError, TypeError):
     :class:`SettingError` naming the argument, and a ``TypeError`` as Python's own would be."""
 
 
+def known(given: Mapping[str, Any], names: Iterable[str], owner: str) -> None:
+    """Refuse the first (in sorted order) of the settings ``given`` that is not one of ``names``,
+    the settings ``owner`` (a function's name) takes, listing them."""
+    names = list(names)
+    unknown = sorted(set(given) - set(names))
+    if unknown:
+        raise SettingError(unknown[0], f"is not a setting of {owner}; settings are: {', '.join(names)}", show_value=False)
+
+
 def integer(name: str, value: Any, *, low: int | None = 1, high: int | None = None, what: str = "") -> int:
     """An integer in ``[low, high]`` (numpy integers too; ``bool`` is not an integer here)."""
     ok = isinstance(value, numbers.Integral) and not isinstance(value, (bool, np.bool_))

@@ -36,6 +36,7 @@ from driftjoin.spark.runtime.settings import (
     duration,
     flag,
     integer,
+    known,
     number,
     options,
     text,
@@ -190,10 +191,7 @@ class SimilaritySettings:
         ...
         driftjoin.spark.runtime.settings.SettingError: parallelism must be an integer >= 1 (the number of workers), got 0
         """
-        unknown = sorted(set(given) - set(cls.names()))
-        if unknown:
-            raise SettingError(unknown[0], f"is not a setting of similarity_join; settings are: {', '.join(cls.names())}",
-                               show_value=False)
+        known(given, cls.names(), "similarity_join")
         if "threshold" not in given and not dead_letters:
             raise SettingError("threshold", "is required (a distance: pairs with distance <= threshold join)",
                                show_value=False)

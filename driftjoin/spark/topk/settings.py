@@ -18,6 +18,7 @@ from driftjoin.spark.runtime.settings import (
     duration,
     flag,
     integer,
+    known,
     text,
 )
 from driftjoin.swoop import SIMILARITIES
@@ -66,11 +67,7 @@ class TopKSettings:
         60.0
         """
         names = cls.names()
-        unknown = sorted(set(given) - set(COLUMNS if dead_letters else names))
-        if unknown:
-            raise SettingError(unknown[0], f"is not a setting of {'invalid_sets' if dead_letters else 'topk_set_join'}; "
-                                           f"settings are: {', '.join(COLUMNS if dead_letters else names)}",
-                               show_value=False)
+        known(given, COLUMNS if dead_letters else names, "invalid_sets" if dead_letters else "topk_set_join")
         if "k" not in given and not dead_letters:
             raise SettingError("k", "is required (how many pairs the top-k holds)", show_value=False)
         s = {**{f.name: f.default for f in fields(cls) if f.name in names}, **given}
