@@ -9,7 +9,10 @@ same group, and of two new entries, once each (:mod:`driftjoin.metric.store`). A
 1. the window accepts it (interval joins: ``|t_x - t_y| <= within``, never ghost x ghost), and
    it is a pair of the join (two-sided: different sides; self-link: different ids);
 2. every condition of rule ``r`` holds, exactly (:mod:`driftjoin.linkage.rules`), the block's
-   equalities included (a hash collision adds candidates, never pairs);
+   equalities included (a hash collision adds candidates, never pairs); edit and token-set
+   conditions first pass the count bounds of :mod:`driftjoin.metric.bounds` on numbers kept per
+   stored run, which reject most candidates of a common driving key without computing a
+   distance;
 3. no rule before ``r`` holds (*first-rule ownership*);
 4. ``(l, g)`` is the smallest ``(lane, group)`` of rule ``r`` under which the two records' entries
    may pair (*canonical meeting*; recomputed from the two records: entries are a function of the
@@ -41,7 +44,9 @@ import numpy as np
 
 from driftjoin.linkage.plan import LaneEntries, LinkCore
 from driftjoin.linkage.records import LinkPairs
+from driftjoin.linkage.rules import JACCARD, LEVENSHTEIN, Condition
 from driftjoin.metric.base import candidate_filter
+from driftjoin.metric.bounds import EditSignature, SetSignature, within_edits, within_jaccard
 from driftjoin.metric.records import MetricRecords
 from driftjoin.metric.store import Run, RunStore, unordered
 
@@ -52,7 +57,7 @@ STATE_FORMAT = 1
 @dataclass
 class LinkStats:
     """What a worker did in a batch: candidate pairs its stores yielded, pairs tested on the
-    values (after the window test), pairs emitted, entries stored; per lane the entry counts of
+    values (after the count bounds and the window test), pairs emitted, entries stored; per lane the entry counts of
     its largest ordinary groups (hot-key detection) and the sum of the squares of all."""
 
     candidates: int = 0
@@ -76,6 +81,23 @@ def _compat_table(allowed: list[tuple[int, int]]) -> np.ndarray:
             t[mx, my] = any((min(a, b), max(a, b)) in pairs for a in range(4) if mx >> a & 1
                             for b in range(4) if my >> b & 1)
     return t
+
+
+def _signature(run: Run, c: Condition) -> EditSignature | SetSignature:
+    """The bound signatures (:mod:`driftjoin.metric.bounds`) of a run's records under an edit or
+    token-set condition, made once per run."""
+    m = c.measure
+    key = f"bounds:{m.label}"
+    sig = run.memo.get(key)
+    if sig is None:
+        v = run.records.value.cols[m.column]
+        if c.metric == LEVENSHTEIN:
+            sig = EditSignature.of(v)
+        else:
+            ok = m.usable(v)
+            sig = SetSignature.of([m.token_set(x) if u else None for x, u in zip(v.tolist(), ok.tolist())])
+        run.memo[key] = sig
+    return sig
 
 
 class LinkWorker:
@@ -140,9 +162,16 @@ class LinkWorker:
         ra, rb = a.rec[ia], b.rec[ib]
         group = a.group[ia]
         self.stats.candidates += len(ia)
-        k = np.nonzero(candidate_filter(self, X, ra, Y, rb))[0]
-        self.stats.comparisons += len(k)
         rules = self.core.ruleset.rules
+        ok = np.ones(len(ia), bool)
+        for c in rules[r].fuzzy:
+            if c.metric == LEVENSHTEIN:
+                ok &= within_edits(_signature(a, c), ra, _signature(b, c), rb, int(c.threshold))
+            elif c.metric == JACCARD:
+                ok &= within_jaccard(_signature(a, c), ra, _signature(b, c), rb, c.threshold)
+        k = np.nonzero(ok)[0]
+        k = k[candidate_filter(self, X, ra[k], Y, rb[k])]
+        self.stats.comparisons += len(k)
         fx, fy = X.value.cols, Y.value.cols
         for c in rules[r].by_cost:
             if not len(k):

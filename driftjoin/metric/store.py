@@ -25,6 +25,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 
@@ -47,6 +48,9 @@ class Run:
     cols: dict[str, np.ndarray] = field(default_factory=dict)
     #: free for the runtime (where it persisted the run); a new or merged run has none
     label: int | None = None
+    #: per-record values a join derives from ``records`` and keeps while the run lives (never
+    #: persisted; a merge keeps what both runs hold: each value has ``concat(parts)``)
+    memo: dict[str, Any] = field(default_factory=dict, repr=False, compare=False)
 
     def __len__(self) -> int:
         return len(self.key)
@@ -76,7 +80,8 @@ class Run:
         order = np.argsort(key, kind="stable")
         rec = np.concatenate([a.rec, b.rec + len(a.records)])
         return Run(MetricRecords.concat([a.records, b.records]), key[order], rec[order],
-                   {k: np.concatenate([a.cols[k], b.cols[k]])[order] for k in a.cols})
+                   {k: np.concatenate([a.cols[k], b.cols[k]])[order] for k in a.cols},
+                   memo={k: type(v).concat([v, b.memo[k]]) for k, v in a.memo.items() if k in b.memo})
 
     def arrays(self) -> tuple:
         return (self.records.arrays(), self.key, self.rec, self.cols)
