@@ -12,6 +12,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from driftjoin.linkage.choose import build_core
+from driftjoin.linkage.drivers import driver_kinds
 from driftjoin.linkage.engine import LinkEngine
 from driftjoin.linkage.records import Fields, LinkPairs, link_records
 from driftjoin.linkage.rules import RuleError, check_rules
@@ -198,12 +199,15 @@ def check_against_oracle(rs, spec, records, pairs: LinkPairs, *, self_join, wind
 
 
 @settings(max_examples=120, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
-@given(scenarios())
-def test_core_equals_oracle(case):
+@given(scenarios(), st.booleans())
+def test_core_equals_oracle(case, sampled):
+    """With a sample (drivers chosen by counted work) and without one (a stream's default:
+    conditions inside blocks, token orders by hash), where every rule can run without one."""
     self_join, records, rules, spec, window, cuts, workers, split, grid = case
     rs = check_rules(rules, {c: KINDS[c] for r in rules for c in r})
+    needs_sample = any(not r.equal and all(driver_kinds(c) == "s3j" for c in r.fuzzy) for r in rs.rules)
     pairs = run_core(rs, records, self_join=self_join, windows=_windowing(window), cuts=cuts, workers=workers,
-                     split=split, grid=grid)
+                     split=split, grid=grid, sample=sampled or needs_sample)
     check_against_oracle(rs, spec, records, pairs, self_join=self_join, window=window)
 
 
@@ -217,6 +221,16 @@ def test_forced_drivers_agree(drive):
     pairs = run_core(rs, records, self_join=True, windows=Windowing.unbounded(), cuts=[20, 40], workers=3, drive=[drive])
     spec = [[("zip", "string", "equal", None, None), ("name", "string", "levenshtein", 1, None)]]
     check_against_oracle(rs, spec, records, pairs, self_join=True, window=("unbounded",))
+
+
+def test_without_a_sample_a_rule_is_driven_by_a_condition_inside_its_block():
+    rules = [{"zip": "equal", "name": ("levenshtein", 1)}, {"zip": "equal", "addr": ("jaccard", 0.5, "words")},
+             {"zip": "equal"}]
+    rs = check_rules(rules, {"zip": "string", "name": "string", "addr": "string"})
+    core, _ = build_core(rs, n_workers=2, self_join=True, windows=Windowing.unbounded())
+    assert [d.name for d in core.drivers] == ["passjoin", "prefix", "block"]
+    forced, _ = build_core(rs, n_workers=2, self_join=True, windows=Windowing.unbounded(), drive=["block", None, None])
+    assert [d.name for d in forced.drivers] == ["block", "prefix", "block"]
 
 
 def test_bad_rules_say_what_to_write():
