@@ -185,21 +185,29 @@ class Binding:
     from ``starts[k]`` on (``starts`` ascending; windows before the first start: version 0).
 
     A runtime only ever appends an interval that starts after every window that has received a
-    record, so a window's version never changes once it has records (module docstring).
+    record, so a window's version never changes once it has records (module docstring). Two
+    decisions can arrive before any record reaches the last interval's start (a slow batch): the
+    newer one then starts at the same window, and replaces the version of that interval, which
+    no record has used.
 
     Example::
 
         >>> b = Binding().extend(10, 1).extend(12, 2)
         >>> b.version_of(np.array([3, 10, 11, 12, 40])).tolist()
         [0, 1, 1, 2, 2]
+        >>> b.extend(12, 3).as_dict()
+        {'starts': [10, 12], 'versions': [1, 3]}
     """
 
     starts: tuple[int, ...] = ()
     versions: tuple[int, ...] = ()
 
     def extend(self, start: int, version: int) -> "Binding":
-        if self.starts and start <= self.starts[-1]:
-            raise ValueError(f"a binding interval must start after {self.starts[-1]}, got {start}")
+        """Windows from ``start`` on take ``version`` (``start`` after every window with records)."""
+        if self.starts and start < self.starts[-1]:
+            raise ValueError(f"a binding interval must start at or after {self.starts[-1]}, got {start}")
+        if self.starts and start == self.starts[-1]:
+            return Binding(self.starts, self.versions[:-1] + (int(version),))
         return Binding(self.starts + (int(start),), self.versions + (int(version),))
 
     def version_of(self, windows: np.ndarray) -> np.ndarray:

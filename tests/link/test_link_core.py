@@ -276,3 +276,13 @@ def test_jaccard_thresholds_are_the_numbers_written(threshold, linked):
         assert pairs.tuples() == ([(1, 2, 0, 0)] if linked else [])
         if linked:
             assert pairs.distances[0, rs.measures.index(next(m for m in rs.measures if m.column == "tags"))] == 0.3
+
+
+def test_a_second_decision_before_any_record_reaches_the_bound_window_replaces_its_version():
+    from driftjoin.linkage.split import Binding
+
+    b = Binding().extend(5, 1)
+    assert b.extend(5, 2).as_dict() == {"starts": [5], "versions": [2]}  # nothing reached window 5 yet
+    assert b.extend(7, 2).version_of(np.array([4, 5, 6, 7])).tolist() == [0, 1, 1, 2]
+    with pytest.raises(ValueError, match="at or after 5"):
+        b.extend(4, 2)
