@@ -30,8 +30,10 @@ class LinkEngine:
     (frontier = largest time seen before the batch minus ``lateness`` ticks)."""
 
     def __init__(self, core: LinkCore, lateness: int = 0,
-                 version_of: Callable[[np.ndarray], np.ndarray] | None = None) -> None:
+                 version_of: Callable[[np.ndarray], np.ndarray] | None = None, bounds: bool = True) -> None:
         self.core = core
+        #: the workers test the count bounds first (:class:`~driftjoin.linkage.worker.LinkWorker`)
+        self.bounds = bounds
         #: the hot-key decision version of each window (default: version 0 everywhere)
         self.version_of = version_of
         self.windows: Windowing = core.windows
@@ -56,7 +58,7 @@ class LinkEngine:
         for w in np.unique(worker).tolist():
             sel = np.nonzero(worker == w)[0]
             if w not in self.workers:
-                self.workers[w] = LinkWorker(self.core, w)
+                self.workers[w] = LinkWorker(self.core, w, self.bounds)
             out.append(self.workers[w].add(copies.take(row[sel])))
         if len(batch):
             top = int(batch.time.max())
