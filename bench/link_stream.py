@@ -10,8 +10,9 @@ Reported from the query progress and the operator's statistics (steady state: af
 two batches):
 
 * keeps up: records read against records offered, median batch time against the trigger;
-* state: the workers' state bytes per batch over time (flat once the first minute has passed:
-  an interval join holds the records of ``B + within`` of event time);
+* state: the workers' state bytes per batch over time (bounded: an interval join holds the
+  records of ``B + within`` of event time, so state grows for two minutes of records, then drops
+  as each bucket closes and grows again with the next: a sawtooth of one bucket);
 * latency: p50 and p99 (emit time minus the later record's ingestion time), beside the same
   query's *floor*: a second run at 2 x 5 records/s, where a batch does almost no work;
 * recall: of the known duplicates (same ``entity``) generated within a minute of each other, the
