@@ -80,7 +80,7 @@ def test_choose_threshold_samples_a_stream(spark, tmp_path):
 
     streamed = choose_threshold(read("L"), b, selectivity=0.01, metric="euclidean")
     assert streamed == choose_threshold(a, b, selectivity=0.01, metric="euclidean")
-    generated = spark.readStream.format("driftjoin").option("stream", 0).option("rate", 2000).option("dim", 2).load()
+    generated = spark.readStream.format("driftjoin").option("stream", 0).option("rate", 20000).option("dim", 2).load()
     assert 0 < choose_threshold(generated, selectivity=0.01, sample=500) < 0.1
 
 
