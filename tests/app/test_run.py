@@ -3,7 +3,8 @@ a restart with another threshold is refused at once with one line that names it 
 restarts runs in this process), input with no
 valid record ends with exit 1 and the dead letters' reasons, bad JSON lines keep their text, a
 value of the wrong JSON type is a dead letter, the README's string job runs and equals a brute
-force, and a run that fails before its query starts leaves no checkpoint folder behind. The
+force with a quiet console (Spark's output in the log beside the checkpoint), and a run that
+fails before its query starts leaves no checkpoint folder behind. The
 README's token-set job and the order of a job's checks run in this process, on the shared session."""
 
 from __future__ import annotations
@@ -185,6 +186,11 @@ def test_the_readme_string_job_runs_and_equals_a_brute_force(tmp_path, cli, read
     (tmp_path / "names.toml").write_text(_toml(readme, "levenshtein"))
     result = cli("run", "names.toml", cwd=tmp_path)
     assert result.returncode == 0, result.stdout + result.stderr
+    # a quiet console: Spark's output (the Python workers' start-up lines) is in the log beside the checkpoint
+    out = result.stdout + result.stderr
+    assert "drained" in out and "pairs in the sink" in out and "per worker" in out
+    assert "TransformWithStateInPandas" not in out and "\tat " not in out and "Traceback" not in out
+    assert "TransformWithStateInPandas" in (tmp_path / "out" / "name-checkpoint" / "spark.log").read_text(errors="replace")
     expected = {(a["id"], b["id"]): _levenshtein(a["name"], b["name"]) for a in rows for b in rows
                 if a["id"] < b["id"] and abs(a["t"] - b["t"]) <= 30 and _levenshtein(a["name"], b["name"]) <= 2}
     pairs = pd.read_parquet(tmp_path / "out" / "name-pairs")
