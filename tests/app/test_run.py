@@ -1,8 +1,10 @@
 """``driftjoin run`` end to end, through the real entry point in a subprocess (each starts Spark):
-a restart with another threshold is refused at once with one line that names it, input with no
+a restart with another threshold is refused at once with one line that names it (the run it
+restarts runs in this process), input with no
 valid record ends with exit 1 and the dead letters' reasons, bad JSON lines keep their text, a
 value of the wrong JSON type is a dead letter, the README's string job runs and equals a brute
-force, and a run that fails before its query starts leaves no checkpoint folder behind. The
+force with a quiet console (Spark's output in the log beside the checkpoint), and a run that
+fails before its query starts leaves no checkpoint folder behind. The
 README's token-set job and the order of a job's checks run in this process, on the shared session."""
 
 from __future__ import annotations
@@ -31,7 +33,11 @@ def _rows(out: str) -> dict[str, str]:
     return {line.split("│")[1].strip(): line.split("│")[2].strip() for line in out.splitlines() if line.count("│") == 3}
 
 
-def test_a_restart_with_another_threshold_is_refused_in_one_line_without_new_input(tmp_path, cli):
+@pytest.mark.spark
+def test_a_restart_with_another_threshold_is_refused_in_one_line_without_new_input(spark, tmp_path, cli):
+    """The first run (in this process, on the shared session: the CLI's successful runs are the
+    README string job's here and test_session_ergonomics') writes the checkpoint; ``driftjoin
+    run`` with another threshold refuses it."""
     def job(threshold: float) -> str:
         (tmp_path / "job.toml").write_text(textwrap.dedent(f"""
             [source]
@@ -48,9 +54,13 @@ def test_a_restart_with_another_threshold_is_refused_in_one_line_without_new_inp
         """))
         return "job.toml"
 
-    first = cli("run", job(0.01), cwd=tmp_path)
-    assert first.returncode == 0, first.stdout + first.stderr
-    rows = _rows(first.stdout)
+    cfg = JobConfig.load(tmp_path / job(0.01))
+    first = start_job(spark, cfg, scratch=tmp_path / "scratch")
+    console = Console(record=True, width=160)
+    outcome = watch(first.queries, console, total=cfg.expected_records)
+    assert outcome.error is None, outcome.error
+    print_summary(console, spark, first, outcome, "driftjoin run summary")
+    rows = _rows(console.export_text())
     assert rows["records read (this run)"] == rows["records joined (this run)"] == "600"
     assert rows["pairs out (this run)"] == rows["pairs in the sink (all runs)"]
     assert rows["dead letters (all runs)"] == "not checked (generated input)"
@@ -111,7 +121,8 @@ def test_a_run_that_fails_before_its_query_starts_leaves_no_checkpoint(tmp_path,
         [sink]
         path = "out/pairs"
         checkpoint = "out/ck"
-    """))
+        trigger = "available-now"
+    """))  # available-now: no warm-up query before the session is handed to the job
     result = cli("run", "job.toml", cwd=tmp_path)
     assert result.returncode == 2, result.stdout + result.stderr
     assert result.stderr.startswith("driftjoin run: error: [source] schema is not a schema Spark reads: "
@@ -175,6 +186,11 @@ def test_the_readme_string_job_runs_and_equals_a_brute_force(tmp_path, cli, read
     (tmp_path / "names.toml").write_text(_toml(readme, "levenshtein"))
     result = cli("run", "names.toml", cwd=tmp_path)
     assert result.returncode == 0, result.stdout + result.stderr
+    # a quiet console: Spark's output (the Python workers' start-up lines) is in the log beside the checkpoint
+    out = result.stdout + result.stderr
+    assert "drained" in out and "pairs in the sink" in out and "per worker" in out
+    assert "TransformWithStateInPandas" not in out and "\tat " not in out and "Traceback" not in out
+    assert "TransformWithStateInPandas" in (tmp_path / "out" / "name-checkpoint" / "spark.log").read_text(errors="replace")
     expected = {(a["id"], b["id"]): _levenshtein(a["name"], b["name"]) for a in rows for b in rows
                 if a["id"] < b["id"] and abs(a["t"] - b["t"]) <= 30 and _levenshtein(a["name"], b["name"]) <= 2}
     pairs = pd.read_parquet(tmp_path / "out" / "name-pairs")

@@ -12,6 +12,8 @@ import pytest
 
 from driftjoin.checkpointing import CostModel
 
+pytestmark = pytest.mark.bench  # their subject is a script under bench/, not the library
+
 BENCH = Path(__file__).resolve().parents[2] / "bench" / "checkpointing_testbed.py"
 
 

@@ -12,6 +12,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+pytestmark = pytest.mark.bench  # their subject is a script under bench/, not the library
+
 BENCH = Path(__file__).resolve().parents[2] / "bench"
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import heapq
 from bisect import bisect_left, insort
 from collections.abc import Iterable
 
@@ -20,8 +21,23 @@ def dominators(keys: Iterable[PairKey]) -> dict[PairKey, int]:
 
 
 def skyband(keys: Iterable[PairKey], k: int) -> list[PairKey]:
-    """The relevant pairs (fewer than k dominators), in stock order: the minimal stock."""
-    return sorted(key for key, d in dominators(keys).items() if d < k)
+    """The relevant pairs (fewer than k dominators), in stock order: the minimal stock.
+
+    A pair has k dominators or more exactly when k pairs before it end no earlier, i.e. when the
+    k-th latest end before it is not earlier than its own: walking the pairs in stock order,
+    the k latest ends seen so far (a min-heap) decide, without counting every dominator as
+    :func:`dominators` does (the stocks of long streams hold tens of thousands of pairs)."""
+    out: list[PairKey] = []
+    latest: list[float] = []  # the k latest ends of the pairs before, earliest first
+    for key in sorted(keys):
+        end = -key[1]
+        if len(latest) < k or latest[0] < end:
+            out.append(key)
+        if len(latest) < k:
+            heapq.heappush(latest, end)
+        elif latest[0] < end:
+            heapq.heapreplace(latest, end)
+    return out
 
 
 def kth_at(keys: Iterable[PairKey], k: int, t: float) -> float:

@@ -28,6 +28,8 @@ def assert_same_state(swoop: Swoop, base: BaseTopK, k: int) -> None:
     # no pair of SWOOP's stock is irrelevant (the paper's definition, checked directly)
     doms = dominators(all_pairs)
     assert all(doms[key] < k for key in swoop.stock)
+    # the skyband by the k latest ends equals the skyband by counting every pair's dominators
+    assert skyband(all_pairs, k) == sorted(key for key, d in doms.items() if d < k)
 
 
 @st.composite

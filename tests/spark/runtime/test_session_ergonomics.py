@@ -1,6 +1,6 @@
 """Session ergonomics (issue 12): a quiet console, workers that find driftjoin in a user's own
-session, choose_threshold on streams, the default metrics directory of balance=, and
-`driftjoin run` end to end."""
+session, choose_threshold on streams, the default metrics directory of balance=, and a
+`driftjoin run` job of two file streams with balance= (in this process)."""
 
 from __future__ import annotations
 
@@ -80,7 +80,7 @@ def test_choose_threshold_samples_a_stream(spark, tmp_path):
 
     streamed = choose_threshold(read("L"), b, selectivity=0.01, metric="euclidean")
     assert streamed == choose_threshold(a, b, selectivity=0.01, metric="euclidean")
-    generated = spark.readStream.format("driftjoin").option("stream", 0).option("rate", 2000).option("dim", 2).load()
+    generated = spark.readStream.format("driftjoin").option("stream", 0).option("rate", 20000).option("dim", 2).load()
     assert 0 < choose_threshold(generated, selectivity=0.01, sample=500) < 0.1
 
 
@@ -228,7 +228,16 @@ def test_users_own_session_without_pyspark_python(tmp_path):
 
 
 @pytest.mark.slow
-def test_driftjoin_run_ends_when_drained_with_a_summary(tmp_path):
+def test_a_run_job_ends_when_drained_with_a_summary(spark, tmp_path, capfd):
+    """A ``driftjoin run`` job file of two file streams with balance=, run as the command runs it
+    (JobConfig, start_job, watch, print_summary) on the shared session: drained, every record
+    joined, the per-worker table, nothing of Spark on the console. The command itself (a new
+    process, its exit codes, Spark's log beside the checkpoint) is tests/app/test_run.py's."""
+    from rich.console import Console
+
+    from driftjoin.app.console import print_summary, watch
+    from driftjoin.app.runner import JobConfig, start_job
+
     rng = np.random.default_rng(2)
     for f in range(2):
         _write(tmp_path / "in" / "L", f"f{f}.json", f * 200, rng.uniform(-1, 1, (200, 2)))
@@ -250,17 +259,19 @@ def test_driftjoin_run_ends_when_drained_with_a_summary(tmp_path):
         checkpoint = "out/ck"
         dead_letters = "out/dead"
     """))
-    cli = Path(sys.executable).parent / "driftjoin"
-    run = subprocess.run([str(cli), "run", "job.toml", "--available-now"], cwd=tmp_path, capture_output=True, text=True,
-                         timeout=900, env={**os.environ, "COLUMNS": "120"})
-    out = run.stdout + run.stderr
-    assert run.returncode == 0, out[-3000:]
+    cfg = JobConfig.load(tmp_path / "job.toml")
+    job = start_job(spark, cfg, available_now=True, scratch=tmp_path / "scratch")
+    console = Console(record=True, width=120)
+    outcome = watch(job.queries, console, total=cfg.expected_records)
+    assert outcome.error is None and outcome.reason == "drained"
+    print_summary(console, spark, job, outcome, "driftjoin run summary")
+    out = console.export_text()
     assert "drained" in out and "pairs in the sink" in out and "per worker" in out
-    assert "TransformWithStateInPandas" not in out and "\tat " not in out and "Traceback" not in out
     row = {line.split("│")[1].strip(): line.split("│")[2].strip() for line in out.splitlines() if line.count("│") == 3}
     assert row["pairs out (this run)"] == row["pairs in the sink (all runs)"] and row["records joined (this run)"] == "800"
     assert row["dead letters (all runs)"] == "0"
-    assert "TransformWithStateInPandas" in (tmp_path / "out" / "ck" / "spark.log").read_text(errors="replace")
+    console_out = capfd.readouterr()
+    assert "TransformWithStateInPandas" not in console_out.out + console_out.err and "\tat " not in console_out.out + console_out.err
 
 
 @pytest.mark.parametrize("master, slots", [("local[3]", 3), ("local[5,2]", 5), ("local", 1),
