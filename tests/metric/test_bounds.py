@@ -1,7 +1,7 @@
-"""The count bounds never reject a pair within ``k`` edits (they are necessary conditions), and
-reject what they say they reject: checked against a dynamic-programming edit distance written
-here, over strings from a small alphabet (many near pairs) and a wide one (hash collisions of
-characters, ``ord(c) mod 64``)."""
+"""The count bounds never reject a pair within the threshold (they are necessary conditions), and
+the edit bounds reject what they say they reject: checked against the metric tests' own
+dynamic-programming edit distance and exact Jaccard (tests/metric/oracle.py), over strings from a
+small alphabet (many near pairs) and a wide one (hash collisions of characters, ``ord(c) mod 64``)."""
 
 from __future__ import annotations
 
@@ -13,16 +13,7 @@ from hypothesis import strategies as st
 
 from driftjoin.metric.bounds import EditSignature, SetSignature, within_edits, within_jaccard
 from driftjoin.metric.records import object_array
-
-
-def edits(x: str, y: str) -> int:
-    prev = list(range(len(y) + 1))
-    for i, a in enumerate(x, 1):
-        cur = [i]
-        for j, b in enumerate(y, 1):
-            cur.append(min(prev[j] + 1, cur[j - 1] + 1, prev[j - 1] + (a != b)))
-        prev = cur
-    return prev[-1]
+from tests.metric.oracle import jaccard, levenshtein
 
 
 small = st.text(alphabet="abc", max_size=7)
@@ -42,7 +33,7 @@ def test_every_pair_within_k_edits_passes_and_nulls_never_pass(values, k):
         if x is None or y is None:
             assert not passed
             continue
-        if edits(x, y) <= k:
+        if levenshtein(x, y) <= k:
             assert passed, (x, y, k)
         bits = lambda s: {ord(c) % 64 for c in s}  # noqa: E731
         expected = abs(len(x) - len(y)) <= k and len(bits(x) ^ bits(y)) <= 2 * k
@@ -71,7 +62,7 @@ def test_every_pair_within_the_jaccard_threshold_passes_and_null_or_empty_sets_n
         x, y = sets[i], sets[j]
         if not x or not y:
             assert not passed
-        elif 1 - Fraction(len(x & y), len(x | y)) <= d:
+        elif jaccard(x, y) <= d:
             assert passed, (x, y, d)
 
 
