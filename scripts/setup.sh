@@ -21,9 +21,9 @@ export SPARK_HOME="\${SPARK_HOME:-$SPARK_DIR}"
 export PYSPARK_DRIVER_PYTHON="\${PYSPARK_DRIVER_PYTHON:-$PWD/.venv/bin/python}"
 exec "\$SPARK_HOME/bin/spark-submit" "\$@"
 EOF
-# compile the numba kernels (SWOOP's, S3J's candidate enumeration) into numba's on-disk cache
+# compile the numba kernels (SWOOP's, S3J's candidate enumeration, link's count bounds) into numba's on-disk cache
 # now (about 30 s once), not in the first Spark micro-batch that uses them
-.venv/bin/python -c "from driftjoin.swoop import fast; from driftjoin.s3j import kernels; fast.warm_up(); kernels.warm_up()"
+.venv/bin/python -c "from driftjoin.swoop import fast; from driftjoin.s3j import kernels; from driftjoin.metric import bounds; fast.warm_up(); kernels.warm_up(); bounds.warm_up()"
 # archive the classes a driftjoin driver JVM loads (JDK AppCDS, ~180 MB in ~/.cache/driftjoin,
 # about 40 s once): local sessions then start faster (driftjoin/spark/runtime/class_archive.py)
 .venv/bin/python -m driftjoin.spark.runtime.class_archive

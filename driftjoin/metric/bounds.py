@@ -171,3 +171,12 @@ def _overlap_bound(na, ba, ia, nb, bb, ib):  # pragma: no cover - compiled
         x, y = ba[ia[j]], bb[ib[j]]
         out[j] = min(na[j] - _popcount(x & ~y), nb[j] - _popcount(y & ~x))
     return out
+
+
+def warm_up() -> None:
+    """Compile the bound kernels into numba's on-disk cache, or load them from it (setup and the
+    Spark worker daemon run this once, so no task pays it)."""
+    z = np.zeros(1, np.int64)
+    within_edits(EditSignature(z, np.zeros(1, np.uint64)), z, EditSignature(z, np.zeros(1, np.uint64)), z, 1)
+    one = SetSignature(np.ones(1, np.int64), np.ones(1, np.uint64))
+    within_jaccard(one, z, one, z, 0.5)

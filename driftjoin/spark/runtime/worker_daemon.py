@@ -24,23 +24,23 @@ PRELOAD = (
     "pyspark.worker",
     "pyspark.sql.pandas.serializers",
     "driftjoin.spark.similarity.s3j",
+    "driftjoin.spark.link.processor",
     "driftjoin.spark.runtime.state",
 )
 
 
 def preload() -> None:
-    """Import :data:`PRELOAD` and load the S3J kernels from numba's on-disk cache."""
+    """Import :data:`PRELOAD` and load the S3J and count-bound kernels from numba's on-disk cache."""
     for name in PRELOAD:
         try:
             importlib.import_module(name)
         except Exception:  # noqa: BLE001 - a worker imports what it needs itself
             pass
-    try:
-        from driftjoin.s3j import kernels
-
-        kernels.warm_up()
-    except Exception:  # noqa: BLE001 - compiled on first use instead
-        pass
+    for name in ("driftjoin.s3j.kernels", "driftjoin.metric.bounds"):
+        try:
+            importlib.import_module(name).warm_up()
+        except Exception:  # noqa: BLE001 - compiled on first use instead
+            pass
 
 
 if __name__ == "__main__":
