@@ -41,6 +41,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 
 import numpy as np
+import pandas as pd
 
 from driftjoin.linkage.plan import LaneEntries, LinkCore
 from driftjoin.linkage.records import LinkPairs
@@ -57,8 +58,9 @@ STATE_FORMAT = 1
 @dataclass
 class LinkStats:
     """What a worker did in a batch: candidate pairs its stores yielded, pairs tested on the
-    values (after the count bounds and the window test), pairs emitted, entries stored; per lane the entry counts of
-    its largest ordinary groups (hot-key detection) and the sum of the squares of all."""
+    values (after the count bounds and the window test), pairs emitted, entries stored; per lane
+    the entry counts of its largest ordinary groups (hot-key detection) and the sum of the squares
+    of all."""
 
     candidates: int = 0
     comparisons: int = 0
@@ -93,9 +95,9 @@ def _signature(run: Run, c: Condition) -> EditSignature | SetSignature:
         v = run.records.value.cols[m.column]
         if c.metric == LEVENSHTEIN:
             sig = EditSignature.of(v)
-        else:
-            ok = m.usable(v)
-            sig = SetSignature.of([m.token_set(x) if u else None for x, u in zip(v.tolist(), ok.tolist())])
+        else:  # each value tokenised once: an empty set is unusable in the signature as in the measure
+            present = ~pd.isnull(v) if len(v) else np.zeros(0, bool)
+            sig = SetSignature.of([m.token_set(x) if p else None for x, p in zip(v.tolist(), present.tolist())])
         run.memo[key] = sig
     return sig
 

@@ -47,8 +47,9 @@ from numba import njit
 
 from driftjoin.metric.exact import jaccard_distance, jaccard_le
 
-#: Length of an unusable value (null): the length test fails against any usable length.
-NO_LENGTH = np.int64(-(1 << 40))
+#: Length of a null (the kernel refuses a negative length before the length test).
+NO_LENGTH = -1
+
 
 @dataclass(frozen=True)
 class EditSignature:

@@ -16,6 +16,12 @@ from driftjoin.metric.records import object_array
 from tests.metric.oracle import jaccard, levenshtein
 
 
+def all_pairs(n: int) -> tuple[np.ndarray, np.ndarray]:
+    """Every ordered pair ``(i, j)`` of ``range(n)``, as two index arrays."""
+    ia, ib = np.meshgrid(np.arange(n), np.arange(n), indexing="ij")
+    return ia.ravel(), ib.ravel()
+
+
 small = st.text(alphabet="abc", max_size=7)
 wide = st.text(alphabet=st.characters(min_codepoint=32, max_codepoint=400), max_size=7)
 
@@ -25,8 +31,7 @@ wide = st.text(alphabet=st.characters(min_codepoint=32, max_codepoint=400), max_
 def test_every_pair_within_k_edits_passes_and_nulls_never_pass(values, k):
     v = object_array(values)
     sig = EditSignature.of(v)
-    n = len(values)
-    ia, ib = (a.ravel() for a in np.meshgrid(np.arange(n), np.arange(n), indexing="ij"))
+    ia, ib = all_pairs(len(values))
     ok = within_edits(sig, ia, sig, ib, k)
     for i, j, passed in zip(ia.tolist(), ib.tolist(), ok.tolist()):
         x, y = values[i], values[j]
@@ -55,8 +60,7 @@ tokens = st.frozensets(st.one_of(st.integers(0, 6), st.sampled_from(["a", "b", "
        st.sampled_from([Fraction(0), Fraction(1, 3), Fraction(2, 5), Fraction(1, 2), Fraction(3, 4), Fraction(1)]))
 def test_every_pair_within_the_jaccard_threshold_passes_and_null_or_empty_sets_never_pass(sets, d):
     sig = SetSignature.of(sets)
-    n = len(sets)
-    ia, ib = (a.ravel() for a in np.meshgrid(np.arange(n), np.arange(n), indexing="ij"))
+    ia, ib = all_pairs(len(sets))
     ok = within_jaccard(sig, ia, sig, ib, d)
     for i, j, passed in zip(ia.tolist(), ib.tolist(), ok.tolist()):
         x, y = sets[i], sets[j]
