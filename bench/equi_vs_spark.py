@@ -33,8 +33,12 @@ on Spark) with ``P`` workers. Their ratio bounds what ``P`` cores can give each 
 columns cut the same rows into more micro-batches (``--cluster-batches``, 16): SHC's decisions lag
 the data by two batches, so with four batches the hot key's early pairs stay on its hash worker.
 
+``--auto 8`` (the default) also runs ``equi_join(algorithm="auto")`` at 8 workers, its
+``sample=`` the first micro-batch's two files (what a user holds before the stream starts); the
+engine it chose (read back from the checkpoint's plan) is printed with each run.
+
 Run: ``flock /tmp/bench.lock .venv/bin/python bench/equi_vs_spark.py`` (``--ps 2,8``: equi_join
-at 2 and 8 workers, both on 2 Spark partitions; about 5 minutes on two idle cores). Writes ``bench/results/equi_vs_spark.json`` and ``.png``.
+at 2 and 8 workers, both on 2 Spark partitions; about 6 minutes on two idle cores). Writes ``bench/results/equi_vs_spark.json`` and ``.png``.
 """
 
 from __future__ import annotations
@@ -58,6 +62,7 @@ from driftjoin.hypercube import Side, StreamTuple
 from driftjoin.hypercube.distributed import DistributedJoin
 from driftjoin.hypercube.generator import zipf_ranks
 from driftjoin.spark.equi.api import equi_join
+from driftjoin.spark.runtime.plan_store import read_plans
 from driftjoin.spark.runtime.session import local_session, prepare_for_stateful
 from driftjoin.spark.runtime.stats import read_stats
 
@@ -131,10 +136,17 @@ def _run(query_df, work: Path) -> dict[str, Any]:
 
 def run_equi(spark, data: Path, work: Path, p: int, algorithm: str) -> dict[str, Any]:
     metrics = work / "metrics"
+    # auto's sample: what a user has before the stream starts, here its first micro-batch's files
+    sample = tuple(spark.read.parquet(str(data / name / "b000.parquet")) for name in ("L", "R")) \
+        if algorithm == "auto" else None
     joined = equi_join(_read(spark, data, "L"), _read(spark, data, "R"), on="k", algorithm=algorithm,
-                       parallelism=p, metrics_dir=str(metrics))
+                       parallelism=p, metrics_dir=str(metrics), sample=sample)
     out = _run(joined, work)
     stats = list(read_stats(str(metrics), "equi_worker"))
+    out["engine"] = read_plans(str(work / "ck"))[0]["settings"]["algorithm"]
+    if not stats:  # Spark's own join: no workers of equi_join's
+        out["timings"], out["max_work"] = {k: 0.0 for k in TIMINGS}, 0
+        return out
     out["timings"] = {k: sum(s["timings"][k] for s in stats) for k in TIMINGS}
     out["max_work"] = max(_work(stats, p))
     return out
@@ -217,6 +229,9 @@ def main(argv: list[str]) -> None:
     parser.add_argument("--alphas", type=str, default="0,0.8,1.1", help="Zipf exponents (0: uniform)")
     parser.add_argument("--ps", type=str, default="2,8", help="equi_join's workers, one run each (on 2 Spark partitions)")
     parser.add_argument("--algorithm", type=str, default="shc", help="equi_join's algorithm")
+    parser.add_argument("--auto", type=str, default="8",
+                        help="parallelisms at which equi_join(algorithm='auto') also runs, its sample the first "
+                             "micro-batch's files ('' for none)")
     parser.add_argument("--spark-partitions", type=int, default=2, help="Spark join's shuffle partitions")
     parser.add_argument("--repeats", type=int, default=2, help="runs of each join per stream (rotating order)")
     parser.add_argument("--cluster-ps", type=str, default="2,4,8,16,32", help="P of the work-per-worker table")
@@ -227,7 +242,7 @@ def main(argv: list[str]) -> None:
     args = parser.parse_args(argv)
     alphas = [float(a) for a in args.alphas.split(",")]
     ps = [int(p) for p in args.ps.split(",")]
-    systems = ["spark", *(f"p{p}" for p in ps)]
+    systems = ["spark", *(f"p{p}" for p in ps), *(f"a{p}" for p in args.auto.split(",") if p)]
     cluster_ps = [int(p) for p in args.cluster_ps.split(",") if p]
     started = time.perf_counter()
     load_start = os.getloadavg()
@@ -238,7 +253,7 @@ def main(argv: list[str]) -> None:
     def run(name: str, data: Path, work: Path) -> dict[str, Any]:
         if name == "spark":
             return run_spark(spark, data, work, args.spark_partitions)
-        return run_equi(spark, data, work, int(name[1:]), args.algorithm)
+        return run_equi(spark, data, work, int(name[1:]), "auto" if name[0] == "a" else args.algorithm)
 
     try:
         warm = scratch / "warm"
@@ -258,8 +273,8 @@ def main(argv: list[str]) -> None:
                     r = run(name, data / "data", work)
                     point[name].append(r)
                     shutil.rmtree(work, ignore_errors=True)
-                    print(f"  {_name(alpha)}: {_label(name):<16} {r['total_s']:6.2f} s ({r['batches_s']:.2f} s without "
-                          f"planning), {r['rows']:,} rows", flush=True)
+                    print(f"  {_name(alpha)}: {_label(name):<21} {r['total_s']:6.2f} s ({r['batches_s']:.2f} s without "
+                          f"planning), {r['rows']:,} rows{_engine(r)}", flush=True)
             point["load"].append(os.getloadavg()[0])
             prints = {tuple(r["fingerprint"]) for name in systems for r in point[name]}
             if len(prints) != 1:
@@ -291,7 +306,13 @@ def _name(alpha: float) -> str:
 
 
 def _label(system: str) -> str:
-    return "Spark's join" if system == "spark" else f"equi_join p = {system[1:]}"
+    if system == "spark":
+        return "Spark's join"
+    return f"equi_join {'auto ' if system[0] == 'a' else ''}p = {system[1:]}"
+
+
+def _engine(run: dict[str, Any]) -> str:
+    return f" (ran {run['engine']})" if "engine" in run else ""
 
 
 def report(results: list[dict[str, Any]], systems: list[str], args: Any) -> None:
@@ -301,7 +322,8 @@ def report(results: list[dict[str, Any]], systems: list[str], args: Any) -> None
           "equi_join is faster")
     equis = [s for s in systems if s != "spark"]
     head = (f"{'keys':>9} {'rows':>12} {'Spark total':>11} {'batches':>8} "
-            + " ".join(f"{'p=' + s[1:] + ' total':>11} {'batches':>8} {'ratio':>6} {'ratio b.':>8}" for s in equis)
+            + " ".join(f"{_label(s)[len('equi_join '):] + ' total':>17} {'batches':>8} {'ratio':>6} {'ratio b.':>8}"
+                       for s in equis)
             + f" {'load':>9}")
     print(head)
     print("-" * len(head))
@@ -310,7 +332,7 @@ def report(results: list[dict[str, Any]], systems: list[str], args: Any) -> None
         line = f"{_name(pt['alpha']):>9} {pt['spark'][0]['rows']:>12,} {s_t:>10.2f}s {s_b:>7.2f}s"
         for e in equis:
             e_t, e_b = _median(pt[e], "total_s"), _median(pt[e], "batches_s")
-            line += f" {e_t:>10.2f}s {e_b:>7.2f}s {s_t / e_t:>5.2f}x {s_b / e_b:>7.2f}x"
+            line += f" {e_t:>16.2f}s {e_b:>7.2f}s {s_t / e_t:>5.2f}x {s_b / e_b:>7.2f}x"
         print(line + f" {pt['load'][0]:>4.1f}-{pt['load'][1]:<4.1f}")
     if args.profile:
         print("\nequi_join's workers, task seconds (median run): " + ", ".join(TIMINGS))

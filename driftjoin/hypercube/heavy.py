@@ -60,6 +60,12 @@ class MisraGries:
         return self.counters.get(item, 0)
 
 
+def promotion_threshold(n: float, p: int, epsilon: float) -> float:
+    """The count above which a value of ``n`` tuples is promoted to heavy at ``p`` workers:
+    ``(1/p - epsilon/2) N`` (section 3.2; :class:`HeavyHitterTracker`)."""
+    return (1.0 / p - epsilon / 2) * n
+
+
 class HeavyHitterTracker:
     """Approximate |R(b)|, |S(b)| and the heavy/light classification of section 3.2.
 
@@ -146,7 +152,7 @@ class HeavyHitterTracker:
         n = self.n
         if currently_heavy:
             return r + s >= (1.0 / self.p - self.epsilon) * n
-        return r + s > (1.0 / self.p - self.epsilon / 2) * n and r + s >= self.min_heavy
+        return r + s > promotion_threshold(n, self.p, self.epsilon) and r + s >= self.min_heavy
 
 
 def reduce_counts(counts: Mapping[tuple[Side, Key, int], int], k: int) -> tuple[dict[tuple[Side, Key, int], int], dict[tuple[Side, int], int]]:

@@ -1,9 +1,11 @@
 """``equi_join``: a skew-resilient exact equi-join of two Spark DataFrames, streaming or static.
 
 Algorithms (``algorithm=``): ``"shc"`` Streaming HyperCube (Qiu, Papadias, Yi; EDBT 2019),
-``"phj"`` the parallel hash join, ``"biclique"`` Join-Biclique (Lin et al., SIGMOD 2015). All
-three report every pair of a left row and a right row with equal join keys exactly once, and
-with ``within=W`` only pairs whose event times differ by at most W. Rows are routed by stateless
+``"phj"`` the parallel hash join, ``"biclique"`` Join-Biclique (Lin et al., SIGMOD 2015), and
+``"spark"`` Spark's own join; ``"auto"`` chooses Spark's own join when a sample holds no heavy key
+and SHC when it does (:mod:`driftjoin.hypercube.choice`). All report every pair of a left row and
+a right row with equal join keys exactly once, and with ``within=W`` only pairs whose event
+times differ by at most W. Rows are routed by stateless
 parallel tasks from the routing tables of the driver-side control plane
 (:mod:`driftjoin.spark.equi.operators`, :mod:`driftjoin.spark.equi.control`), or with
 ``routing="dispatcher"`` by the paper's single dispatcher (:mod:`driftjoin.spark.equi.dispatch`).
@@ -16,6 +18,7 @@ then every other left column as ``<left prefix><name>`` and every other right co
 
 from __future__ import annotations
 
+import logging
 import warnings
 from collections.abc import Mapping, Sequence
 from dataclasses import replace
@@ -26,6 +29,8 @@ from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
 from driftjoin.hypercube import BatchSummary, Side
+from driftjoin.hypercube.choice import SPARK, EngineChoice, choose_engine
+from driftjoin.hypercube.heavy import promotion_threshold
 from driftjoin.hypercube.planner import RoutingPlanner
 from driftjoin.hypercube.simulator import make_dispatcher
 from driftjoin.hypercube.table import RoutingTable
@@ -44,7 +49,7 @@ from driftjoin.spark.equi.operators import (
     routed_schema,
 )
 from driftjoin.spark.equi.payload import JSON_OPTIONS, PayloadLayout
-from driftjoin.spark.equi.settings import EquiSettings
+from driftjoin.spark.equi.settings import ENGINES, EquiSettings
 from driftjoin.spark.runtime.columns import require_column, time_seconds
 from driftjoin.spark.runtime.plan_guard import PLAN_KEY
 from driftjoin.spark.runtime.plan_store import remember
@@ -56,6 +61,8 @@ _INTEGRAL = (T.ByteType, T.ShortType, T.IntegerType, T.LongType)
 _TIME_TYPES = (T.TimestampType, T.TimestampNTZType, T.DateType, T.NumericType)
 
 REASON_NULL_KEY = "null join key {col!r}"
+
+log = logging.getLogger("driftjoin")
 
 
 def _check_columns(df: DataFrame, names: Sequence[str], what: str, side: str) -> None:
@@ -159,13 +166,24 @@ def _plan(left: DataFrame, right: DataFrame, s: EquiSettings) -> EquiPlan:
                                s.groups)
     key_type = _check_inputs(left, right, s)
     layout = PayloadLayout.of(left, right, _output_names(left, right, s.on, s.prefixes) if s.output == "rows" else ())
+    streaming = left.isStreaming
+    if s.algorithm == SPARK and streaming and s.within_seconds is not None:
+        raise SettingError("algorithm", "='spark' joins whole streams: an interval join (within=) drops rows later than "
+                                        "lateness= behind the stream, which Spark's own join does by its watermark "
+                                        "instead; use algorithm='shc' (or 'auto', which chooses SHC for it)",
+                           show_value=False)
     try:
-        make_dispatcher(s.algorithm, parallelism, window=s.within_seconds, lateness=s.lateness_seconds,
-                        **s.dispatcher_options())
+        make_dispatcher("shc" if s.algorithm in ENGINES else s.algorithm, parallelism, window=s.within_seconds,
+                        lateness=s.lateness_seconds, **s.dispatcher_options())
     except (TypeError, ValueError) as e:
         raise SettingError("options", f"are invalid settings for algorithm={s.algorithm!r}: {e}", show_value=False) from None
-    plan = EquiPlan.of(s, parallelism=parallelism, partitions=partitions, key_type=key_type, streaming=left.isStreaming,
+    plan = EquiPlan.of(s, parallelism=parallelism, partitions=partitions, key_type=key_type, streaming=streaming,
                        layout=layout)
+    if s.algorithm == "auto" and streaming and not s.metrics_dir:
+        raise SettingError("metrics_dir", "is required: equi_join(algorithm='auto') on streams may choose SHC, whose "
+                                          "driver publishes its routing tables there (a directory the driver and the "
+                                          "executors share, the same on every restart of the query); or use "
+                                          "algorithm='spark'", show_value=False)
     if plan.controlled and not s.metrics_dir:
         raise SettingError("metrics_dir", "is required: equi_join(algorithm='shc') on streams needs metrics_dir=: the "
                                           "driver publishes SHC's routing tables there between micro-batches and "
@@ -209,6 +227,7 @@ def equi_join(
     output: str = "rows",
     routing: str = "parallel",
     partitions: int | None = None,
+    sample: tuple[DataFrame, DataFrame] | None = None,
 ) -> DataFrame:
     """Exact equi-join of ``left`` and ``right`` on ``on``: every pair with equal keys, once.
 
@@ -226,8 +245,12 @@ def equi_join(
         The key column(s), present on both sides (integral widths may differ; other types must
         match).
     algorithm:
-        ``"shc"`` (Streaming HyperCube), ``"phj"`` (partitioned hash join) or ``"biclique"``
-        (Join-Biclique).
+        ``"shc"`` (Streaming HyperCube), ``"phj"`` (partitioned hash join), ``"biclique"``
+        (Join-Biclique), ``"spark"`` (Spark's own join: the same rows, faster while no key is
+        heavy; whole streams or static inputs) or ``"auto"``: Spark's own join when no key of
+        ``sample`` (of a static input: the input itself) is heavy for SHC at ``parallelism``,
+        SHC otherwise, decided once before the query starts and kept with its checkpoint
+        (a stream without ``sample``, and an interval join on streams, get SHC).
     parallelism:
         Workers (default ``spark.sql.shuffle.partitions``).
     within:
@@ -263,6 +286,9 @@ def equi_join(
         The Spark partitions the workers are placed on round-robin, 1 to ``parallelism``
         (default: the smaller of ``parallelism`` and the tasks Spark runs at once): workers that
         share a task lower a batch's fixed cost. Both are stored with the checkpoint.
+    sample:
+        ``algorithm="auto"`` only: a ``(left, right)`` pair of static DataFrames with the key
+        columns (earlier data of each stream) whose keys are counted to choose.
 
     Returns
     -------
@@ -289,21 +315,120 @@ def equi_join(
     plan = _plan(left, right, s)
     prepare_session(left.sparkSession, s.metrics_dir)
     data = _normalise(left, 0, s, plan).unionByName(_normalise(right, 1, s, plan))
+    counted = None
+    if plan.algorithm == "auto":
+        plan, counted = _choose(data, plan, s)
     use_partitions(data, plan.spark_partitions)
-    pairs = _dispatched(data, plan) if plan.routing == "dispatcher" else _routed(data, plan)
+    if plan.algorithm == SPARK:
+        return remember(_spark_join(left, right, s), plan)
+    pairs = _dispatched(data, plan) if plan.routing == "dispatcher" else _routed(data, plan, counted)
     return remember(pairs if plan.output == "count" else plan.layout.unpack(pairs), plan)
 
 
-def _routed(data: DataFrame, plan: EquiPlan) -> DataFrame:
+Counted = tuple[dict[tuple[Side, Any], int], dict[Side, int]]
+
+
+def _choose(data: DataFrame, plan: EquiPlan, s: EquiSettings) -> tuple[EquiPlan, Counted | None]:
+    """``algorithm="auto"`` resolved before the query starts (:mod:`driftjoin.hypercube.choice`):
+    the keys of ``sample=``, or of a static input itself, classified by SHC's rule; a stream
+    without a sample, or an interval join on streams (which Spark's join cannot run as
+    ``equi_join`` defines it), gets SHC. Returns the plan with the chosen algorithm and, when the
+    static input itself was counted, its counts (SHC's table is built from them)."""
+    keys = data if s.sample is None else _sample_keys(s.sample, s, plan)
+    if plan.streaming and plan.window is not None:
+        log.info("equi_join(algorithm='auto'): SHC (an interval join on streams)")
+        return replace(plan, algorithm="shc"), None
+    if s.sample is None and plan.streaming:
+        log.info("equi_join(algorithm='auto'): SHC (a stream without sample=, so its skew is unknown)")
+        return replace(plan, algorithm="shc"), None
+    counted = _key_counts(keys, plan)
+    choice: EngineChoice = choose_engine(*counted, plan.parallelism, **_heavy_rule(plan))
+    log.info("equi_join(algorithm='auto'): %s", choice.reason())
+    return replace(plan, algorithm=choice.algorithm), counted if s.sample is None else None
+
+
+def _sample_keys(sample: Any, s: EquiSettings, plan: EquiPlan) -> DataFrame:
+    """``side, key`` of the rows of ``sample=`` (a (left, right) pair of static DataFrames) whose key has no null."""
+    if (not isinstance(sample, (tuple, list)) or len(sample) != 2
+            or not all(isinstance(df, DataFrame) and not df.isStreaming for df in sample)):
+        raise SettingError("sample", "must be a (left, right) pair of static DataFrames holding the join key columns "
+                                     "(e.g. spark.read of earlier data of each stream)", show_value=False)
+    for df, side in zip(sample, ("left", "right")):
+        _check_columns(df, s.on, "on", f"{side} sample")
+    if _key_type(sample[0], sample[1], s.on) != plan.key_type:
+        raise SettingError("sample", "has join key columns of other types than the inputs'; read it with the inputs' "
+                                     "schema", show_value=False)
+    parts = []
+    for side, df in enumerate(sample):
+        valid = F.lit(True)
+        for c in s.on:
+            valid = valid & F.col(c).isNotNull()
+        parts.append(df.where(valid).select(F.lit(side).cast("byte").alias("side"),
+                                            _key_column(df, s.on, plan.key_type).alias("key")))
+    return parts[0].unionByName(parts[1])
+
+
+def _heavy_rule(plan: EquiPlan) -> dict[str, Any]:
+    """SHC's ``epsilon`` and ``min_heavy`` at the plan's workers, as its planner resolves them."""
+    tracker = RoutingPlanner(plan.parallelism, window=plan.window, lateness=plan.lateness, **plan.shc_options()).shc.tracker
+    return {"epsilon": tracker.epsilon, "min_heavy": tracker.min_heavy}
+
+
+def _key_counts(keys: DataFrame, plan: EquiPlan) -> Counted:
+    """Tuples per side of every key of ``keys`` (``side``, ``key``) that can be heavy at the plan's
+    workers (``N(b) > (1/p - epsilon/2) N``), exactly, and the sides' totals: two small jobs."""
+    rule = _heavy_rule(plan)
+    totals = {Side(int(r["side"])): int(r["count"]) for r in keys.groupBy("side").count().collect()}
+    n = sum(totals.values())
+    floor = max(promotion_threshold(n, plan.parallelism, rule["epsilon"]) - 1, rule["min_heavy"] - 1, 0)
+    per_key = keys.groupBy("key").agg(F.sum((F.col("side") == 0).cast("long")).alias("r"),
+                                      F.sum((F.col("side") == 1).cast("long")).alias("s"))
+    counts = {}
+    for row in per_key.where(F.col("r") + F.col("s") > F.lit(floor)).collect():
+        key = bytes(row["key"]) if plan.key_type == "binary" else row["key"]
+        for side, m in ((Side.R, row["r"]), (Side.S, row["s"])):
+            if m:
+                counts[(side, key)] = int(m)
+    return counts, totals
+
+
+def _qualified(alias: str, name: str) -> Column:
+    return F.col(f"{alias}.`{name.replace('`', '``')}`")
+
+
+#: The event time in seconds of an interval join's rows in Spark's own join.
+_TIME = "__driftjoin_time"
+
+
+def _spark_join(left: DataFrame, right: DataFrame, s: EquiSettings) -> DataFrame:
+    """Spark's own inner join of the rows ``equi_join`` can join (:func:`_reason`), its columns named
+    and ordered as ``equi_join``'s; an interval join compares the times as :func:`_time_column`
+    gives them (static inputs: a stream's interval join is SHC's)."""
+    sides = []
+    for side, df in enumerate((left, right)):
+        valid = df.where(_reason(df, s.on, s.time_cols[side]).isNull())
+        if s.within_seconds is not None:
+            valid = valid.withColumn(_TIME, _time_column(df, s.time_cols[side]))
+        sides.append(valid.alias("lr"[side]))
+    cond = [_qualified("l", c) == _qualified("r", c) for c in s.on]
+    if s.within_seconds is not None:
+        cond.append(F.abs(_qualified("l", _TIME) - _qualified("r", _TIME)) <= F.lit(s.within_seconds))
+    joined = sides[0].join(sides[1], cond, "inner")
+    return joined.select(*[_qualified(struct, field).alias(name)
+                           for struct, field, name in _output_names(left, right, s.on, s.prefixes)])
+
+
+def _routed(data: DataFrame, plan: EquiPlan, counted: Counted | None = None) -> DataFrame:
     """Stateless parallel routers, then the ``p`` workers (:mod:`driftjoin.spark.equi.operators`);
-    SHC's control plane runs on the driver (streams) or decides once before the run (static)."""
+    SHC's control plane runs on the driver (streams) or decides once before the run (static, from
+    ``counted`` when ``algorithm="auto"`` has counted the input already)."""
     out_schema = plan.layout.output_schema() if plan.output == "rows" else COUNT_SCHEMA
     if plan.controlled:
         from driftjoin.spark.equi.control import EquiRoutingController, attach
 
         attach(data.sparkSession, EquiRoutingController(plan))
     elif plan.algorithm == "shc" and not data.isStreaming:
-        plan = replace(plan, static_table=_static_table(data, plan))
+        plan = replace(plan, static_table=_static_table(counted or _key_counts(data, plan), plan))
     routed = data.mapInArrow(lambda batches: route_rows(plan, batches), routed_schema())
     return stateful_stage(routed, "wkey", lambda: WorkerProcessor(plan), out_schema, partitions=plan.spark_partitions)
 
@@ -318,24 +443,14 @@ def _dispatched(data: DataFrame, plan: EquiPlan) -> DataFrame:
                           partitions=plan.spark_partitions)
 
 
-def _static_table(data: DataFrame, plan: EquiPlan) -> RoutingTable:
+def _static_table(counted: Counted, plan: EquiPlan) -> RoutingTable:
     """SHC's table for a static input, decided on the driver before routing: the input is one
-    batch, so the control plane folds its exact counts first (only values that can be heavy,
-    ``N(b) > (1/p - epsilon/2) N``, are collected)."""
+    batch, so the control plane folds its exact counts (:func:`_key_counts`: only values that can
+    be heavy are collected)."""
     planner = RoutingPlanner(plan.parallelism, window=plan.window, lateness=plan.lateness, **plan.shc_options())
-    totals = {int(r["side"]): int(r["count"]) for r in data.groupBy("side").count().collect()}
-    n = sum(totals.values())
-    tracker = planner.shc.tracker
-    floor = max((1.0 / plan.parallelism - tracker.epsilon / 2) * n - 1, tracker.min_heavy - 1, 0)
-    per_key = data.groupBy("key").agg(F.sum((F.col("side") == 0).cast("long")).alias("r"),
-                                      F.sum((F.col("side") == 1).cast("long")).alias("s"))
-    counts = {}
-    for row in per_key.where(F.col("r") + F.col("s") > F.lit(floor)).collect():
-        key = bytes(row["key"]) if plan.key_type == "binary" else row["key"]
-        for side, m in ((Side.R, row["r"]), (Side.S, row["s"])):
-            if m:
-                counts[(side, key, 0)] = int(m)
-    planner.fold(0, BatchSummary(counts, None, None, {(Side(s), 0): m for s, m in totals.items()}))
+    counts, totals = counted
+    planner.fold(0, BatchSummary({(side, key, 0): m for (side, key), m in counts.items()}, None, None,
+                                 {(side, 0): m for side, m in totals.items()}))
     return planner.table
 
 

@@ -19,6 +19,9 @@ from driftjoin.durations import parse_duration
 from driftjoin.hypercube.simulator import ALGORITHMS
 from driftjoin.spark.runtime.settings import SettingError, core, known, text
 
+#: ``algorithm=`` beside the papers' (:data:`driftjoin.hypercube.simulator.ALGORITHMS`): Spark's own
+#: join, and the start-time choice between it and SHC (:mod:`driftjoin.hypercube.choice`)
+ENGINES = ("spark", "auto")
 #: ``routing=``: stateless parallel routers fed by the driver's control plane, or the paper's one dispatcher
 ROUTINGS = ("parallel", "dispatcher")
 #: ``output=``: the joined rows, or pairs per worker and micro-batch (benchmarks)
@@ -48,6 +51,8 @@ class EquiSettings:
     output: str = "rows"
     routing: str = "parallel"
     partitions: int | None = None
+    #: ``algorithm="auto"`` on streams: a (left, right) pair of static DataFrames whose keys it counts
+    sample: Any = None
     #: derived: the interval of an interval join in seconds (None: the whole streams join)
     within_seconds: float | None = field(default=None, metadata={"derived": True})
     #: derived: how late a row may be, in seconds (0 without ``within``)
@@ -84,9 +89,14 @@ class EquiSettings:
                 raise SettingError("window", "is the old spelling of within= (pairs whose times differ by at most that "
                                              "much): give within= only", show_value=False)
             s["within"], s["window"] = s["window"], None
-        if s["algorithm"] not in ALGORITHMS:
-            raise SettingError("algorithm", f"={s['algorithm']!r} is unknown; use one of {sorted(ALGORITHMS)}",
-                               show_value=False)
+        if s["algorithm"] not in ALGORITHMS and s["algorithm"] not in ENGINES:
+            raise SettingError("algorithm", f"={s['algorithm']!r} is unknown; use one of "
+                                            f"{sorted(ALGORITHMS) + list(ENGINES)}", show_value=False)
+        if s["sample"] is not None and s["algorithm"] != "auto":
+            raise SettingError("sample", "= is read by algorithm='auto' only (to choose between Spark's own join and "
+                                         "SHC); drop it or use algorithm='auto'", show_value=False)
+        if s["algorithm"] in ENGINES:
+            _check_engine(s)
         if s["routing"] not in ROUTINGS:
             raise SettingError("routing", f"={s['routing']!r} is unknown; use 'parallel' (stateless routers, the "
                                           "default) or 'dispatcher' (the paper's single dispatcher task)",
@@ -122,6 +132,22 @@ class EquiSettings:
             raise SettingError("options", "must be a dict of SHC's settings, e.g. {'epsilon': 0.2}", s["options"])
         text("metrics_dir", s["metrics_dir"], optional=True, what="a directory for statistics and SHC's routing tables")
         return cls(**s, within_seconds=within, lateness_seconds=lateness, time_cols=times)
+
+
+def _check_engine(s: Mapping[str, Any]) -> None:
+    """Settings that Spark's own join (``algorithm="spark"``, or what ``"auto"`` may choose) has no use for."""
+    name = s["algorithm"]
+    runs = "runs" if name == "spark" else "may choose"
+    if s["routing"] != "parallel":
+        raise SettingError("routing", f"='dispatcher' is the papers' single dispatcher task; algorithm={name!r} {runs} "
+                                      "Spark's own join, which has none: use algorithm='shc' with it, or drop routing=",
+                           show_value=False)
+    if s["output"] != "rows":
+        raise SettingError("output", f"='count' counts pairs per worker; algorithm={name!r} {runs} Spark's own join, "
+                                     "which has none: use algorithm='shc' with it, or output='rows'", show_value=False)
+    if name == "spark" and s["options"]:
+        raise SettingError("options", "= are SHC's settings; algorithm='spark' runs Spark's own join: drop them",
+                           show_value=False)
 
 
 def _names(on: Any) -> tuple[str, ...]:

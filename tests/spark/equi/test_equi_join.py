@@ -524,6 +524,14 @@ def test_static_string_keys_bad_rows_and_custom_prefixes(spark) -> None:
         ({"partitions": 0}, r"partitions must be an integer in \[1, parallelism\] = \[1, 4\]"),
         ({"partitions": 5}, r"partitions must be an integer in \[1, parallelism\] = \[1, 4\]"),
         ({"partitions": True}, "partitions must be an integer"),
+        ({"algorithm": "spark", "output": "count"}, "output='count' counts pairs per worker"),
+        ({"algorithm": "auto", "routing": "dispatcher"}, "routing='dispatcher' is the papers' single dispatcher"),
+        ({"algorithm": "spark", "options": {"epsilon": 0.1}}, "options= are SHC's settings"),
+        ({"algorithm": "spark", "within": 5, "time_col": "t"}, "algorithm='spark' joins whole streams"),
+        ({"sample": (1, 2)}, "sample= is read by algorithm='auto' only"),
+        ({"algorithm": "auto", "sample": (1, 2)}, r"sample must be a \(left, right\) pair of static DataFrames"),
+        ({"algorithm": "auto", "within": 5, "time_col": "t", "sample": [1]}, "sample must be a"),
+        ({"algorithm": "auto", "metrics_dir": None}, r"equi_join\(algorithm='auto'\) on streams may choose SHC"),
     ],
 )
 def test_bad_settings_fail_before_the_job_starts(spark, tmp_path, kwargs, message) -> None:
