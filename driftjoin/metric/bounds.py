@@ -45,6 +45,7 @@ import numpy as np
 import pandas as pd
 from numba import njit
 
+from driftjoin.bits import popcount
 from driftjoin.metric.exact import jaccard_distance, jaccard_le
 
 #: Length of a null (the kernel refuses a negative length before the length test).
@@ -98,22 +99,13 @@ def within_edits(a: EditSignature, ia: np.ndarray, b: EditSignature, ib: np.ndar
 
 
 @njit(cache=True)
-def _popcount(x: np.uint64) -> int:
-    n = 0
-    while x:
-        x &= x - np.uint64(1)
-        n += 1
-    return n
-
-
-@njit(cache=True)
 def _within_edits(la, ba, ia, lb, bb, ib, k):  # pragma: no cover - compiled
     out = np.zeros(len(ia), np.bool_)
     for j in range(len(ia)):
         x, y = la[ia[j]], lb[ib[j]]
         if x < 0 or y < 0 or abs(x - y) > k:
             continue
-        out[j] = _popcount(ba[ia[j]] ^ bb[ib[j]]) <= 2 * k
+        out[j] = popcount(ba[ia[j]] ^ bb[ib[j]]) <= 2 * k
     return out
 
 
@@ -170,7 +162,7 @@ def _overlap_bound(na, ba, ia, nb, bb, ib):  # pragma: no cover - compiled
     out = np.zeros(len(ia), np.int64)
     for j in range(len(ia)):
         x, y = ba[ia[j]], bb[ib[j]]
-        out[j] = min(na[j] - _popcount(x & ~y), nb[j] - _popcount(y & ~x))
+        out[j] = min(na[j] - popcount(x & ~y), nb[j] - popcount(y & ~x))
     return out
 
 

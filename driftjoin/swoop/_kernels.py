@@ -55,6 +55,8 @@ from numba import njit, types
 from numba.core import cgutils
 from numba.extending import intrinsic
 
+from driftjoin.bits import popcount
+
 SIM_CODES = {"jaccard": 0, "cosine": 1, "dice": 2, "overlap": 3, "hamming": 4}
 
 # meta slots
@@ -644,17 +646,6 @@ def _info(lr, pi, sig):
     return (sig << 32) | (lr << 16) | pi
 
 
-@intrinsic
-def _popcount(typingctx, x):
-    """The number of set bits of an ``int64``."""
-    sig = types.int64(types.int64)
-
-    def codegen(context, builder, signature, args):
-        return builder.ctpop(args[0])
-
-    return sig, codegen
-
-
 @njit(cache=True, inline="always")
 def new_overlap_bound(info, a, b, m1, m2, m3, m4):
     """An upper bound of ``|r_i & r_j|`` for the set ``r_j`` of a list entry (``info``, not
@@ -667,8 +658,8 @@ def new_overlap_bound(info, a, b, m1, m2, m3, m4):
     o = 1 + min(pi, a) + min(ls - pi - 1, b)
     if m1 != -1:
         sj = info >> 32
-        o = min(o, 1 + _popcount(sj & m1) + _popcount(sj & m2) + _popcount(sj & m3)
-                + _popcount(sj & m4))
+        o = min(o, 1 + popcount(sj & m1) + popcount(sj & m2) + popcount(sj & m3)
+                + popcount(sj & m4))
     return o
 
 
