@@ -209,7 +209,7 @@ from driftjoin import similarity_join
 
 spark = SparkSession.builder.appName("readme-zip").getOrCreate()
 df = spark.createDataFrame([(i, [i / 10, 0.0]) for i in range(30)], "id long, vector array<double>")
-print("PAIRS", similarity_join(df, threshold=0.15, metric="euclidean", parallelism=2).count())
+print("PAIRS", similarity_join(df, threshold=0.15, metric="euclidean", parallelism=2, algorithm="s3j").count())
 spark.stop()
 '''
 
