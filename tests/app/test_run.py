@@ -20,7 +20,6 @@ import numpy as np
 import pandas as pd
 import pytest
 from rich.console import Console
-
 from typer.testing import CliRunner, Result
 
 from driftjoin.app.cli import app
