@@ -763,12 +763,29 @@ def _expire_window(count, itok, wi, wtok, meta):
 
 @njit(cache=True)
 def _lookup_order(tokens, itok, pside, lens, order, shortest_first):
-    """Lists in lookup order (section 5.5): shortest first, then later-numbered tokens first."""
+    """Lists in lookup order (section 5.5): shortest first, then later-numbered tokens first.
+
+    A stable sort of the positions by (length, -token), or by -token alone: insertion sort for
+    short sets, two stable merge sorts (-token, then length) when long: ``O(n log n)``, where
+    insertion sort is quadratic (about 2.5 s for a set of 70,000 tokens numbered in ascending
+    order, its worst case)."""
     lr = len(tokens)
     for x in range(lr):
         t = tokens[x]
         lens[x] = itok[pside, t, F_TAIL] - itok[pside, t, F_HEAD]
         order[x] = x
+    if lr > 32:
+        neg = np.empty(lr, np.int64)
+        for x in range(lr):
+            neg[x] = -tokens[x]
+        by_token = np.argsort(neg, kind="mergesort")
+        if not shortest_first:
+            order[:lr] = by_token
+            return
+        by_len = np.argsort(lens[:lr][by_token], kind="mergesort")
+        for x in range(lr):
+            order[x] = by_token[by_len[x]]
+        return
     for x in range(1, lr):  # insertion sort by (length, -token) or by -token
         v = order[x]
         y = x - 1

@@ -1,7 +1,9 @@
 """`driftjoin pack`: the zip Python imports, the pins it writes, the spark-submit lines it prints.
 
 The packed environment itself is built and run on executors by the cluster test
-(tests/spark/runtime/test_deploy_cluster.py: a minute of pip and numba).
+(tests/spark/runtime/test_deploy_cluster.py: a minute of pip and numba). The venv's spark-submit
+run without activating the venv is checked with a user's job in
+tests/spark/runtime/test_session_ergonomics.py (one Spark start for both).
 """
 
 from __future__ import annotations
@@ -14,7 +16,6 @@ import zipfile
 from importlib import metadata
 from pathlib import Path
 
-import pytest
 from typer.testing import CliRunner
 
 import driftjoin
@@ -76,23 +77,6 @@ def test_pack_refuses_an_unknown_kind(tmp_path):
     result = CliRunner().invoke(app, ["pack", "--kind", "wheel", "--out", str(tmp_path)])
     assert result.exit_code == 2
     assert "--kind must be 'archive' or 'zip'" in result.output
-
-
-@pytest.mark.skipif(not (Path(__file__).resolve().parents[2] / ".venv" / "bin" / "spark-submit").exists(),
-                    reason="no .venv in this checkout (scripts/setup.sh makes it)")
-def test_venv_spark_submit_runs_without_activating_the_venv(tmp_path):
-    """pyspark's own script finds Spark with `python3` from PATH: scripts/setup.sh wraps it."""
-    spark_submit = Path(__file__).resolve().parents[2] / ".venv" / "bin" / "spark-submit"
-    env = {k: v for k, v in os.environ.items() if k not in ("SPARK_HOME", "VIRTUAL_ENV", "PYSPARK_PYTHON",
-                                                            "PYSPARK_DRIVER_PYTHON")}
-    env["PATH"] = "/usr/bin:/bin"
-    job = tmp_path / "job.py"
-    job.write_text("import driftjoin, pyspark; from pyspark.sql import SparkSession\n"
-                   "s = SparkSession.builder.getOrCreate(); print('ROWS', s.range(3).count(), driftjoin.__version__)\n")
-    run = subprocess.run([str(spark_submit), "--master", "local[1]", str(job)], env=env, cwd=tmp_path,
-                         capture_output=True, text=True, timeout=300)
-    assert run.returncode == 0, run.stderr[-3000:]
-    assert f"ROWS 3 {driftjoin.__version__}" in run.stdout
 
 
 def test_the_archive_unpacks_into_an_environment_whose_python_imports_the_shipped_driftjoin(tmp_path, monkeypatch):

@@ -1,11 +1,12 @@
-"""``driftjoin run`` end to end, through the real entry point in a subprocess (each starts Spark):
-a restart with another threshold is refused at once with one line that names it (the run it
-restarts runs in this process), input with no
-valid record ends with exit 1 and the dead letters' reasons, bad JSON lines keep their text, a
-value of the wrong JSON type is a dead letter, the README's string job runs and equals a brute
-force with a quiet console (Spark's output in the log beside the checkpoint), and a run that
-fails before its query starts leaves no checkpoint folder behind. The
-README's token-set job and the order of a job's checks run in this process, on the shared session."""
+"""``driftjoin run`` end to end, through the real entry point: the README's string job in a
+subprocess (a JVM of its own: it runs and equals a brute force with a quiet console, Spark's
+output in the log beside the checkpoint, bad rows dead letters with their reasons), and a
+restart with another threshold refused at once with one line that names it (the refusal in a
+subprocess; the run it restarts in this process). Input with no valid record (exit 1 and the
+dead letters' reasons) and a run that fails before its query starts (exit 2, one line, no
+checkpoint folder left) run the command's own code (typer's CliRunner on ``driftjoin.app.cli.app``)
+in this process, on the shared session. The README's token-set job and the order of a job's
+checks run in this process too."""
 
 from __future__ import annotations
 
@@ -19,9 +20,12 @@ import numpy as np
 import pandas as pd
 import pytest
 from rich.console import Console
+from typer.testing import CliRunner, Result
 
+from driftjoin.app.cli import app
 from driftjoin.app.console import print_summary, watch
 from driftjoin.app.runner import JobConfig, start_job
+from driftjoin.spark.runtime import session
 
 from tests.spark.helpers import write_batches
 
@@ -31,6 +35,25 @@ pytestmark = pytest.mark.slow
 def _rows(out: str) -> dict[str, str]:
     """The rows of the summary table as printed."""
     return {line.split("│")[1].strip(): line.split("│")[2].strip() for line in out.splitlines() if line.count("│") == 3}
+
+
+def _run_here(spark, monkeypatch, cwd: Path, *args: str) -> Result:
+    """``driftjoin run ARGS`` from ``cwd`` through the CLI's own code in this process: the session
+    ``_run_job`` makes is the shared test session (whose ``stop()`` at the command's end does
+    nothing, for this call only). As the real session starts its JVM, the stand-in first writes
+    Spark's log file where the command asks (a checkpoint folder the command made), so the
+    command's tidying of a failed run still has that folder to remove."""
+    def local_session(parallelism, app_name, *, log_file, **_):
+        Path(log_file).parent.mkdir(parents=True, exist_ok=True)
+        Path(log_file).touch()
+        session.LOG_FILE = log_file
+        return spark
+
+    monkeypatch.setattr(session, "local_session", local_session)  # _run_job imports it from there when it runs
+    monkeypatch.setattr(session, "LOG_FILE", session.LOG_FILE)  # restored after the test
+    monkeypatch.setattr(spark, "stop", lambda: None)
+    monkeypatch.chdir(cwd)
+    return CliRunner(env={"COLUMNS": "160"}).invoke(app, list(args))
 
 
 @pytest.mark.spark
@@ -72,7 +95,8 @@ def test_a_restart_with_another_threshold_is_refused_in_one_line_without_new_inp
     assert "~Project" not in second.stdout + second.stderr and "Traceback" not in second.stdout + second.stderr
 
 
-def test_input_with_nothing_valid_ends_with_exit_1_and_the_dead_letters_reasons(tmp_path, cli):
+@pytest.mark.spark
+def test_input_with_nothing_valid_ends_with_exit_1_and_the_dead_letters_reasons(spark, tmp_path, monkeypatch):
     (tmp_path / "in").mkdir()
     lines = [json.dumps({"id": i, "vector": [i / 10, 1.0]}) for i in range(20)]
     lines += ['{"id": 98, "vector": [0.5, 1.0', json.dumps({"id": 99, "vector": ["a", "b"]})]
@@ -92,8 +116,8 @@ def test_input_with_nothing_valid_ends_with_exit_1_and_the_dead_letters_reasons(
         checkpoint = "out/ck"
         trigger = "available-now"
     """))
-    result = cli("run", "job.toml", cwd=tmp_path)
-    assert result.returncode == 1, result.stdout + result.stderr
+    result = _run_here(spark, monkeypatch, tmp_path, "run", "job.toml")
+    assert result.exit_code == 1, result.stdout + result.stderr
     assert "nothing valid was read: 23 records read, none joined" in " ".join(result.stderr.split())
     dead = " ".join(_rows(result.stdout)["dead letters (all runs)"].split())
     assert dead.startswith("23 (wrong dimension (expected 3) 20, ") and "not valid JSON 1" in dead
@@ -105,7 +129,8 @@ def test_input_with_nothing_valid_ends_with_exit_1_and_the_dead_letters_reasons(
     assert reasons['{"id": 97, "vector": [0.1, 0.2, 0.3], "label": 7}'] == "label is not a string: got an integer"
 
 
-def test_a_run_that_fails_before_its_query_starts_leaves_no_checkpoint(tmp_path, cli):
+@pytest.mark.spark
+def test_a_run_that_fails_before_its_query_starts_leaves_no_checkpoint(spark, tmp_path, monkeypatch):
     """A mistake only Spark finds (a type name it does not know; the job file's own check reads
     the names of columns, not every type Spark has): the session starts, no query starts, and
     the error names the key."""
@@ -123,8 +148,8 @@ def test_a_run_that_fails_before_its_query_starts_leaves_no_checkpoint(tmp_path,
         checkpoint = "out/ck"
         trigger = "available-now"
     """))  # available-now: no warm-up query before the session is handed to the job
-    result = cli("run", "job.toml", cwd=tmp_path)
-    assert result.returncode == 2, result.stdout + result.stderr
+    result = _run_here(spark, monkeypatch, tmp_path, "run", "job.toml")
+    assert result.exit_code == 2, result.stdout + result.stderr
     assert result.stderr.startswith("driftjoin run: error: [source] schema is not a schema Spark reads: "
                                     "[PARSE_SYNTAX_ERROR] Syntax error at or near '<'"), result.stderr
     assert not (tmp_path / "out").exists()

@@ -45,6 +45,22 @@ def test_lookup_order_is_shortest_list_first_then_token_order():
     assert tokens[order].tolist() == [4, 3, 2, 1, 0]
 
 
+@pytest.mark.parametrize("n", [1, 5, 32, 33, 200, 5_000])
+def test_lookup_order_of_short_and_long_sets_is_the_stable_sort_by_length_then_descending_token(n):
+    """Both sorts (insertion up to 32 tokens, merge sorts beyond) against Python's stable sort,
+    with many equal list lengths; tokens in ascending order, the insertion sort's worst case."""
+    rng = np.random.default_rng(n)
+    tokens = np.sort(rng.choice(4 * n + 10, n, replace=False)).astype(np.int64)
+    itok = np.zeros((2, 4 * n + 10, 4), np.int64)
+    itok[1, tokens, K.F_TAIL] = rng.integers(0, 4, n)  # the probed side's lists: 0-3 entries
+    lens, order = np.zeros(n + 1, np.int64), np.full(n + 1, -1, np.int64)
+    for shortest_first in (True, False):
+        K._lookup_order(tokens, itok, 1, lens, order, shortest_first)
+        length = itok[1, tokens, K.F_TAIL]
+        key = (lambda x: (length[x], -tokens[x])) if shortest_first else (lambda x: -tokens[x])
+        assert order[:n].tolist() == sorted(range(n), key=key)
+
+
 def _streams(n, seed, two_stream, **kwargs):
     for set_id, tokens, ts in set_stream(n, seed=seed, **kwargs):
         yield set_id, tokens, ts, (("R", "S")[set_id % 3 == 0] if two_stream else None)

@@ -203,28 +203,42 @@ def test_executor_probe_runs_where_driftjoin_cannot_be_imported(tmp_path):
 
 
 @pytest.mark.slow
-def test_users_own_session_without_pyspark_python(tmp_path):
-    """A plain SparkSession.builder session whose `python3` lacks driftjoin: the join works."""
+def test_users_own_session_without_pyspark_python_through_the_venvs_spark_submit(tmp_path):
+    """A user's job of a plain SparkSession.builder session, whose `python3` lacks driftjoin,
+    submitted with the venv's spark-submit without activating the venv (PATH without it; pyspark's
+    own script finds Spark with `python3` from PATH: scripts/setup.sh wraps it): the join works
+    (the workers run this interpreter) and the driver imports this driftjoin. One Spark start for
+    both (tests/app/test_pack.py's other checks of the artifacts need none)."""
+    spark_submit = Path(__file__).resolve().parents[3] / ".venv" / "bin" / "spark-submit"
+    if not spark_submit.exists():
+        pytest.skip("no .venv in this checkout (scripts/setup.sh makes it)")
     base = Path(sys.base_prefix) / "bin" / "python3"
     if not base.exists() or session._imports_driftjoin(str(base)):
         pytest.skip("needs a Python without driftjoin (the base interpreter of the venv)")
     bin_dir = tmp_path / "bin"
     bin_dir.mkdir()
     (bin_dir / "python3").symlink_to(base)
-    script = textwrap.dedent("""
+    (tmp_path / "job.py").write_text(textwrap.dedent("""
+        import driftjoin
         from pyspark.sql import SparkSession
         from driftjoin import similarity_join
-        spark = SparkSession.builder.master("local[2]").config("spark.ui.enabled", "false").getOrCreate()
+        spark = SparkSession.builder.config("spark.ui.enabled", "false").getOrCreate()
         assert spark.sparkContext.pythonExec == "python3"
         df = spark.createDataFrame([(i, [float(i % 7), 0.5]) for i in range(40)], "id long, vector array<double>")
-        print("PAIRS", similarity_join(df, threshold=0.5, metric="euclidean", parallelism=2).count())
+        print("PAIRS", similarity_join(df, threshold=0.5, metric="euclidean", parallelism=2).count(),
+              driftjoin.__version__)
         spark.stop()
-    """)
-    env = {k: v for k, v in os.environ.items() if k != "PYSPARK_PYTHON"}
-    env["PATH"] = f"{bin_dir}{os.pathsep}{env['PATH']}"
-    run = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True, text=True, timeout=600)
+    """))
+    env = {k: v for k, v in os.environ.items() if k not in ("SPARK_HOME", "VIRTUAL_ENV", "PYSPARK_PYTHON",
+                                                            "PYSPARK_DRIVER_PYTHON")}
+    env["PATH"] = f"{bin_dir}{os.pathsep}/usr/bin{os.pathsep}/bin"
+    run = subprocess.run([str(spark_submit), "--master", "local[2]", "job.py"], env=env, cwd=tmp_path,
+                         capture_output=True, text=True, timeout=600)
     assert run.returncode == 0, run.stderr[-3000:]
-    assert "PAIRS 95" in run.stdout  # 40 points on 7 spots 1 apart: 5 spots of 6 and 2 of 5, 5 * 15 + 2 * 10
+    # 40 points on 7 spots 1 apart: 5 spots of 6 and 2 of 5, 5 * 15 + 2 * 10 pairs
+    from driftjoin import __version__
+
+    assert f"PAIRS 95 {__version__}" in run.stdout.splitlines(), run.stdout[-2000:]
 
 
 @pytest.mark.slow
