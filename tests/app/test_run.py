@@ -58,9 +58,9 @@ def _run_here(spark, monkeypatch, cwd: Path, *args: str) -> Result:
 
 @pytest.mark.spark
 def test_a_restart_with_another_threshold_is_refused_in_one_line_without_new_input(spark, tmp_path, cli):
-    """The first run (in this process, on the shared session: the CLI's successful runs are the
-    README string job's here and test_session_ergonomics') writes the checkpoint; ``driftjoin
-    run`` with another threshold refuses it."""
+    """The first run (in this process, on the shared session: the CLI's successful run in a
+    process of its own is the README string job's below) writes the checkpoint; ``driftjoin
+    run`` with another threshold, in a subprocess, refuses it."""
     def job(threshold: float) -> str:
         (tmp_path / "job.toml").write_text(textwrap.dedent(f"""
             [source]
