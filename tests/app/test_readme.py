@@ -13,11 +13,10 @@ must exist, be made by an earlier command of the block (``driftjoin pack``'s art
 declared; every ``driftjoin`` command line must parse (its flags exist).
 
 What runs for real: the Spark Connect blocks start and stop a server in
-tests/spark/connect/test_readme_server.py, and the zip block submits a job to the standalone
-cluster CI starts (marker ``cluster``; tests/readme_zip_cluster_job.py, in the background while
-the local tests run). The setup and test commands are what CI runs itself; the packed
-environment's block is left to the dry run (74 s to build and 168 s to run, where
-tests/deploy_cluster_job.py runs the same commands ``driftjoin pack`` prints).
+tests/spark/connect/test_readme_server.py, and the zip block below submits a job to the
+standalone cluster CI starts (marker ``cluster``). The setup and test commands are what CI runs
+itself; the packed environment's block is left to the dry run (74 s to build and 168 s to run,
+where tests/deploy_cluster_job.py runs the same commands ``driftjoin pack`` prints).
 """
 
 from __future__ import annotations
@@ -26,6 +25,7 @@ import os
 import re
 import shutil
 import subprocess
+import sys
 import tomllib
 from pathlib import Path
 
@@ -203,16 +203,33 @@ def test_the_dry_run_finds_the_defects_it_is_for(tmp_path):
                     tmp_path) == []
 
 
+ZIP_JOB = '''
+from pyspark.sql import SparkSession
+from driftjoin import similarity_join
+
+spark = SparkSession.builder.appName("readme-zip").getOrCreate()
+df = spark.createDataFrame([(i, [i / 10, 0.0]) for i in range(30)], "id long, vector array<double>")
+print("PAIRS", similarity_join(df, threshold=0.15, metric="euclidean", parallelism=2, algorithm="s3j").count())
+spark.stop()
+'''
+
+
 @pytest.mark.cluster
 @pytest.mark.slow
 def test_the_zip_block_submits_a_job_to_the_cluster_as_written(tmp_path):
     """The README's zip block on the standalone cluster CI starts, in a job's working directory
     that holds the job and this checkout's venv; ``HOST`` and the reader's two placeholders are
-    the only words replaced (tests/readme_zip_cluster_job.py, started in the background when the
-    tests are collected: tests/spark/conftest.py)."""
-    from tests.spark.helpers import MASTER, run_cluster_job
+    the only words replaced."""
+    from tests.spark.helpers import MASTER
 
     if not MASTER:
         pytest.skip("no standalone cluster: run scripts/cluster.sh start and set DRIFTJOIN_CLUSTER")
-    line = run_cluster_job("readme_zip_cluster_job.py", tmp_path / "work")
-    assert line == f"OK PAIRS 29, driftjoin-{__version__}.zip built"
+    (block,) = [b for b in BLOCKS if "--kind zip" in b]
+    block = block.replace("spark://HOST:7077", MASTER).replace("/opt/py/bin/python", sys.executable)
+    (tmp_path / ".venv").symlink_to(REPO / ".venv")
+    (tmp_path / "my_job.py").write_text(ZIP_JOB)
+    run = subprocess.run(["bash", "-e", "-c", block], cwd=tmp_path, env=fresh_env(SPARK_LOCAL_IP="127.0.0.1"),
+                         capture_output=True, text=True, timeout=600)
+    assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
+    assert "PAIRS 29" in run.stdout.splitlines(), run.stdout[-2000:]
+    assert (tmp_path / "dist" / f"driftjoin-{__version__}.zip").is_file()

@@ -4,11 +4,9 @@ from __future__ import annotations
 
 from .helpers import start_cluster_jobs
 
-#: The cluster jobs of the tests marked ``cluster`` (tests/app/test_readme.py, tests/spark/runtime/test_cluster.py,
-#: tests/spark/runtime/test_autoscale_cluster.py, tests/spark/runtime/test_deploy_cluster.py), by test file, in the
-#: order they run (the README's first: its test comes first).
-CLUSTER_JOBS = {"test_readme.py": "readme_zip_cluster_job.py", "test_cluster.py": "cluster_job.py",
-                "test_autoscale_cluster.py": "autoscale_cluster_job.py",
+#: The cluster jobs of the tests marked ``cluster`` (tests/spark/runtime/test_cluster.py,
+#: tests/spark/runtime/test_autoscale_cluster.py, tests/spark/runtime/test_deploy_cluster.py), by test file.
+CLUSTER_JOBS = {"test_cluster.py": "cluster_job.py", "test_autoscale_cluster.py": "autoscale_cluster_job.py",
                 "test_deploy_cluster.py": "deploy_cluster_job.py"}
 
 
