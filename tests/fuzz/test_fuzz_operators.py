@@ -37,7 +37,9 @@ def test_operator_never_fails_and_every_row_is_joined_or_dead_lettered_once(spar
     @SIZE
     @given(case=spec.case())
     def run(case):
-        with tempfile.TemporaryDirectory(prefix=f"fuzz-{name}-") as tmp:
+        # a stopped query's driver-side listeners (natural_join's controller) may still write a file
+        # into the folder while it is removed: the case is checked by then, the leftover is not its result
+        with tempfile.TemporaryDirectory(prefix=f"fuzz-{name}-", ignore_cleanup_errors=True) as tmp:
             check(spark, spec, case, Path(tmp), streaming)
 
     run()
