@@ -341,8 +341,9 @@ def _choose(data: DataFrame, plan: EquiPlan, s: EquiSettings) -> tuple[EquiPlan,
     if s.sample is None and plan.streaming:
         log.info("equi_join(algorithm='auto'): SHC (a stream without sample=, so its skew is unknown)")
         return replace(plan, algorithm="shc"), None
-    counted = _key_counts(keys, plan)
-    choice: EngineChoice = choose_engine(*counted, plan.parallelism, **_heavy_rule(plan))
+    rule = _heavy_rule(plan)
+    counted = _key_counts(keys, plan, rule)
+    choice: EngineChoice = choose_engine(*counted, plan.parallelism, **rule)
     log.info("equi_join(algorithm='auto'): %s", choice.reason())
     return replace(plan, algorithm=choice.algorithm), counted if s.sample is None else None
 
@@ -358,13 +359,9 @@ def _sample_keys(sample: Any, s: EquiSettings, plan: EquiPlan) -> DataFrame:
     if _key_type(sample[0], sample[1], s.on) != plan.key_type:
         raise SettingError("sample", "has join key columns of other types than the inputs'; read it with the inputs' "
                                      "schema", show_value=False)
-    parts = []
-    for side, df in enumerate(sample):
-        valid = F.lit(True)
-        for c in s.on:
-            valid = valid & F.col(c).isNotNull()
-        parts.append(df.where(valid).select(F.lit(side).cast("byte").alias("side"),
-                                            _key_column(df, s.on, plan.key_type).alias("key")))
+    parts = [df.where(_reason(df, s.on, None).isNull()).select(F.lit(side).cast("byte").alias("side"),
+                                                               _key_column(df, s.on, plan.key_type).alias("key"))
+             for side, df in enumerate(sample)]
     return parts[0].unionByName(parts[1])
 
 
@@ -374,10 +371,10 @@ def _heavy_rule(plan: EquiPlan) -> dict[str, Any]:
     return {"epsilon": tracker.epsilon, "min_heavy": tracker.min_heavy}
 
 
-def _key_counts(keys: DataFrame, plan: EquiPlan) -> Counted:
+def _key_counts(keys: DataFrame, plan: EquiPlan, rule: Mapping[str, Any]) -> Counted:
     """Tuples per side of every key of ``keys`` (``side``, ``key``) that can be heavy at the plan's
-    workers (``N(b) > (1/p - epsilon/2) N``), exactly, and the sides' totals: two small jobs."""
-    rule = _heavy_rule(plan)
+    workers under ``rule`` (:func:`_heavy_rule`: ``N(b) > (1/p - epsilon/2) N``), exactly, and the
+    sides' totals: two small jobs."""
     totals = {Side(int(r["side"])): int(r["count"]) for r in keys.groupBy("side").count().collect()}
     n = sum(totals.values())
     floor = max(promotion_threshold(n, plan.parallelism, rule["epsilon"]) - 1, rule["min_heavy"] - 1, 0)
@@ -428,7 +425,7 @@ def _routed(data: DataFrame, plan: EquiPlan, counted: Counted | None = None) -> 
 
         attach(data.sparkSession, EquiRoutingController(plan))
     elif plan.algorithm == "shc" and not data.isStreaming:
-        plan = replace(plan, static_table=_static_table(counted or _key_counts(data, plan), plan))
+        plan = replace(plan, static_table=_static_table(counted or _key_counts(data, plan, _heavy_rule(plan)), plan))
     routed = data.mapInArrow(lambda batches: route_rows(plan, batches), routed_schema())
     return stateful_stage(routed, "wkey", lambda: WorkerProcessor(plan), out_schema, partitions=plan.spark_partitions)
 
