@@ -88,20 +88,18 @@ def _count(core: LinkCore, r: int, sample: Fields) -> tuple[int, int, dict[int, 
     batch = link_records(np.arange(len(sample)), sample)
     e, _ = core.entries(batch, r)
     allowed = unordered(lane_allowed(core.drivers[r], True, False))
-    key = e.group * 4 + e.cls
+    key = e.group * 4 + e.cls  # groups are below 2**61
     uk, cnt = np.unique(key, return_counts=True)
-    groups, classes = uk // 4, uk % 4
-    by: dict[int, dict[int, int]] = {}
-    for g, c, n in zip(groups.tolist(), classes.tolist(), cnt.tolist()):
-        by.setdefault(g, {})[c] = n
+    _, at = np.unique(uk // 4, return_inverse=True)
+    per = np.zeros((int(at.max(initial=-1)) + 1, 4), np.int64)  # entries per group and class
+    per[at, uk % 4] = cnt
     pairs = np.unique(np.stack([e.group, e.rec], axis=1), axis=0) if len(e.rec) else np.zeros((0, 2), np.int64)
     ug, n_recs = np.unique(pairs[:, 0], return_counts=True)
     sizes = dict(zip(ug.tolist(), n_recs.tolist()))
     cand = 0
-    for g, per in by.items():
-        for a, b in allowed:
-            na, nb = per.get(a, 0), per.get(b, 0)
-            cand += na * (na - 1) // 2 if a == b else na * nb
+    for a, b in allowed:
+        na, nb = per[:, a], per[:, b]
+        cand += int((na * (na - 1) // 2).sum()) if a == b else int((na * nb).sum())
     return len(e.rec), cand, sizes
 
 

@@ -67,21 +67,20 @@ class EditSignature:
         bits = np.zeros(n, np.uint64)
         ok = np.nonzero(~pd.isnull(values))[0] if n else np.zeros(0, np.int64)
         strings = values[ok].tolist()
-        length[ok] = np.fromiter(map(len, strings), np.int64, len(ok))
-        bits[ok] = np.fromiter((_char_bits(s) for s in strings), np.uint64, len(ok))
+        lens = np.fromiter(map(len, strings), np.int64, len(ok))
+        length[ok] = lens
+        # bit ``ord(c) & 63`` of each character, OR-ed per string over the joined code points
+        cp = np.frombuffer("".join(strings).encode("utf-32-le", "surrogatepass"), np.uint32)
+        filled = np.nonzero(lens)[0]
+        if len(filled):
+            word = np.left_shift(np.uint64(1), (cp & 63).astype(np.uint64))
+            bits[ok[filled]] = np.bitwise_or.reduceat(word, (np.cumsum(lens) - lens)[filled])
         return EditSignature(length, bits)
 
     @staticmethod
     def concat(parts: list["EditSignature"]) -> "EditSignature":
         """The signatures of the strings of ``parts``, in order."""
         return EditSignature(np.concatenate([p.length for p in parts]), np.concatenate([p.bits for p in parts]))
-
-
-def _char_bits(s: str) -> int:
-    b = 0
-    for c in set(s):
-        b |= 1 << (ord(c) & 63)
-    return b
 
 
 def within_edits(a: EditSignature, ia: np.ndarray, b: EditSignature, ib: np.ndarray, k: int) -> np.ndarray:

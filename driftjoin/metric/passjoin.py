@@ -92,7 +92,8 @@ def entries(strings: np.ndarray, tau: int) -> Entries:
     """Every entry of ``strings`` (an object array of ``str``), vectorised."""
     n = np.fromiter(map(len, strings), np.int64, len(strings))
     offsets = np.concatenate([[0], np.cumsum(n)]).astype(np.int64)
-    prefix, power = _prefix_hashes("".join(strings.tolist()))
+    cp = np.frombuffer("".join(strings.tolist()).encode("utf-32-le", "surrogatepass"), dtype=np.uint32)
+    prefix, power = _prefix_hashes(cp)
     rec_ids = np.arange(len(strings), dtype=np.int64)
     m = tau + 1
     # SEG: (record, i)
@@ -117,12 +118,13 @@ def entries(strings: np.ndarray, tau: int) -> Entries:
         size=np.concatenate([s_size, b_size]), group=np.zeros(0, np.int64))
     text = _substring_hash(prefix, power, offsets[out.rec] + out.pos, out.size)
     out.group = _mix(text, out.l, out.i, out.size)
-    return _distinct_substrings(out, text, strings)
+    return _distinct_substrings(out, text, cp, offsets, strings)
 
 
-def _prefix_hashes(joined: str) -> tuple[np.ndarray, np.ndarray]:
-    """``S[k] = sum_{j<k} (c_j + 1) B^-j`` and ``B^k`` (mod 2^64) over the code points of ``joined``."""
-    cp = np.frombuffer(joined.encode("utf-32-le", "surrogatepass"), dtype=np.uint32).astype(np.uint64) + np.uint64(1)
+def _prefix_hashes(codepoints: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """``S[k] = sum_{j<k} (c_j + 1) B^-j`` and ``B^k`` (mod 2^64) over the ``codepoints`` of the
+    joined text."""
+    cp = codepoints.astype(np.uint64) + np.uint64(1)
     inv = np.cumprod(np.concatenate([[np.uint64(1)], np.full(len(cp), _BASE_INV, np.uint64)]))
     power = np.cumprod(np.concatenate([[np.uint64(1)], np.full(len(cp), _BASE, np.uint64)]))
     prefix = np.concatenate([[np.uint64(0)], np.cumsum(cp * inv[:-1], dtype=np.uint64)])
@@ -144,26 +146,42 @@ def _mix(text: np.ndarray, l: np.ndarray, i: np.ndarray, size: np.ndarray) -> np
     return (z & _MASK61).astype(np.int64)
 
 
-def _distinct_substrings(e: Entries, text: np.ndarray, strings: np.ndarray) -> Entries:
-    """Keep one SUB entry per distinct ``(record, l, i, substring)``: equal hashes are compared as text."""
-    order = np.lexsort((e.pos, text, e.i, e.l, e.cls, e.rec))
+def _distinct_substrings(e: Entries, text: np.ndarray, cp: np.ndarray, offsets: np.ndarray,
+                         strings: np.ndarray) -> Entries:
+    """Keep one SUB entry per distinct ``(record, l, i, substring)``, the one at the smallest
+    position. SUB entries are sorted (stably) by a hash of their record and group; the entries of
+    a run of equal hashes are compared with the run's first, vectorised (record, ``l``, ``i``
+    and the text over the code points ``cp`` of the joined text, string ``r`` starting at
+    ``offsets[r]``); a run whose entries are not all equal to its first (a hash collision) is
+    settled entry by entry."""
+    sub = np.nonzero(e.cls == SUB)[0]
+    key = (e.group[sub].astype(np.uint64) * np.uint64(0x9E3779B97F4A7C15)) ^ e.rec[sub].astype(np.uint64)
+    by_key = np.argsort(key, kind="stable")  # entries come by position within (record, l, i)
+    order, key = sub[by_key], key[by_key]
     same = np.zeros(len(order), bool)
-    k = order
-    same[1:] = (e.cls[k[1:]] == SUB) & (e.cls[k[:-1]] == SUB) & (e.rec[k[1:]] == e.rec[k[:-1]]) & (e.l[k[1:]] == e.l[k[:-1]]) \
-        & (e.i[k[1:]] == e.i[k[:-1]]) & (text[k[1:]] == text[k[:-1]])
+    same[1:] = key[1:] == key[:-1]
     if not same.any():
         return e
-    drop = np.zeros(len(order), bool)
     run_start = np.nonzero(~same)[0]
-    for s, t in zip(run_start.tolist(), np.append(run_start[1:], len(order)).tolist()):
-        if t - s < 2:
-            continue
-        seen: set[str] = set()
-        for x in order[s:t].tolist():
-            r, p, z = int(e.rec[x]), int(e.pos[x]), int(e.size[x])
-            piece = strings[r][p : p + z]
-            if piece in seen:
-                drop[x] = True
+    run_of = np.cumsum(~same) - 1  # run of each sorted position
+    dup = np.nonzero(same)[0]
+    x, f = order[dup], order[run_start[run_of[dup]]]
+    size = e.size[x]
+    at = np.repeat(np.arange(len(x)), size)
+    step = np.arange(int(size.sum()), dtype=np.int64) - np.repeat(np.cumsum(size) - size, size)
+    differs = cp[np.repeat(offsets[e.rec[x]] + e.pos[x], size) + step] != cp[np.repeat(offsets[e.rec[f]] + e.pos[f], size) + step]
+    equal = (np.bincount(at, weights=differs, minlength=len(x)) == 0)
+    for c in (e.rec, e.l, e.i, e.size):
+        equal &= c[x] == c[f]
+    drop = np.zeros(len(e.rec), bool)
+    drop[x[equal]] = True
+    for run in np.unique(run_of[dup[~equal]]).tolist():  # hash collisions, exactly
+        s, t = int(run_start[run]), int(run_start[run + 1]) if run + 1 < len(run_start) else len(order)
+        seen: set[tuple[int, int, int, str]] = set()
+        for y in order[s:t].tolist():
+            r, p, z = int(e.rec[y]), int(e.pos[y]), int(e.size[y])
+            piece = (r, int(e.l[y]), int(e.i[y]), strings[r][p : p + z])
+            drop[y] = piece in seen
             seen.add(piece)
     return e.take(~drop)
 

@@ -8,10 +8,12 @@ import pickle
 from collections import Counter
 
 import numpy as np
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from driftjoin.metric.engine import MetricEngine
+from driftjoin.metric import passjoin
 from driftjoin.metric.passjoin import PassJoinStrategy, entries, segment_layout
 from driftjoin.metric.records import MetricRecords
 from driftjoin.metric.spaces import LevenshteinSpace
@@ -63,6 +65,31 @@ def test_entries_of_a_string():
     e = entries(np.array(["aaaaa"], dtype=object), 2)
     keys = list(zip(e.l[e.cls == 1].tolist(), e.i[e.cls == 1].tolist(), e.size[e.cls == 1].tolist()))
     assert len(keys) == len(set(keys)) == 9
+
+
+@settings(max_examples=60, deadline=None)
+@given(words=st.lists(st.text(alphabet="abé", max_size=9), min_size=1, max_size=12),
+       tau=st.integers(0, 3), buckets=st.sampled_from([1, 2, 5, 2**64]))
+def test_sub_entries_are_distinct_even_when_hashes_collide(words, tau, buckets):
+    """One SUB entry per distinct (record, l, i, substring), every one of them kept, with the text
+    hash cut to ``buckets`` values so that different substrings collide."""
+    strings = np.array(words, dtype=object)
+    real = passjoin._substring_hash
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(passjoin, "_substring_hash", lambda *a: real(*a) % np.uint64(buckets) if buckets < 2**64 else real(*a))
+        e = entries(strings, tau)
+    sub = e.cls == passjoin.SUB
+    got = [(int(r), int(l), int(i), words[r][p : p + z])
+           for r, l, i, p, z in zip(e.rec[sub], e.l[sub], e.i[sub], e.pos[sub], e.size[sub])]
+    want = set()
+    for r, w in enumerate(words):  # every selected substring, by the definition's ranges
+        for l in range(max(0, len(w) - tau), len(w) + 1):
+            for i in range(tau + 1):
+                lo, hi = passjoin.selected_range(np.array([len(w)]), np.array([l]), np.array([i]), tau)
+                start, size = segment_layout(np.array([l]), np.array([i]), tau)
+                want |= {(r, l, i, w[q : q + int(size[0])]) for q in range(int(lo[0]), int(hi[0]) + 1)}
+    assert len(got) == len(set(got))
+    assert set(got) == want
 
 
 def test_pickled_state_continues_the_same_stream():
