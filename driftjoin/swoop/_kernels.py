@@ -983,6 +983,12 @@ def get_candidates(
     seqs = pool[P_SEQ]
     ends = pool[P_END].view(np.float64)
     infos = pool[P_INFO]
+    if not paper:  # each list's scan starts at its tail, scattered over a large pool: ask for all
+        for x in range(nown):  # of them now, so that their cache misses overlap
+            if lens[x]:
+                tail = itok[pside, own[x], F_TAIL] - 1
+                _prefetch(ends, tail)
+                _prefetch(infos, tail)
     survivors, steps, ranks, bit, buckets = work[0], work[1], work[2], work[3], work[4]
     avail = lr - nlow  # tokens of r_i a set first met in the current list may share
     m1 = m2 = m3 = m4 = 0  # signature buckets holding at least 1, 2, 3, 4 available tokens
