@@ -1,8 +1,8 @@
 """``driftjoin run`` end to end, through the real entry point: the README's string job in a
 subprocess (a JVM of its own: it runs and equals a brute force with a quiet console, Spark's
 output in the log beside the checkpoint, bad rows dead letters with their reasons), and a
-restart with another threshold refused at once with one line that names it (the refusal in a
-subprocess; the run it restarts in this process). Input with no valid record (exit 1 and the
+restart with another threshold refused at once with one line that names it (both runs in this
+process, the refusal through the CLI's own code). Input with no valid record (exit 1 and the
 dead letters' reasons) and a run that fails before its query starts (exit 2, one line, no
 checkpoint folder left) run the command's own code (typer's CliRunner on ``driftjoin.app.cli.app``)
 in this process, on the shared session. The README's token-set job and the order of a job's
@@ -57,10 +57,10 @@ def _run_here(spark, monkeypatch, cwd: Path, *args: str) -> Result:
 
 
 @pytest.mark.spark
-def test_a_restart_with_another_threshold_is_refused_in_one_line_without_new_input(spark, tmp_path, cli):
+def test_a_restart_with_another_threshold_is_refused_in_one_line_without_new_input(spark, tmp_path, monkeypatch):
     """The first run (in this process, on the shared session: the CLI's successful run in a
     process of its own is the README string job's below) writes the checkpoint; ``driftjoin
-    run`` with another threshold, in a subprocess, refuses it."""
+    run`` with another threshold, through the CLI's code in this process, refuses it."""
     def job(threshold: float) -> str:
         (tmp_path / "job.toml").write_text(textwrap.dedent(f"""
             [source]
@@ -87,8 +87,8 @@ def test_a_restart_with_another_threshold_is_refused_in_one_line_without_new_inp
     assert rows["records read (this run)"] == rows["records joined (this run)"] == "600"
     assert rows["pairs out (this run)"] == rows["pairs in the sink (all runs)"]
     assert rows["dead letters (all runs)"] == "not checked (generated input)"
-    second = cli("run", job(0.02), cwd=tmp_path)  # the generator has nothing new: no batch runs
-    assert second.returncode == 2
+    second = _run_here(spark, monkeypatch, tmp_path, "run", job(0.02))  # nothing new: no batch runs
+    assert second.exit_code == 2, second.stdout + second.stderr
     assert second.stderr.strip().splitlines() == [second.stderr.strip()]
     assert second.stderr.startswith("driftjoin run: error: PlanChangedError: similarity_join: this query was restarted")
     assert "threshold: checkpoint has 0.01, this query has 0.02" in second.stderr
