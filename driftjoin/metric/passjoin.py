@@ -118,7 +118,7 @@ def entries(strings: np.ndarray, tau: int) -> Entries:
         size=np.concatenate([s_size, b_size]), group=np.zeros(0, np.int64))
     text = _substring_hash(prefix, power, offsets[out.rec] + out.pos, out.size)
     out.group = _mix(text, out.l, out.i, out.size)
-    return _distinct_substrings(out, text, cp, offsets, strings)
+    return _distinct_substrings(out, cp, offsets, strings)
 
 
 def _prefix_hashes(codepoints: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -146,8 +146,7 @@ def _mix(text: np.ndarray, l: np.ndarray, i: np.ndarray, size: np.ndarray) -> np
     return (z & _MASK61).astype(np.int64)
 
 
-def _distinct_substrings(e: Entries, text: np.ndarray, cp: np.ndarray, offsets: np.ndarray,
-                         strings: np.ndarray) -> Entries:
+def _distinct_substrings(e: Entries, cp: np.ndarray, offsets: np.ndarray, strings: np.ndarray) -> Entries:
     """Keep one SUB entry per distinct ``(record, l, i, substring)``, the one at the smallest
     position. SUB entries are sorted (stably) by a hash of their record and group; the entries of
     a run of equal hashes are compared with the run's first, vectorised (record, ``l``, ``i``
@@ -169,7 +168,9 @@ def _distinct_substrings(e: Entries, text: np.ndarray, cp: np.ndarray, offsets: 
     size = e.size[x]
     at = np.repeat(np.arange(len(x)), size)
     step = np.arange(int(size.sum()), dtype=np.int64) - np.repeat(np.cumsum(size) - size, size)
-    differs = cp[np.repeat(offsets[e.rec[x]] + e.pos[x], size) + step] != cp[np.repeat(offsets[e.rec[f]] + e.pos[f], size) + step]
+    last = max(len(cp) - 1, 0)  # a colliding first entry may be shorter: its reads stay inside cp
+    differs = cp[np.minimum(np.repeat(offsets[e.rec[x]] + e.pos[x], size) + step, last)] \
+        != cp[np.minimum(np.repeat(offsets[e.rec[f]] + e.pos[f], size) + step, last)]
     equal = (np.bincount(at, weights=differs, minlength=len(x)) == 0)
     for c in (e.rec, e.l, e.i, e.size):
         equal &= c[x] == c[f]
