@@ -22,6 +22,7 @@ of the rule.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from typing import Any
 
@@ -104,7 +105,7 @@ def _count(core: LinkCore, r: int, sample: Fields) -> tuple[int, int, dict[int, 
 
 
 def build_core(ruleset: RuleSet, *, n_workers: int, self_join: bool, windows: Windowing, sample: Fields | None = None,
-               expected: int | None = None, drive: list | None = None, seed: int = 0,
+               expected: int | Callable[[], int] | None = None, drive: list | None = None, seed: int = 0,
                min_heavy: int = MIN_RECORDS) -> tuple[LinkCore, list[DriverEstimate]]:
     """The :class:`LinkCore` of a rule set: each rule's driver (module docstring) and the hot keys of
     the sample as decision version 0 (:func:`driftjoin.linkage.split.decide`).
@@ -115,7 +116,9 @@ def build_core(ruleset: RuleSet, *, n_workers: int, self_join: bool, windows: Wi
     n_workers : the workers.
     self_join, windows : the link's shape.
     sample : fields of sample records (None: no sample).
-    expected : records per window the estimates are scaled to (default: the sample's size).
+    expected : records per window the estimates are scaled to (default: the sample's size), or a
+        function that returns it, called once after the sample's counts (a caller can count its
+        input meanwhile).
     drive : per rule, ``None`` (choose), ``"block"`` or a column of the rule.
     seed : S3J's centroid draw.
     min_heavy : the fewest records of a heavy group.
@@ -136,10 +139,8 @@ def build_core(ruleset: RuleSet, *, n_workers: int, self_join: bool, windows: Wi
     partitions = max(1, S3J_PARTITIONS_PER_WORKER * n_workers)
     has = sample is not None and len(sample) > 0
     est_sample = sample.take(np.arange(min(ESTIMATE_ROWS, len(sample)))) if has else None
-    f = (expected or (len(sample) if has else 1)) / max(len(est_sample) if has else 1, 1)
-    drivers: list[Driver] = []
-    estimates: list[DriverEstimate] = []
-    counts: dict[tuple[int, int], float] = {}
+    # First each option's counts on the sample, then the scale: ``expected`` may still be counted
+    counted: list[list[tuple[Driver, Condition | None, int, int]]] = []
     for rule, forced in zip(ruleset.rules, drive):
         options = _options(rule, sample if has else None)
         if not has and forced is None and len(options) > 1 and options[0][0] == "block":
@@ -158,22 +159,35 @@ def build_core(ruleset: RuleSet, *, n_workers: int, self_join: bool, windows: Wi
                             "equal field beside it), whose centroids are drawn from a sample: give sample= (a static "
                             "DataFrame or a list of rows) with values in this column, or add an equal condition to the "
                             "rule")
-        best: tuple[float, Driver, int] | None = None
+        if not (has and len(options) > 1):  # nothing to choose: the first option, no estimate
+            counted.append([(_make(*options[0], sample, partitions, seed), options[0][1], 0, 0)])
+            continue
+        row = []
         for kind, cond in options:
             drv = _make(kind, cond, sample, partitions, seed)
-            if has and len(options) > 1:
-                probe = LinkCore(RuleSet((rule,), ruleset.measures, ruleset.columns), (drv,), n_workers, True, windows)
-                entries, cand, _ = _count(probe, 0, est_sample)
+            probe = LinkCore(RuleSet((rule,), ruleset.measures, ruleset.columns), (drv,), n_workers, True, windows)
+            entries, cand, _ = _count(probe, 0, est_sample)
+            row.append((drv, cond, entries, cand))
+        counted.append(row)
+    total = expected() if callable(expected) else expected
+    f = (total or (len(sample) if has else 1)) / max(len(est_sample) if has else 1, 1)
+    drivers: list[Driver] = []
+    estimates: list[DriverEstimate] = []
+    for rule, row in zip(ruleset.rules, counted):
+        best: tuple[float, Driver] | None = None
+        for drv, cond, entries, cand in row:
+            if len(row) > 1:
                 work = ENTRY * entries * f + DISTANCE * cand * f * f
                 estimates.append(DriverEstimate(rule.index, drv.name, None if cond is None else cond.column, entries,
                                                 cand, work))
                 if best is None or work < best[0]:
-                    best = (work, drv, 0)
+                    best = (work, drv)
             elif best is None:
-                best = (0.0, drv, 0)
+                best = (0.0, drv)
         drivers.append(best[1])
     core = LinkCore(ruleset, tuple(drivers), n_workers, self_join, windows)
     if has and n_workers > 1:
+        counts: dict[tuple[int, int], float] = {}
         for r in range(len(ruleset.rules)):
             _, _, sizes = _count(core, r, est_sample)
             for g, n in sizes.items():

@@ -8,7 +8,6 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 from pyspark.sql import DataFrame
-from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
 from driftjoin.linkage.choose import build_core, estimates_as_dicts
@@ -25,6 +24,7 @@ from driftjoin.spark.link.router import dead_letter_batches, route_links
 from driftjoin.spark.link.settings import DEFAULT_WINDOW, LinkSettings, rule_error
 from driftjoin.spark.runtime.columns import check_time_column, common_id_type
 from driftjoin.spark.runtime.plan_store import remember
+from driftjoin.spark.runtime.background import in_background
 from driftjoin.spark.runtime.jvm import arrow_schema
 from driftjoin.spark.runtime.session import prepare_session, worker_placement
 from driftjoin.spark.runtime.settings import SettingError
@@ -90,23 +90,26 @@ def _inputs(left: DataFrame, right: DataFrame | None, s: LinkSettings, id_col: s
     return ruleset, kinds, id_type, inputs, frames
 
 
+def _sql_name(name: str) -> str:
+    return "`" + name.replace("`", "``") + "`"
+
+
 def _pair_columns(raw: DataFrame, plan: LinkPlan) -> DataFrame:
-    """The documented columns (LINK_CONTRACT / docs/link.md), built in the JVM from plain numbers."""
+    """The documented columns (LINK_CONTRACT / docs/link.md), built in the JVM from plain numbers
+    (one SQL projection: a round trip to the JVM per expression instead of one per column call)."""
     bounds = window_bounds_us(plan.windows)
     if bounds is None:
-        start = end = F.lit(None).cast("timestamp")
+        start = end = "CAST(NULL AS TIMESTAMP)"
     else:
         step, offset = bounds
-        first = F.col("window") * F.lit(step) + F.lit(offset)
-        start = F.timestamp_micros(first)
-        end = F.timestamp_micros(first + F.lit(plan.windows.length))
+        first = f"window * {int(step)} + ({int(offset)})"
+        start, end = f"timestamp_micros({first})", f"timestamp_micros({first} + {int(plan.windows.length)})"
     n_rules = len(plan.core.ruleset.rules)
-    rules = F.expr(f"filter(sequence(0, {n_rules - 1}), i -> ((rules_mask >> i) & 1) = 1)")
-    dist = F.struct(*[F.nanvl(F.col(f"d{j}"), F.lit(None).cast("double")).alias(m.field)
-                      for j, m in enumerate(plan.measures)])
-    return raw.select("left_id", "right_id", F.col("rule"), rules.alias("rules"), dist.alias("distances"),
-                      start.alias("window_start"), end.alias("window_end"),
-                      F.timestamp_micros("ingest_us").alias("ingest_time"), F.timestamp_micros("emit_us").alias("emit_time"))
+    dist = ", ".join(f"nanvl(d{j}, CAST(NULL AS DOUBLE)) AS {_sql_name(m.field)}" for j, m in enumerate(plan.measures))
+    return raw.selectExpr("left_id", "right_id", "rule",
+                          f"filter(sequence(0, {n_rules - 1}), i -> ((rules_mask >> i) & 1) = 1) AS rules",
+                          f"struct({dist}) AS distances", f"{start} AS window_start", f"{end} AS window_end",
+                          "timestamp_micros(ingest_us) AS ingest_time", "timestamp_micros(emit_us) AS emit_time")
 
 
 def link(
@@ -221,9 +224,9 @@ def link(
     parallelism, partitions = worker_placement(spark, parallelism, partitions)
     if left.isStreaming:
         sample_fields, expected = _given_sample(sample, kinds), None
-    else:
+    else:  # the count runs while the sample is read and its work counted (it scales the estimates)
+        expected = in_background(lambda: sum(df.count() for df in inputs))
         sample_fields = _given_sample(sample, kinds) if sample is not None else _sample_fields(frames, kinds, SAMPLE_ROWS)
-        expected = sum(df.count() for df in inputs)
     try:
         core, estimates = build_core(ruleset, n_workers=parallelism, self_join=right is None, windows=windows.windows,
                                      sample=sample_fields, expected=expected, drive=drive, seed=seed, min_heavy=min_heavy)

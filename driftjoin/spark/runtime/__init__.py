@@ -13,7 +13,8 @@
   memory), :mod:`.processor` (the base of every stateful processor: the batch preamble, the plan
   check, the refusal of an old checkpoint), :mod:`.keys` (key placement), :mod:`.heartbeats` (rows
   that reach every key), :mod:`.columns` (ids and times, read alike by every operator),
-  :mod:`.vectors` (vector validation and bytes).
+  :mod:`.vectors` (vector validation and bytes), :mod:`.background` (a Spark job in a second
+  thread while the driver goes on).
 - The plan of a query: :mod:`.plan_guard` (the base of every plan and its guard, in the state),
   :mod:`.plan_store` (the same plans beside the checkpoint, checked when a query starts).
 - State: :mod:`.state` (the shared state layer: chunks, a process cache, old module names),
