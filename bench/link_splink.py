@@ -22,7 +22,10 @@ per rule set, on Spark and in one process, excluded; the time includes reading t
 Parquet and collecting every pair's ids and first rule); the same link in one process (driftjoin's
 core, :mod:`driftjoin.linkage.engine`, no Spark) is timed beside it, since Spark's fixed cost per
 job (seconds) dominates small inputs. A growth curve runs driftjoin alone on the ``fuzzy`` set up to
-``--curve`` sizes (Splink's cross join is quadratic: its time at those sizes is not measured).
+``--curve`` sizes (Splink's cross join is quadratic: its time at those sizes is not measured),
+with the generator's vocabularies fixed (coincidental matches, and so the output, grow as n^2)
+or, ``--curve-pools scaled``, growing with the records (the output grows with the duplicates);
+it prints how time and pairs grow between consecutive sizes.
 
 Caps, so that a run on a busy machine ends when it should: Splink runs in a child process killed
 after ``--splink-cap`` seconds (the row then says ``splink_s: "> cap"`` and the ratio is a lower
@@ -31,7 +34,7 @@ curve size is not started when the last one's time grown by ``(n / n_last) ** 1.
 Each row is written to the JSON as soon as it is measured, with the load average at the time.
 
 Run: ``flock /tmp/bench.lock nice -n 10 .venv/bin/python bench/link_splink.py`` (``--sizes``,
-``--blocked-sizes``, ``--curve``, ``--splink-cap``, ``--budget``, ``--repeats``: the median of
+``--blocked-sizes``, ``--curve``, ``--curve-pools``, ``--splink-cap``, ``--budget``, ``--repeats``: the median of
 that many runs of each of the three at the compared sizes). Writes
 ``bench/results/link_splink.json`` and ``.png``.
 """
@@ -76,14 +79,27 @@ SQL = {
 }
 
 
-def records(n: int):
-    """The persons as a pandas DataFrame (``unique_id`` = id)."""
+def pools(n: int, kind: str) -> dict[str, float]:
+    """The generator's vocabularies: ``fixed`` (its defaults, whatever ``n``) or ``scaled`` with
+    ``n`` (the default sizes at 20,000 records), postcodes then as mildly skewed as the names
+    (Zipf 0.5, not 1.1, whose hottest postcode holds about a sixth of the records at every size).
+    With fixed pools coincidental matches (same house number and street type, names one edit
+    apart, surnames two edits apart in the hot postcode) grow as ``n^2``; with scaled pools each
+    value is shared by about as many records at every ``n``, and the pairs grow with the duplicates."""
+    if kind == "fixed":
+        return {}
+    return {"postcodes": max(1, n // 4), "surnames": max(1, n), "given_names": max(1, n // 10),
+            "streets": max(1, n * 3 // 20), "house_numbers": max(1, n * 299 // 20_000), "zipf": 0.5}
+
+
+def records(n: int, kind: str = "fixed"):
+    """The persons as a pandas DataFrame (``unique_id`` = id), vocabularies by :func:`pools`."""
     import pandas as pd
 
     from driftjoin.generators.persons import PersonOptions, person_records
     from driftjoin.linkage.rules import words
 
-    r = person_records(1, 0, 0, n, PersonOptions(name_zipf=0.5))
+    r = person_records(1, 0, 0, n, PersonOptions(name_zipf=0.5, **pools(n, kind)))
     df = pd.DataFrame({"unique_id": r["id"], "given_name": r["given_name"], "surname": r["surname"],
                        "dob": pd.Series(r["dob"]).dt.date, "address": r["address"], "postcode": r["postcode"]})
     df["full_name"] = [None if g is None or s is None else f"{g} {s}" for g, s in zip(df.given_name, df.surname)]
@@ -192,6 +208,8 @@ def main() -> None:
     ap.add_argument("--sizes", default="8000,20000", help="fuzzy rule set: both")
     ap.add_argument("--blocked-sizes", default="20000,100000", help="blocked rule set: both")
     ap.add_argument("--curve", default="50000,100000,200000,500000,1000000", help="fuzzy rule set: driftjoin alone")
+    ap.add_argument("--curve-pools", choices=("fixed", "scaled"), default="fixed",
+                    help="the curve's vocabularies (pools): fixed, or growing with the records")
     ap.add_argument("--splink-cap", type=float, default=1200.0, help="seconds before Splink's child is killed")
     ap.add_argument("--budget", type=float, default=3600.0, help="seconds for the whole run")
     ap.add_argument("--repeats", type=int, default=1,
@@ -218,13 +236,13 @@ def main() -> None:
         (RESULTS / "link_splink.json").write_text(json.dumps(
             {"load_before": load, "load_after": os.getloadavg(), "args": vars(args), "rows": rows}, indent=1))
 
-    def compare(which: str, n: int, with_splink: bool) -> None:
-        df = records(n)
-        path = write_parquet(spark, df, WORK / f"{which}-{n}")
+    def compare(which: str, n: int, with_splink: bool, kind: str = "fixed") -> None:
+        df = records(n, kind)
+        path = write_parquet(spark, df, WORK / f"{which}-{n}{'' if kind == 'fixed' else '-' + kind}")
         t_link, got = run_link(spark, path, which, cap=max(left(), 1.0))
         if t_link is not None and with_splink and args.repeats > 1:  # the median of the repeats
             t_link = float(np.median([t_link] + [run_link(spark, path, which)[0] for _ in range(args.repeats - 1)]))
-        row = {"rules": which, "records": n, "load_1min": round(os.getloadavg()[0], 1),
+        row = {"rules": which, "records": n, "pools": kind, "load_1min": round(os.getloadavg()[0], 1),
                "driftjoin_s": "> cap" if t_link is None else round(t_link, 2)}
         if got is not None:
             row["pairs"] = len(got)
@@ -256,18 +274,20 @@ def main() -> None:
         if done and done[-1]["driftjoin_s"] * (n / done[-1]["records"]) ** 1.5 > left():
             print(f"curve stops before {n:,} records: it would not fit the budget", flush=True)
             break
-        compare("fuzzy", n, False)
-    curve = [r for r in rows if r["rules"] == "fuzzy" and isinstance(r["driftjoin_s"], float)]
-    if len(curve) >= 2:
-        a, b = curve[-2], curve[-1]
-        exponent = np.log(b["driftjoin_s"] / a["driftjoin_s"]) / np.log(b["records"] / a["records"])
-        print(f"driftjoin growth exponent between {a['records']:,} and {b['records']:,} records: {exponent:.2f}")
+        compare("fuzzy", n, False, args.curve_pools)
+    curve = [r for r in rows if r["rules"] == "fuzzy" and isinstance(r["driftjoin_s"], float)
+             and r["pools"] == args.curve_pools]
+    for a, b in zip(curve, curve[1:]):
+        grow = np.log(b["records"] / a["records"])
+        print(f"{args.curve_pools} pools, {a['records']:,} -> {b['records']:,} records: time grows as n^"
+              f"{np.log(b['driftjoin_s'] / a['driftjoin_s']) / grow:.2f}, pairs as n^{np.log(b['pairs'] / a['pairs']) / grow:.2f}"
+              f"; {1e6 * b['driftjoin_s'] / b['pairs']:.0f} us per pair")
     save()
     print(f"load average before {load[0]:.1f}, after {os.getloadavg()[0]:.1f}")
-    print(f"{'rules':8} {'records':>9} {'link (Spark) s':>15} {'core s':>7} {'splink s':>9} {'splink/link':>12} "
+    print(f"{'rules':8} {'pools':6} {'records':>9} {'link (Spark) s':>15} {'core s':>7} {'splink s':>9} {'splink/link':>12} "
           f"{'splink/core':>12} {'pairs':>9} same")
     for r in rows:
-        print(f"{r['rules']:8} {r['records']:>9,} {r['driftjoin_s']:>15} {r.get('core_s', '-'):>7} "
+        print(f"{r['rules']:8} {r['pools']:6} {r['records']:>9,} {r['driftjoin_s']:>15} {r.get('core_s', '-'):>7} "
               f"{r.get('splink_s', '-'):>9} {r.get('ratio', '-'):>12} {r.get('core_ratio', '-'):>12} "
               f"{r.get('pairs', '-'):>9} {r.get('same_pairs', '-')}/{r.get('core_same', '-')} load {r['load_1min']}")
     try:

@@ -71,8 +71,9 @@ class PersonOptions:
     ``dup_rate``: share of records that are duplicates of an earlier-born entity; ``spread``:
     chunks back a duplicate's entity may be born; ``max_errors``: most modifications per
     duplicate; ``zipf``: skew of postcodes, ``name_zipf`` of surnames and given names;
-    ``postcodes``, ``surnames``, ``given_names``, ``streets``: vocabulary sizes; ``streams``:
-    the streams whose entities duplicates are drawn from.
+    ``postcodes``, ``surnames``, ``given_names``, ``streets``: vocabulary sizes;
+    ``house_numbers``: house numbers run from 1 to it; ``streams``: the streams whose entities
+    duplicates are drawn from.
     """
 
     dup_rate: float = 0.3
@@ -84,6 +85,7 @@ class PersonOptions:
     surnames: int = 20000
     given_names: int = 2000
     streets: int = 3000
+    house_numbers: int = 299
     streams: int = 2
 
     def __post_init__(self) -> None:
@@ -91,7 +93,7 @@ class PersonOptions:
             raise ValueError(f"dup_rate must be in [0, 1), got {self.dup_rate!r}")
         if self.spread < 0 or self.max_errors < 1 or self.zipf < 0 or self.name_zipf < 0:
             raise ValueError("spread must be >= 0, max_errors >= 1, zipf and name_zipf >= 0")
-        for name in ("postcodes", "surnames", "given_names", "streets", "streams"):
+        for name in ("postcodes", "surnames", "given_names", "streets", "house_numbers", "streams"):
             if getattr(self, name) < 1:
                 raise ValueError(f"{name} must be >= 1")
 
@@ -168,7 +170,7 @@ def _born(seed: int, stream: int, chunk: int, opts: PersonOptions) -> _Entities:
     given = [given_v[i] for i in zipf_draw(rng, opts.given_names, opts.name_zipf, n).tolist()]
     surname = [surname_v[i] for i in zipf_draw(rng, opts.surnames, opts.name_zipf, n).tolist()]
     dob = rng.integers(-14600, 14600, n)  # 1930 to 2009
-    number = rng.integers(1, 300, n)
+    number = rng.integers(1, opts.house_numbers + 1, n)
     street = [f"{street_v[i]} {_STREET_TYPES[t]}" for i, t in zip(rng.integers(opts.streets, size=n).tolist(),
                                                                      rng.integers(len(_STREET_TYPES), size=n).tolist())]
     postcode = postcode_text(zipf_draw(rng, opts.postcodes, opts.zipf, n))

@@ -58,6 +58,19 @@ def test_options_are_checked():
     with pytest.raises(ValueError, match="dup_rate"):
         PersonOptions(dup_rate=1.0)
     assert len(person_records(0, 0, 0, 10, PersonOptions(dup_rate=0.0, postcodes=3))["id"]) == 10
+    with pytest.raises(ValueError, match="house_numbers"):
+        PersonOptions(house_numbers=0)
+
+
+def test_house_numbers_run_from_one_to_the_option():
+    def numbers(opts: PersonOptions | None) -> set[int]:  # of the originals (a duplicate's may be moved up)
+        r = person_records(5, 0, 0, 2 * CHUNK, opts)
+        return {int(a.split()[0]) for a, i, e in zip(r["address"], r["id"].tolist(), r["entity"].tolist())
+                if a and i == e and a.split()[0].isdigit()}
+
+    assert numbers(None) <= set(range(1, 300)) and len(numbers(None)) > 250
+    wide = numbers(PersonOptions(house_numbers=5000))
+    assert wide <= set(range(1, 5001)) and max(wide) > 300
 
 
 @pytest.mark.spark
