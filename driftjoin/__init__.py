@@ -4,7 +4,8 @@ The package, from the bottom up (docs/architecture.md has the rules):
 
 - the shared vocabulary: ``driftjoin.distance`` (vector metrics), ``driftjoin.metric_names`` (the
   one registry of ``metric=`` names), ``driftjoin.windows``, ``driftjoin.clock``,
-  ``driftjoin.durations``, ``driftjoin.blockjoin``;
+  ``driftjoin.durations``, ``driftjoin.blockjoin``, ``driftjoin.bits`` (bit counts in compiled
+  kernels), ``driftjoin.runs`` (positions within runs, strings as code points);
 - the algorithm cores, plain Python/numpy that never import Spark: ``driftjoin.s3j``,
   ``driftjoin.grid``, ``driftjoin.metric`` (metric-space joins), ``driftjoin.swoop``,
   ``driftjoin.schemafree``, ``driftjoin.hypercube``, ``driftjoin.generators``,

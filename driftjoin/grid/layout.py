@@ -35,6 +35,8 @@ from functools import cached_property
 
 import numpy as np
 
+from driftjoin.runs import run_positions
+
 #: A grid whose busiest worker has at most this much more work than the best grid's may be
 #: chosen for fewer copies per record.
 WORK_TOLERANCE = 0.3
@@ -120,7 +122,7 @@ class GridLayout:
             b = bucket[sel]
             count = fan[b]
             rep = np.repeat(sel, count)
-            k = np.arange(len(rep)) - np.repeat(np.cumsum(count) - count, count)
+            k = run_positions(count)
             rows.append(rep)
             workers.append(flat[np.repeat(start[b], count) + k])
         if not rows:

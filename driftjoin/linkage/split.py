@@ -43,6 +43,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from driftjoin.linkage.drivers import hash_values, mix
+from driftjoin.runs import run_positions
 
 #: Groups with fewer records than this are never split (at the start of a stream every group is small).
 MIN_RECORDS = 64
@@ -167,7 +168,7 @@ def cells(row: np.ndarray, g: np.ndarray, side: np.ndarray, self_join: bool) -> 
     n = len(row)
     idx = np.arange(n, dtype=np.int64)
     src = np.repeat(idx, g)
-    j = np.arange(int(g.sum()), dtype=np.int64) - np.repeat(np.cumsum(g) - g, g)
+    j = run_positions(g)
     r = np.repeat(row, g)
     gg = np.repeat(g, g)
     if self_join:

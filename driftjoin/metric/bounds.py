@@ -47,6 +47,7 @@ from numba import njit
 
 from driftjoin.bits import popcount
 from driftjoin.metric.exact import jaccard_distance, jaccard_le
+from driftjoin.runs import code_points
 
 #: Length of a null (the kernel refuses a negative length before the length test).
 NO_LENGTH = -1
@@ -70,7 +71,7 @@ class EditSignature:
         lens = np.fromiter(map(len, strings), np.int64, len(ok))
         length[ok] = lens
         # bit ``ord(c) & 63`` of each character, OR-ed per string over the joined code points
-        cp = np.frombuffer("".join(strings).encode("utf-32-le", "surrogatepass"), np.uint32)
+        cp = code_points(strings)
         filled = np.nonzero(lens)[0]
         if len(filled):
             word = np.left_shift(np.uint64(1), (cp & 63).astype(np.uint64))

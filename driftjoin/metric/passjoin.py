@@ -44,6 +44,7 @@ import numpy as np
 from driftjoin.metric.base import Routing, RunJoin, Strategy, candidate_filter
 from driftjoin.metric.records import MetricPairs, MetricRecords
 from driftjoin.metric.store import Run
+from driftjoin.runs import code_points, run_positions
 from driftjoin.windows import Windowing
 
 SEG = 0
@@ -92,7 +93,7 @@ def entries(strings: np.ndarray, tau: int) -> Entries:
     """Every entry of ``strings`` (an object array of ``str``), vectorised."""
     n = np.fromiter(map(len, strings), np.int64, len(strings))
     offsets = np.concatenate([[0], np.cumsum(n)]).astype(np.int64)
-    cp = np.frombuffer("".join(strings.tolist()).encode("utf-32-le", "surrogatepass"), dtype=np.uint32)
+    cp = code_points(strings.tolist())
     prefix, power = _prefix_hashes(cp)
     rec_ids = np.arange(len(strings), dtype=np.int64)
     m = tau + 1
@@ -110,7 +111,7 @@ def entries(strings: np.ndarray, tau: int) -> Entries:
     lo, hi = selected_range(n[c_rec], c_l, c_i, tau)
     count = np.maximum(hi - lo + 1, 0)
     b_rec, b_l, b_i = np.repeat(c_rec, count), np.repeat(c_l, count), np.repeat(c_i, count)
-    b_pos = np.repeat(lo, count) + (np.arange(int(count.sum()), dtype=np.int64) - np.repeat(np.cumsum(count) - count, count))
+    b_pos = np.repeat(lo, count) + run_positions(count)
     _, b_size = segment_layout(b_l, b_i, tau)
     out = Entries(
         rec=np.concatenate([s_rec, b_rec]), cls=np.concatenate([np.full(len(s_rec), SEG), np.full(len(b_rec), SUB)]),
@@ -167,7 +168,7 @@ def _distinct_substrings(e: Entries, cp: np.ndarray, offsets: np.ndarray, string
     x, f = order[dup], order[run_start[run_of[dup]]]
     size = e.size[x]
     at = np.repeat(np.arange(len(x)), size)
-    step = np.arange(int(size.sum()), dtype=np.int64) - np.repeat(np.cumsum(size) - size, size)
+    step = run_positions(size)
     last = max(len(cp) - 1, 0)  # a colliding first entry may be shorter: its reads stay inside cp
     differs = cp[np.minimum(np.repeat(offsets[e.rec[x]] + e.pos[x], size) + step, last)] \
         != cp[np.minimum(np.repeat(offsets[e.rec[f]] + e.pos[f], size) + step, last)]

@@ -42,6 +42,7 @@ from driftjoin.metric.exact import exact_value, jaccard_distance, least_overlap,
 from driftjoin.metric.records import MetricPairs, MetricRecords
 from driftjoin.metric.store import Run
 from driftjoin.metric.tokens import TokenSets
+from driftjoin.runs import run_positions
 from driftjoin.windows import Windowing
 
 _MASK61 = np.uint64((1 << 61) - 1)
@@ -91,7 +92,7 @@ def prefix_entries(sets: TokenSets, bounds: JaccardBounds) -> tuple[np.ndarray, 
     """``(record, position, code)`` of the distinct codes in every set's prefix."""
     plen = np.minimum(bounds.prefix_length(sets.sizes), sets.sizes)
     rec = np.repeat(np.arange(len(sets), dtype=np.int64), plen)
-    pos = np.arange(int(plen.sum()), dtype=np.int64) - np.repeat(np.cumsum(plen) - plen, plen)
+    pos = run_positions(plen)
     flat = sets.indptr[rec] + pos
     code = sets.codes[flat]
     first = (pos == 0) | (code != sets.codes[np.maximum(flat - 1, 0)])

@@ -30,6 +30,7 @@ from typing import Any
 import numpy as np
 
 from driftjoin.metric.records import MetricRecords
+from driftjoin.runs import run_positions
 
 #: Bits of a sort key that hold a run's class; the group (window) is in the bits above, so groups
 #: stay below 2^61.
@@ -185,7 +186,5 @@ def _expand(idx: np.ndarray, lo: np.ndarray, hi: np.ndarray) -> Iterator[tuple[n
         base = ends[start - 1] if start else 0
         stop = max(start + 1, int(np.searchsorted(ends, base + CHUNK, side="right")))
         c = count[start:stop]
-        n = int(c.sum())
-        offsets = np.repeat(np.cumsum(c) - c, c)
-        yield np.repeat(idx[start:stop], c), np.repeat(lo[start:stop], c) + (np.arange(n, dtype=np.int64) - offsets)
+        yield np.repeat(idx[start:stop], c), np.repeat(lo[start:stop], c) + run_positions(c)
         start = stop

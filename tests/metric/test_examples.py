@@ -10,7 +10,7 @@ import pytest
 MODULES = ["driftjoin.windows", "driftjoin.metric.tokens", "driftjoin.metric.exact", "driftjoin.metric.spaces", "driftjoin.metric.s3j",
            "driftjoin.metric.passjoin", "driftjoin.metric.pivots", "driftjoin.metric.prefix", "driftjoin.metric.engine",
            "driftjoin.metric.choose", "driftjoin.metric.bounds",
-           "driftjoin.metric.validate"]
+           "driftjoin.metric.validate", "driftjoin.runs"]
 
 
 @pytest.mark.parametrize("name", MODULES)
