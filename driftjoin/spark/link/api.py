@@ -22,9 +22,9 @@ from driftjoin.spark.link.plan import LinkPlan, arrow_fields, pair_schema, route
 from driftjoin.spark.link.processor import LinkProcessor
 from driftjoin.spark.link.router import dead_letter_batches, route_links
 from driftjoin.spark.link.settings import DEFAULT_WINDOW, LinkSettings, rule_error
+from driftjoin.spark.runtime.background import in_background
 from driftjoin.spark.runtime.columns import check_time_column, common_id_type
 from driftjoin.spark.runtime.plan_store import remember
-from driftjoin.spark.runtime.background import in_background
 from driftjoin.spark.runtime.jvm import arrow_schema
 from driftjoin.spark.runtime.session import prepare_session, worker_placement
 from driftjoin.spark.runtime.settings import SettingError
@@ -225,8 +225,9 @@ def link(
     if left.isStreaming:
         sample_fields, expected = _given_sample(sample, kinds), None
     else:  # the count runs while the sample is read and its work counted (it scales the estimates)
+        given = _given_sample(sample, kinds)  # a bad sample= is refused before any job on the input
         expected = in_background(lambda: sum(df.count() for df in inputs))
-        sample_fields = _given_sample(sample, kinds) if sample is not None else _sample_fields(frames, kinds, SAMPLE_ROWS)
+        sample_fields = given if sample is not None else _sample_fields(frames, kinds, SAMPLE_ROWS)
     try:
         core, estimates = build_core(ruleset, n_workers=parallelism, self_join=right is None, windows=windows.windows,
                                      sample=sample_fields, expected=expected, drive=drive, seed=seed, min_heavy=min_heavy)
