@@ -1,6 +1,7 @@
 """Vectorised helpers for values laid end to end in runs, shared by the cores that build their
-entries without a Python loop (PassJoin's segments and substrings, prefix filtering's prefixes,
-the interval store's ranges, the grid's and the heavy-key split's fan-outs).
+entries without a Python loop (a record's copies to its windows, PassJoin's segments and
+substrings, prefix filtering's prefixes, the interval store's ranges, the grid's and the heavy-key
+split's fan-outs, the columnar equi-join's pairs).
 
 :func:`run_positions` expands run lengths into each element's position within its run (the
 ``range(c)`` of a loop, for every run at once); :func:`code_points` lays strings end to end as

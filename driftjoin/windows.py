@@ -49,6 +49,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from driftjoin.durations import parse_duration
+from driftjoin.runs import run_positions
 
 #: Ticks per second: times and durations are integers in microseconds.
 TICKS_PER_SECOND = 1_000_000
@@ -155,8 +156,7 @@ class Windowing:
         last = (t - self.offset) // self.slide
         count = last - first + 1
         row = np.repeat(rows, count)
-        starts = np.cumsum(count) - count
-        window = np.repeat(first, count) + (np.arange(len(row), dtype=np.int64) - np.repeat(starts, count))
+        window = np.repeat(first, count) + run_positions(count)
         return WindowCopies(row, window, np.zeros(len(row), bool))
 
     def first_window(self, times: np.ndarray) -> np.ndarray:

@@ -50,6 +50,7 @@ import pyarrow.compute as pc
 from driftjoin.hypercube.hashing import splitmix64_array
 from driftjoin.hypercube.model import Key, Role
 from driftjoin.hypercube.table import batch_order
+from driftjoin.runs import run_positions
 
 #: The columns every stored row and routed copy has; any other column is carried along (the row's values).
 TASK, KEY, TB, TL, TS = "task", "key", "tb", "tl", "ts"
@@ -298,8 +299,7 @@ class Joined:
                 total = int(c.sum())
                 if total:
                     pi = np.repeat(part.rows[start:end], c)
-                    first = np.cumsum(c) - c
-                    si = np.arange(total, dtype=np.int64) - np.repeat(first - part.lo[start:end], c)
+                    si = np.repeat(part.lo[start:end], c) + run_positions(c)
                     keep = None
                     if part.verify:
                         keep = ((part.probe[TASK].to_numpy()[pi] == part.partner[TASK].to_numpy()[si])
