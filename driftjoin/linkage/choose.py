@@ -174,17 +174,13 @@ def build_core(ruleset: RuleSet, *, n_workers: int, self_join: bool, windows: Wi
     drivers: list[Driver] = []
     estimates: list[DriverEstimate] = []
     for rule, row in zip(ruleset.rules, counted):
-        best: tuple[float, Driver] | None = None
-        for drv, cond, entries, cand in row:
-            if len(row) > 1:
-                work = ENTRY * entries * f + DISTANCE * cand * f * f
-                estimates.append(DriverEstimate(rule.index, drv.name, None if cond is None else cond.column, entries,
-                                                cand, work))
-                if best is None or work < best[0]:
-                    best = (work, drv)
-            elif best is None:
-                best = (0.0, drv)
-        drivers.append(best[1])
+        if len(row) == 1:
+            drivers.append(row[0][0])
+            continue
+        mine = [DriverEstimate(rule.index, drv.name, None if cond is None else cond.column, entries, cand,
+                               ENTRY * entries * f + DISTANCE * cand * f * f) for drv, cond, entries, cand in row]
+        estimates += mine
+        drivers.append(row[min(range(len(row)), key=lambda k: mine[k].work)][0])  # ties: the first option
     core = LinkCore(ruleset, tuple(drivers), n_workers, self_join, windows)
     if has and n_workers > 1:
         counts: dict[tuple[int, int], float] = {}
