@@ -5,7 +5,8 @@ The package, from the bottom up (docs/architecture.md has the rules):
 - the shared vocabulary: ``driftjoin.distance`` (vector metrics), ``driftjoin.metric_names`` (the
   one registry of ``metric=`` names), ``driftjoin.windows``, ``driftjoin.clock``,
   ``driftjoin.durations``, ``driftjoin.blockjoin``, ``driftjoin.bits`` (bit counts in compiled
-  kernels), ``driftjoin.runs`` (positions within runs, strings as code points);
+  kernels), ``driftjoin.runs`` (positions within runs, strings as code points), ``driftjoin.deferred`` (pandas
+  and pyarrow imported when first used, for the modules a stateful processor imports);
 - the algorithm cores, plain Python/numpy that never import Spark: ``driftjoin.s3j``,
   ``driftjoin.grid``, ``driftjoin.metric`` (metric-space joins), ``driftjoin.swoop``,
   ``driftjoin.schemafree``, ``driftjoin.hypercube``, ``driftjoin.generators``,

@@ -58,14 +58,19 @@ the compaction and why a state rebuilt from the runs equals the one kept in memo
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 import numpy as np
-import pandas as pd
 
 from driftjoin.entitygraph.facts import FactStore, Restored
 from driftjoin.entitygraph.index import RecordIndex
 from driftjoin.entitygraph.links import LinkBatch, canonical
 from driftjoin.entitygraph.table import SlotTable
+
+if TYPE_CHECKING:
+    import pandas as pd
+else:
+    from driftjoin.deferred import pandas as pd
 
 NEW, JOINED, MERGED = "new", "joined", "merged"
 #: Reasons of refused links.

@@ -41,16 +41,21 @@ from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import numpy as np
-import pandas as pd
-import pyarrow as pa
-import pyarrow.compute as pc
 
 from driftjoin.hypercube.hashing import splitmix64_array
 from driftjoin.hypercube.model import Key, Role
 from driftjoin.hypercube.table import batch_order
 from driftjoin.runs import run_positions
+
+if TYPE_CHECKING:
+    import pandas as pd
+    import pyarrow as pa
+    import pyarrow.compute as pc
+else:
+    from driftjoin.deferred import pandas as pd, pyarrow as pa, pyarrow_compute as pc
 
 #: The columns every stored row and routed copy has; any other column is carried along (the row's values).
 TASK, KEY, TB, TL, TS = "task", "key", "tb", "tl", "ts"

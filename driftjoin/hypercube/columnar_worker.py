@@ -20,10 +20,9 @@ from __future__ import annotations
 from collections import defaultdict
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
-import pyarrow as pa
 
 from driftjoin.hypercube.columnar import KEY, TASK, TL, TS, Joined, SideStore, from_ipc, join_batch, to_ipc
 from driftjoin.hypercube.grid import Grid
@@ -31,6 +30,11 @@ from driftjoin.hypercube.hashing import tuple_hash_array
 from driftjoin.hypercube.migration import BaseWorker, Channel, Moves
 from driftjoin.hypercube.model import Key, Side, StreamTuple
 from driftjoin.hypercube.table import Binding
+
+if TYPE_CHECKING:
+    import pyarrow as pa
+else:
+    from driftjoin.deferred import pyarrow as pa
 
 #: What a worker sends another through the channel: ``(side, Arrow IPC of the rows)`` per side.
 MovedTables = list[tuple[int, bytes]]

@@ -54,10 +54,9 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import lru_cache
 from numbers import Real
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
-import pandas as pd
 
 from driftjoin.durations import parse_duration
 from driftjoin.metric.exact import jaccard_distance, jaccard_le
@@ -72,6 +71,11 @@ from driftjoin.metric.spaces import (
     get_space,
 )
 from driftjoin.windows import TICKS_PER_SECOND
+
+if TYPE_CHECKING:
+    import pandas as pd
+else:
+    from driftjoin.deferred import pandas as pd
 
 #: Kinds of columns, as a runtime reports a column's type.
 KINDS = ("string", "set", "ints", "vector", "number", "date", "timestamp", "other")

@@ -39,9 +39,9 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 import numpy as np
-import pandas as pd
 
 from driftjoin.linkage.plan import LaneEntries, LinkCore
 from driftjoin.linkage.records import LinkPairs
@@ -50,6 +50,11 @@ from driftjoin.metric.base import candidate_filter
 from driftjoin.metric.bounds import EditSignature, SetSignature, within_edits, within_jaccard
 from driftjoin.metric.records import MetricRecords
 from driftjoin.metric.store import Run, RunStore, unordered
+
+if TYPE_CHECKING:
+    import pandas as pd
+else:
+    from driftjoin.deferred import pandas as pd
 
 #: Version of the state dicts of link workers.
 STATE_FORMAT = 1

@@ -39,15 +39,19 @@ from __future__ import annotations
 
 from collections.abc import Collection, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
-import pandas as pd
 from numba import njit
 
 from driftjoin.bits import popcount
 from driftjoin.metric.exact import jaccard_distance, jaccard_le
 from driftjoin.runs import code_points
+
+if TYPE_CHECKING:
+    import pandas as pd
+else:
+    from driftjoin.deferred import pandas as pd
 
 #: Length of a null (the kernel refuses a negative length before the length test).
 NO_LENGTH = -1

@@ -25,10 +25,9 @@ from __future__ import annotations
 
 import time
 from collections.abc import Iterator
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
-import pandas as pd
 from pyspark.sql.streaming.stateful_processor import StatefulProcessorHandle
 
 from driftjoin.entitygraph import EntityGraph, LinkBatch
@@ -37,6 +36,11 @@ from driftjoin.spark.entities.plan import EntitiesPlan
 from driftjoin.spark.runtime.processor import OperatorProcessor
 from driftjoin.spark.runtime.state import ChunkedState, Chunks, Meta, dumps
 from driftjoin.spark.runtime.stats import latency_histogram, write_stats
+
+if TYPE_CHECKING:
+    import pandas as pd
+else:
+    from driftjoin.deferred import pandas as pd
 
 #: The chunk group of the runs.
 RUNS = 0

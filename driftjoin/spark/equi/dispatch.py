@@ -39,11 +39,9 @@ import pickle
 import time
 from collections import defaultdict
 from dataclasses import dataclass, field
-from typing import Any, Iterator
+from typing import TYPE_CHECKING, Any, Iterator
 
 import numpy as np
-import pandas as pd
-import pyarrow as pa
 from pyspark.sql import types as T
 from pyspark.sql.streaming.stateful_processor import (
     StatefulProcessorHandle,
@@ -66,6 +64,12 @@ from driftjoin.spark.equi.payload import PayloadLayout, decode, encode_rows, pai
 from driftjoin.spark.runtime.processor import OperatorProcessor
 from driftjoin.spark.runtime.state import BlobState, LoggedState
 from driftjoin.spark.runtime.stats import write_stats
+
+if TYPE_CHECKING:
+    import pandas as pd
+    import pyarrow as pa
+else:
+    from driftjoin.deferred import pandas as pd, pyarrow as pa
 
 # Row kinds, in the order a worker applies them within a batch.
 TICK, INSTALL, DROP, RELEASE, ROUTE = 0, 1, 2, 3, 4

@@ -58,12 +58,9 @@ import time
 from collections import OrderedDict
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, replace
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
-import pandas as pd
-import pyarrow as pa
-from pyarrow import fs as pafs
 from pyspark.sql import types as T
 from pyspark.sql.streaming.stateful_processor import (
     StatefulProcessorHandle,
@@ -92,6 +89,13 @@ from driftjoin.spark.runtime.processor import OperatorProcessor
 from driftjoin.spark.runtime.queries import task_query
 from driftjoin.spark.runtime.state import BlobState, LoggedState
 from driftjoin.spark.runtime.stats import write_stats
+
+if TYPE_CHECKING:
+    import pandas as pd
+    import pyarrow as pa
+    from pyarrow import fs as pafs
+else:
+    from driftjoin.deferred import pandas as pd, pyarrow as pa, pyarrow_fs as pafs
 
 KEY_TYPES = {"long": T.LongType(), "string": T.StringType(), "binary": T.BinaryType()}
 KEY_FILLER = {"long": 0, "string": "", "binary": b""}

@@ -35,17 +35,21 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import cached_property
 from operator import itemgetter
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
-import pandas as pd
-import pyarrow as pa
-import pyarrow.compute as pc
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
 from driftjoin.spark.runtime.jvm import arrow_type, datatype_from_json
+
+if TYPE_CHECKING:
+    import pandas as pd
+    import pyarrow as pa
+    import pyarrow.compute as pc
+else:
+    from driftjoin.deferred import pandas as pd, pyarrow as pa, pyarrow_compute as pc
 
 #: How rows travel as JSON (columns of types kept as text; the dead letters): lossless for every
 #: Spark type we tested (microsecond timestamps, NaN/inf/-0.0, binary as base64, nested types, nulls kept).

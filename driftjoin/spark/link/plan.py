@@ -14,12 +14,9 @@ from __future__ import annotations
 import hashlib
 import pickle
 from dataclasses import dataclass, field
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
 import numpy as np
-import pandas as pd
-import pyarrow as pa
-import pyarrow.compute as pc
 from pyspark.sql import types as T
 
 from driftjoin.linkage.drivers import PrefixDriver, S3JDriver
@@ -29,6 +26,13 @@ from driftjoin.linkage.rules import NULL_TIME
 from driftjoin.linkage.worker import STATE_FORMAT
 from driftjoin.spark.runtime.plan_guard import OperatorPlan
 from driftjoin.windows import INTERVAL, UNBOUNDED, Windowing
+
+if TYPE_CHECKING:
+    import pandas as pd
+    import pyarrow as pa
+    import pyarrow.compute as pc
+else:
+    from driftjoin.deferred import pandas as pd, pyarrow as pa, pyarrow_compute as pc
 
 #: Pairs per output frame (bounds the Arrow buffers between the Python worker and the JVM).
 OUTPUT_CHUNK = 200_000

@@ -18,10 +18,9 @@ from __future__ import annotations
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
-import pandas as pd
 from pyspark.sql.streaming.stateful_processor import StatefulProcessorHandle
 
 from driftjoin.clock import WindowClock, tick_of
@@ -40,6 +39,11 @@ from driftjoin.spark.runtime.processor import OperatorProcessor
 from driftjoin.spark.runtime.queries import task_query
 from driftjoin.spark.runtime.state import BlobState, ChunkedState, Chunks, Meta, dumps
 from driftjoin.spark.runtime.stats import latency_histogram, write_stats
+
+if TYPE_CHECKING:
+    import pandas as pd
+else:
+    from driftjoin.deferred import pandas as pd
 
 
 @dataclass

@@ -20,10 +20,9 @@ task routes it and whichever batch it comes in.
 from __future__ import annotations
 
 from collections.abc import Iterator
+from typing import TYPE_CHECKING
 
 import numpy as np
-import pyarrow as pa
-import pyarrow.compute as pc
 
 from driftjoin.clock import batch_max, ticks
 from driftjoin.linkage.plan import LinkCore
@@ -34,6 +33,12 @@ from driftjoin.spark.link.plan import LinkPlan, arrow_fields
 from driftjoin.spark.runtime.heartbeats import HEARTBEAT, heartbeat_batch
 from driftjoin.spark.runtime.plan_guard import PLAN_KEY
 from driftjoin.spark.runtime.queries import task_query
+
+if TYPE_CHECKING:
+    import pyarrow as pa
+    import pyarrow.compute as pc
+else:
+    from driftjoin.deferred import pyarrow as pa, pyarrow_compute as pc
 
 
 def load_tables(plan: LinkPlan, versions: np.ndarray, core: LinkCore | None = None) -> None:

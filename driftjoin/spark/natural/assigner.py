@@ -23,10 +23,9 @@ import pickle
 import random
 import time
 from dataclasses import dataclass, field
-from typing import Any, Iterator
+from typing import TYPE_CHECKING, Any, Iterator
 
 import numpy as np
-import pandas as pd
 from pyspark.sql.streaming.stateful_processor import (
     StatefulProcessorHandle,
 )
@@ -48,6 +47,11 @@ from driftjoin.spark.natural.table import fit_id
 from driftjoin.spark.runtime.processor import OperatorProcessor
 from driftjoin.spark.runtime.state import BlobState
 from driftjoin.spark.runtime.stats import write_stats
+
+if TYPE_CHECKING:
+    import pandas as pd
+else:
+    from driftjoin.deferred import pandas as pd
 
 
 def window_fit(window: int) -> str:

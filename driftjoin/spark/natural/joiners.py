@@ -17,10 +17,9 @@ import math
 import time
 from collections import Counter
 from dataclasses import dataclass
-from typing import Any, Iterator
+from typing import TYPE_CHECKING, Any, Iterator
 
 import numpy as np
-import pandas as pd
 from pyspark.sql.streaming.stateful_processor import (
     StatefulProcessorHandle,
 )
@@ -47,6 +46,11 @@ from driftjoin.spark.runtime.processor import OperatorProcessor
 from driftjoin.spark.runtime.queries import task_query
 from driftjoin.spark.runtime.state import ChunkedState, Chunks, Meta
 from driftjoin.spark.runtime.stats import write_stats
+
+if TYPE_CHECKING:
+    import pandas as pd
+else:
+    from driftjoin.deferred import pandas as pd
 
 
 class _WindowJoin:

@@ -12,17 +12,21 @@ import json
 import math
 import uuid
 from dataclasses import dataclass
-from typing import Any, Iterator
+from typing import TYPE_CHECKING, Any, Iterator
 
 import numpy as np
-import pandas as pd
-import pyarrow as pa
 
 from driftjoin.schemafree.document import flatten
 from driftjoin.schemafree.partitioner import Partitioner
 from driftjoin.spark.runtime.heartbeats import heartbeat_batch
 from driftjoin.spark.runtime.plan_guard import OperatorPlan
 from driftjoin.spark.natural.settings import NaturalSettings
+
+if TYPE_CHECKING:
+    import pandas as pd
+    import pyarrow as pa
+else:
+    from driftjoin.deferred import pandas as pd, pyarrow as pa
 
 #: Kinds of routed rows: a router task's heartbeat (one per joiner and batch), a document copy.
 BEAT, DOC = 0, 1
@@ -280,15 +284,16 @@ def empty_rows() -> dict[str, list]:
     return {name: [] for name in ROUTED_COLUMNS}
 
 
-#: Arrow types of :data:`ROUTED_COLUMNS` (the id column's type depends on the ids).
-ROUTED_TYPES = {"jkey": pa.int32(), "kind": pa.int8(), "seq": pa.int64(), "side": pa.int8(), "window": pa.int64(),
-                "time": pa.float64(), "route": pa.string(), "avps": pa.string(), "unknown": pa.string()}
+#: Arrow types of :data:`ROUTED_COLUMNS` by their aliases (the id column's type depends on the
+#: ids); pyarrow reads them when a schema is built, not when this module is imported.
+ROUTED_TYPES = {"jkey": "int32", "kind": "int8", "seq": "int64", "side": "int8", "window": "int64",
+                "time": "float64", "route": "string", "avps": "string", "unknown": "string"}
 
 
 def routed_arrow_schema(id_is_str: bool) -> pa.Schema:
     """The Arrow schema of routed rows (:data:`ROUTED_COLUMNS`)."""
-    return pa.schema([(name, (pa.string() if id_is_str else pa.int64()) if name == "id" else ROUTED_TYPES[name])
-                      for name in ROUTED_COLUMNS])
+    types = dict(ROUTED_TYPES, id="string" if id_is_str else "int64")
+    return pa.schema([(name, pa.type_for_alias(types[name])) for name in ROUTED_COLUMNS])
 
 
 def add_heartbeats(rows: dict[str, list], keys: list[int], info: dict[str, Any], id_is_str: bool) -> None:

@@ -18,12 +18,15 @@ local path, a ``pyarrow.fs`` URI, or a default one inside the query's checkpoint
 from __future__ import annotations
 
 import json
-from typing import Any
-
-from pyarrow import fs as pafs
+from typing import TYPE_CHECKING, Any
 
 from driftjoin.spark.runtime.files import read_whole, write_whole
 from driftjoin.spark.runtime.queries import metrics_filesystem
+
+if TYPE_CHECKING:
+    from pyarrow import fs as pafs
+else:
+    from driftjoin.deferred import pyarrow_fs as pafs
 
 
 def _folder(root: str, name: str) -> tuple[pafs.FileSystem, str]:

@@ -13,8 +13,13 @@ bytes, and the last rename wins with a whole file.
 from __future__ import annotations
 
 import uuid
+from typing import TYPE_CHECKING
 
-from pyarrow import fs as pafs
+if TYPE_CHECKING:
+    from pyarrow import fs as pafs
+else:
+    from driftjoin.deferred import pyarrow_fs as pafs
+
 
 
 def plain_path(uri: str) -> str:

@@ -14,13 +14,17 @@ other columns hold fillers that are never read.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
-import pandas as pd
-import pyarrow as pa
 
 from driftjoin.clock import batch_max
+
+if TYPE_CHECKING:
+    import pandas as pd
+    import pyarrow as pa
+else:
+    from driftjoin.deferred import pandas as pd, pyarrow as pa
 
 #: The marker of a heartbeat row in the operators that mark them in a ``side`` column.
 HEARTBEAT = -1

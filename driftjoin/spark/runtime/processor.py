@@ -16,9 +16,8 @@ layer) is refused the one way (:meth:`OperatorProcessor.refuse_old_state`,
 from __future__ import annotations
 
 from collections.abc import Iterator
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
-import pandas as pd
 from pyspark.sql.streaming.stateful_processor import (
     StatefulProcessor,
     StatefulProcessorHandle,
@@ -26,6 +25,11 @@ from pyspark.sql.streaming.stateful_processor import (
 
 from driftjoin.spark.runtime.plan_guard import PLAN_KEY, OperatorPlan
 from driftjoin.spark.runtime.state import BLOB, old_checkpoint
+
+if TYPE_CHECKING:
+    import pandas as pd
+else:
+    from driftjoin.deferred import pandas as pd
 
 
 class OperatorProcessor(StatefulProcessor):

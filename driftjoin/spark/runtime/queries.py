@@ -45,14 +45,17 @@ import tempfile
 import threading
 import uuid
 from dataclasses import dataclass
-from typing import Any
-
-from pyarrow import fs as pafs
+from typing import TYPE_CHECKING, Any
 
 from driftjoin.spark.runtime import hub, jvm
 from driftjoin.spark.runtime.connect import is_connect, master, session_key, shares_files
 from driftjoin.spark.runtime.files import filesystem, plain_path, read_whole, write_whole
 from driftjoin.spark.runtime.settings import SettingError
+
+if TYPE_CHECKING:
+    from pyarrow import fs as pafs
+else:
+    from driftjoin.deferred import pyarrow_fs as pafs
 
 log = logging.getLogger(__name__)
 

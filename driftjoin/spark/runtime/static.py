@@ -11,8 +11,13 @@ between calls on the same processor).
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator
+from typing import TYPE_CHECKING
 
-import pyarrow as pa
+if TYPE_CHECKING:
+    import pyarrow as pa
+else:
+    from driftjoin.deferred import pyarrow as pa
+
 
 
 class MemoryValue:

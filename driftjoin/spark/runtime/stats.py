@@ -49,15 +49,19 @@ import math
 import threading
 import time
 from collections.abc import Iterator
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
-from pyarrow import fs as pafs
 
 from driftjoin.spark.runtime import hub
 from driftjoin.spark.runtime.connect import session_key
 from driftjoin.spark.runtime.files import write_whole
 from driftjoin.spark.runtime.queries import AUTO, last_commit, metrics_filesystem, recorded_checkpoint, task_query
+
+if TYPE_CHECKING:
+    from pyarrow import fs as pafs
+else:
+    from driftjoin.deferred import pyarrow_fs as pafs
 
 log = logging.getLogger(__name__)
 

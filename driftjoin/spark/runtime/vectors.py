@@ -7,11 +7,17 @@ bytes), which Arrow and the JVM move without per-element work.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import numpy as np
-import pyarrow as pa
-import pyarrow.compute as pc
 
 from driftjoin.distance import MAX_MAGNITUDE
+
+if TYPE_CHECKING:
+    import pyarrow as pa
+    import pyarrow.compute as pc
+else:
+    from driftjoin.deferred import pyarrow as pa, pyarrow_compute as pc
 
 REASON_MISSING_ID = "missing id"
 REASON_MISSING_VECTOR = "missing vector"

@@ -24,13 +24,17 @@ import shutil
 import tempfile
 import time
 from collections.abc import Iterator
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import pandas as pd
 from pyspark.sql import SparkSession
 from pyspark.sql.streaming.stateful_processor import StatefulProcessor, StatefulProcessorHandle
 
 from driftjoin.spark.runtime.state import ChunkedState
+
+if TYPE_CHECKING:
+    import pandas as pd
+else:
+    from driftjoin.deferred import pandas as pd
 
 
 class _Count(StatefulProcessor):

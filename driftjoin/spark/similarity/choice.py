@@ -13,10 +13,9 @@ from __future__ import annotations
 
 import json
 import logging
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
-from pyarrow import fs as pafs
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
@@ -30,6 +29,11 @@ from driftjoin.spark.similarity.grid import GridPlan
 from driftjoin.spark.similarity.inputs import JoinInputs, vector_column
 from driftjoin.spark.similarity.s3j import S3JPlan, s3j_plan
 from driftjoin.spark.similarity.settings import grouped_on_the_grid
+
+if TYPE_CHECKING:
+    from pyarrow import fs as pafs
+else:
+    from driftjoin.deferred import pyarrow_fs as pafs
 
 log = logging.getLogger("driftjoin")
 

@@ -38,11 +38,9 @@ from __future__ import annotations
 import itertools
 import time
 from dataclasses import dataclass, field
-from typing import Any, Iterator
+from typing import TYPE_CHECKING, Any, Iterator
 
 import numpy as np
-import pandas as pd
-import pyarrow as pa
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
@@ -91,6 +89,12 @@ from driftjoin.spark.similarity.shape import (
     window_clock,
     window_copies,
 )
+
+if TYPE_CHECKING:
+    import pandas as pd
+    import pyarrow as pa
+else:
+    from driftjoin.deferred import pandas as pd, pyarrow as pa
 
 #: Left records per output DataFrame of the grouped transport.
 GROUPED_CHUNK = 20_000

@@ -22,11 +22,9 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
-import pandas as pd
-import pyarrow as pa
 from pyspark.sql import DataFrame
 from pyspark.sql import types as T
 
@@ -37,6 +35,12 @@ from driftjoin.spark.runtime.heartbeats import HEARTBEAT, heartbeat_batch
 from driftjoin.spark.runtime.plan_guard import PLAN_KEY, OperatorPlan
 from driftjoin.spark.runtime.vectors import validate
 from driftjoin.windows import INTERVAL, UNBOUNDED, Windowing
+
+if TYPE_CHECKING:
+    import pandas as pd
+    import pyarrow as pa
+else:
+    from driftjoin.deferred import pandas as pd, pyarrow as pa
 
 #: Pairs per output DataFrame: bounds the Arrow buffers between the Python worker and the JVM.
 OUTPUT_CHUNK = 200_000

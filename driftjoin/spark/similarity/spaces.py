@@ -70,11 +70,9 @@ import pickle
 import time
 from dataclasses import asdict, dataclass, field
 from collections.abc import Iterable, Iterator, Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
-import pandas as pd
-import pyarrow as pa
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
@@ -113,6 +111,12 @@ from driftjoin.spark.similarity.shape import (
     routed,
     window_clock,
 )
+
+if TYPE_CHECKING:
+    import pandas as pd
+    import pyarrow as pa
+else:
+    from driftjoin.deferred import pandas as pd, pyarrow as pa
 
 log = logging.getLogger("driftjoin")
 

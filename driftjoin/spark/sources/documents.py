@@ -31,10 +31,9 @@ import json
 import math
 from dataclasses import dataclass
 from functools import lru_cache
-from typing import Iterator
+from typing import TYPE_CHECKING, Iterator
 
 import numpy as np
-import pyarrow as pa
 from pyspark.sql import SparkSession
 from pyspark.sql.datasource import DataSource, DataSourceReader, DataSourceStreamReader
 from pyspark.sql.types import StructType
@@ -46,6 +45,11 @@ from driftjoin.spark.sources.generator import (
     RangeStreamReader,
     schedule_option,
 )
+
+if TYPE_CHECKING:
+    import pyarrow as pa
+else:
+    from driftjoin.deferred import pyarrow as pa
 
 NAME = "driftjoin-docs"
 SCHEMA = "id long, doc string, ts timestamp"

@@ -28,10 +28,9 @@ from __future__ import annotations
 import math
 import time
 from dataclasses import dataclass
-from typing import Callable, Iterator
+from typing import TYPE_CHECKING, Callable, Iterator
 
 import numpy as np
-import pyarrow as pa
 from pyspark.sql import SparkSession
 from pyspark.sql.datasource import (
     DataSource,
@@ -43,6 +42,11 @@ from pyspark.sql.types import StructType
 
 from driftjoin.generators.rates import RateSchedule
 from driftjoin.generators.vectors import DISTRIBUTIONS, generate_vectors
+
+if TYPE_CHECKING:
+    import pyarrow as pa
+else:
+    from driftjoin.deferred import pyarrow as pa
 
 SCHEMA = "id long, vector array<double>, ts timestamp, stream int"
 CHUNK = 1024

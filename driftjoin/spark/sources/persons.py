@@ -27,10 +27,9 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, fields
-from typing import Iterator
+from typing import TYPE_CHECKING, Iterator
 
 import numpy as np
-import pyarrow as pa
 from pyspark.sql import SparkSession
 from pyspark.sql.datasource import DataSource, DataSourceReader, DataSourceStreamReader
 from pyspark.sql.types import StructType
@@ -38,6 +37,11 @@ from pyspark.sql.types import StructType
 from driftjoin.generators.persons import PersonOptions, person_records
 from driftjoin.generators.rates import RateSchedule
 from driftjoin.spark.sources.generator import RangeBatchReader, RangeStreamReader, schedule_option
+
+if TYPE_CHECKING:
+    import pyarrow as pa
+else:
+    from driftjoin.deferred import pyarrow as pa
 
 NAME = "driftjoin-persons"
 SCHEMA = ("id long, entity long, given_name string, surname string, dob date, address string, postcode string, "

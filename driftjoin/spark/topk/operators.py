@@ -62,12 +62,9 @@ import math
 import time
 from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import Any, Iterator
+from typing import TYPE_CHECKING, Any, Iterator
 
 import numpy as np
-import pandas as pd
-import pyarrow as pa
-import pyarrow.compute as pc
 from pyspark.sql.streaming.stateful_processor import (
     StatefulProcessorHandle,
 )
@@ -90,6 +87,13 @@ from driftjoin.swoop.partitioned import (
     owners_of_ints,
 )
 from driftjoin.windows import TICKS_PER_SECOND
+
+if TYPE_CHECKING:
+    import pandas as pd
+    import pyarrow as pa
+    import pyarrow.compute as pc
+else:
+    from driftjoin.deferred import pandas as pd, pyarrow as pa, pyarrow_compute as pc
 
 #: Version of the operator's state; a checkpoint written with another is refused.
 STATE_FORMAT = 4
