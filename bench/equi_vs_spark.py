@@ -35,7 +35,10 @@ the data by two batches, so with four batches the hot key's early pairs stay on 
 
 ``--auto 8`` (the default) also runs ``equi_join(algorithm="auto")`` at 8 workers, its
 ``sample=`` the first micro-batch's two files (what a user holds before the stream starts); the
-engine it chose (read back from the checkpoint's plan) is printed with each run.
+engine it chose (read back from the checkpoint's plan) is printed with each run. ``--seeded 8``
+(the default) runs ``equi_join(algorithm="shc", sample=...)`` with the same sample: SHC's control
+plane seeded with its counts, so the keys heavy in it are spread from the first batch (the
+``p = 8`` column is SHC without a sample, its decisions two batches behind).
 
 Run: ``flock /tmp/bench.lock .venv/bin/python bench/equi_vs_spark.py`` (``--ps 2,8``: equi_join
 at 2 and 8 workers, both on 2 Spark partitions; about 6 minutes on two idle cores). Writes ``bench/results/equi_vs_spark.json`` and ``.png``.
@@ -134,11 +137,12 @@ def _run(query_df, work: Path) -> dict[str, Any]:
             "wall_s": wall, "batches": len(progress)}
 
 
-def run_equi(spark, data: Path, work: Path, p: int, algorithm: str) -> dict[str, Any]:
+def run_equi(spark, data: Path, work: Path, p: int, algorithm: str, seeded: bool = False) -> dict[str, Any]:
     metrics = work / "metrics"
-    # auto's sample: what a user has before the stream starts, here its first micro-batch's files
+    # the sample of auto and of seeded SHC: what a user has before the stream starts, here its
+    # first micro-batch's files
     sample = tuple(spark.read.parquet(str(data / name / "b000.parquet")) for name in ("L", "R")) \
-        if algorithm == "auto" else None
+        if algorithm == "auto" or seeded else None
     joined = equi_join(_read(spark, data, "L"), _read(spark, data, "R"), on="k", algorithm=algorithm,
                        parallelism=p, metrics_dir=str(metrics), sample=sample)
     out = _run(joined, work)
@@ -232,6 +236,9 @@ def main(argv: list[str]) -> None:
     parser.add_argument("--auto", type=str, default="8",
                         help="parallelisms at which equi_join(algorithm='auto') also runs, its sample the first "
                              "micro-batch's files ('' for none)")
+    parser.add_argument("--seeded", type=str, default="8",
+                        help="parallelisms at which equi_join(algorithm='shc', sample=...) also runs, the same sample "
+                             "as auto's ('' for none)")
     parser.add_argument("--spark-partitions", type=int, default=2, help="Spark join's shuffle partitions")
     parser.add_argument("--repeats", type=int, default=2, help="runs of each join per stream (rotating order)")
     parser.add_argument("--cluster-ps", type=str, default="2,4,8,16,32", help="P of the work-per-worker table")
@@ -242,7 +249,8 @@ def main(argv: list[str]) -> None:
     args = parser.parse_args(argv)
     alphas = [float(a) for a in args.alphas.split(",")]
     ps = [int(p) for p in args.ps.split(",")]
-    systems = ["spark", *(f"p{p}" for p in ps), *(f"a{p}" for p in args.auto.split(",") if p)]
+    systems = ["spark", *(f"p{p}" for p in ps), *(f"a{p}" for p in args.auto.split(",") if p),
+               *(f"s{p}" for p in args.seeded.split(",") if p)]
     cluster_ps = [int(p) for p in args.cluster_ps.split(",") if p]
     started = time.perf_counter()
     load_start = os.getloadavg()
@@ -253,7 +261,8 @@ def main(argv: list[str]) -> None:
     def run(name: str, data: Path, work: Path) -> dict[str, Any]:
         if name == "spark":
             return run_spark(spark, data, work, args.spark_partitions)
-        return run_equi(spark, data, work, int(name[1:]), "auto" if name[0] == "a" else args.algorithm)
+        return run_equi(spark, data, work, int(name[1:]), "auto" if name[0] == "a" else "shc" if name[0] == "s"
+                        else args.algorithm, seeded=name[0] == "s")
 
     try:
         warm = scratch / "warm"
@@ -308,7 +317,7 @@ def _name(alpha: float) -> str:
 def _label(system: str) -> str:
     if system == "spark":
         return "Spark's join"
-    return f"equi_join {'auto ' if system[0] == 'a' else ''}p = {system[1:]}"
+    return f"equi_join {dict(a='auto ', s='seeded ').get(system[0], '')}p = {system[1:]}"
 
 
 def _engine(run: dict[str, Any]) -> str:

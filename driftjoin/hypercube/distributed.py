@@ -64,6 +64,9 @@ class DistributedJoin:
     replaces the planner's decisions (tests: arbitrary placements). ``check``: called with the
     join after every worker's steps 1-4 of a batch, before the batch's copies are processed.
     ``kernel``: the workers' local join, ``"tuple"`` or ``"columnar"`` (module docstring).
+    ``seed``: counts of a sample the control plane takes in before the first batch (SHC; the
+    Spark operator's ``sample=``: :meth:`~driftjoin.hypercube.planner.RoutingPlanner.seed`), so the
+    workers start from its table.
     """
 
     KERNELS = ("tuple", "columnar")
@@ -71,7 +74,8 @@ class DistributedJoin:
     def __init__(self, algorithm: str, p: int, *, window: float | None = None, lateness: float = 0.0,
                  behind: int = 1, reduce: bool = True, groups: int = 1, keep_pairs: bool = True, kernel: str = "tuple",
                  tables: Callable[[int, RoutingTable], RoutingTable] | None = None,
-                 check: Callable[[DistributedJoin], None] | None = None, **shc_options: Any) -> None:
+                 check: Callable[[DistributedJoin], None] | None = None, seed: BatchSummary | None = None,
+                 **shc_options: Any) -> None:
         if algorithm not in ("shc", "phj", "biclique"):
             raise ValueError(f"unknown algorithm {algorithm!r}")
         if kernel not in self.KERNELS:
@@ -82,7 +86,8 @@ class DistributedJoin:
         self.workers = [worker(w, window, lateness) for w in range(p)]
         self.channel = MemoryChannel()
         self.planner = RoutingPlanner(p, window=window, lateness=lateness, **shc_options) if algorithm == "shc" else None
-        self.binding = Binding.initial(p)
+        start = self.planner.seed(seed) if seed is not None and self.planner is not None else RoutingTable(p)
+        self.binding = Binding(start, start)
         self.published = self.bound = self.binding.cur
         self.fixed: BatchRouting | None = (HashRouting(p) if algorithm == "phj"
                                            else BicliqueRouting(p, groups) if algorithm == "biclique" else None)

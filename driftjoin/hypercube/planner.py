@@ -11,6 +11,12 @@ task-to-worker assignment), with fresh tasks for every new grid. When the grids 
 a new :class:`~driftjoin.hypercube.table.RoutingTable` version. Routers use it from a later
 batch (:mod:`driftjoin.hypercube.table`): decisions lag the data, exactness does not depend on
 them (:mod:`driftjoin.hypercube.migration`).
+
+A planner may be *seeded* before the first batch (:meth:`RoutingPlanner.seed`) with the counts
+of a sample of the stream (earlier data): the keys heavy in it get their grids in the table the
+workers start from (version 0), so a key heavy from the start is spread from the first batch
+instead of from the third (the paper's dispatcher, which sees every tuple before routing it,
+has no such lag to make up for).
 """
 
 from __future__ import annotations
@@ -46,6 +52,30 @@ class RoutingPlanner:
     @property
     def pane_width(self) -> float | None:
         return self.shc.pane_width
+
+    def seed(self, summary: BatchSummary) -> RoutingTable:
+        """Take in the counts of a sample of the stream before any batch; returns the table the
+        workers start from (the sample's heavy keys on their grids, version 0).
+
+        Parameters
+        ----------
+        summary : the sample's counts (as one batch's: :class:`~driftjoin.hypercube.model.BatchSummary`).
+
+        Example::
+
+            >>> planner = RoutingPlanner(4)
+            >>> table = planner.seed(BatchSummary({(Side.R, 7, 0): 90, (Side.S, 7, 0): 90}, None, None,
+            ...                                    {(Side.R, 0): 100, (Side.S, 0): 100}))
+            >>> (7 in table.grids, table.version)
+            (True, 0)
+        """
+        if self.through != -1 or self.table.grids:
+            raise ValueError("a planner is seeded once, before its first batch")
+        self.shc.begin_batch(summary)
+        grids = dict(self.shc.grids)
+        self.table = RoutingTable(self.shc.p, grids, {t: self.shc.worker_of(t) for g in grids.values() for t in g.cells},
+                                  self.table.version)
+        return self.table
 
     def fold(self, batch: int, summary: BatchSummary) -> bool:
         """Take in one committed batch's counts; returns whether a new table version was made."""

@@ -79,6 +79,42 @@ def test_shc_parallel_exactly_once_with_stale_tables(stream, p, cuts, window, la
 @SETTINGS
 @given(
     stream=streams(),
+    p=st.sampled_from([2, 3, 4, 8]),
+    cuts=st.lists(st.integers(0, 300), max_size=25),
+    seed=st.lists(st.tuples(st.sampled_from(Side), st.integers(0, 30)), max_size=120),
+    behind=st.integers(0, 3),
+    kernel=st.sampled_from(DistributedJoin.KERNELS),
+    rnd=st.randoms(use_true_random=False),
+)
+def test_a_seeded_control_plane_is_exact_whatever_its_sample(stream, p, cuts, seed, behind, kernel, rnd) -> None:
+    """A sample's counts (``sample=`` on Spark) decide only where the first batches go: any
+    sample, related to the stream or not, gives the oracle's pairs once each."""
+    counts = Counter((side, key, 0) for side, key in seed)
+    totals = Counter((side, 0) for side, _ in seed)
+    join = DistributedJoin("shc", p, behind=behind, min_heavy=2, check=invariant, kernel=kernel,
+                           seed=BatchSummary(dict(counts), None, None, dict(totals)))
+    assert join.binding.cur.version == 0
+    run(join, cut(stream, cuts, rnd, False), rnd)
+    assert_exactly_once(join.pairs, oracle_pairs(stream, None))
+
+
+def test_a_seeded_control_plane_spreads_a_hot_key_from_the_first_batch() -> None:
+    hot = [StreamTuple(Side.R if i % 2 else Side.S, 1, i, float(i)) for i in range(400)]
+    light = [StreamTuple(Side.R if i % 2 else Side.S, 100 + i % 50, 1000 + i, float(i)) for i in range(100)]
+    batch = hot + light
+    sample = BatchSummary(dict(Counter((t.side, t.key, 0) for t in batch)), None, None,
+                          dict(Counter((t.side, 0) for t in batch)))
+    busiest = {}
+    for name, seed in (("plain", None), ("seeded", sample)):
+        join = DistributedJoin("shc", 4, seed=seed)
+        join.step(batch)
+        busiest[name] = max(join.produced) / sum(join.produced)
+    assert busiest["plain"] > 0.95 and busiest["seeded"] < 0.5, busiest
+
+
+@SETTINGS
+@given(
+    stream=streams(),
     algorithm=st.sampled_from(["phj", "biclique"]),
     p=st.sampled_from([2, 3, 5, 8]),
     groups=st.integers(1, 4),

@@ -31,7 +31,6 @@ from pyspark.sql import types as T
 from driftjoin.hypercube import BatchSummary, Side
 from driftjoin.hypercube.choice import SPARK, EngineChoice, choose_engine
 from driftjoin.hypercube.heavy import promotion_threshold
-from driftjoin.hypercube.planner import RoutingPlanner
 from driftjoin.hypercube.simulator import make_dispatcher
 from driftjoin.hypercube.table import RoutingTable
 from driftjoin.spark.equi.dispatch import (
@@ -287,8 +286,12 @@ def equi_join(
         (default: the smaller of ``parallelism`` and the tasks Spark runs at once): workers that
         share a task lower a batch's fixed cost. Both are stored with the checkpoint.
     sample:
-        ``algorithm="auto"`` only: a ``(left, right)`` pair of static DataFrames with the key
-        columns (earlier data of each stream) whose keys are counted to choose.
+        A ``(left, right)`` pair of static DataFrames with the key columns (earlier data of each
+        stream) whose keys are counted before the start: ``algorithm="auto"`` chooses its engine
+        by them, and SHC on a whole-stream join (``"shc"``, or ``"auto"`` when it chooses SHC)
+        starts with the keys heavy in them already on their grids, so a key heavy from the start
+        is spread from the first micro-batch instead of after the control plane has seen two
+        (the choice of work only: the pairs are the same with or without it).
 
     Returns
     -------
@@ -318,6 +321,11 @@ def equi_join(
     counted = None
     if plan.algorithm == "auto":
         plan, counted = _choose(data, plan, s)
+    elif s.sample is not None and not plan.streaming:
+        raise SettingError("sample", "= is for streams with algorithm='shc': a static input is counted whole; drop it",
+                           show_value=False)
+    elif s.sample is not None:
+        counted = _key_counts(_sample_keys(s.sample, s, plan), plan, _heavy_rule(plan))
     use_partitions(data, plan.spark_partitions)
     if plan.algorithm == SPARK:
         return remember(_spark_join(left, right, s), plan)
@@ -333,7 +341,8 @@ def _choose(data: DataFrame, plan: EquiPlan, s: EquiSettings) -> tuple[EquiPlan,
     the keys of ``sample=``, or of a static input itself, classified by SHC's rule; a stream
     without a sample, or an interval join on streams (which Spark's join cannot run as
     ``equi_join`` defines it), gets SHC. Returns the plan with the chosen algorithm and, when the
-    static input itself was counted, its counts (SHC's table is built from them)."""
+    input was counted (a static input or ``sample=``), its counts (SHC's table, or its seed, is
+    built from them)."""
     keys = data if s.sample is None else _sample_keys(s.sample, s, plan)
     if plan.streaming and plan.window is not None:
         log.info("equi_join(algorithm='auto'): SHC (an interval join on streams)")
@@ -345,7 +354,8 @@ def _choose(data: DataFrame, plan: EquiPlan, s: EquiSettings) -> tuple[EquiPlan,
     counted = _key_counts(keys, plan, rule)
     choice: EngineChoice = choose_engine(*counted, plan.parallelism, **rule)
     log.info("equi_join(algorithm='auto'): %s", choice.reason())
-    return replace(plan, algorithm=choice.algorithm), counted if s.sample is None else None
+    # a static input with a sample is counted whole for SHC's table, as without one
+    return replace(plan, algorithm=choice.algorithm), counted if plan.streaming or s.sample is None else None
 
 
 def _sample_keys(sample: Any, s: EquiSettings, plan: EquiPlan) -> DataFrame:
@@ -367,7 +377,7 @@ def _sample_keys(sample: Any, s: EquiSettings, plan: EquiPlan) -> DataFrame:
 
 def _heavy_rule(plan: EquiPlan) -> dict[str, Any]:
     """SHC's ``epsilon`` and ``min_heavy`` at the plan's workers, as its planner resolves them."""
-    tracker = RoutingPlanner(plan.parallelism, window=plan.window, lateness=plan.lateness, **plan.shc_options()).shc.tracker
+    tracker = plan.planner().shc.tracker
     return {"epsilon": tracker.epsilon, "min_heavy": tracker.min_heavy}
 
 
@@ -417,12 +427,15 @@ def _spark_join(left: DataFrame, right: DataFrame, s: EquiSettings) -> DataFrame
 
 def _routed(data: DataFrame, plan: EquiPlan, counted: Counted | None = None) -> DataFrame:
     """Stateless parallel routers, then the ``p`` workers (:mod:`driftjoin.spark.equi.operators`);
-    SHC's control plane runs on the driver (streams) or decides once before the run (static, from
-    ``counted`` when ``algorithm="auto"`` has counted the input already)."""
+    SHC's control plane runs on the driver (streams; seeded with ``counted``, the counts of
+    ``sample=``, when given) or decides once before the run (static, from ``counted`` when
+    ``algorithm="auto"`` has counted the input already)."""
     out_schema = plan.layout.output_schema() if plan.output == "rows" else COUNT_SCHEMA
     if plan.controlled:
         from driftjoin.spark.equi.control import EquiRoutingController, attach
 
+        if counted is not None and plan.window is None:
+            plan = replace(plan, seed=_summary(counted))
         attach(data.sparkSession, EquiRoutingController(plan))
     elif plan.algorithm == "shc" and not data.isStreaming:
         plan = replace(plan, static_table=_static_table(counted or _key_counts(data, plan, _heavy_rule(plan)), plan))
@@ -444,11 +457,16 @@ def _static_table(counted: Counted, plan: EquiPlan) -> RoutingTable:
     """SHC's table for a static input, decided on the driver before routing: the input is one
     batch, so the control plane folds its exact counts (:func:`_key_counts`: only values that can
     be heavy are collected)."""
-    planner = RoutingPlanner(plan.parallelism, window=plan.window, lateness=plan.lateness, **plan.shc_options())
-    counts, totals = counted
-    planner.fold(0, BatchSummary({(side, key, 0): m for (side, key), m in counts.items()}, None, None,
-                                 {(side, 0): m for side, m in totals.items()}))
+    planner = plan.planner()
+    planner.fold(0, _summary(counted))
     return planner.table
+
+
+def _summary(counted: Counted) -> BatchSummary:
+    """Exact counts of keys as the counts of one batch (pane 0)."""
+    counts, totals = counted
+    return BatchSummary({(side, key, 0): m for (side, key), m in counts.items()}, None, None,
+                        {(side, 0): m for side, m in totals.items()})
 
 
 def invalid_equi_records(

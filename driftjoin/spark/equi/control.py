@@ -31,14 +31,13 @@ import logging
 import pickle
 import threading
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from pyarrow import fs as pafs
 
 from driftjoin.hypercube import BatchSummary
 from driftjoin.hypercube.planner import RoutingPlanner
-from driftjoin.hypercube.table import RoutingTable
 from driftjoin.spark.equi.operators import (
     BINDINGS,
     COUNTS,
@@ -74,11 +73,10 @@ class EquiRoutingController:
 
     def _new_planner(self) -> RoutingPlanner:
         """A planner whose first table version is above every table in the directory."""
-        planner = RoutingPlanner(self.plan.parallelism, window=self.plan.window, lateness=self.plan.lateness,
-                                 **self.plan.shc_options())
+        planner = self.plan.planner()
         doc = newest(self.plan.metrics_dir, TABLES)
         if doc is not None:
-            planner.table = RoutingTable(self.plan.parallelism, version=int(doc["table"]["version"]))
+            planner.table = replace(planner.table, version=int(doc["table"]["version"]))
         return planner
 
     @property

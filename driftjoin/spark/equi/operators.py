@@ -58,6 +58,7 @@ import time
 from collections import OrderedDict
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, replace
+from functools import cached_property
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -71,6 +72,7 @@ from driftjoin.hypercube.columnar import KEY, PRIMARY, ROLE, TASK, TB, TL, TS, f
 from driftjoin.hypercube.columnar_worker import ColumnarWorker, MovedTables
 from driftjoin.hypercube.heavy import HeavyHitterTracker, reduce_counts
 from driftjoin.hypercube.migration import BindingMismatchError
+from driftjoin.hypercube.planner import RoutingPlanner
 from driftjoin.hypercube.table import (
     BatchRouting,
     BicliqueRouting,
@@ -135,7 +137,13 @@ class EquiPlan(OperatorPlan):
     module) or "dispatcher" (the paper's single dispatcher, :mod:`driftjoin.spark.equi.dispatch`);
     ``layout``: the columns of both sides and of the output (always given; None only for tests that
     build other parts of a plan); ``partitions``: the Spark state partitions the ``parallelism``
-    workers are placed on round-robin (None: one per worker; :func:`driftjoin.spark.runtime.keys.slot_keys`).
+    workers are placed on round-robin (None: one per worker; :func:`driftjoin.spark.runtime.keys.slot_keys`);
+    ``seed``: the counts of ``sample=`` for SHC on a stream (:meth:`planner`, :attr:`start_table`).
+
+    The seed is not stored with the checkpoint: it decides only the routing of the batches before
+    the first committed one (the table the workers start from); from then on the bindings saved in
+    the plan key's state and ``metrics_dir`` route, and the control plane resumes its saved planner,
+    so a restart with another sample changes nothing that ran.
     """
 
     operator = "equi_join"
@@ -153,6 +161,7 @@ class EquiPlan(OperatorPlan):
     routing: str = "parallel"
     layout: PayloadLayout | None = None
     partitions: int | None = None
+    seed: BatchSummary | None = None
 
     @classmethod
     def of(cls, settings: EquiSettings, *, parallelism: int, partitions: int, key_type: str, streaming: bool,
@@ -214,6 +223,19 @@ class EquiPlan(OperatorPlan):
             return BicliqueRouting(self.parallelism, dict(self.options).get("groups", 1))
         return None
 
+    def planner(self) -> RoutingPlanner:
+        """A new SHC control plane for this plan, seeded with :attr:`seed` when there is one."""
+        planner = RoutingPlanner(self.parallelism, window=self.window, lateness=self.lateness, **self.shc_options())
+        if self.seed is not None:
+            planner.seed(self.seed)
+        return planner
+
+    @cached_property
+    def start_table(self) -> RoutingTable:
+        """The table a stream's workers start from (version 0): every value light, or the keys
+        heavy in the seed on their grids."""
+        return self.planner().table if self.seed is not None else RoutingTable(self.parallelism)
+
     def static_binding(self) -> Binding | None:
         if self.algorithm != "shc" or self.streaming:
             return None
@@ -259,7 +281,7 @@ def read_binding(plan: EquiPlan, batch: int, query: str | None) -> Binding:
     starts = [int(i.base_name[:-5]) for i in infos if i.base_name.endswith(".json") and not i.base_name.startswith(".")]
     starts = [s for s in starts if s <= batch]
     if not starts:
-        return Binding.initial(plan.parallelism)
+        return Binding(plan.start_table, plan.start_table)
     start = max(starts)
     cached = _BINDINGS.get((plan.metrics_dir, query, start))
     if cached is None:
@@ -472,7 +494,7 @@ class WorkerProcessor(OperatorProcessor):
             raise BindingMismatchError(
                 f"batch {batch} was routed by the binding of batch {used}, but the plan key wrote the binding of batch "
                 f"{saved['start']}: the control directory {plan.metrics_dir!r} lost or changed files")
-        prev = RoutingTable.from_doc(saved["cur"], decode) if saved is not None else RoutingTable(plan.parallelism)
+        prev = RoutingTable.from_doc(saved["cur"], decode) if saved is not None else plan.start_table
         query = task_query().query_id
         doc = newest(plan.metrics_dir, TABLES, newer_than=prev.version)
         if doc is not None and doc.get("query") not in (None, query):

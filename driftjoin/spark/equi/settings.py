@@ -92,9 +92,14 @@ class EquiSettings:
         if s["algorithm"] not in ALGORITHMS and s["algorithm"] not in ENGINES:
             raise SettingError("algorithm", f"={s['algorithm']!r} is unknown; use one of "
                                             f"{sorted(ALGORITHMS) + list(ENGINES)}", show_value=False)
-        if s["sample"] is not None and s["algorithm"] != "auto":
-            raise SettingError("sample", "= is read by algorithm='auto' only (to choose between Spark's own join and "
-                                         "SHC); drop it or use algorithm='auto'", show_value=False)
+        if s["sample"] is not None and s["algorithm"] not in ("auto", "shc"):
+            raise SettingError("sample", "= is read by algorithm='auto' (to choose between Spark's own join and SHC) and "
+                                         "'shc' (to spread the keys heavy in it from the first micro-batch); drop it "
+                                         "or use one of those", show_value=False)
+        if s["sample"] is not None and s["algorithm"] == "shc" and (s["within"] is not None or s["routing"] != "parallel"):
+            raise SettingError("sample", "= seeds SHC's heavy hitters on a whole-stream join with parallel routing; "
+                                         "drop it for an interval join (within=) or routing='dispatcher'",
+                               show_value=False)
         if s["algorithm"] in ENGINES:
             _check_engine(s)
         if s["routing"] not in ROUTINGS:

@@ -122,3 +122,49 @@ def test_auto_on_a_stream_keeps_its_choice_across_restarts_and_refuses_another(s
     expected = {(a[0], b[0]) for a in rows for b in rows if a[1] == b[1]}
     got = [(r.left_id, r.right_id) for r in spark.read.parquet(str(tmp_path / "out")).collect()]
     assert len(got) == len(set(got)) and set(got) == expected
+
+
+def test_a_sample_seeds_shc_so_a_hot_key_is_spread_from_the_first_batch_exactly_across_restarts(spark, tmp_path) -> None:
+    from driftjoin.spark.runtime.stats import read_stats
+
+    rng = random.Random(5)
+    hot = 7
+    batches = [[(b * 1000 + i, hot if i % 2 else rng.randrange(300), float(i), f"x{i}") for i in range(160)]
+               for b in range(4)]
+    rows = [r for batch in batches for r in batch]
+    expected = {(a[0], b[0]) for a in rows for b in rows if a[1] == b[1]}
+    skewed_sample = tuple(spark.createDataFrame(batches[0], SCHEMA) for _ in range(2))
+    uniform_sample = tuple(spark.createDataFrame([r for r in batches[0] if r[1] != hot], SCHEMA) for _ in range(2))
+
+    def run(name: str, sample, upto: int) -> tuple[set, list[dict]]:
+        src, out = tmp_path / name / "in", tmp_path / name / "out"
+        for b in range(upto):
+            _write(src, "L", b, batches[b])
+            _write(src, "R", b, batches[b][::-1])
+        read = [spark.readStream.schema(SCHEMA).option("maxFilesPerTrigger", 1).json(str(src / n)) for n in "LR"]
+        joined = equi_join(*read, on="k", algorithm="shc", sample=sample, parallelism=3,
+                           metrics_dir=str(tmp_path / name / "metrics"))
+        q = (joined.select("left_id", "right_id").writeStream.format("parquet").option("path", str(out))
+             .option("checkpointLocation", str(tmp_path / name / "ck")).trigger(availableNow=True).start())
+        q.awaitTermination()
+        got = [(r.left_id, r.right_id) for r in spark.read.parquet(str(out)).collect()]
+        assert len(got) == len(set(got))
+        return set(got), list(read_stats(str(tmp_path / name / "metrics"), "equi_worker"))
+
+    def first_batch_share(stats: list[dict]) -> float:
+        produced = [s["produced"] for s in stats if s["batch"] == 0]
+        return max(produced) / sum(produced)
+
+    got, stats = run("seeded", skewed_sample, 2)
+    assert got == {(a, b) for a, b in expected if a < 2000 and b < 2000}
+    assert first_batch_share(stats) < 0.6  # the hot key's 6,400 pairs of batch 0 on its grid of workers
+    _, plain = run("plain", None, 1)
+    assert first_batch_share(plain) > 0.9  # without a sample: all of them at the hot key's hash worker
+    got, _ = run("seeded", uniform_sample, 4)  # a restart with another sample: the saved bindings route
+    assert got == expected
+
+
+def test_shc_refuses_a_sample_for_a_static_input(spark) -> None:
+    df = spark.createDataFrame([(1, 1, 0.0, "a")], SCHEMA)
+    with pytest.raises(ValueError, match="sample= is for streams with algorithm='shc': a static input is counted whole"):
+        equi_join(df, df, on="k", algorithm="shc", sample=(df, df), parallelism=2)
