@@ -31,7 +31,9 @@ there, SHC runs the single-process model of the parallel routing
 (:class:`driftjoin.hypercube.distributed.DistributedJoin`, the control plane one batch behind as
 on Spark) with ``P`` workers. Their ratio bounds what ``P`` cores can give each join. The last
 columns cut the same rows into more micro-batches (``--cluster-batches``, 16): SHC's decisions lag
-the data by two batches, so with four batches the hot key's early pairs stay on its hash worker.
+the data by two batches, so with four batches the hot key's early pairs stay on its hash worker;
+the "seeded" column runs the four batches with the control plane seeded by the first batch's
+counts (``sample=``).
 
 ``--auto 8`` (the default) also runs ``equi_join(algorithm="auto")`` at 8 workers, its
 ``sample=`` the first micro-batch's two files (what a user holds before the stream starts); the
@@ -61,7 +63,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from driftjoin.hypercube import Side, StreamTuple
+from driftjoin.hypercube import BatchSummary, Side, StreamTuple
 from driftjoin.hypercube.distributed import DistributedJoin
 from driftjoin.hypercube.generator import zipf_ranks
 from driftjoin.spark.equi.api import equi_join
@@ -198,10 +200,22 @@ def spark_partition_work(spark, data: Path, keys: dict[str, list[np.ndarray]], p
     return out
 
 
+def sample_counts(keys: dict[str, list[np.ndarray]]) -> BatchSummary:
+    """The counts of the first micro-batch's keys: the sample the ``auto`` and ``seeded`` runs get."""
+    counts: dict[tuple[Side, Any, int], int] = {}
+    totals: dict[tuple[Side, int], int] = {}
+    for side, name in ((Side.R, "L"), (Side.S, "R")):
+        vals, n = np.unique(keys[name][0], return_counts=True)
+        counts.update({(side, int(k), 0): int(c) for k, c in zip(vals.tolist(), n.tolist())})
+        totals[(side, 0)] = int(n.sum())
+    return BatchSummary(counts, None, None, totals)
+
+
 def shc_model_work(keys: dict[str, list[np.ndarray]], ps: list[int], seed: int,
-                   batches: int | None = None) -> dict[int, dict[str, Any]]:
+                   batches: int | None = None, sample: BatchSummary | None = None) -> dict[int, dict[str, Any]]:
     """SHC's parallel routing in one process (control plane one batch behind, as on Spark): max
-    and mean work per worker; ``batches``: the same rows cut into that many micro-batches instead."""
+    and mean work per worker; ``batches``: the same rows cut into that many micro-batches instead;
+    ``sample``: the control plane seeded with these counts (``sample=``)."""
     out = {}
     if batches is not None:
         keys = {name: np.array_split(np.concatenate(parts), batches) for name, parts in keys.items()}
@@ -216,7 +230,7 @@ def shc_model_work(keys: dict[str, list[np.ndarray]], ps: list[int], seed: int,
         order = rng.permutation(len(rows))
         stream.append([StreamTuple(rows[i].side, rows[i].key, rows[i].tid, float(j)) for j, i in enumerate(order)])
     for p in ps:
-        join = DistributedJoin("shc", p, behind=1, keep_pairs=False, kernel="columnar")
+        join = DistributedJoin("shc", p, behind=1, keep_pairs=False, kernel="columnar", seed=sample)
         for batch in stream:
             join.step(batch)
         m = join.metrics()
@@ -291,7 +305,8 @@ def main(argv: list[str]) -> None:
             if cluster_ps:
                 point["cluster"] = {"spark": spark_partition_work(spark, data / "data", keys, cluster_ps),
                                     "shc": shc_model_work(keys, cluster_ps, args.seed),
-                                    "shc_more_batches": shc_model_work(keys, cluster_ps, args.seed, args.cluster_batches)}
+                                    "shc_more_batches": shc_model_work(keys, cluster_ps, args.seed, args.cluster_batches),
+                                    "shc_seeded": shc_model_work(keys, cluster_ps, args.seed, sample=sample_counts(keys))}
             results.append(point)
     finally:
         shutil.rmtree(scratch, ignore_errors=True)
@@ -357,7 +372,7 @@ def report(results: list[dict[str, Any]], systems: list[str], args: Any) -> None
               "shuffle partition; SHC: the busiest worker of the parallel routing's model, tables one batch behind)")
         more = args.cluster_batches
         head = (f"{'keys':>9} {'P':>3} {'Spark max work':>14} {'SHC max work':>12} {'SHC mean':>10} {'Spark/SHC':>9}"
-                f" {f'SHC max, {more} batches':>20} {'Spark/SHC':>9}")
+                f" {f'SHC max, {more} batches':>20} {'Spark/SHC':>9} {'SHC seeded max':>14} {'Spark/SHC':>9}")
         print(head)
         print("-" * len(head))
         for pt in results:
@@ -365,8 +380,9 @@ def report(results: list[dict[str, Any]], systems: list[str], args: Any) -> None
                 s = pt["cluster"]["spark"][p]
                 h = pt["cluster"]["shc"][p]
                 m = pt["cluster"]["shc_more_batches"][p]
+                z = pt["cluster"]["shc_seeded"][p]
                 print(f"{_name(pt['alpha']):>9} {p:>3} {s:>14,} {h['max']:>12,} {h['mean']:>10,.0f} {s / h['max']:>8.2f}x"
-                      f" {m['max']:>20,} {s / m['max']:>8.2f}x")
+                      f" {m['max']:>20,} {s / m['max']:>8.2f}x {z['max']:>14,} {s / z['max']:>8.2f}x")
 
 
 def plot(results: list[dict[str, Any]], systems: list[str], path: Path) -> None:
