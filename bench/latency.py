@@ -303,7 +303,7 @@ def scenario_query(spark, sc: Scenario, frames: list, metrics: str):
 
         pairs = similarity_join(frames[0], frames[1], threshold=2, metric="levenshtein", value_col="name",
                                 within="30 seconds", time_col="ts", watermark="5 seconds", parallelism=2, output="pairs",
-                                metrics_dir=metrics)
+                                metrics_dir=metrics, partitions=sc.options.get("partitions"))
         return pairs.select("left_id", "right_id", "distance", "emit_time")
     if sc.name in ("readme", "demo") or sc.name.startswith("s3j"):
         from driftjoin import similarity_join
@@ -311,6 +311,8 @@ def scenario_query(spark, sc: Scenario, frames: list, metrics: str):
         kw = {"readme": dict(threshold=0.001, window="1 minute", parallelism=5, partitions=2),
               "demo": dict(threshold=0.001, window="20 seconds", parallelism=2)}.get(sc.name) or dict(
             threshold=sc.options["selectivity"], window="1 minute", parallelism=5, output="pairs-lean")
+        if sc.options.get("partitions"):
+            kw["partitions"] = sc.options["partitions"]
         return similarity_join(frames[0], frames[1], metric="angular", dim=2, ingest_col="ts", metrics_dir=metrics, **kw)
     if sc.name == "topk":
         from driftjoin import topk_set_join
@@ -707,6 +709,8 @@ def main() -> None:
     ap.add_argument("--conf", action="append", default=[], help="a Spark setting KEY=VALUE for both runs (repeat)")
     ap.add_argument("--cap", type=int, help="records per stream (generators) or files (files) per batch at most")
     ap.add_argument("--trigger", type=float, help="processing-time trigger in seconds (0: back to back)")
+    ap.add_argument("--partitions", type=int,
+                    help="the join's Spark state partitions (dedup, readme, s3j scenarios; default: the scenario's)")
     ap.add_argument("--label", default="", help="suffix of the result files")
     ap.add_argument("--steady", type=float, default=STEADY_S, help="seconds after the start before the steady state")
     ap.add_argument("--warm-up", dest="warm_up", action="store_true", default=None,
@@ -730,6 +734,8 @@ def main() -> None:
         sc = Scenario(**{**sc.__dict__, "seconds": args.seconds})
     if args.rate:
         sc = Scenario(**{**sc.__dict__, "rate": args.rate})
+    if args.partitions:
+        sc = Scenario(**{**sc.__dict__, "options": {**sc.options, "partitions": args.partitions}})
     if args.child:
         child(sc, args.child, args, Path(args.out))
         return
@@ -747,7 +753,7 @@ def main() -> None:
         for c in args.conf + extra:
             cmd += ["--conf", c]
         for flag, value in (("--cap", args.cap), ("--trigger", args.trigger), ("--seconds", args.seconds), ("--rate", args.rate),
-                            ("--input-watermark", args.input_watermark)):
+                            ("--input-watermark", args.input_watermark), ("--partitions", args.partitions)):
             if value is not None:
                 cmd += [flag, str(value)]
         if args.warm_up is not None:
