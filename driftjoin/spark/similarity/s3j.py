@@ -71,6 +71,7 @@ from driftjoin.spark.runtime.processor import OperatorProcessor
 from driftjoin.spark.runtime.settings import SettingError
 from driftjoin.spark.runtime.stages import stateful_stage
 from driftjoin.spark.runtime.state import ChunkedState, Chunks, Loaded, Meta
+from driftjoin.spark.runtime.queries import task_query
 from driftjoin.spark.runtime.stats import latency_histogram, write_stats
 from driftjoin.spark.runtime.vectors import binary_rows, from_binary, to_binary
 from driftjoin.spark.similarity.assignment import read_assignment
@@ -355,7 +356,7 @@ class _Formulation:
         """
         plan = self.plan
         if plan.metrics_dir:
-            latest = read_assignment(plan.metrics_dir, newer_than=self.router.version)
+            latest = read_assignment(plan.metrics_dir, newer_than=self.router.version, batch=task_query().batch_id)
             if latest is not None:
                 self.router.update(*latest)
         first = self.clock.first_open()
