@@ -80,6 +80,8 @@ class DistributedJoin:
             raise ValueError(f"unknown algorithm {algorithm!r}")
         if kernel not in self.KERNELS:
             raise ValueError(f"kernel={kernel!r}: use one of {self.KERNELS}")
+        if seed is not None and algorithm != "shc":
+            raise ValueError(f"seed= seeds SHC's control plane; {algorithm} routes by a fixed rule: drop seed= or use 'shc'")
         self.algorithm, self.p, self.behind, self.reduce, self.tables, self.check = algorithm, p, behind, reduce, tables, check
         self.kernel = kernel
         worker = WorkerState if kernel == "tuple" else ColumnarWorker

@@ -110,6 +110,9 @@ def test_a_seeded_control_plane_spreads_a_hot_key_from_the_first_batch() -> None
         join.step(batch)
         busiest[name] = max(join.produced) / sum(join.produced)
     assert busiest["plain"] > 0.95 and busiest["seeded"] < 0.5, busiest
+    for fixed in ("phj", "biclique"):  # their routing is a fixed rule: a seed would be ignored
+        with pytest.raises(ValueError, match="seeds SHC"):
+            DistributedJoin(fixed, 4, seed=sample)
 
 
 @SETTINGS

@@ -244,7 +244,9 @@ class NaturalPartitionController:
             part = self._fit(key)
             quality = self.quality.get(w, _Quality())
             replication, max_load = quality.measures(self.plan.partitions)
-            if part is None or (quality.documents > 0 and part.needs_repartition(replication, max_load)):
+            # a window with no fit says nothing of a fit this lineage made since (its batch's routers had not read it yet)
+            if (part is None and not fitted) or (part is not None and quality.documents > 0
+                                                 and part.needs_repartition(replication, max_load)):
                 sample = _sample(records, w, self.plan.sample_size)
                 if sample:
                     self._pending.append((w, rec0["batch"], not fitted, sample))

@@ -37,6 +37,7 @@ from driftjoin.spark.natural.plan import (
 )
 from driftjoin.spark.natural.table import (
     BROADCAST,
+    bind_decision,
     fit_id,
     mark_start,
     opening_fit,
@@ -362,6 +363,11 @@ class JoinerProcessor(OperatorProcessor):
         super().__init__(plan)
         self.id_is_str = id_is_str
         self.final = final
+
+    def bind_next(self, batch: int) -> None:
+        """Bind the newest routing decision to batch ``batch`` (:func:`~driftjoin.spark.natural.table.bind_decision`)."""
+        if self.plan.control:
+            bind_decision(self.plan.control, self.plan.lineage, batch)
 
     def open(self, handle: StatefulProcessorHandle) -> None:
         self.state = ChunkedState(handle, "joiner_docs")

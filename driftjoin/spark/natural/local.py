@@ -25,7 +25,7 @@ from driftjoin.spark.natural.control import NaturalPartitionController
 from driftjoin.spark.natural.joiners import Joiner, JoinerState
 from driftjoin.spark.natural.plan import JOINER_OP, NaturalPlan, routed_frame
 from driftjoin.spark.natural.routers import Router
-from driftjoin.spark.natural.table import load_view, mark_start, write_record
+from driftjoin.spark.natural.table import bind_decision, load_view, mark_start, write_record
 from driftjoin.spark.runtime.plan_guard import PLAN_KEY
 from driftjoin.spark.runtime.stats import write_stats
 
@@ -64,8 +64,9 @@ class LocalRun:
                 before: Callable[[int], None] | None = None, shuffle_seed: int = 0
                 ) -> tuple[list[tuple[Any, Any, int]], dict[int, bytes], list[dict[str, Any]]]:
         """One attempt at the current batch, state not committed: each task ``t`` routes its rows
-        by decision ``version(t)`` (None: the newest), after ``before(t)`` ran; returns the
-        pairs, the joiners' new states and their statistics."""
+        by decision ``version(t)`` (None: the one bound to the batch, as on Spark), after
+        ``before(t)`` ran; the plan key binds the newest decision to the next batch after every
+        task routed. Returns the pairs, the joiners' new states and their statistics."""
         plan = self.plan
         routed = []
         for t, rows in enumerate(tasks):
@@ -82,7 +83,8 @@ class LocalRun:
         frame = pd.concat(routed, ignore_index=True).sample(frac=1, random_state=shuffle_seed)
         pairs, states, stats = [], {}, []
         for key, rows in frame.groupby("jkey"):
-            if key == PLAN_KEY:
+            if key == PLAN_KEY:  # as JoinerProcessor's plan key does
+                bind_decision(plan.control, plan.lineage, self.batch + 1)  # type: ignore[arg-type]
                 continue
             state = pickle.loads(self.states[key]) if key in self.states else JoinerState()
             joiner = Joiner(plan, plan.slot_of(key), state)

@@ -1,6 +1,6 @@
 """natural_join's routers: stateless, one per input task, in every task of the input.
 
-Each router task reads the newest routing table the control plane published once
+Each router task reads the routing decision bound to its batch once
 (:func:`~driftjoin.spark.natural.table.load_view`), parses and flattens its documents, gives each
 its window and its candidate fits (:meth:`~driftjoin.spark.natural.table.RoutingView.candidates`)
 and sends it to every joiner in the union of the candidates' masks, carrying each candidate's

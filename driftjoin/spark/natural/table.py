@@ -50,9 +50,10 @@ from typing import Any
 from driftjoin.schemafree.document import Document
 from driftjoin.schemafree.partitioner import Partitioner
 from driftjoin.spark.runtime.decisions import (
-    newest,
+    bind,
     publish_blob,
     read_blob,
+    read_bound,
     read_version,
 )
 
@@ -287,15 +288,22 @@ def _fit(root: str | None, key: str, initial: bytes | None, initial_key: str, ad
     return part
 
 
-def load_view(root: str | None, lineage: str, partitions: int, initial: bytes | None, batch: int,
+def bind_decision(root: str, lineage: str, batch: int) -> None:
+    """Bind the newest decision of ``lineage`` to the batches from ``batch`` on (run by the
+    joiners' plan key during the batch before: :func:`driftjoin.spark.runtime.decisions.bind`)."""
+    bind(root, decisions_name(lineage), batch)
+
+
+def load_view(root: str | None, lineage: str, partitions: int, initial: bytes | None, batch: int | None,
               version: int | None = None) -> RoutingView:
-    """The view of one router task: the newest decision published under ``root`` (None: no
-    control directory, a static join), else the table of ``sample=`` in a new checkpoint.
-    ``version`` reads that decision instead of the newest (a task that read an older one)."""
+    """The view of one router task: the decision published under ``root`` and bound to batch
+    ``batch`` (None: the newest; ``root`` None: no control directory, a static join), else the
+    table of ``sample=`` in a new checkpoint. ``version`` reads that decision instead (the local
+    pipeline's tests give tasks of one attempt different versions)."""
     decision = None
     if root is not None:
         name = decisions_name(lineage)
-        doc = newest(root, name) if version is None else read_version(root, name, version)
+        doc = read_bound(root, name, batch) if version is None else read_version(root, name, version)
         if doc is not None:
             decision = Decision.from_json(doc)
     if decision is None and initial is not None and fresh(root, lineage, batch):

@@ -3,13 +3,24 @@
 A driver-side controller (the workset balancer, the shared top-k bound, natural_join's
 partitionings, equi_join's routing tables) decides between micro-batches and *publishes*: version
 ``v`` of decision ``name`` is ``<dir>/control/<name>/<v>.json``, written whole
-(:func:`~driftjoin.spark.runtime.files.write_whole`) and never changed afterwards. An operator
-reads the newest version (or the one its batch is bound to) at the start of a batch, so a task
-sees a whole decision or none, and a replayed batch may adopt a newer version than its first
-attempt did: every operator's routing is exact for any sequence of versions (the argument is in
-each operator's module). Larger values that are not versions of one name (natural_join's fitted
+(:func:`~driftjoin.spark.runtime.files.write_whole`) and never changed afterwards, so a task sees a
+whole decision or none. Larger values that are not versions of one name (natural_join's fitted
 partitionings, a joiner's record for the controller) are *blobs* under ``<dir>/control/``, written
 the same way.
+
+**Binding a version to a batch.** A controller publishes whenever it gets to it, also while a
+batch runs. Tasks that route must not then simply read the newest version: when Spark loses an
+executor it runs again the map tasks whose shuffle output was there, but not the reducers that
+had already read that output, so a second attempt that routes by a newer version than its first
+sends rows to reducers that finished without them (seen on a standalone cluster: one batch's S3J
+memberships lost). So the routing version of batch ``b`` is *bound* before ``b`` starts:
+:func:`bind`, run by one task of batch ``b - 1`` (the plan key's, which every batch with data
+visits: :mod:`driftjoin.spark.runtime.processor`), writes ``<name>.bound/<b>.json`` naming the
+newest version; :func:`bound` gives batch ``b`` the binding with the largest batch not above
+``b``. Batch ``b`` starts only after batch ``b - 1`` committed, so every attempt of its tasks, and
+its replay after a restart, reads the same version; a re-run of the binding task before then
+may bind a newer one, which nothing has read yet. Bound versions never go down, and a decision
+takes effect one batch after it is published at the earliest.
 
 ``dir`` is a metrics directory (:func:`~driftjoin.spark.runtime.queries.metrics_filesystem`): a
 local path, a ``pyarrow.fs`` URI, or a default one inside the query's checkpoint.
@@ -68,6 +79,82 @@ def newest(root: str, name: str, newer_than: int = -1, at_most: int | None = Non
     if not found or found[-1] <= newer_than:
         return None
     return _read(fs, folder, found[-1])
+
+
+def _bindings(name: str) -> str:
+    return f"{name}.bound"
+
+
+def bind(root: str, name: str, batch: int) -> int | None:
+    """Bind the newest published version of decision ``name`` to the batches from ``batch`` on.
+
+    Run by one task of batch ``batch - 1`` (module docstring); writes only when the version
+    changes, and drops the bindings no batch from ``batch - 1`` on can read.
+
+    Parameters
+    ----------
+    root:
+        The metrics directory the decisions are published under.
+    name:
+        The decision's name.
+    batch:
+        The first batch the binding serves: one after the batch running the caller.
+
+    Returns the bound version (None: nothing published yet, nothing bound).
+
+    >>> import tempfile
+    >>> root = tempfile.mkdtemp()
+    >>> publish(root, "plan", 1, {"workers": 2})
+    >>> bind(root, "plan", 4), bound(root, "plan", 3), bound(root, "plan", 4)
+    (1, None, 1)
+    """
+    found = versions(root, name)
+    if not found:
+        return None
+    fs, folder = _folder(root, _bindings(name))
+    starts = _versions(fs, folder)
+    current = [s for s in starts if s <= batch]
+    if not current or _bound_version(fs, folder, current[-1]) != found[-1]:
+        write_whole(fs, f"{folder}/{batch:012d}.json", json.dumps({"version": found[-1]}).encode())
+    serving = [s for s in starts if s <= batch - 1]
+    for start in starts:
+        if serving and start < serving[-1]:
+            fs.delete_file(f"{folder}/{start:012d}.json")
+    return found[-1]
+
+
+def _bound_version(fs: pafs.FileSystem, folder: str, start: int) -> int:
+    data = read_whole(fs, f"{folder}/{start:012d}.json")
+    if data is None:
+        raise RuntimeError(f"the binding {folder}/{start:012d}.json went away while it was read: two queries "
+                           "share one metrics directory; give each its own metrics_dir")
+    return int(json.loads(data)["version"])
+
+
+def bound(root: str, name: str, batch: int | None) -> int | None:
+    """The version of decision ``name`` bound to batch ``batch``: the one :func:`bind` wrote for
+    the largest batch not above it (None: none is bound yet). ``batch=None`` (outside a
+    streaming query, nothing to bind) gives the newest published version."""
+    if batch is None:
+        found = versions(root, name)
+        return found[-1] if found else None
+    fs, folder = _folder(root, _bindings(name))
+    starts = [s for s in _versions(fs, folder) if s <= batch]
+    return _bound_version(fs, folder, starts[-1]) if starts else None
+
+
+def read_bound(root: str, name: str, batch: int | None, newer_than: int = -1) -> dict[str, Any] | None:
+    """The decision bound to batch ``batch`` (:func:`bound`) if its version is above
+    ``newer_than``, else None. A bound version that is gone fails: the directory lost files the
+    query routes by."""
+    version = bound(root, name, batch)
+    if version is None or version <= newer_than:
+        return None
+    doc = read_version(root, name, version)
+    if doc is None:
+        raise RuntimeError(f"decision {name} version {version}, bound to batch {batch}, is missing from {root}/control: "
+                           "the metrics directory lost files the query routes by")
+    return doc
 
 
 def retire(root: str, name: str, below: int | None = None, keep: int = 0) -> int:

@@ -5,8 +5,10 @@ iterator of row frames; a key with no rows does nothing; every key with rows fir
 plan stored with the checkpoint (:mod:`driftjoin.spark.runtime.plan_guard`: a restart with other
 settings fails here, before anything is committed); the plan key
 (:data:`~driftjoin.spark.runtime.plan_guard.PLAN_KEY`), which the routers' heartbeats reach
-whatever the settings, exists for that check only unless the operator gives it work. Then the
-operator's own :meth:`OperatorProcessor.batch` runs on the key's rows as one frame.
+whatever the settings, exists for that check and for binding the operator's routing decisions to
+the next batch (:meth:`OperatorProcessor.bind_next`, :func:`driftjoin.spark.runtime.decisions.bind`)
+unless the operator gives it work. Then the operator's own :meth:`OperatorProcessor.batch` runs
+on the key's rows as one frame.
 
 A checkpoint whose keys hold state in a form an earlier driftjoin wrote (before the shared state
 layer) is refused the one way (:meth:`OperatorProcessor.refuse_old_state`,
@@ -24,6 +26,7 @@ from pyspark.sql.streaming.stateful_processor import (
 )
 
 from driftjoin.spark.runtime.plan_guard import PLAN_KEY, OperatorPlan
+from driftjoin.spark.runtime.queries import task_query
 from driftjoin.spark.runtime.state import BLOB, old_checkpoint
 
 if TYPE_CHECKING:
@@ -72,9 +75,18 @@ class OperatorProcessor(StatefulProcessor):
             return
         if self.guard is not None:
             self.guard.check(key[0])
-        if key[0] == PLAN_KEY and not self.runs_plan_key:
-            return
+        if key[0] == PLAN_KEY:
+            batch = task_query().batch_id
+            if batch is not None:
+                self.bind_next(batch + 1)
+            if not self.runs_plan_key:
+                return
         yield from self.batch(key[0], pd.concat(frames, ignore_index=True))
+
+    def bind_next(self, batch: int) -> None:
+        """Bind the decisions this operator's routers read to batch ``batch`` (run by the plan key
+        once per batch with data, the batch before; :func:`driftjoin.spark.runtime.decisions.bind`).
+        Nothing by default: an operator whose routers read a controller's decisions binds them."""
 
     def batch(self, key: Any, pdf: pd.DataFrame) -> Iterator[pd.DataFrame]:
         """The output frames of one key's rows of one micro-batch."""

@@ -47,7 +47,7 @@ from driftjoin.spark.runtime.files import filesystem
 from driftjoin.spark.runtime.hub import register
 from driftjoin.spark.runtime.queries import AUTO, METRICS_IN_CHECKPOINT, STARTED
 from driftjoin.spark.runtime.settings import SettingError, choice
-from driftjoin.spark.runtime.stats import STAMP, histogram_quantile, read_stats
+from driftjoin.spark.runtime.stats import histogram_quantile, read_stats
 from driftjoin.spark.similarity.assignment import read_assignment, write_assignment
 from driftjoin.spark.similarity.settings import BALANCE, BALANCE_OPTIONS
 
@@ -104,8 +104,6 @@ class BalanceController:
         for name, check in BALANCE_OPTIONS.items():
             check(name, getattr(self, name))
         self.version, self.assignment, self.splits = 0, {}, {}
-        #: the newest batch id in the workers' statistics (-1: none read yet)
-        self.seen_batch = -1
         if not self.metrics_dir.startswith(AUTO):
             self._load_assignment()
 
@@ -143,9 +141,6 @@ class BalanceController:
         hists: list[np.ndarray | None] = [None] * self.parallelism
         newest = None
         for s in read_stats(self.metrics_dir, "computation"):
-            batch = s.get(STAMP, {}).get("batch")
-            if batch is not None:
-                self.seen_batch = max(self.seen_batch, int(batch))
             if s["windows"]:
                 newest = max(newest or s["windows"][-1], s["windows"][-1])
             if s["time"] <= since:
@@ -233,9 +228,7 @@ class BalanceController:
         if not moves and not new_splits:
             return None
         self.version += 1
-        # every batch that may be running now is at most one after the newest one seen (assignment module)
-        write_assignment(self.metrics_dir, self.version, self.assignment, self.splits,
-                         None if self.seen_batch < 0 else self.seen_batch + 2)
+        write_assignment(self.metrics_dir, self.version, self.assignment, self.splits)
         decision = Decision(now, self.version, self.policy, result.di_before, result.di_after, list(result.loads_before),
                             list(result.loads_after), len(moves), float(result.migrated_bytes), new_splits, bins, forced)
         self.decisions.append(decision)

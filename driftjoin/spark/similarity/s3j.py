@@ -74,7 +74,7 @@ from driftjoin.spark.runtime.state import ChunkedState, Chunks, Loaded, Meta
 from driftjoin.spark.runtime.queries import task_query
 from driftjoin.spark.runtime.stats import latency_histogram, write_stats
 from driftjoin.spark.runtime.vectors import binary_rows, from_binary, to_binary
-from driftjoin.spark.similarity.assignment import read_assignment
+from driftjoin.spark.similarity.assignment import bind_assignment, read_assignment
 from driftjoin.spark.similarity.inputs import JoinInputs, infer_dim, vector_column
 from driftjoin.spark.similarity.settings import check_centroids
 from driftjoin.spark.similarity.shape import (
@@ -591,6 +591,11 @@ class FormulationProcessor(_S3JProcessor):
     """Workset formulation for one space partition (key = that partition's slot key)."""
 
     parts = ("formulation",)
+
+    def bind_next(self, batch: int) -> None:
+        """Bind the newest workset assignment to batch ``batch`` (:mod:`~driftjoin.spark.similarity.assignment`)."""
+        if self.plan.metrics_dir:
+            bind_assignment(self.plan.metrics_dir, batch)
 
     def process(self, slot, pdf, top, loaded, seq):
         part = loaded["formulation"]

@@ -7,7 +7,8 @@ decision timing, one or two input streams).
 
 The harness (:class:`driftjoin.spark.natural.local.LocalRun`) plays Spark's part: each batch's
 rows are cut into router tasks, each task reads one published decision (any version between
-the newest at the batch's start and the newest when it runs), the routed rows are shuffled and
+the newest a task of an earlier batch read and the newest when it runs: on Spark every task of a
+batch reads the one bound to the batch), the routed rows are shuffled and
 grouped by joiner key, every joiner runs on a copy of its state and writes its statistics, and
 only then is the batch committed and may the controller read it.
 """
@@ -30,7 +31,7 @@ from driftjoin.schemafree.generator import nobench_documents, server_log_documen
 from driftjoin.spark.natural.local import LocalRun
 from driftjoin.spark.natural.plan import JOINER_OP, NaturalPlan
 from driftjoin.spark.natural.table import decisions_name, read_fit
-from driftjoin.spark.runtime.decisions import newest, read_version, versions
+from driftjoin.spark.runtime.decisions import read_version, versions
 from driftjoin.spark.runtime.stats import read_stats
 
 
@@ -85,42 +86,51 @@ def expected_windows(plan: NaturalPlan, batches: list[list[dict]]) -> dict[int, 
 
 class Harness(LocalRun):
     """A :class:`LocalRun` whose tasks read a random published decision: any version from the
-    newest when the batch started to the newest when the task runs."""
+    newest any task of an earlier batch of the lineage read to the newest when the task runs.
+    On Spark every task of a batch reads the version bound to it (at least every earlier
+    batch's, at most the newest); tasks that read newest-when-they-start are covered too."""
 
     def __init__(self, plan: NaturalPlan, rng: random.Random) -> None:
         super().__init__(plan)
         self.rng = rng
         self.pairs: list[tuple[int, int, int]] = []
         self.stale_tasks = 0
+        self.read_floor: int | None = None  # the newest version a task of an earlier batch read
 
-    def _version(self, low: int | None) -> int | None:
-        """A version to read; -1: none (a task that ran before the batch's first decision landed)."""
+    def restart(self, plan: NaturalPlan) -> None:
+        super().restart(plan)
+        self.read_floor = None  # a new lineage: its own decisions
+
+    def _version(self, low: int | None, read: list[int]) -> int | None:
+        """A version to read; -1: none (a task that ran before the lineage's first decision reached it)."""
         name = decisions_name(self.plan.lineage)
         options = [v for v in versions(self.plan.control, name) if low is None or v >= low]
         if not options:
             return None
-        if low is None:  # no decision when the batch started: a task may still have read none
+        if low is None:  # no earlier task read a decision: a task may still read none
             options.append(-1)
         version = self.rng.choice(options)
         self.stale_tasks += version < options[-1]
+        read.append(version)
         return version
 
     def run_batch(self, rows: list[dict], cuts: int, publish_at: set[int], replay: bool, early: bool = False) -> None:
-        top = newest(self.plan.control, decisions_name(self.plan.lineage))
-        low = None if top is None else int(top["version"])  # no task reads below what the batch saw at its start
+        low, read = self.read_floor, []  # no task reads below what a task of an earlier batch read
         order = rows[:]
         self.rng.shuffle(order)
         tasks = [order[i::cuts] for i in range(cuts)]
-        pairs, states, _ = self.attempt(tasks, lambda t: self._version(low),
+        pairs, states, _ = self.attempt(tasks, lambda t: self._version(low, read),
                                         lambda t: self.decide() if t in publish_at else None, self.rng.randrange(10**6))
         if early:  # the first fit from joiner 0's record of this batch, before it commits (or is replayed)
             self.controller.early_fit()
         if replay:  # the batch fails after the joiners ran: rerun from the old state, rows in another order
-            again, states, _ = self.attempt([t[::-1] for t in reversed(tasks)], lambda t: self._version(low), None,
+            again, states, _ = self.attempt([t[::-1] for t in reversed(tasks)], lambda t: self._version(low, read), None,
                                             self.rng.randrange(10**6))
             assert Counter(again) == Counter(pairs)
         self.pairs += pairs
         self.commit(states)
+        if any(v >= 0 for v in read):
+            self.read_floor = max(v for v in read if v >= 0)
 
 
 @st.composite
@@ -222,12 +232,14 @@ def test_parallel_routing_nobench_with_refits_and_stale_tasks(tmp_path, m, parti
 
 @pytest.mark.parametrize("kind", ["count", "time"])
 @pytest.mark.parametrize("early", [True, False])
-def test_first_fit_serves_the_second_window_when_decisions_land_a_batch_late(tmp_path, kind, early):
-    """Spark's case: windows of one micro-batch, and the controller hears of a batch's commit only
-    after the next batch's routers have read the table (the listener is asynchronous). Fits made
-    on commit then serve the window after the next: windows 0 and 1 broadcast. The first fit made
-    ahead of the commit (:meth:`~driftjoin.spark.natural.control.NaturalPartitionController.early_fit`,
-    what the controller's watch does on Spark) serves window 1 already; both exact."""
+def test_first_fit_serves_the_third_window_when_decisions_land_a_batch_late(tmp_path, kind, early):
+    """Spark's case: windows of one micro-batch, routers read the decision their batch is bound
+    to (the plan key binds the newest during the batch before), and the controller hears of a
+    batch's commit only after the next batch's plan key bound (the listener is asynchronous).
+    Fits made on commit then serve window 3: windows 0-2 broadcast. The first fit made ahead of
+    the commit (:meth:`~driftjoin.spark.natural.control.NaturalPartitionController.early_fit`,
+    what the controller's watch does on Spark) lands after batch 0's plan key bound and serves
+    window 2; both exact."""
     raw = nobench_documents(240, seed=7, thousandth=6, optional=0.5, sparse_blocks=4)
     rows = [{"id": i, "doc": json.dumps(raw[i]), "t": i / 4} for i in range(240)]  # 40 documents per 10 s
     plan = make_plan(str(tmp_path), "L1", 2, kind, "value")
@@ -245,19 +257,19 @@ def test_first_fit_serves_the_second_window_when_decisions_land_a_batch_late(tmp
     assert sorted((min(a, b), max(a, b), w) for a, b, w in pairs) == sorted(brute_force(rows, expected_windows(plan, batches)))
     opened = {r["batch"]: r["opening"] for r in read_stats(str(tmp_path), JOINER_OP) if r["joiner"] == 0}
     fitted = [b for b in sorted(opened) if opened[b] != "0"]  # window b opens in batch b
-    assert fitted == ([1, 2, 3, 4, 5] if early else [2, 3, 4, 5])
+    assert fitted == ([2, 3, 4, 5] if early else [3, 4, 5])
 
 
 def test_a_fitted_task_never_broadcasts_so_each_document_reaches_one_joiner(tmp_path):
     """The case of the 0.70x run (docs/benchmarks.md, natural_join scale-out): the server log at 2
     joiners, value partitioning without ``sample=``, event-time windows of one micro-batch, the
-    first fit made ahead of the commit and every later decision landing after the next batch's
-    routers read the table; in batch 1 one task reads no decision yet. Window 0 is broadcast;
-    every later window is routed by the value fit alone, although windows 1 and 2 are read
-    with the floor 0: their documents (all carry ``S``) reach one joiner each and none is
-    dropped, except task 0's documents of window 1, which go to both (it saw no fit). The
-    broadcast documents of windows 0 and 1 trigger no refit (they say nothing about the fit).
-    Exact."""
+    first fit made ahead of the commit (after batch 0's plan key bound batch 1's decision) and
+    every later decision landing after the next batch's plan key bound. Windows 0 and 1 are
+    broadcast (batch 1's tasks read no decision); every later window is routed by the value fit
+    alone, although window 2 is read with the floor 0: its documents (all carry ``S``) reach
+    one joiner each and none is dropped. The broadcast documents of windows 0 and 1 trigger no
+    refit (they say nothing about the fit, and window 1 had no fit only because its batch was
+    bound before the first fit landed). Exact."""
     docs = server_log_documents(7500, seed=3, timestamp=False)
     rows = [{"id": i, "doc": json.dumps(d), "t": i / 100} for i, d in enumerate(docs)]  # 1,500 per 15 s window
     plan = make_plan(str(tmp_path), "L1", 2, "time", "value")
@@ -268,8 +280,7 @@ def test_a_fitted_task_never_broadcasts_so_each_document_reaches_one_joiner(tmp_
     for b, batch in enumerate(batches):
         if b >= 2:  # batch b - 2's commit is heard after batch b's routers read the table
             run.controller.step(b - 2)
-        found, states, batch_stats = run.attempt([batch[0::2], batch[1::2]], (lambda t: -1 if t == 0 else None)
-                                                 if b == 1 else None)
+        found, states, batch_stats = run.attempt([batch[0::2], batch[1::2]])
         if b == 0:
             run.controller.early_fit()
         run.commit(states)
@@ -284,8 +295,7 @@ def test_a_fitted_task_never_broadcasts_so_each_document_reaches_one_joiner(tmp_
         for w, (kept, _owned, _to_all, lost, _unfitted) in rec["windows"].items():
             received[int(w)] += kept
             dropped[int(w)] += lost
-    task0 = len(batches[1][0::2])
-    assert received == {0: 3000, 1: 1500 + task0, 2: 1500, 3: 1500, 4: 1500}
+    assert received == {0: 3000, 1: 3000, 2: 1500, 3: 1500, 4: 1500}
     assert not any(dropped.values())
 
 
