@@ -364,7 +364,7 @@ class JoinerProcessor(OperatorProcessor):
         self.id_is_str = id_is_str
         self.final = final
 
-    def bind_next(self, batch: int) -> None:
+    def bind_decisions(self, batch: int) -> None:
         """Bind the newest routing decision to batch ``batch`` (:func:`~driftjoin.spark.natural.table.bind_decision`)."""
         if self.plan.control:
             bind_decision(self.plan.control, self.plan.lineage, batch)

@@ -6,7 +6,7 @@ plan stored with the checkpoint (:mod:`driftjoin.spark.runtime.plan_guard`: a re
 settings fails here, before anything is committed); the plan key
 (:data:`~driftjoin.spark.runtime.plan_guard.PLAN_KEY`), which the routers' heartbeats reach
 whatever the settings, exists for that check and for binding the operator's routing decisions to
-the next batch (:meth:`OperatorProcessor.bind_next`, :func:`driftjoin.spark.runtime.decisions.bind`)
+the next batch (:meth:`OperatorProcessor.bind_decisions`, :func:`driftjoin.spark.runtime.decisions.bind`)
 unless the operator gives it work. Then the operator's own :meth:`OperatorProcessor.batch` runs
 on the key's rows as one frame.
 
@@ -78,12 +78,12 @@ class OperatorProcessor(StatefulProcessor):
         if key[0] == PLAN_KEY:
             batch = task_query().batch_id
             if batch is not None:
-                self.bind_next(batch + 1)
+                self.bind_decisions(batch + 1)
             if not self.runs_plan_key:
                 return
         yield from self.batch(key[0], pd.concat(frames, ignore_index=True))
 
-    def bind_next(self, batch: int) -> None:
+    def bind_decisions(self, batch: int) -> None:
         """Bind the decisions this operator's routers read to batch ``batch`` (run by the plan key
         once per batch with data, the batch before; :func:`driftjoin.spark.runtime.decisions.bind`).
         Nothing by default: an operator whose routers read a controller's decisions binds them."""

@@ -7,8 +7,8 @@ formulation partition adopts, one version per batch; what must not happen is two
 batch adopting different versions (a formulation task Spark runs again after losing an executor
 would route memberships to reducers that finished without them). So a batch adopts the version
 *bound* to it (:func:`~driftjoin.spark.runtime.decisions.bound`), which the formulation stage's
-plan key binds during the batch before (:meth:`FormulationProcessor.bind_next
-<driftjoin.spark.similarity.s3j.FormulationProcessor.bind_next>`).
+plan key binds during the batch before (:meth:`FormulationProcessor.bind_decisions
+<driftjoin.spark.similarity.s3j.FormulationProcessor.bind_decisions>`).
 """
 
 from __future__ import annotations

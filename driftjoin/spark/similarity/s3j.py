@@ -592,7 +592,7 @@ class FormulationProcessor(_S3JProcessor):
 
     parts = ("formulation",)
 
-    def bind_next(self, batch: int) -> None:
+    def bind_decisions(self, batch: int) -> None:
         """Bind the newest workset assignment to batch ``batch`` (:mod:`~driftjoin.spark.similarity.assignment`)."""
         if self.plan.metrics_dir:
             bind_assignment(self.plan.metrics_dir, batch)

@@ -93,7 +93,7 @@ class _Recorder(processor.OperatorProcessor):
     def __init__(self) -> None:
         self.guard, self.bound_batches = None, []
 
-    def bind_next(self, batch: int) -> None:
+    def bind_decisions(self, batch: int) -> None:
         self.bound_batches.append(batch)
 
 

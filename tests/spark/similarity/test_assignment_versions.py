@@ -26,18 +26,18 @@ def test_a_batch_adopts_the_assignment_bound_to_it(tmp_path) -> None:
     root = str(tmp_path)
     binder = _binder(root)
     write_assignment(root, 1, {1: 0}, {})
-    binder.bind_next(5)  # the plan key of batch 4
+    binder.bind_decisions(5)  # the plan key of batch 4
     write_assignment(root, 2, {1: 1}, {})  # published while batch 5 runs
     assert read_assignment(root, batch=4) is None
     assert read_assignment(root, batch=5) == (1, {1: 0}, {})
-    binder.bind_next(6)
+    binder.bind_decisions(6)
     write_assignment(root, 3, {1: 0, 2: 1}, {})
     assert read_assignment(root, batch=6)[0] == read_assignment(root, batch=7)[0] == 2
     assert read_assignment(root, newer_than=2, batch=6) is None  # version 3 is not bound yet
     assert read_assignment(root)[0] == 3  # outside a streaming query: the newest
     for _attempt in range(3):  # the same answer however often a batch is run
         assert read_assignment(root, newer_than=1, batch=6)[0] == 2
-    _binder(None).bind_next(8)  # no metrics directory: no balancing, nothing to bind
+    _binder(None).bind_decisions(8)  # no metrics directory: no balancing, nothing to bind
 
 
 def test_the_balancer_publishes_and_the_next_bound_batch_adopts(tmp_path, monkeypatch) -> None:
@@ -50,5 +50,5 @@ def test_the_balancer_publishes_and_the_next_bound_batch_adopts(tmp_path, monkey
     decision = ctl.step(now=100.0)
     assert decision is not None
     assert read_assignment(root, batch=5) is None  # batch 5 runs with the version bound before
-    _binder(root).bind_next(6)
+    _binder(root).bind_decisions(6)
     assert read_assignment(root, batch=6)[0] == decision.version
