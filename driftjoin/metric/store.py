@@ -16,13 +16,17 @@ Runs (as in :mod:`driftjoin.s3j.compute`): a window holds a few runs sorted by c
 ``group << 2 | class``; the last two merge while the older is less than twice the newer, so a
 window of n entries has O(log n) runs and no batch re-sorts the whole window. State is a plain
 dict of arrays per window (:meth:`RunStore.state`), so a runtime can persist it window by window,
-or run by run: a runtime may name each stored run (:attr:`Run.label`, e.g. the chunk it wrote the
-run to); when labelled runs merge, :attr:`RunStore.retired` lists them, so only the runs a batch
-created (unlabelled) are written and the merged ones removed.
+or batch by batch: with ``keep_added`` every run a batch adds is named by a random 62-bit *part*
+id and listed in :attr:`RunStore.added` before it merges, and a merged run carries the parts of
+the runs it holds (:attr:`Run.parts`). A runtime writes each added run once, under its part id,
+and never rewrites what merging does in memory: a batch writes O(batch), not the O(batch log n)
+that rewriting merged runs would, and a process whose copy is a few batches old reads only the
+parts written since (a run whose parts are all still stored is that run, parts never change).
 """
 
 from __future__ import annotations
 
+import secrets
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
@@ -47,8 +51,9 @@ class Run:
     key: np.ndarray
     rec: np.ndarray
     cols: dict[str, np.ndarray] = field(default_factory=dict)
-    #: free for the runtime (where it persisted the run); a new or merged run has none
-    label: int | None = None
+    #: the stored parts that together hold exactly this run's entries (module docstring; empty
+    #: when the store does not keep what is added)
+    parts: tuple[int, ...] = ()
     #: per-record values a join derives from ``records`` and keeps while the run lives (never
     #: persisted; a merge keeps what both runs hold: each value has ``concat(parts)``)
     memo: dict[str, Any] = field(default_factory=dict, repr=False, compare=False)
@@ -81,16 +86,16 @@ class Run:
         order = np.argsort(key, kind="stable")
         rec = np.concatenate([a.rec, b.rec + len(a.records)])
         return Run(MetricRecords.concat([a.records, b.records]), key[order], rec[order],
-                   {k: np.concatenate([a.cols[k], b.cols[k]])[order] for k in a.cols},
+                   {k: np.concatenate([a.cols[k], b.cols[k]])[order] for k in a.cols}, a.parts + b.parts,
                    memo={k: type(v).concat([v, b.memo[k]]) for k, v in a.memo.items() if k in b.memo})
 
     def arrays(self) -> tuple:
         return (self.records.arrays(), self.key, self.rec, self.cols)
 
     @staticmethod
-    def from_arrays(arrays: tuple, label: int | None = None) -> "Run":
+    def from_arrays(arrays: tuple, parts: tuple[int, ...] = ()) -> "Run":
         rec_arrays, key, rec, cols = arrays
-        return Run(MetricRecords(*rec_arrays), key, rec, cols, label)
+        return Run(MetricRecords(*rec_arrays), key, rec, cols, parts)
 
 
 def unordered(pairs: Iterable[tuple[int, int]]) -> frozenset[tuple[int, int]]:
@@ -99,13 +104,15 @@ def unordered(pairs: Iterable[tuple[int, int]]) -> frozenset[tuple[int, int]]:
 
 
 class RunStore:
-    """Runs of entries per window (module docstring)."""
+    """Runs of entries per window (module docstring). ``keep_added``: name every added run by a
+    part id and list it in :attr:`added` for a runtime that persists batch by batch."""
 
-    def __init__(self, allowed: Iterable[tuple[int, int]]) -> None:
+    def __init__(self, allowed: Iterable[tuple[int, int]], keep_added: bool = False) -> None:
         self.allowed = unordered(allowed)
         self.windows: dict[int, list[Run]] = {}
-        #: ``(window, label)`` of labelled runs merged away since the runtime last cleared it
-        self.retired: list[tuple[int, int]] = []
+        self.keep_added = keep_added
+        #: ``(window, run)`` of every run added since the runtime last cleared it, as added
+        self.added: list[tuple[int, Run]] = []
 
     def __len__(self) -> int:
         return sum(len(r) for runs in self.windows.values() for r in runs)
@@ -129,14 +136,20 @@ class RunStore:
                 yield new, ia, ib
 
     def add(self, window: int, run: Run) -> None:
-        """Store a run; merge the last two while the older is less than twice the newer."""
+        """Store a batch's run; merge the last two while the older is less than twice the newer."""
         if len(run) == 0:
             return
+        if self.keep_added:
+            run.parts = (secrets.randbits(62),)  # never reused, not even by a replay of the batch
+            self.added.append((window, run))
+        self.put(window, run)
+
+    def put(self, window: int, run: Run) -> None:
+        """Store a run the runtime read back (its parts stored already), merging as :meth:`add`."""
         runs = self.windows.setdefault(window, [])
         runs.append(run)
         while len(runs) >= 2 and len(runs[-2]) < 2 * len(runs[-1]):
             newer, older = runs.pop(), runs.pop()
-            self.retired += [(window, r.label) for r in (older, newer) if r.label is not None]
             runs.append(Run.merged(older, newer))
 
     def expire_before(self, window: int) -> None:

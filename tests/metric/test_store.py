@@ -1,4 +1,4 @@
-"""The run store's bookkeeping for a runtime that persists runs one by one (labels, retired runs)."""
+"""The run store's bookkeeping for a runtime that persists batch by batch (added runs, parts)."""
 
 from __future__ import annotations
 
@@ -13,17 +13,30 @@ def _run(ids: list[int]) -> Run:
     return Run.build(rec, np.zeros(len(ids), np.int64), np.zeros(len(ids), np.int64), np.arange(len(ids)))
 
 
-def test_merged_labelled_runs_are_retired_and_the_merged_run_is_unlabelled():
-    store = RunStore([(0, 0)])
-    first = _run([1, 2])
+def test_added_runs_are_listed_once_and_merged_runs_carry_their_parts():
+    store = RunStore([(0, 0)], keep_added=True)
+    first, second, third = _run([1, 2]), _run([3]), _run([4])
     store.add(7, first)
-    first.label = 11  # the runtime wrote it
-    second = _run([3])
     store.add(7, second)  # 2 >= 2 * 1: no merge
-    assert store.retired == [] and [r.label for r in store.windows[7]] == [11, None]
-    second.label = 12
-    store.add(7, _run([4]))  # [2, 1, 1] -> [2, 2] -> [4]: both written runs merged away
-    assert sorted(store.retired) == [(7, 11), (7, 12)]
-    assert [r.label for r in store.windows[7]] == [None]
-    assert sorted(store.windows[7][0].records.id.tolist()) == [1, 2, 3, 4]
-    assert Run.from_arrays(first.arrays(), 5).label == 5
+    assert [r.parts for r in store.windows[7]] == [first.parts, second.parts]
+    assert len(first.parts) == len(second.parts) == 1 and first.parts != second.parts
+    store.add(7, third)  # [2, 1, 1] -> [2, 2] -> [4]
+    assert [w for w, _ in store.added] == [7, 7, 7]
+    assert [r.parts for _, r in store.added] == [first.parts, second.parts, third.parts]
+    assert [sorted(r.records.id.tolist()) for _, r in store.added] == [[1, 2], [3], [4]]  # as added, not merged
+    (merged,) = store.windows[7]
+    assert sorted(merged.parts) == sorted(first.parts + second.parts + third.parts)
+    assert sorted(merged.records.id.tolist()) == [1, 2, 3, 4]
+
+
+def test_runs_read_back_merge_without_being_added_again():
+    store = RunStore([(0, 0)], keep_added=True)
+    store.put(3, Run.from_arrays(_run([1]).arrays(), (11,)))
+    store.put(3, Run.from_arrays(_run([2]).arrays(), (12,)))
+    assert store.added == [] and [sorted(r.parts) for r in store.windows[3]] == [[11, 12]]
+
+
+def test_a_store_that_does_not_keep_added_runs_holds_no_references():
+    store = RunStore([(0, 0)])
+    store.add(1, _run([1, 2]))
+    assert store.added == [] and store.windows[1][0].parts == ()

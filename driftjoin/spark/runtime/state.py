@@ -189,9 +189,10 @@ class Chunks:
         by a replay of a batch whose first attempt failed after writing)."""
         return self.add_pickled(group, dumps(value))
 
-    def add_pickled(self, group: int, blob: bytes) -> int:
-        """:meth:`add` for a value pickled already."""
-        chunk = secrets.randbits(62)
+    def add_pickled(self, group: int, blob: bytes, chunk: int | None = None) -> int:
+        """:meth:`add` for a value pickled already; ``chunk``: its id, drawn by the caller as
+        :meth:`add` draws one (a random 62-bit number)."""
+        chunk = secrets.randbits(62) if chunk is None else chunk
         self._store.updateValue((group, chunk), (blob,))
         self.calls += 1
         self.written_bytes += len(blob)

@@ -54,9 +54,11 @@ key restores, through Spark's state store, which commits with the output; a repl
 from the state of the last commit.
 
 State (:class:`~driftjoin.spark.runtime.state.ChunkedState` ``metric_worker``): one chunk per run
-of the worker's :class:`~driftjoin.metric.store.RunStore`, grouped by window (a batch writes the
-runs it created and removes the runs they merged, :attr:`~driftjoin.metric.store.RunStore.retired`;
-a closed window is dropped by group); S3J adds the workset centroids and the buffered outer
+a batch added to the worker's :class:`~driftjoin.metric.store.RunStore`, grouped by window, under
+the run's part id (:attr:`~driftjoin.metric.store.RunStore.added`); runs merge in memory only, so
+a batch writes what it added and a process whose cached worker is a batch or two old (Spark gave
+the key's previous tasks to another Python worker) keeps its runs whose parts are all still
+listed and reads only the chunks written since; a closed window is dropped by group. S3J adds the workset centroids and the buffered outer
 copies, one chunk per batch each (groups :data:`CENTROIDS`, :data:`BUFFER`), removed once every
 centroid of a chunk is forgotten or every copy's window closed; the clock and S3J's next workset
 id in the meta fields.
@@ -254,7 +256,9 @@ class SpaceProcessor(OperatorProcessor):
         self.state = ChunkedState(handle, "metric_worker")
 
     def _new(self, slot: int) -> _Worker:
-        return _Worker(self.plan.strategy.worker(slot), window_clock(self.plan))
+        core = self.plan.strategy.worker(slot)
+        core.store.keep_added = True
+        return _Worker(core, window_clock(self.plan))
 
     def _rebuild(self, slot: int, meta: Meta, chunks: Chunks, stale: _Worker | None) -> _Worker:
         """The worker from its chunks; decoded runs and pieces of a stale cached worker are reused by id."""
@@ -263,15 +267,22 @@ class SpaceProcessor(OperatorProcessor):
         w.sizes = dict(meta.fields["sizes"])
         known: dict[int, Any] = {}
         if stale is not None:
-            known = {r.label: r for runs in stale.core.store.windows.values() for r in runs if r.label is not None}
             for g in _EXTRA:
                 known.update(stale.pieces[g])
         core = w.core
         for g in chunks.groups():
             if g in _EXTRA:
                 w.pieces[g] = dict(chunks.read(g, known))
-            else:
-                core.store.windows[g] = [v if isinstance(v, Run) else Run.from_arrays(v, c) for c, v in chunks.read(g, known)]
+                continue
+            listed = set(chunks.ids(g))
+            # a stale run whose parts are all still listed is exactly those parts (chunks never change)
+            kept = [] if stale is None else [r for r in stale.core.store.windows.get(g, ())
+                                             if r.parts and listed.issuperset(r.parts)]
+            covered = {c for r in kept for c in r.parts}
+            core.store.windows[g] = kept
+            for c, arrays in chunks.read(g, dict.fromkeys(covered)):
+                if c not in covered:
+                    core.store.put(g, Run.from_arrays(arrays, (c,)))
         if isinstance(core, S3JWorker):
             cent = list(w.pieces[CENTROIDS].values())
             buf = [MetricRecords(*a) for a in w.pieces[BUFFER].values()]
@@ -361,18 +372,14 @@ class SpaceProcessor(OperatorProcessor):
 
     @staticmethod
     def _persist(w: _Worker, chunks: Chunks, fresh: list[tuple[int, Any]], first: int | None) -> None:
-        """Write what the batch added and remove what it merged or forgot (module docstring)."""
+        """Write what the batch added and remove what it forgot (module docstring)."""
         store = w.core.store
-        for g, label in store.retired:
-            if g in store.windows:  # else its window closed and its group is gone already
-                chunks.remove(g, label)
-        store.retired.clear()
-        for g, runs in store.windows.items():
-            for run in runs:
-                if run.label is None:
-                    blob = dumps(run.arrays())
-                    run.label = chunks.add_pickled(g, blob)
-                    w.sizes[run.label] = len(blob)
+        for g, run in store.added:
+            if g in store.windows:  # else its window closed in this batch
+                blob = dumps(run.arrays())
+                chunks.add_pickled(g, blob, chunk=run.parts[0])
+                w.sizes[run.parts[0]] = len(blob)
+        store.added.clear()
         for g, piece in fresh:
             blob = dumps(piece)
             c = chunks.add_pickled(g, blob)
