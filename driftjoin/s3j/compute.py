@@ -21,13 +21,17 @@ the oracle computes it. Comparisons (the paper's count) exclude inner x inner pa
 
 Runs: a batch's stored members become a new run; the last two runs merge while the older is
 less than twice the newer, so a window of n members has O(log n) runs and each member is
-merged O(log n) times. No batch re-sorts the whole window, and a runtime that persists runs
-(``MemberTable.label``) rewrites only the runs a batch created (``SimilarityWorker.retired``
-lists the ones merged away), so the state written per batch follows the batch, not the window.
+merged O(log n) times. No batch re-sorts the whole window. For a runtime that persists batch
+by batch (``keep_added``), every run a batch adds is named by a random 62-bit *part* id and
+listed in ``SimilarityWorker.added`` as added, and a merged run carries its runs' parts
+(``MemberTable.parts``): the runtime writes each added run once and never what merging does in
+memory, so the state written per batch follows the batch, and a copy a few batches old keeps
+every run whose parts are all still stored (parts never change) and reads only the newer ones.
 """
 
 from __future__ import annotations
 
+import secrets
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -76,13 +80,14 @@ class WorksetCounters:
 class MemberTable:
     """A run of members of one window, sorted by workset id (global id), outer members last.
 
-    ``label`` is free for the runtime (the Spark operator stores the run's chunk id there).
+    ``parts``: the stored parts that together hold exactly this run's members (module
+    docstring; empty when the worker does not keep what is added).
     """
 
     workset: np.ndarray
     role: np.ndarray
     records: Records
-    label: int | None = None
+    parts: tuple[int, ...] = ()
 
     def __len__(self) -> int:
         return len(self.workset)
@@ -94,8 +99,10 @@ class MemberTable:
 
     @staticmethod
     def merged(a: "MemberTable", b: "MemberTable") -> "MemberTable":
-        return MemberTable.sorted(np.concatenate([a.workset, b.workset]), np.concatenate([a.role, b.role]),
-                                  Records.concat([a.records, b.records]))
+        run = MemberTable.sorted(np.concatenate([a.workset, b.workset]), np.concatenate([a.role, b.role]),
+                                 Records.concat([a.records, b.records]))
+        run.parts = a.parts + b.parts
+        return run
 
     def nbytes(self) -> int:
         return int(self.workset.nbytes + self.role.nbytes + self.records.nbytes())
@@ -108,15 +115,18 @@ class SimilarityWorker:
     flags and only accepted pairs join. None: each window joins all its pairs (tumbling).
     """
 
-    def __init__(self, metric: Metric, threshold: float, self_join: bool, windows: Windowing | None = None) -> None:
+    def __init__(self, metric: Metric, threshold: float, self_join: bool, windows: Windowing | None = None,
+                 keep_added: bool = False) -> None:
         self.metric = metric
         self.threshold = threshold
         self.self_join = self_join
         self.windowing = windows
         self.interval = keeps_times(windows)
         self.windows: dict[int, list[MemberTable]] = {}
-        #: runs merged away since the runtime last emptied this list: (window, run)
-        self.retired: list[tuple[int, MemberTable]] = []
+        #: with ``keep_added``: every run added since the runtime last emptied this list, as
+        #: added: (window, run)
+        self.keep_added = keep_added
+        self.added: list[tuple[int, MemberTable]] = []
         self._kernel: BlockJoin | None = None
 
     def expire_before(self, window: int) -> None:
@@ -201,16 +211,20 @@ class SimilarityWorker:
                 _accumulate(bucket, groups, np.bincount(member_group[store & (plain == r)], minlength=len(groups)))
         keep = np.nonzero(store)[0]
         if len(keep):  # already sorted by member key: a run
-            self._store(window, MemberTable(workset[keep], role[keep], rec.take(keep)))
+            run = MemberTable(workset[keep], role[keep], rec.take(keep))
+            if self.keep_added:
+                run.parts = (secrets.randbits(62),)  # never reused, not even by a replay of the batch
+                self.added.append((window, run))
+            self.put(window, run)
         return Pairs.concat(out, rec.id.dtype)
 
-    def _store(self, window: int, run: MemberTable) -> None:
-        """Add a run; merge the last two while the older is less than twice the newer."""
+    def put(self, window: int, run: MemberTable) -> None:
+        """Store a run (a batch's, or one a runtime read back); merge the last two while the
+        older is less than twice the newer."""
         runs = self.windows.setdefault(window, [])
         runs.append(run)
         while len(runs) >= 2 and len(runs[-2]) < 2 * len(runs[-1]):
             newer, older = runs.pop(), runs.pop()
-            self.retired += [(window, t) for t in (older, newer) if t.label is not None]
             runs.append(MemberTable.merged(older, newer))
 
     def _blas_groups(self, groups: np.ndarray, a_cnt: np.ndarray, b_cnt: np.ndarray) -> np.ndarray:
@@ -447,10 +461,10 @@ def run_arrays(t: MemberTable) -> tuple:
     return (t.workset, t.role, t.records.arrays())
 
 
-def run_from_arrays(arrays: tuple, label: int | None = None) -> MemberTable:
+def run_from_arrays(arrays: tuple, parts: tuple[int, ...] = ()) -> MemberTable:
     """Inverse of :func:`run_arrays` (the arrays of a run are sorted already)."""
     ws, role, rec = arrays
-    return MemberTable(ws, role, Records(*rec), label)
+    return MemberTable(ws, role, Records(*rec), parts)
 
 
 def worker_state(w: SimilarityWorker) -> dict:

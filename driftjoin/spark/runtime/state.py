@@ -184,10 +184,11 @@ class Chunks:
                 out.append((c, loads(self._store.getValue((group, c))[0])))
         return out
 
-    def add(self, group: int, value: Any) -> int:
+    def add(self, group: int, value: Any, chunk: int | None = None) -> int:
         """Write a new chunk to ``group``; returns its id (random: ids are never reused, not even
-        by a replay of a batch whose first attempt failed after writing)."""
-        return self.add_pickled(group, dumps(value))
+        by a replay of a batch whose first attempt failed after writing; ``chunk``: one the
+        caller drew the same way)."""
+        return self.add_pickled(group, dumps(value), chunk)
 
     def add_pickled(self, group: int, blob: bytes, chunk: int | None = None) -> int:
         """:meth:`add` for a value pickled already; ``chunk``: its id, drawn by the caller as

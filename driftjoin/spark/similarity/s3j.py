@@ -51,7 +51,6 @@ from pyspark.sql.streaming.stateful_processor import (
 from driftjoin.clock import WindowClock, tick_of
 from driftjoin.s3j.baselines import BruteForceRouter, ClusterJoinRouter
 from driftjoin.s3j.compute import (
-    MemberTable,
     SimilarityWorker,
     WorksetCounters,
     run_arrays,
@@ -408,7 +407,8 @@ class _Computation:
     """Similarity computation of one worker for one batch (members in, pairs out).
 
     State (:class:`~driftjoin.spark.runtime.state.ChunkedState` ``worker``): one chunk per run of
-    members (:mod:`driftjoin.s3j.compute`), grouped by window; the clock in the meta fields.
+    members a batch added, under its part id, grouped by window (runs merge in memory only:
+    :mod:`driftjoin.s3j.compute`); the clock in the meta fields.
     """
 
     plan: S3JPlan
@@ -418,16 +418,21 @@ class _Computation:
 
     @staticmethod
     def empty(plan: S3JPlan, worker: int) -> "_Computation":
-        return _Computation(plan, worker, SimilarityWorker(plan.distance, plan.threshold, plan.self_join, plan.windows),
-                            window_clock(plan))
+        return _Computation(plan, worker, SimilarityWorker(plan.distance, plan.threshold, plan.self_join, plan.windows,
+                                                           keep_added=True), window_clock(plan))
 
     @staticmethod
     def rebuild(plan: S3JPlan, worker: int, meta: Meta, chunks: Chunks, stale: "_Computation | None") -> "_Computation":
         step = _Computation.empty(plan, worker)
-        known = {} if stale is None else {run.label: run for runs in stale.core.windows.values() for run in runs
-                                          if run.label is not None}
-        step.core.windows = {g: [v if isinstance(v, MemberTable) else run_from_arrays(v, c) for c, v in chunks.read(g, known)]
-                             for g in chunks.groups()}
+        for g in chunks.groups():
+            listed = set(chunks.ids(g))
+            # a stale run whose parts are all still listed is exactly those parts (chunks never change)
+            kept = [] if stale is None else [r for r in stale.core.windows.get(g, ()) if r.parts and listed.issuperset(r.parts)]
+            covered = {c for r in kept for c in r.parts}
+            step.core.windows[g] = kept
+            for c, arrays in chunks.read(g, dict.fromkeys(covered)):
+                if c not in covered:
+                    step.core.put(g, run_from_arrays(arrays, (c,)))
         step.clock.seen = meta.fields["clock"]
         return step
 
@@ -435,7 +440,7 @@ class _Computation:
             seq: int, chunks: Chunks) -> tuple[Any, float, dict[str, Any] | None]:
         """Pair the batch's members: (pairs, emit time, statistics or None when nothing happened).
 
-        Writes the runs the batch created to ``chunks`` and removes the merged and expired ones.
+        Writes the runs the batch added to ``chunks`` and removes the expired ones.
         """
         first = self.clock.first_open()
         if first is not None:
@@ -451,15 +456,12 @@ class _Computation:
             rec, workset, role, store = rec.take(on_time), workset[on_time], role[on_time], store[on_time]
         counters = WorksetCounters()
         pairs = self.core.add(rec, workset, role, counters, store=store)
-        for w, run in self.core.retired:
-            chunks.remove(w, run.label)
-        self.core.retired.clear()
         written = 0
-        for w, runs in self.core.windows.items():
-            for run in runs:
-                if run.label is None:
-                    run.label = chunks.add(w, run_arrays(run))
-                    written += run.nbytes()
+        for w, run in self.core.added:
+            if w in self.core.windows:
+                chunks.add(w, run_arrays(run), chunk=run.parts[0])
+                written += run.nbytes()
+        self.core.added.clear()
         self.clock.advance(tick_of(top))
         emit = time.time()
         stats = None
