@@ -598,6 +598,17 @@ def markdown(result: dict) -> None:
             bad = "; ".join(f"{x['policy']} {x['throughput_second_half']:.2f}, {x['end_lag_s']:.0f}" for x in xs if not x["kept_up"])
             print(f"| {pp} | {load} | {start} | {su} | {up} of {len(xs)} | {len(xs) - len(settled)} of {len(xs)}"
                   f"{' (not: ' + ', '.join(settled) + ')' if settled else ''} | {bad} |")
+    cpu = result.get("cpu", [])
+    if cpu:
+        ratios = sorted({x["cpu_per_busy"] for x in cpu})
+        print("\n### HPA-CPU against the CPU it reads per busy second: p95 s (thr/in, mean workers, actions); "
+              f"the simulator's value marked *\n")
+        default = result.get("config", {}).get("cpu_per_busy")
+        print("| workload | setup | " + " | ".join(f"{r:g}{'*' if r == default else ''}" for r in ratios) + " |")
+        print("|---|---|" + "---|" * len(ratios))
+        for w, su in dict.fromkeys((x["workload"], x["setup"]) for x in cpu):
+            print(f"| {w} | {su} | " + " | ".join(_cell(next((x for x in cpu if (x["workload"], x["setup"], x["cpu_per_busy"])
+                                                              == (w, su, r)), None)) for r in ratios) + " |")
 
 
 def main() -> None:

@@ -6,10 +6,12 @@ the window clock from the heartbeats (every key derives the same frontier,
 deterministic order and joined by :meth:`driftjoin.linkage.worker.LinkWorker.add` (each matching
 pair once, under its first rule, explained), then the windows below the first open one dropped.
 
-State (:class:`~driftjoin.spark.runtime.state.ChunkedState` ``link_worker``): one chunk per run of
-the worker's stores, grouped by window, holding ``(lane, run)``; a batch writes only the runs it
-created and removes the runs they merged (:attr:`driftjoin.metric.store.RunStore.retired`); a
-closed window is dropped by group, so state is bounded by the watermark. The clock is in the meta
+State (:class:`~driftjoin.spark.runtime.state.ChunkedState` ``link_worker``): one chunk per run a
+batch added to the worker's stores, under the run's part id, grouped by window, holding
+``(lane, run)`` (:attr:`driftjoin.metric.store.RunStore.added`); runs merge in memory only, so a
+batch writes what it added and a stale cached worker keeps its runs whose parts are all still
+listed and reads only the newer chunks; a closed window is dropped by group, so state is bounded
+by the watermark. The clock is in the meta
 fields. Static inputs run the same processor once per key (``applyInArrow``, in-memory state).
 """
 
@@ -90,22 +92,24 @@ class LinkProcessor(OperatorProcessor):
 
     def _new(self, slot: int) -> _Worker:
         plan: LinkPlan = self.plan
-        return _Worker(LinkWorker(plan.core, slot), WindowClock(plan.windows, tick_of(plan.lateness)))
+        core = LinkWorker(plan.core, slot)
+        for store in core.stores:
+            store.keep_added = True
+        return _Worker(core, WindowClock(plan.windows, tick_of(plan.lateness)))
 
     def _rebuild(self, slot: int, meta: Meta, chunks: Chunks, stale: _Worker | None) -> _Worker:
-        """The worker from its chunks; decoded runs of a stale cached worker are reused by chunk id."""
+        """The worker from its chunks; a stale cached worker's runs whose parts are all still listed
+        are kept (chunks never change), and only the other chunks are read."""
         w = self._new(slot)
         w.clock.seen = meta.fields["clock"]
         w.sizes = dict(meta.fields["sizes"])
-        known: dict[int, Any] = {}
-        if stale is not None:
-            known = {run.label: (lane, run) for lane, _, run in stale.core.runs() if run.label is not None}
         for g in chunks.groups():
-            for c, value in chunks.read(g, known):
-                lane, run = value
-                if not isinstance(run, Run):
-                    run = Run.from_arrays(run, c)
+            runs = [] if stale is None else [(lane, r) for lane, s in enumerate(stale.core.stores) for r in s.windows.get(g, ())]
+            kept, new = chunks.keep_stale(g, runs, lambda item: item[1].parts)
+            for lane, run in kept:
                 w.core.stores[lane].windows.setdefault(g, []).append(run)
+            for c, (lane, arrays) in new:
+                w.core.stores[lane].put(g, Run.from_arrays(arrays, (c,)))
         return w
 
     def batch(self, key: Any, pdf: pd.DataFrame) -> Iterator[pd.DataFrame]:
@@ -174,18 +178,14 @@ class LinkProcessor(OperatorProcessor):
 
     @staticmethod
     def _persist(w: _Worker, chunks: Chunks) -> None:
-        """Write the runs the batch created and remove the runs they merged."""
-        core = w.core
-        for store in core.stores:
-            for g, label in store.retired:
-                if g in store.windows:  # else its window closed and its group is gone already
-                    chunks.remove(g, label)
-            store.retired.clear()
-        for lane, g, run in core.runs():
-            if run.label is None:
-                blob = dumps((lane, run.arrays()))
-                run.label = chunks.add_pickled(g, blob)
-                w.sizes[run.label] = len(blob)
+        """Write the runs the batch added (module docstring)."""
+        for lane, store in enumerate(w.core.stores):
+            for g, run in store.added:
+                if g in store.windows:  # else its window closed in this batch
+                    blob = dumps((lane, run.arrays()))
+                    chunks.add_pickled(g, blob, chunk=run.parts[0])
+                    w.sizes[run.parts[0]] = len(blob)
+            store.added.clear()
         listed = {c for g in chunks.groups() for c in chunks.ids(g)}
         w.sizes = {c: n for c, n in w.sizes.items() if c in listed}
 

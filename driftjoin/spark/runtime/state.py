@@ -35,7 +35,7 @@ import pickle
 import secrets
 import uuid
 from collections import OrderedDict
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any, Generic, TypeVar
 
@@ -44,6 +44,7 @@ from pyspark.sql.types import BinaryType, LongType, StructField, StructType
 from driftjoin.spark.runtime.queries import task_query
 
 T = TypeVar("T")
+R = TypeVar("R")
 
 #: The schema of every pickled value the state layer keeps.
 BLOB = StructType([StructField("blob", BinaryType(), False)])
@@ -183,6 +184,22 @@ class Chunks:
                 self.calls += 1
                 out.append((c, loads(self._store.getValue((group, c))[0])))
         return out
+
+    def keep_stale(self, group: int, stale: Iterable[R], parts: Callable[[R], tuple[int, ...]],
+                   ) -> tuple[list[R], list[tuple[int, Any]]]:
+        """Bring a stale copy of ``group`` up to date: ``(kept, new)``, the items of ``stale``
+        whose parts (chunk ids) are all still listed, and ``(chunk id, value)`` of every other
+        chunk of ``group``, read.
+
+        For an operator that writes each part once and combines parts only in memory (runs that
+        merge, each carrying the ids of the chunks it holds): an item whose parts are all listed
+        holds exactly those chunks (a chunk never changes), so only the chunks written since are
+        read; an item with a part gone (or with none) is dropped and its listed chunks are read.
+        """
+        listed = set(self.ids(group))
+        kept = [item for item in stale if parts(item) and listed.issuperset(parts(item))]
+        covered = {c for item in kept for c in parts(item)}
+        return kept, [(c, v) for c, v in self.read(group, dict.fromkeys(covered)) if c not in covered]
 
     def add(self, group: int, value: Any, chunk: int | None = None) -> int:
         """Write a new chunk to ``group``; returns its id (random: ids are never reused, not even

@@ -425,14 +425,10 @@ class _Computation:
     def rebuild(plan: S3JPlan, worker: int, meta: Meta, chunks: Chunks, stale: "_Computation | None") -> "_Computation":
         step = _Computation.empty(plan, worker)
         for g in chunks.groups():
-            listed = set(chunks.ids(g))
-            # a stale run whose parts are all still listed is exactly those parts (chunks never change)
-            kept = [] if stale is None else [r for r in stale.core.windows.get(g, ()) if r.parts and listed.issuperset(r.parts)]
-            covered = {c for r in kept for c in r.parts}
+            kept, new = chunks.keep_stale(g, () if stale is None else stale.core.windows.get(g, ()), lambda r: r.parts)
             step.core.windows[g] = kept
-            for c, arrays in chunks.read(g, dict.fromkeys(covered)):
-                if c not in covered:
-                    step.core.put(g, run_from_arrays(arrays, (c,)))
+            for c, arrays in new:
+                step.core.put(g, run_from_arrays(arrays, (c,)))
         step.clock.seen = meta.fields["clock"]
         return step
 

@@ -274,15 +274,11 @@ class SpaceProcessor(OperatorProcessor):
             if g in _EXTRA:
                 w.pieces[g] = dict(chunks.read(g, known))
                 continue
-            listed = set(chunks.ids(g))
-            # a stale run whose parts are all still listed is exactly those parts (chunks never change)
-            kept = [] if stale is None else [r for r in stale.core.store.windows.get(g, ())
-                                             if r.parts and listed.issuperset(r.parts)]
-            covered = {c for r in kept for c in r.parts}
+            kept, new = chunks.keep_stale(g, () if stale is None else stale.core.store.windows.get(g, ()),
+                                         lambda r: r.parts)
             core.store.windows[g] = kept
-            for c, arrays in chunks.read(g, dict.fromkeys(covered)):
-                if c not in covered:
-                    core.store.put(g, Run.from_arrays(arrays, (c,)))
+            for c, arrays in new:
+                core.store.put(g, Run.from_arrays(arrays, (c,)))
         if isinstance(core, S3JWorker):
             cent = list(w.pieces[CENTROIDS].values())
             buf = [MetricRecords(*a) for a in w.pieces[BUFFER].values()]

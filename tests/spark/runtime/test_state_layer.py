@@ -234,3 +234,25 @@ def test_logged_state_with_snapshots_failures_and_processes_equals_the_committed
     handle.begin()
     state_layer.CACHE = StateCache(0)
     assert LoggedState(handle, "log").load(1, list, list, lambda v, c: v.extend(c)).value.value == committed
+
+
+class _DictStore:
+    def __init__(self, chunks: dict) -> None:
+        self.chunks, self.reads = chunks, []
+
+    def getValue(self, key):  # noqa: N802 - Spark's name
+        self.reads.append(key[1])
+        return (state_layer.dumps(self.chunks[key]),)
+
+
+def test_a_stale_copy_keeps_the_items_whose_parts_are_all_listed_and_reads_the_rest():
+    from driftjoin.spark.runtime.state import Chunks, Meta
+
+    meta = Meta(chunks={5: [11, 12, 13, 14]})
+    store = _DictStore({(5, c): f"chunk {c}" for c in (11, 12, 13, 14)})
+    stale = [("merged", (11, 12)), ("gone", (13, 99)), ("unstored", ()), ("alone", (14,))]
+    kept, new = Chunks(store, meta).keep_stale(5, stale, lambda item: item[1])
+    assert kept == [("merged", (11, 12)), ("alone", (14,))]  # 99 is no longer listed: that item is not the chunks
+    assert new == [(13, "chunk 13")] and store.reads == [13]
+    kept, new = Chunks(store, meta).keep_stale(5, [], lambda item: item[1])
+    assert kept == [] and [c for c, _ in new] == [11, 12, 13, 14]
