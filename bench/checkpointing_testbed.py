@@ -45,6 +45,12 @@ seconds; a worker = one CPU) and deterministic; each takes wall time in proporti
 records it processes, so they run in parallel (``--jobs``). Example (the docs' tables):
 ``nice -n 10 .venv/bin/python bench/checkpointing_testbed.py --costs bench/inputs/checkpointing_costs.json``,
 then ``--markdown`` (same ``--out``) prints them from the JSON.
+
+MSTs measured once serve the other sections: ``--save-msts FILE`` writes the normal section's
+rows (small: no timelines) with the settings they depend on, ``--mst-from FILE[,FILE...]``
+takes them instead of probing again and refuses files measured under other settings (run
+length, interval, timers, seed, nodes, costs). ``bench/inputs/checkpointing_msts.json`` holds the
+MSTs the docs' tables at 80% rest on, so those tables rerun from the repository alone.
 """
 
 from __future__ import annotations
@@ -525,13 +531,57 @@ def markdown(res: dict) -> None:
                   f"{_n(r['overhead_ratio'], 2)} | {r.get('exact')} |")
 
 
+#: the settings an MST depends on: a ``--mst-from`` file measured under others is refused
+MST_SETTINGS = ("duration", "interval", "clocks", "clock_skew", "seed", "nodes")
+
+
+def _costs_values(costs: Any) -> dict:
+    """A cost model's values as its JSON gives them back (tuples as lists), to compare."""
+    return json.loads(json.dumps(costs.__dict__ if isinstance(costs, CostModel) else costs, default=str))
+
+
+def read_msts(paths: str, args: argparse.Namespace) -> list[dict]:
+    """The normal-section rows of the files ``paths`` names (comma-separated: testbed JSONs or
+    ``--save-msts`` files), merged; a file measured under other settings or costs than this
+    run's, or two files with different MSTs for one query, protocol and worker count, stop the
+    bench with what to change."""
+    rows: dict[tuple, dict] = {}
+    for path in paths.split(","):
+        doc = json.loads(Path(path).read_text())
+        st = doc["settings"]
+        differ = [f"--{k.replace('_', '-')} {st.get(k)} there, {getattr(args, k)} here" for k in MST_SETTINGS
+                  if st.get(k) != getattr(args, k)]
+        if isinstance(st.get("costs"), dict) and _costs_values(st["costs"]) != _costs_values(args.costs):
+            differ.append("other costs (--costs)")
+        if differ:
+            raise SystemExit(f"--mst-from {path}: its MSTs were measured under other settings ({'; '.join(differ)}): run "
+                             "with the same settings or measure the MSTs again (leave out --mst-from)")
+        for r in doc["normal"]:
+            key = (r["query"], r["protocol"], r["workers"])
+            if key in rows and rows[key]["mst"] != r["mst"]:
+                raise SystemExit(f"--mst-from: two MSTs for {key} ({rows[key]['mst']:.0f} and {r['mst']:.0f} in {path}): "
+                                 "keep one of the files")
+            rows[key] = r
+    return list(rows.values())
+
+
+def save_msts(path: Path, res: dict) -> None:
+    """Write the normal section's rows without their timelines, with the settings and costs
+    they were measured under (``--save-msts``): what ``--mst-from`` needs, a few KB."""
+    keep = {k: res["settings"][k] for k in (*MST_SETTINGS, "probes", "tolerance", "queries", "protocols", "workers_of")}
+    keep["costs"] = res["settings"]["costs"]
+    rows = [{k: v for k, v in r.items() if k != "timeline"} for r in res["normal"]]
+    path.write_text(json.dumps({"settings": keep, "costs": res["costs"], "normal": rows}, indent=1, default=str) + "\n")
+    print(f"wrote {path} ({len(rows)} MSTs)")
+
+
 def check_settings(args: argparse.Namespace, sections: list[str]) -> None:
     """What the sections need from ``--queries`` (their MSTs), checked before anything runs."""
     unknown = set(sections) - set(SECTIONS)
     if unknown:
         raise SystemExit(f"unknown sections {sorted(unknown)}: choose from {', '.join(SECTIONS)}")
     if args.mst_from:
-        have = {r["query"] for r in json.loads(Path(args.mst_from).read_text())["normal"]}
+        have = {r["query"] for p in args.mst_from.split(",") for r in json.loads(Path(p).read_text())["normal"]}
     else:
         have = set(args.queries)
     need = []
@@ -605,7 +655,9 @@ def main() -> None:
     ap.add_argument("--costs", help="a calibration file (python -m driftjoin.checkpointing.calibrate --out FILE, e.g. "
                     "bench/inputs/checkpointing_costs.json); default: calibrate now")
     ap.add_argument("--out", default="bench/results", help="directory for the JSON and the figures")
-    ap.add_argument("--mst-from", help="take the normal section (MSTs) from this earlier JSON instead of measuring")
+    ap.add_argument("--mst-from", help="take the normal section (MSTs) from these earlier JSONs (comma-separated; a "
+                    "testbed JSON or a --save-msts file, e.g. bench/inputs/checkpointing_msts.json) instead of measuring")
+    ap.add_argument("--save-msts", help="write the normal section's MSTs, small, to this file (for --mst-from)")
     ap.add_argument("--failure-at", type=float, default=0.3, help="failure time as a share of the run (the thesis: 18 s of 60)")
     ap.add_argument("--failure-load", type=float, default=0.8, help="the failure section's rate as a share of each "
                     "protocol's MST (the thesis: 0.8)")
@@ -648,11 +700,13 @@ def main() -> None:
             print(f"wrote {p}")
         print(f"wrote {path} after the {name} section ({time.time() - started:.0f} s)", flush=True)
 
-    if args.mst_from:  # reuse the MSTs (and normal-operation rows) of an earlier run
-        res["normal"] = json.loads(Path(args.mst_from).read_text())["normal"]
+    if args.mst_from:  # reuse the MSTs (and normal-operation rows) of earlier runs
+        res["normal"] = read_msts(args.mst_from, args)
     else:
         res["normal"] = section_normal(args)
         save("normal")
+    if args.save_msts:
+        save_msts(Path(args.save_msts), res)
     for name, fn in (("failure", section_failure), ("overhead", section_overhead), ("skew", section_skew),
                      ("cyclic", section_cyclic), ("intervals", section_intervals)):
         if name in sections:

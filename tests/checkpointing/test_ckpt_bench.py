@@ -135,3 +135,32 @@ def test_an_overhead_load_outside_the_mst_fails_before_anything_runs(bench, monk
     with pytest.raises(SystemExit, match="--overhead-load 0 must be in"):
         _main(bench, monkeypatch, tmp_path, "--queries", "q1", "--sections", "normal,overhead", "--overhead-load", "0")
     assert "costs" not in capsys.readouterr().out
+
+
+def test_saved_msts_feed_later_sections_and_other_settings_are_refused(bench, monkeypatch, tmp_path, capsys):
+    msts = tmp_path / "msts.json"
+    _main(bench, monkeypatch, tmp_path, "--queries", "q1", "--sections", "normal", "--protocols", "unc",
+          "--save-msts", str(msts))
+    saved = json.loads(msts.read_text())
+    assert {(r["query"], r["protocol"]) for r in saved["normal"]} == {("q1", "none"), ("q1", "unc")}
+    assert all("timeline" not in r for r in saved["normal"]) and saved["settings"]["duration"] == 0.1
+    measured = {r["protocol"]: r["mst"] for r in saved["normal"]}
+
+    # a second file with another query merges with the first; the failure section runs at 80% of the saved MSTs
+    other = tmp_path / "other.json"
+    _main(bench, monkeypatch, tmp_path, "--queries", "q12", "--sections", "normal", "--protocols", "unc",
+          "--save-msts", str(other))
+    _main(bench, monkeypatch, tmp_path, "--queries", "q1,q12", "--sections", "failure", "--protocols", "unc",
+          "--mst-from", f"{msts},{other}")
+    rows = json.loads((tmp_path / "out" / "checkpointing_testbed.json").read_text())["failure"]
+    assert {r["query"] for r in rows} == {"q1", "q12"}
+    assert next(r for r in rows if r["query"] == "q1")["rate"] == pytest.approx(0.8 * measured["unc"])
+
+    with pytest.raises(SystemExit, match=r"--duration 0.1 there, 0.2 here"):   # MSTs of a shorter run: refused
+        _main(bench, monkeypatch, tmp_path, "--queries", "q1", "--sections", "failure", "--mst-from", str(msts),
+              "--duration", "0.2")
+    changed = dict(saved, normal=[dict(r, mst=r["mst"] + 1) for r in saved["normal"]])
+    (tmp_path / "changed.json").write_text(json.dumps(changed))
+    with pytest.raises(SystemExit, match="two MSTs for"):                       # two files that disagree
+        _main(bench, monkeypatch, tmp_path, "--queries", "q1", "--sections", "failure",
+              "--mst-from", f"{msts},{tmp_path / 'changed.json'}")
