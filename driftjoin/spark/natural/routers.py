@@ -123,8 +123,8 @@ def _routed_batch(rows: dict[str, list], schema: pa.Schema) -> pa.RecordBatch:
 def route_documents(plan: NaturalPlan, id_is_str: bool, schema: pa.Schema,
                     batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
     """The router task (``mapInArrow``): read the routing table once, route, then heartbeats."""
-    batch_id = task_query().batch_id or 0
-    view = load_view(plan.control, plan.lineage, plan.partitions, plan.initial, batch_id)
+    task = task_query()
+    view = load_view(plan.control, plan.lineage, plan.partitions, plan.initial, task.batch_id or 0, query=task.query_id)
     router = Router(plan, view, id_is_str)
     for batch in batches:
         rows = router.add(batch)

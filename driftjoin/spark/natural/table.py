@@ -295,15 +295,17 @@ def bind_decision(root: str, lineage: str, batch: int) -> None:
 
 
 def load_view(root: str | None, lineage: str, partitions: int, initial: bytes | None, batch: int | None,
-              version: int | None = None) -> RoutingView:
+              version: int | None = None, query: str | None = None) -> RoutingView:
     """The view of one router task: the decision published under ``root`` and bound to batch
     ``batch`` (None: the newest; ``root`` None: no control directory, a static join), else the
     table of ``sample=`` in a new checkpoint. ``version`` reads that decision instead (the local
-    pipeline's tests give tasks of one attempt different versions)."""
+    pipeline's tests give tasks of one attempt different versions); ``query``, the streaming
+    query's id, keeps the binding and the decision read for the process's next tasks of the batch
+    (:func:`~driftjoin.spark.runtime.decisions.read_bound`)."""
     decision = None
     if root is not None:
         name = decisions_name(lineage)
-        doc = read_bound(root, name, batch) if version is None else read_version(root, name, version)
+        doc = read_bound(root, name, batch, query=query) if version is None else read_version(root, name, version)
         if doc is not None:
             decision = Decision.from_json(doc)
     if decision is None and initial is not None and fresh(root, lineage, batch):

@@ -22,6 +22,13 @@ its replay after a restart, reads the same version; a re-run of the binding task
 may bind a newer one, which nothing has read yet. Bound versions never go down, and a decision
 takes effect one batch after it is published at the earliest.
 
+A routing task reads the binding of its batch once per process: the bindings that serve batch
+``b`` are written by batches before it, so once ``b`` runs its bound version is fixed and
+:func:`bound` keeps it, by metrics directory, decision, streaming query id and batch (a new
+checkpoint is a new query id; a re-run of ``b`` after a restart reads the same binding). That
+takes a listing and a read of the control folder off every key and task of every batch, which
+on an object store is a round trip each.
+
 ``dir`` is a metrics directory (:func:`~driftjoin.spark.runtime.queries.metrics_filesystem`): a
 local path, a ``pyarrow.fs`` URI, or a default one inside the query's checkpoint.
 """
@@ -29,6 +36,7 @@ local path, a ``pyarrow.fs`` URI, or a default one inside the query's checkpoint
 from __future__ import annotations
 
 import json
+from collections import OrderedDict
 from typing import TYPE_CHECKING, Any
 
 from driftjoin.spark.runtime.files import read_whole, write_whole
@@ -131,26 +139,69 @@ def _bound_version(fs: pafs.FileSystem, folder: str, start: int) -> int:
     return int(json.loads(data)["version"])
 
 
-def bound(root: str, name: str, batch: int | None) -> int | None:
+#: versions bound to running batches, read in this process: (root, name, query, batch) -> version
+_BOUND: OrderedDict[tuple[str, str, str, int], int] = OrderedDict()
+_BOUND_KEEP = 256
+#: the decisions those versions name, read in this process: (root, name, query, version) -> document
+_DOCS: OrderedDict[tuple[str, str, str, int], dict[str, Any]] = OrderedDict()
+_DOCS_KEEP = 16
+
+
+def bound(root: str, name: str, batch: int | None, query: str | None = None) -> int | None:
     """The version of decision ``name`` bound to batch ``batch``: the one :func:`bind` wrote for
-    the largest batch not above it (None: none is bound yet). ``batch=None`` (outside a
-    streaming query, nothing to bind) gives the newest published version."""
+    the largest batch not above it (None: none is bound yet).
+
+    Parameters
+    ----------
+    root:
+        The metrics directory the decisions are published under.
+    name:
+        The decision's name.
+    batch:
+        The running batch; None (outside a streaming query, nothing to bind) gives the newest
+        published version.
+    query:
+        The streaming query's id, given by a task of batch ``batch``: the version found is kept
+        for the process's later tasks of that batch (module docstring). None reads the folder.
+
+    >>> import tempfile
+    >>> root = tempfile.mkdtemp()
+    >>> publish(root, "plan", 1, {})
+    >>> bind(root, "plan", 2), bound(root, "plan", 2, query="q"), bound(root, "plan", None)
+    (1, 1, 1)
+    """
     if batch is None:
         found = versions(root, name)
         return found[-1] if found else None
+    key = None if query is None else (root, name, query, batch)
+    if key is not None and key in _BOUND:
+        return _BOUND[key]
     fs, folder = _folder(root, _bindings(name))
     starts = [s for s in _versions(fs, folder) if s <= batch]
-    return _bound_version(fs, folder, starts[-1]) if starts else None
+    version = _bound_version(fs, folder, starts[-1]) if starts else None
+    if key is not None and version is not None:
+        _BOUND[key] = version
+        while len(_BOUND) > _BOUND_KEEP:
+            _BOUND.popitem(last=False)
+    return version
 
 
-def read_bound(root: str, name: str, batch: int | None, newer_than: int = -1) -> dict[str, Any] | None:
-    """The decision bound to batch ``batch`` (:func:`bound`) if its version is above
-    ``newer_than``, else None. A bound version that is gone fails: the directory lost files the
-    query routes by."""
-    version = bound(root, name, batch)
+def read_bound(root: str, name: str, batch: int | None, newer_than: int = -1, query: str | None = None,
+               ) -> dict[str, Any] | None:
+    """The decision bound to batch ``batch`` (:func:`bound`; ``query`` as there, and the document
+    is kept too: callers must not change it) if its version is above ``newer_than``, else None. A
+    bound version that is gone fails: the directory lost files the query routes by."""
+    version = bound(root, name, batch, query)
     if version is None or version <= newer_than:
         return None
-    doc = read_version(root, name, version)
+    key = None if query is None else (root, name, query, version)
+    doc = _DOCS.get(key) if key is not None else None
+    if doc is None:
+        doc = read_version(root, name, version)
+        if doc is not None and key is not None:  # a published version never changes: kept for the next tasks
+            _DOCS[key] = doc
+            while len(_DOCS) > _DOCS_KEEP:
+                _DOCS.popitem(last=False)
     if doc is None:
         raise RuntimeError(f"decision {name} version {version}, bound to batch {batch}, is missing from {root}/control: "
                            "the metrics directory lost files the query routes by")

@@ -29,11 +29,12 @@ def bind_assignment(root: str, batch: int) -> None:
     bind(root, NAME, batch)
 
 
-def read_assignment(root: str, newer_than: int = -1, batch: int | None = None,
+def read_assignment(root: str, newer_than: int = -1, batch: int | None = None, query: str | None = None,
                     ) -> tuple[int, dict[int, int], dict[int, int]] | None:
     """The assignment bound to batch ``batch`` (None: the newest published) if its version is above
-    ``newer_than``, else None."""
-    doc = read_bound(root, NAME, batch, newer_than)
+    ``newer_than``, else None; ``query``, the streaming query's id, keeps the binding read for the
+    process's other keys of the batch (:func:`~driftjoin.spark.runtime.decisions.bound`)."""
+    doc = read_bound(root, NAME, batch, newer_than, query)
     if doc is None:
         return None
     return (int(doc["version"]), {int(k): int(v) for k, v in doc["assignment"].items()},

@@ -355,7 +355,9 @@ class _Formulation:
         """
         plan = self.plan
         if plan.metrics_dir:
-            latest = read_assignment(plan.metrics_dir, newer_than=self.router.version, batch=task_query().batch_id)
+            task = task_query()
+            latest = read_assignment(plan.metrics_dir, newer_than=self.router.version, batch=task.batch_id,
+                                     query=task.query_id)
             if latest is not None:
                 self.router.update(*latest)
         first = self.clock.first_open()

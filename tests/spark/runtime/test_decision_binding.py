@@ -80,13 +80,38 @@ def test_every_attempt_of_a_batch_reads_one_version_whenever_decisions_land(tmp_
             decisions.bind(root, "d", batch + 1)
         elif event == "read":
             version = decisions.bound(root, "d", batch)
-            reads.setdefault(batch, set()).add(-1 if version is None else version)
+            kept = decisions.bound(root, "d", batch, query="q")  # what a task's process keeps for the batch
+            reads.setdefault(batch, set()).update({-1 if version is None else version, -1 if kept is None else kept})
             assert version is None or version <= _published(root, "d")
         else:
             batch += 1
     assert all(len(seen) == 1 for seen in reads.values())
     order = [next(iter(reads[b])) for b in sorted(reads)]
     assert order == sorted(order)
+
+
+def test_a_process_reads_the_binding_of_a_batch_once_per_query(tmp_path, monkeypatch) -> None:
+    root = str(tmp_path)
+    listings, reads = [], []
+    list_versions, read_version = decisions._versions, decisions.read_version
+    monkeypatch.setattr(decisions, "_versions", lambda fs, folder: listings.append(folder) or list_versions(fs, folder))
+    monkeypatch.setattr(decisions, "read_version", lambda *a: reads.append(a) or read_version(*a))
+    decisions.publish(root, "d", 1, {"x": 1})
+    decisions.bind(root, "d", 2)
+    listings.clear()
+    for _key in range(5):  # five keys of batch 2 in one process: one listing, one read of the decision
+        assert decisions.read_bound(root, "d", 2, query="q")["x"] == 1
+    assert len(listings) == 1 and len(reads) == 1
+    decisions.publish(root, "d", 2, {"x": 2})
+    decisions.bind(root, "d", 3)
+    listings.clear()
+    assert decisions.read_bound(root, "d", 3, query="q")["x"] == 2  # the next batch reads its own binding
+    assert decisions.read_bound(root, "d", 2, query="q")["x"] == 1  # batch 2's stays what batch 2 read
+    assert decisions.read_bound(root, "d", 3, query="other")["x"] == 2  # another query (a new checkpoint) reads again
+    assert len(listings) == 2
+    for _key in range(3):  # without a query id nothing is kept
+        decisions.bound(root, "d", 3)
+    assert len(listings) == 5
 
 
 class _Recorder(processor.OperatorProcessor):
