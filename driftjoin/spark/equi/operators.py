@@ -83,7 +83,7 @@ from driftjoin.hypercube.table import (
 )
 from driftjoin.spark.equi.payload import ROW, SIDE_STRUCTS, PayloadLayout, columns_frame, joined_columns
 from driftjoin.spark.equi.settings import EquiSettings
-from driftjoin.spark.runtime.decisions import newest, publish
+from driftjoin.spark.runtime.decisions import newest, publish, read_version, versions
 from driftjoin.spark.runtime.files import filesystem, write_whole
 from driftjoin.spark.runtime.heartbeats import heartbeat_batch
 from driftjoin.spark.runtime.plan_guard import PLAN_KEY, OperatorPlan
@@ -95,9 +95,8 @@ from driftjoin.spark.runtime.stats import write_stats
 if TYPE_CHECKING:
     import pandas as pd
     import pyarrow as pa
-    from pyarrow import fs as pafs
 else:
-    from driftjoin.deferred import pandas as pd, pyarrow as pa, pyarrow_fs as pafs
+    from driftjoin.deferred import pandas as pd, pyarrow as pa
 
 KEY_TYPES = {"long": T.LongType(), "string": T.StringType(), "binary": T.BinaryType()}
 KEY_FILLER = {"long": 0, "string": "", "binary": b""}
@@ -268,6 +267,24 @@ COUNT_SCHEMA = T.StructType([
 # ---- control files -------------------------------------------------------------------------
 
 _BINDINGS: OrderedDict[tuple[str, str | None, int], Binding] = OrderedDict()
+#: the binding's first batch per running batch, read in this process: (metrics_dir, query, batch) -> start
+_STARTS: OrderedDict[tuple[str, str, int], int | None] = OrderedDict()
+
+
+def _binding_start(plan: EquiPlan, batch: int, query: str | None) -> int | None:
+    """The first batch of the binding that serves ``batch`` (None: the initial one). The bindings
+    that serve a batch are written before it starts, so once it runs the answer is fixed: kept per
+    process by query id and batch (with ``query`` None, read every time)."""
+    key = None if query is None else (plan.metrics_dir, query, batch)
+    if key is not None and key in _STARTS:
+        return _STARTS[key]
+    starts = [s for s in versions(plan.metrics_dir, BINDINGS) if s <= batch]
+    start = starts[-1] if starts else None
+    if key is not None:
+        _STARTS[key] = start
+        while len(_STARTS) > 256:
+            _STARTS.popitem(last=False)
+    return start
 
 
 def read_binding(plan: EquiPlan, batch: int, query: str | None) -> Binding:
@@ -275,18 +292,15 @@ def read_binding(plan: EquiPlan, batch: int, query: str | None) -> Binding:
     batch not above it (the initial binding when there is none; from batch 1 on it is the one
     the plan key wrote during the previous batch). Cached per process by query and file (a
     binding file is never changed once a batch it serves has run)."""
-    fs, base = filesystem(plan.metrics_dir)
-    folder = f"{base}/control/{BINDINGS}"
-    infos = fs.get_file_info(pafs.FileSelector(folder, allow_not_found=True))
-    starts = [int(i.base_name[:-5]) for i in infos if i.base_name.endswith(".json") and not i.base_name.startswith(".")]
-    starts = [s for s in starts if s <= batch]
-    if not starts:
+    start = _binding_start(plan, batch, query)
+    if start is None:
         return Binding(plan.start_table, plan.start_table)
-    start = max(starts)
     cached = _BINDINGS.get((plan.metrics_dir, query, start))
     if cached is None:
-        with fs.open_input_stream(f"{folder}/{start:012d}.json") as f:
-            doc = json.loads(f.read())
+        doc = read_version(plan.metrics_dir, BINDINGS, start)
+        if doc is None:
+            raise BindingMismatchError(f"the routing of batch {batch} (the binding of batch {start}) is missing from "
+                                       f"metrics_dir={plan.metrics_dir!r}: the directory lost files the query routes by")
         if doc.get("query") != query:
             raise BindingMismatchError(
                 f"the routing of batch {batch} in metrics_dir={plan.metrics_dir!r} was written by query "
