@@ -153,10 +153,8 @@ def bound(root: str, name: str, batch: int | None, query: str | None = None) -> 
 
     Parameters
     ----------
-    root:
-        The metrics directory the decisions are published under.
-    name:
-        The decision's name.
+    root, name:
+        The metrics directory and the decision, as for :func:`bind`.
     batch:
         The running batch; None (outside a streaming query, nothing to bind) gives the newest
         published version.
