@@ -290,12 +290,13 @@ def section_cyclic(args: argparse.Namespace, normal: list[dict]) -> list[dict]:
           f"each protocol's MST); {clock_note(args, interval)}")
     rows = _pool(task_run, jobs, args.jobs)
     print(f"\n{'clocks':<8} {'proto':<9} {'W':>2} {'rate/s':>9} {'ckpt ms':>8} {'restart ms':>10} {'recovery ms':>11} {'ckpts':>6} "
-          f"{'invalid %':>9} {'useless':>7} {'forced':>6} {'bytes x':>7} {'exact':>5}")
+          f"{'invalid %':>9} {'useless':>7} {'rolled back':>11} {'replayed':>9} {'forced':>6} {'bytes x':>7} {'exact':>5}")
     for r in rows:
         f = r["failures"][0]
         print(f"{r['clocks']:<8} {r['protocol']:<9} {r['workers']:>2} {r['rate']:>9.0f} {_fmt(r['avg_checkpoint_ms'], 2):>8} "
               f"{1e3 * f['restart_s']:>10.2f} {_fmt(1e3 * f['recovery_s']):>11} {r['checkpoints']:>6} {_fmt(r['invalid_pct']):>9} "
-              f"{r['invalid'] - r['discarded']:>7} {r['forced']:>6} {r['overhead_ratio']:>7.2f} {str(r['exact']):>5}")
+              f"{r['invalid'] - r['discarded']:>7} {f['rolled_back']:>11} {f['replayed_messages']:>9} {r['forced']:>6} "
+              f"{r['overhead_ratio']:>7.2f} {str(r['exact']):>5}")
     return rows
 
 
@@ -521,14 +522,14 @@ def markdown(res: dict) -> None:
         print(f"\n### Cyclic query (Table 3.4), 75% of each protocol's MST, a failure at 80% of the run, "
               f"{_settings_line(st, 'cyclic')}\n")
         print("| clocks | protocol | W | rate /s | checkpoint ms | restart ms | recovery ms | checkpoints | invalid % | "
-              "useless | forced | bytes x | exact |")
-        print("|---|---|---|---|---|---|---|---|---|---|---|---|---|")
+              "useless | rolled back | replayed messages | forced | bytes x | exact |")
+        print("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
         for r in cyc:
             f = r["failures"][0]
             print(f"| {r['clocks']} | {r['protocol']} | {r['workers']} | {_n(r['rate'])} | {_n(r['avg_checkpoint_ms'], 2)} | "
                   f"{_n(1e3 * f['restart_s'], 2)} | {_n(1e3 * f['recovery_s'], 0)} | {r['checkpoints']} | "
-                  f"{_n(r['invalid_pct'], 1)} | {r['invalid'] - r['discarded']} | {r['forced']} | "
-                  f"{_n(r['overhead_ratio'], 2)} | {r.get('exact')} |")
+                  f"{_n(r['invalid_pct'], 1)} | {r['invalid'] - r['discarded']} | {f['rolled_back']} | "
+                  f"{_n(f['replayed_messages'])} | {r['forced']} | {_n(r['overhead_ratio'], 2)} | {r.get('exact')} |")
 
 
 #: the settings an MST depends on: a ``--mst-from`` file measured under others is refused
