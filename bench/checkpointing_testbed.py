@@ -569,8 +569,7 @@ def read_msts(paths: str, args: argparse.Namespace) -> list[dict]:
 def save_msts(path: Path, res: dict) -> None:
     """Write the normal section's rows without their timelines, with the settings and costs
     they were measured under (``--save-msts``): what ``--mst-from`` needs, a few KB."""
-    keep = {k: res["settings"][k] for k in (*MST_SETTINGS, "probes", "tolerance", "queries", "protocols", "workers_of")}
-    keep["costs"] = res["settings"]["costs"]
+    keep = {k: res["settings"][k] for k in (*MST_SETTINGS, "costs")}  # each row names its query, workers and probes
     rows = [{k: v for k, v in r.items() if k != "timeline"} for r in res["normal"]]
     path.write_text(json.dumps({"settings": keep, "costs": res["costs"], "normal": rows}, indent=1, default=str) + "\n")
     print(f"wrote {path} ({len(rows)} MSTs)")
