@@ -33,8 +33,10 @@ Shared bound (``share_bound=True``, streams with ``metrics_dir``): each worker a
 stock's similarities and end times with its statistics,
 :class:`~driftjoin.spark.topk.control.SharedBoundController` on the driver combines them after every
 micro-batch into a lower bound of the global skyband bound and publishes it as a versioned
-decision, and each worker adopts the newest version at the start of its next batch and prunes
-with the larger of its own bound and the shared one (exact: :mod:`driftjoin.swoop.bound`).
+decision; worker 0 binds the newest version to the next batch and each worker adopts the
+version bound to its batch (:func:`adopted_bound`: a bound that holds pairs of the running batch
+is not safe for that batch's earlier sets) and prunes with the larger of its own bound and the
+shared one (exact: :mod:`driftjoin.swoop.bound`).
 
 State, in the shared state layer (:mod:`driftjoin.spark.runtime.state`): the single join and each
 worker keep a snapshot plus a log with one entry per batch, so a batch writes what it changed,
@@ -69,9 +71,10 @@ from pyspark.sql.streaming.stateful_processor import (
     StatefulProcessorHandle,
 )
 
-from driftjoin.spark.runtime.decisions import newest
+from driftjoin.spark.runtime.decisions import bind, read_bound
 from driftjoin.spark.runtime.plan_guard import OperatorPlan
 from driftjoin.spark.runtime.processor import OperatorProcessor
+from driftjoin.spark.runtime.queries import task_query
 from driftjoin.spark.runtime.state import BlobState, LoggedState
 from driftjoin.spark.runtime.stats import write_stats
 from driftjoin.spark.topk.settings import TopKSettings
@@ -422,8 +425,8 @@ class WorkerProcessor(_Processor):
         state: _Worker = loaded.value.value
         worker = state.worker
         change: dict[str, Any] = {"bound": None, "bound_version": state.bound_version}
-        if plan.share_bound:  # the control plane's newest bound (SharedBoundController)
-            doc = newest(plan.metrics_dir, SHARED_BOUND, newer_than=state.bound_version)
+        if plan.share_bound:  # the control plane's bound (SharedBoundController), as bound to this batch
+            doc = adopted_bound(plan.metrics_dir, w, state.bound_version)
             if doc is not None:
                 change.update(bound=(doc["ends"], doc["sims"]), bound_version=int(doc["version"]))
         t1 = time.perf_counter()
@@ -452,6 +455,36 @@ class WorkerProcessor(_Processor):
             write_stats(plan.metrics_dir, "swoop_worker", w, loaded.seq, stats)
         if out["op"]:  # (an empty frame would have float columns, which Arrow refuses for ids)
             yield pd.DataFrame(out)
+
+
+def adopted_bound(metrics_dir: str, worker: int, adopted: int) -> dict[str, Any] | None:
+    """The shared bound a worker adopts at the start of its batch: the version bound to the batch
+    (:func:`driftjoin.spark.runtime.decisions.bind`) if newer than the one it ``adopted``, else
+    None. Worker 0, which every batch with data reaches, binds the newest version to the next
+    batch.
+
+    Why bound and not the newest: the controller may combine stocks while a batch runs (after
+    another query's batch, or late after this query's previous one), taking in the pairs other
+    workers found in the running batch. Those pairs are born after some of the batch's sets, so
+    a worker that pruned that batch's earlier sets with them would drop pairs that are in the
+    top-k for a while (the bound is safe only for pairs born before the sets it prunes). A
+    version bound during batch ``b - 1`` holds pairs of batches up to ``b - 1`` only, and every
+    set batch ``b`` accepts is at or after their times (late sets are refused). It also keeps a
+    re-run of a worker's task on the version its first attempt read.
+
+    Parameters
+    ----------
+    metrics_dir:
+        The query's metrics directory (the decisions' root).
+    worker:
+        The worker's number, 0 to p - 1.
+    adopted:
+        The version the worker's state holds (0: none yet).
+    """
+    task = task_query()
+    if worker == 0 and task.batch_id is not None:
+        bind(metrics_dir, SHARED_BOUND, task.batch_id + 1)
+    return read_bound(metrics_dir, SHARED_BOUND, task.batch_id, newer_than=adopted, query=task.query_id)
 
 
 def _append(out: dict[str, list], op: int, when: float, phase: int, kind: str, key: tuple, left: Any, right: Any) -> None:
