@@ -6,7 +6,7 @@ from its start listener, the interpreter the Python workers run, Spark's status 
 autoscaler, and PySpark's own conversion of Spark types to Arrow. Each is a function here, and
 nothing else in driftjoin touches a private name of PySpark (``_jvm``, ``_jsc``, ``_jsq``,
 ``_gateway``, ...) or of the JVM objects behind them, so a PySpark upgrade is checked in this
-file alone: each function names the PySpark versions it was checked on (4.0.0, pyproject's
+file alone: each function names the PySpark versions it was checked on (4.0.2, pyproject's
 lower bound and CI's ``scripts/versions.sh lowest``, and 4.3.0, the lock), and a reach that
 fails on another version fails here, under its own name.
 
@@ -32,7 +32,7 @@ def driver_jvm_running() -> bool:
     """Whether this process has started (or attached to) a driver JVM."""
     from pyspark import SparkContext
 
-    # PySpark 4.0.0, 4.3.0: SparkContext._gateway is the Py4J gateway, None before the first session
+    # PySpark 4.0.2, 4.3.0: SparkContext._gateway is the Py4J gateway, None before the first session
     return SparkContext._gateway is not None
 
 
@@ -45,7 +45,7 @@ def launch_driver_jvm(settings: Mapping[str, str], stderr: IO[bytes]) -> None:
     conf = SparkConf(loadDefaults=False)
     for k, v in settings.items():
         conf.set(k, v)
-    # PySpark 4.0.0, 4.3.0: launch_gateway(conf, popen_kwargs) passes popen_kwargs to the JVM's Popen,
+    # PySpark 4.0.2, 4.3.0: launch_gateway(conf, popen_kwargs) passes popen_kwargs to the JVM's Popen,
     # and SparkContext._ensure_initialized(gateway=...) makes later contexts use that gateway
     gateway = launch_gateway(conf, popen_kwargs={"stderr": stderr})
     SparkContext._ensure_initialized(gateway=gateway)
@@ -55,7 +55,7 @@ def end_driver_jvm(spark: Any, timeout: float) -> None:
     """Stop ``spark`` and wait until its driver JVM has exited (closing its stdin ends it)."""
     from pyspark import SparkContext
 
-    # PySpark 4.0.0, 4.3.0: SparkContext._gateway.proc is the JVM's Popen; the JVM's gateway server
+    # PySpark 4.0.2, 4.3.0: SparkContext._gateway.proc is the JVM's Popen; the JVM's gateway server
     # exits when its stdin closes
     gateway = SparkContext._gateway
     spark.stop()
@@ -65,7 +65,7 @@ def end_driver_jvm(spark: Any, timeout: float) -> None:
 
 def connect_environment() -> bool:
     """Whether this process is set up for Spark Connect (``SPARK_REMOTE``, or a Connect session exists)."""
-    # PySpark 4.0.0, 4.3.0: pyspark.sql.utils.is_remote(), which SparkSession.builder itself asks
+    # PySpark 4.0.2, 4.3.0: pyspark.sql.utils.is_remote(), which SparkSession.builder itself asks
     from pyspark.sql.utils import is_remote
 
     return is_remote()
@@ -73,7 +73,7 @@ def connect_environment() -> bool:
 
 def session_uuid(spark: Any) -> str:
     """The JVM session's id of a classic session (the same for every Python handle on it)."""
-    # PySpark 4.0.0, 4.3.0: SparkSession._jsparkSession; Spark 4's SparkSession.sessionUUID()
+    # PySpark 4.0.2, 4.3.0: SparkSession._jsparkSession; Spark 4's SparkSession.sessionUUID()
     jsession = spark._jsparkSession
     try:
         return str(jsession.sessionUUID())
@@ -83,19 +83,19 @@ def session_uuid(spark: Any) -> str:
 
 def workers_python(sc: Any) -> str:
     """The interpreter the session's Python workers (and each new UDF) run."""
-    # PySpark 4.0.0, 4.3.0: SparkContext.pythonExec, read when a UDF is created (not documented)
+    # PySpark 4.0.2, 4.3.0: SparkContext.pythonExec, read when a UDF is created (not documented)
     return sc.pythonExec
 
 
 def use_workers_python(sc: Any, python: str) -> None:
     """Make the UDFs created from now on run ``python``."""
-    # PySpark 4.0.0, 4.3.0: as workers_python
+    # PySpark 4.0.2, 4.3.0: as workers_python
     sc.pythonExec = python
 
 
 def serve_python_workers() -> None:
     """Run PySpark's Python worker daemon in this process (``spark.python.daemon.module``)."""
-    # PySpark 4.0.0, 4.3.0: pyspark.daemon.manager(), what `python -m pyspark.daemon` runs
+    # PySpark 4.0.2, 4.3.0: pyspark.daemon.manager(), what `python -m pyspark.daemon` runs
     from pyspark.daemon import manager
 
     manager()
@@ -103,19 +103,19 @@ def serve_python_workers() -> None:
 
 def driver_pid(spark: Any) -> int:
     """The process id of the driver JVM."""
-    # PySpark 4.0.0, 4.3.0: SparkContext._jvm, the gateway's JVM view
+    # PySpark 4.0.2, 4.3.0: SparkContext._jvm, the gateway's JVM view
     return int(spark.sparkContext._jvm.java.lang.ProcessHandle.current().pid())
 
 
 def _status_store(spark: Any) -> Any:
-    # PySpark 4.0.0, 4.3.0: SparkContext._jsc (the JavaSparkContext); .sc().statusStore() is Spark's
-    # private[spark] AppStatusStore (Spark 4.0.0, 4.3.0)
+    # PySpark 4.0.2, 4.3.0: SparkContext._jsc (the JavaSparkContext); .sc().statusStore() is Spark's
+    # private[spark] AppStatusStore (Spark 4.0.2, 4.3.0)
     return spark.sparkContext._jsc.sc().statusStore()
 
 
 def executor_count(spark: Any) -> int:
     """Executors registered with the driver (the driver itself not counted)."""
-    # PySpark 4.0.0, 4.3.0: SparkContext._jsc; SparkContext.getExecutorMemoryStatus lists the driver too
+    # PySpark 4.0.2, 4.3.0: SparkContext._jsc; SparkContext.getExecutorMemoryStatus lists the driver too
     return spark.sparkContext._jsc.sc().getExecutorMemoryStatus().size() - 1
 
 
@@ -134,7 +134,7 @@ def stage_summaries(spark: Any, *, complete_only: bool) -> Iterator[Any]:
     statuses = jvm.java.util.ArrayList()
     if complete_only:
         statuses.add(jvm.org.apache.spark.status.api.v1.StageStatus.COMPLETE)
-    # AppStatusStore.stageList(statuses, details, withSummaries, quantiles, taskStatus): Spark 4.0.0, 4.3.0
+    # AppStatusStore.stageList(statuses, details, withSummaries, quantiles, taskStatus): Spark 4.0.2, 4.3.0
     it = _status_store(spark).stageList(statuses, False, False, gateway.new_array(jvm.double, 0),
                                         jvm.java.util.ArrayList()).iterator()
     while it.hasNext():
@@ -143,7 +143,7 @@ def stage_summaries(spark: Any, *, complete_only: bool) -> Iterator[Any]:
 
 def request_total_executors(spark: Any, n: int) -> bool:
     """Ask the cluster manager for ``n`` executors in all (whether it accepted)."""
-    # PySpark 4.0.0, 4.3.0: SparkContext._jsc and _jvm; SparkContext.requestTotalExecutors(n, 0, Map())
+    # PySpark 4.0.2, 4.3.0: SparkContext._jsc and _jvm; SparkContext.requestTotalExecutors(n, 0, Map())
     sc = spark.sparkContext
     empty = getattr(sc._jvm.scala.collection.immutable, "Map$").__getattr__("MODULE$").empty()
     return bool(sc._jsc.sc().requestTotalExecutors(n, 0, empty))
@@ -151,14 +151,14 @@ def request_total_executors(spark: Any, n: int) -> bool:
 
 def kill_executor(spark: Any, executor_id: str) -> None:
     """Ask the cluster manager to remove executor ``executor_id``."""
-    # PySpark 4.0.0, 4.3.0: SparkContext._jsc; SparkContext.killExecutor(id)
+    # PySpark 4.0.2, 4.3.0: SparkContext._jsc; SparkContext.killExecutor(id)
     spark.sparkContext._jsc.sc().killExecutor(executor_id)
 
 
 def lsh_hyperplanes(model: Any, tables: int, dim: int) -> list[list[float]]:
     """The random unit vectors of a fitted ``BucketedRandomProjectionLSH`` model, one per hash
     table (bench/batch_recall.py recomputes MLlib's hashes with them)."""
-    # PySpark 4.0.0, 4.3.0: JavaModel._java_obj; Spark 4.0.0, 4.3.0: BucketedRandomProjectionLSHModel.randMatrix()
+    # PySpark 4.0.2, 4.3.0: JavaModel._java_obj; Spark 4.0.2, 4.3.0: BucketedRandomProjectionLSHModel.randMatrix()
     mat = model._java_obj.randMatrix()
     return [[mat.apply(i, j) for j in range(dim)] for i in range(tables)]
 
@@ -167,8 +167,8 @@ def lsh_hyperplanes(model: Any, tables: int, dim: int) -> list[list[float]]:
 
 
 def _execution(query: Any) -> Any:
-    # PySpark 4.0.0, 4.3.0: StreamingQuery._jsq is the JVM StreamingQueryWrapper; streamingQuery() its
-    # StreamExecution (Spark 4.0.0, 4.3.0)
+    # PySpark 4.0.2, 4.3.0: StreamingQuery._jsq is the JVM StreamingQueryWrapper; streamingQuery() its
+    # StreamExecution (Spark 4.0.2, 4.3.0)
     return query._jsq.streamingQuery()
 
 
@@ -198,7 +198,7 @@ def fail_query(spark: Any, query: Any, headline: str, message: str) -> None:
     params = jvm.java.util.HashMap()
     for k, v in (("id", str(execution.id())), ("runId", str(execution.runId())), ("message", message)):
         params.put(k, v)
-    # Spark 4.0.0, 4.3.0: StreamingQueryException(message, cause, startOffset, endOffset, errorClass,
+    # Spark 4.0.2, 4.3.0: StreamingQueryException(message, cause, startOffset, endOffset, errorClass,
     # messageParameters) and the StreamExecution's streamDeathCause setter (Scala `streamDeathCause_=`)
     error = jvm.org.apache.spark.sql.streaming.StreamingQueryException(
         headline, jvm.java.lang.IllegalStateException(message), "", "", "STREAM_FAILED",
@@ -217,7 +217,7 @@ def connect_query_plan(spark: Any, query_id: str, run_id: str) -> str:
 
     cmd = proto.StreamingQueryCommand()
     cmd.explain.extended = False
-    # PySpark 4.0.0, 4.3.0: StreamingQuery(session, query_id, run_id) and its _execute_streaming_query_cmd
+    # PySpark 4.0.2, 4.3.0: StreamingQuery(session, query_id, run_id) and its _execute_streaming_query_cmd
     return StreamingQuery(spark, query_id, run_id)._execute_streaming_query_cmd(cmd).explain.result
 
 
@@ -227,13 +227,13 @@ def connect_query_plan(spark: Any, query_id: str, run_id: str) -> str:
 def _utc() -> dict[str, Any]:
     from pyspark.sql.pandas.types import to_arrow_type
 
-    # timestamps in UTC: PySpark 4.0.0 says so with timestamp_utc=True (its default), 4.3.0 with timezone=
+    # timestamps in UTC: PySpark 4.0.2 says so with timestamp_utc=True (its default), 4.3.0 with timezone=
     return {"timezone": "UTC"} if "timezone" in inspect.signature(to_arrow_type).parameters else {"timestamp_utc": True}
 
 
 def arrow_type(dtype: T.DataType) -> pa.DataType:
     """The Arrow type PySpark exchanges a Spark type as (timestamps in UTC)."""
-    # PySpark 4.0.0, 4.3.0: pyspark.sql.pandas.types.to_arrow_type (not in the API reference)
+    # PySpark 4.0.2, 4.3.0: pyspark.sql.pandas.types.to_arrow_type (not in the API reference)
     from pyspark.sql.pandas.types import to_arrow_type
 
     return to_arrow_type(dtype, **_utc())
@@ -241,7 +241,7 @@ def arrow_type(dtype: T.DataType) -> pa.DataType:
 
 def arrow_schema(schema: T.StructType) -> pa.Schema:
     """The Arrow schema PySpark exchanges rows of ``schema`` in (``mapInArrow``, ``applyInArrow``)."""
-    # PySpark 4.0.0, 4.3.0: pyspark.sql.pandas.types.to_arrow_schema (not in the API reference)
+    # PySpark 4.0.2, 4.3.0: pyspark.sql.pandas.types.to_arrow_schema (not in the API reference)
     from pyspark.sql.pandas.types import to_arrow_schema
 
     return to_arrow_schema(schema, **_utc())
@@ -249,7 +249,7 @@ def arrow_schema(schema: T.StructType) -> pa.Schema:
 
 def datatype_from_json(text: str) -> T.DataType:
     """A Spark type from its JSON form (``DataType.json()``)."""
-    # PySpark 4.0.0, 4.3.0: pyspark.sql.types._parse_datatype_json_string, the inverse of DataType.json()
+    # PySpark 4.0.2, 4.3.0: pyspark.sql.types._parse_datatype_json_string, the inverse of DataType.json()
     from pyspark.sql.types import _parse_datatype_json_string
 
     return _parse_datatype_json_string(text)

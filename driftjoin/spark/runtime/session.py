@@ -424,12 +424,46 @@ def prepare_session(spark: SparkSession, metrics_dir: str | None = None, *, need
     return metrics_dir
 
 
+#: The oldest Spark whose transformWithState state server reads each request whole: 4.0.0 and 4.0.1
+#: read it with ``InputStream.read``, which may return part of a large one (SPARK-53870), and a
+#: state write of a few hundred kB then fails ("invalid pickle opcode"; docs/deployment.md, Versions).
+MIN_SPARK = (4, 0, 2)
+
+
+def require_spark(version: str) -> None:
+    """Refuse a Spark older than :data:`MIN_SPARK` (``version``: ``spark.version``, the JVM's, which
+    on a cluster or a Connect server may be older than this process's pyspark).
+
+    A version whose first three numbers cannot be read (a vendor's own scheme) is let through.
+
+    Parameters
+    ----------
+    version:
+        The Spark version, e.g. ``"4.0.1"`` or ``"4.1.0-SNAPSHOT"``.
+
+    Examples
+    --------
+    >>> require_spark("4.3.0")
+    >>> require_spark("4.0.1")
+    Traceback (most recent call last):
+    ...
+    ValueError: Spark 4.0.1 can lose part of a large state write (SPARK-53870): driftjoin's stateful operators need Spark 4.0.2 or later; upgrade the cluster's Spark (or the pyspark of local mode)
+    """
+    parts = re.match(r"(\d+)\.(\d+)\.(\d+)", version)
+    if parts is not None and tuple(map(int, parts.groups())) < MIN_SPARK:
+        raise ValueError(f"Spark {version} can lose part of a large state write (SPARK-53870): driftjoin's "
+                         f"stateful operators need Spark {'.'.join(map(str, MIN_SPARK))} or later; upgrade the "
+                         "cluster's Spark (or the pyspark of local mode)")
+
+
 def prepare_for_stateful(spark: SparkSession, parallelism: int) -> None:
     """Set what a driftjoin stateful query needs on an existing session (before it starts).
 
-    The number of state partitions is fixed by the checkpoint on the first run; a restarted
-    query keeps the value it was started with whatever this sets.
+    Refuses a Spark older than :data:`MIN_SPARK` (:func:`require_spark`). The number of state
+    partitions is fixed by the checkpoint on the first run; a restarted query keeps the value it
+    was started with whatever this sets.
     """
+    require_spark(spark.version)
     spark.conf.set("spark.sql.shuffle.partitions", str(parallelism))
     spark.conf.set("spark.sql.adaptive.enabled", "false")
     if spark.conf.get("spark.sql.streaming.stateStore.providerClass", "") != ROCKSDB:

@@ -320,3 +320,24 @@ def test_the_default_partitions_follow_the_cores(spark, monkeypatch) -> None:
     plan = s3j_plan(JoinInputs.of(df, df, settings), "s3j")
     assert spark.sparkContext.master == "local[2]"
     assert plan.parallelism == 5 and plan.partitions == 2
+
+
+@pytest.mark.parametrize("version, refused", [("4.0.0", True), ("4.0.1", True), ("3.5.7", True), ("4.0.2", False),
+                                              ("4.1.0-SNAPSHOT", False), ("4.3.0", False), ("custom", False)])
+def test_an_older_spark_than_the_state_server_needs_is_refused(version, refused) -> None:
+    if refused:
+        with pytest.raises(ValueError, match=rf"Spark {version} can lose part of a large state write.*4\.0\.2 or later"):
+            session.require_spark(version)
+    else:
+        session.require_spark(version)
+
+
+def test_a_stateful_operator_on_an_old_spark_fails_before_it_starts(spark, tmp_path, monkeypatch) -> None:
+    """The JVM's version decides (a cluster's Spark may be older than the driver's pyspark): the
+    join is refused when it is built, before anything runs or is written."""
+    (tmp_path / "L").mkdir()
+    left = spark.readStream.schema("id long, vector array<double>").json(str(tmp_path / "L"))
+    monkeypatch.setattr(type(spark), "version", property(lambda self: "4.0.1"))
+    with pytest.raises(ValueError, match="Spark 4.0.1 can lose part of a large state write"):
+        similarity_join(left, left, threshold=0.1, metric="euclidean", window=None, parallelism=2, dim=2)
+    assert [p.name for p in tmp_path.iterdir()] == ["L"] and not list((tmp_path / "L").iterdir())
