@@ -83,7 +83,7 @@ from driftjoin.hypercube.table import (
 )
 from driftjoin.spark.equi.payload import ROW, SIDE_STRUCTS, PayloadLayout, columns_frame, joined_columns
 from driftjoin.spark.equi.settings import EquiSettings
-from driftjoin.spark.runtime.decisions import newest, publish, read_version, versions
+from driftjoin.spark.runtime.decisions import newest, publish, read_version, version_at
 from driftjoin.spark.runtime.files import filesystem, write_whole
 from driftjoin.spark.runtime.heartbeats import heartbeat_batch
 from driftjoin.spark.runtime.plan_guard import PLAN_KEY, OperatorPlan
@@ -266,25 +266,8 @@ COUNT_SCHEMA = T.StructType([
 
 # ---- control files -------------------------------------------------------------------------
 
+#: bindings parsed in this process: (metrics_dir, query, first batch) -> Binding
 _BINDINGS: OrderedDict[tuple[str, str | None, int], Binding] = OrderedDict()
-#: the binding's first batch per running batch, read in this process: (metrics_dir, query, batch) -> start
-_STARTS: OrderedDict[tuple[str, str, int], int | None] = OrderedDict()
-
-
-def _binding_start(plan: EquiPlan, batch: int, query: str | None) -> int | None:
-    """The first batch of the binding that serves ``batch`` (None: the initial one). The bindings
-    that serve a batch are written before it starts, so once it runs the answer is fixed: kept per
-    process by query id and batch (with ``query`` None, read every time)."""
-    key = None if query is None else (plan.metrics_dir, query, batch)
-    if key is not None and key in _STARTS:
-        return _STARTS[key]
-    starts = [s for s in versions(plan.metrics_dir, BINDINGS) if s <= batch]
-    start = starts[-1] if starts else None
-    if key is not None:
-        _STARTS[key] = start
-        while len(_STARTS) > 256:
-            _STARTS.popitem(last=False)
-    return start
 
 
 def read_binding(plan: EquiPlan, batch: int, query: str | None) -> Binding:
@@ -292,7 +275,7 @@ def read_binding(plan: EquiPlan, batch: int, query: str | None) -> Binding:
     batch not above it (the initial binding when there is none; from batch 1 on it is the one
     the plan key wrote during the previous batch). Cached per process by query and file (a
     binding file is never changed once a batch it serves has run)."""
-    start = _binding_start(plan, batch, query)
+    start = version_at(plan.metrics_dir, BINDINGS, batch, query)
     if start is None:
         return Binding(plan.start_table, plan.start_table)
     cached = _BINDINGS.get((plan.metrics_dir, query, start))

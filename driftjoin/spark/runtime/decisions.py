@@ -23,11 +23,13 @@ may bind a newer one, which nothing has read yet. Bound versions never go down, 
 takes effect one batch after it is published at the earliest.
 
 A routing task reads the binding of its batch once per process: the bindings that serve batch
-``b`` are written by batches before it, so once ``b`` runs its bound version is fixed and
-:func:`bound` keeps it, by metrics directory, decision, streaming query id and batch (a new
-checkpoint is a new query id; a re-run of ``b`` after a restart reads the same binding). That
-takes a listing and a read of the control folder off every key and task of every batch, which
-on an object store is a round trip each.
+``b`` are written by batches before it, so once ``b`` runs its bound version is fixed:
+:func:`version_at` keeps which binding serves ``b`` and :func:`document` the files read, by
+metrics directory, decision, streaming query id and batch or version (a new checkpoint is a new
+query id; a re-run of ``b`` after a restart reads the same binding). That takes a listing and a
+read of the control folder off every key and task of every batch, which on an object store is a
+round trip each. equi_join's routing bindings, versioned by the batch they start serving, are
+read the same way.
 
 ``dir`` is a metrics directory (:func:`~driftjoin.spark.runtime.queries.metrics_filesystem`): a
 local path, a ``pyarrow.fs`` URI, or a default one inside the query's checkpoint.
@@ -122,7 +124,7 @@ def bind(root: str, name: str, batch: int) -> int | None:
     fs, folder = _folder(root, _bindings(name))
     starts = _versions(fs, folder)
     current = [s for s in starts if s <= batch]
-    if not current or _bound_version(fs, folder, current[-1]) != found[-1]:
+    if not current or _bound_in(root, name, current[-1]) != found[-1]:
         write_whole(fs, f"{folder}/{batch:012d}.json", json.dumps({"version": found[-1]}).encode())
     serving = [s for s in starts if s <= batch - 1]
     for start in starts:
@@ -131,20 +133,63 @@ def bind(root: str, name: str, batch: int) -> int | None:
     return found[-1]
 
 
-def _bound_version(fs: pafs.FileSystem, folder: str, start: int) -> int:
-    data = read_whole(fs, f"{folder}/{start:012d}.json")
-    if data is None:
-        raise RuntimeError(f"the binding {folder}/{start:012d}.json went away while it was read: two queries "
-                           "share one metrics directory; give each its own metrics_dir")
-    return int(json.loads(data)["version"])
-
-
-#: versions bound to running batches, read in this process: (root, name, query, batch) -> version
-_BOUND: OrderedDict[tuple[str, str, str, int], int] = OrderedDict()
-_BOUND_KEEP = 256
-#: the decisions those versions name, read in this process: (root, name, query, version) -> document
+#: the largest version not above a running batch, read in this process: (root, name, query, batch) -> version
+_AT: OrderedDict[tuple[str, str, str, int], int | None] = OrderedDict()
+_AT_KEEP = 256
+#: published documents read in this process: (root, name, query, version) -> document
 _DOCS: OrderedDict[tuple[str, str, str, int], dict[str, Any]] = OrderedDict()
-_DOCS_KEEP = 16
+_DOCS_KEEP = 32
+
+
+def _keep(cache: OrderedDict, key: Any, value: Any, size: int) -> None:
+    cache[key] = value
+    while len(cache) > size:
+        cache.popitem(last=False)
+
+
+def version_at(root: str, name: str, batch: int, query: str | None = None) -> int | None:
+    """The largest published version of ``name`` not above ``batch`` (None: none is).
+
+    For decisions whose versions are the batches they start serving (the bindings of
+    :func:`bind`, equi_join's routing bindings): those that serve a batch are written before it
+    starts, so once it runs the answer is fixed, and with the task's ``query`` id it is kept for
+    the process's later tasks of that batch (module docstring). None lists the folder every time.
+
+    Parameters
+    ----------
+    root, name:
+        The metrics directory and the decision, as for :func:`publish`.
+    batch:
+        The running batch.
+    query:
+        The streaming query's id (a new checkpoint is a new id), or None.
+
+    >>> import tempfile
+    >>> root = tempfile.mkdtemp()
+    >>> publish(root, "starts", 3, {})
+    >>> version_at(root, "starts", 2), version_at(root, "starts", 5, query="q")
+    (None, 3)
+    """
+    key = None if query is None else (root, name, query, batch)
+    if key is not None and key in _AT:
+        return _AT[key]
+    found = [v for v in versions(root, name) if v <= batch]
+    version = found[-1] if found else None
+    if key is not None:
+        _keep(_AT, key, version, _AT_KEEP)
+    return version
+
+
+def document(root: str, name: str, version: int, query: str | None = None) -> dict[str, Any] | None:
+    """Version ``version`` of ``name`` (:func:`read_version`); with ``query`` kept for the process's
+    later tasks (a published version never changes; callers must not change the document)."""
+    key = None if query is None else (root, name, query, version)
+    doc = _DOCS.get(key) if key is not None else None
+    if doc is None:
+        doc = read_version(root, name, version)
+        if doc is not None and key is not None:
+            _keep(_DOCS, key, doc, _DOCS_KEEP)
+    return doc
 
 
 def bound(root: str, name: str, batch: int | None, query: str | None = None) -> int | None:
@@ -159,8 +204,8 @@ def bound(root: str, name: str, batch: int | None, query: str | None = None) -> 
         The running batch; None (outside a streaming query, nothing to bind) gives the newest
         published version.
     query:
-        The streaming query's id, given by a task of batch ``batch``: the version found is kept
-        for the process's later tasks of that batch (module docstring). None reads the folder.
+        The streaming query's id, given by a task of batch ``batch``: the binding found is kept
+        for the process's later tasks of that batch (:func:`version_at`). None reads the folder.
 
     >>> import tempfile
     >>> root = tempfile.mkdtemp()
@@ -171,17 +216,19 @@ def bound(root: str, name: str, batch: int | None, query: str | None = None) -> 
     if batch is None:
         found = versions(root, name)
         return found[-1] if found else None
-    key = None if query is None else (root, name, query, batch)
-    if key is not None and key in _BOUND:
-        return _BOUND[key]
-    fs, folder = _folder(root, _bindings(name))
-    starts = [s for s in _versions(fs, folder) if s <= batch]
-    version = _bound_version(fs, folder, starts[-1]) if starts else None
-    if key is not None and version is not None:
-        _BOUND[key] = version
-        while len(_BOUND) > _BOUND_KEEP:
-            _BOUND.popitem(last=False)
-    return version
+    start = version_at(root, _bindings(name), batch, query)
+    if start is None:
+        return None
+    return _bound_in(root, name, start, query)
+
+
+def _bound_in(root: str, name: str, start: int, query: str | None = None) -> int:
+    """The version the binding of ``name`` written for batch ``start`` names (it was listed)."""
+    binding = document(root, _bindings(name), start, query)
+    if binding is None:
+        raise RuntimeError(f"the binding {root}/control/{_bindings(name)}/{start:012d}.json went away while it was "
+                           "read: two queries share one metrics directory; give each its own metrics_dir")
+    return int(binding["version"])
 
 
 def read_bound(root: str, name: str, batch: int | None, newer_than: int = -1, query: str | None = None,
@@ -192,14 +239,7 @@ def read_bound(root: str, name: str, batch: int | None, newer_than: int = -1, qu
     version = bound(root, name, batch, query)
     if version is None or version <= newer_than:
         return None
-    key = None if query is None else (root, name, query, version)
-    doc = _DOCS.get(key) if key is not None else None
-    if doc is None:
-        doc = read_version(root, name, version)
-        if doc is not None and key is not None:  # a published version never changes: kept for the next tasks
-            _DOCS[key] = doc
-            while len(_DOCS) > _DOCS_KEEP:
-                _DOCS.popitem(last=False)
+    doc = document(root, name, version, query)
     if doc is None:
         raise RuntimeError(f"decision {name} version {version}, bound to batch {batch}, is missing from {root}/control: "
                            "the metrics directory lost files the query routes by")

@@ -24,9 +24,10 @@ def _binding(start: int, version: int) -> Binding:
 def listings(monkeypatch) -> list:
     """The control-folder listings read_binding makes, in a process that has read nothing yet."""
     seen: list = []
-    monkeypatch.setattr(operators, "_STARTS", OrderedDict())
+    monkeypatch.setattr(decisions, "_AT", OrderedDict())
     monkeypatch.setattr(operators, "_BINDINGS", OrderedDict())
-    monkeypatch.setattr(operators, "versions", lambda *a: seen.append(a) or decisions.versions(*a))
+    listed = decisions.versions
+    monkeypatch.setattr(decisions, "versions", lambda *a: seen.append(a) or listed(*a))
     return seen
 
 
@@ -61,6 +62,6 @@ def test_a_binding_that_went_away_fails_loudly(tmp_path, listings) -> None:
     assert read_binding(plan, 1, "q").start == -1  # no binding listed: the initial one
     write_binding(plan, _binding(2, 2), "q")
     decisions.retire(str(tmp_path), operators.BINDINGS)  # every binding gone after batch 2's read started
-    operators._STARTS[(str(tmp_path), "q", 2)] = 2
+    decisions._AT[(str(tmp_path), operators.BINDINGS, "q", 2)] = 2  # batch 2 listed it before it went
     with pytest.raises(BindingMismatchError, match="is missing from"):
         read_binding(plan, 2, "q")

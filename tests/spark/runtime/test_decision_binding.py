@@ -99,9 +99,9 @@ def test_a_process_reads_the_binding_of_a_batch_once_per_query(tmp_path, monkeyp
     decisions.publish(root, "d", 1, {"x": 1})
     decisions.bind(root, "d", 2)
     listings.clear()
-    for _key in range(5):  # five keys of batch 2 in one process: one listing, one read of the decision
+    for _key in range(5):  # five keys of batch 2 in one process: one listing, one read of the binding and the decision
         assert decisions.read_bound(root, "d", 2, query="q")["x"] == 1
-    assert len(listings) == 1 and len(reads) == 1
+    assert len(listings) == 1 and [r[1:] for r in reads] == [("d.bound", 2), ("d", 1)]
     decisions.publish(root, "d", 2, {"x": 2})
     decisions.bind(root, "d", 3)
     listings.clear()
