@@ -120,6 +120,7 @@ def test_msts_are_probed_to_saturation_and_the_overhead_section_scales_them(benc
         assert r["saturated"] and r["mst"] == max(ok) < r["upper"]
         assert r["rate"] == pytest.approx(0.8 * r["mst"])                # the metrics: a run at 80% of it
     over = {r["protocol"]: r for r in data["overhead"]}
+    assert set(over) == {"unc", "cic-delta"}                             # not the checkpoint-free run: 1 by construction
     assert over["unc"]["workers"] == 2 and over["unc"]["rate"] == pytest.approx(0.25 * normal["unc"]["mst"] * 2)
     assert "(in step)" in out and "runs at 25% of the per-worker MST" in out and "not probed at these counts" in out
     monkeypatch.setattr(sys, "argv", ["checkpointing_testbed.py", "--markdown", "--out", str(tmp_path / "out")])
