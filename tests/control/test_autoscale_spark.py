@@ -92,6 +92,34 @@ def test_dry_run_reads_the_backlog_of_a_file_source(spark, tmp_path):
     assert all(lag % 50 == 0 and lag <= 11 * 50 for lag in lags), lags    # whole files of 50 records
 
 
+def test_a_stopped_querys_late_progress_adds_no_lag(spark, tmp_path):
+    """Spark's listener bus may deliver a query's last progress after the query stopped, even to
+    a collector attached since; a generator's schedule goes on "offering" records, so that lag
+    grew without end (CI: 10,838 records in the first window of the next test's query). Only the
+    sources of active queries count; while the query runs its backlog does."""
+    from driftjoin.control.autoscale.collector import QueryMetricsCollector
+
+    stream = spark.readStream.format("driftjoin").option("schedule", "constant:high=2000,duration=600").load()
+    q = (stream.writeStream.format("noop").option("checkpointLocation", str(tmp_path / "ck"))
+         .trigger(processingTime="1 second").start())
+    try:
+        deadline = time.time() + 120
+        while time.time() < deadline and not (q.lastProgress and q.lastProgress.numInputRows):
+            time.sleep(0.2)
+        last = q.lastProgress
+        assert last is not None and last.numInputRows, "the query read nothing"
+        running = QueryMetricsCollector(spark)
+        running.add_progress(last)
+        time.sleep(0.5)                         # the schedule offers about 1,000 records more
+        assert running.window().lag > 0
+    finally:
+        q.stop()
+    stopped = QueryMetricsCollector(spark)      # attached after the stop, then the late event
+    stopped.add_progress(last)
+    time.sleep(0.5)
+    assert stopped.window().lag == 0
+
+
 def test_a_new_collector_counts_no_stage_of_earlier_queries(spark, tmp_path):
     """The status store keeps the stages of every earlier query of the session (a warm-up, the
     previous run of a benchmark): a controller attached now must not read them as its first
