@@ -33,7 +33,7 @@ import math
 import os
 import re
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime
 
@@ -322,7 +322,7 @@ class QueryMetricsCollector:
 
     # -- the window ----------------------------------------------------------------------------
 
-    def _running(self, sources: Iterable[SourceState]) -> list[SourceState]:
+    def _running(self) -> list[SourceState]:
         """The sources of the session's active queries. A stopped query offers nothing more to
         process, yet its generator's schedule would go on "offering" records, and Spark's
         listener bus may deliver its last progress after it stopped, even to a collector
@@ -331,15 +331,15 @@ class QueryMetricsCollector:
             active = {str(q.id) for q in self._spark.streams.active}
         except Exception as e:  # noqa: BLE001 (a session that cannot be asked: count every source)
             log.debug("active queries unknown: %s", e)
-            return list(sources)
-        return [s for s in sources if s.query_id in active]
+            return list(self.sources.values())
+        return [s for s in self.sources.values() if s.query_id in active]
 
     def window(self, now: float | None = None) -> WindowMetrics:
         now = time.time() if now is None else now
         duration = max(now - self._t0, 1e-6)
         offered_now = processed = offered_then = 0.0
         lag = 0.0
-        running = self._running(self.sources.values())
+        running = self._running()
         for state in running:
             if state.directory is not None:
                 try:

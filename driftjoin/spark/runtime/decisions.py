@@ -124,7 +124,7 @@ def bind(root: str, name: str, batch: int) -> int | None:
     fs, folder = _folder(root, _bindings(name))
     starts = _versions(fs, folder)
     current = [s for s in starts if s <= batch]
-    if not current or _bound_in(root, name, current[-1]) != found[-1]:
+    if not current or _bound_version(_read(fs, folder, current[-1]), root, name, current[-1]) != found[-1]:
         write_whole(fs, f"{folder}/{batch:012d}.json", json.dumps({"version": found[-1]}).encode())
     serving = [s for s in starts if s <= batch - 1]
     for start in starts:
@@ -219,12 +219,12 @@ def bound(root: str, name: str, batch: int | None, query: str | None = None) -> 
     start = version_at(root, _bindings(name), batch, query)
     if start is None:
         return None
-    return _bound_in(root, name, start, query)
+    return _bound_version(document(root, _bindings(name), start, query), root, name, start)
 
 
-def _bound_in(root: str, name: str, start: int, query: str | None = None) -> int:
-    """The version the binding of ``name`` written for batch ``start`` names (it was listed)."""
-    binding = document(root, _bindings(name), start, query)
+def _bound_version(binding: dict[str, Any] | None, root: str, name: str, start: int) -> int:
+    """The version ``binding``, the binding of ``name`` written for batch ``start`` (listed, then
+    read: None if it went away), names."""
     if binding is None:
         raise RuntimeError(f"the binding {root}/control/{_bindings(name)}/{start:012d}.json went away while it was "
                            "read: two queries share one metrics directory; give each its own metrics_dir")
