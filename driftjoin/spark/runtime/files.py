@@ -8,11 +8,18 @@ HDFS) the bytes go to a temporary name unique to the writer and are renamed into
 stores (S3, GCS) make an object visible only when its upload completes, so there the file is
 written directly. Two writers of the same file (a task and its retry) therefore never mix their
 bytes, and the last rename wins with a whole file.
+
+A URI's file system is resolved once per process (:func:`filesystem`): for ``s3://`` the
+resolution asks the bucket for its region, a round trip the control plane and every task would
+otherwise pay on each read of a statistic or a decision. A resolved file system stays valid:
+pyarrow's S3 file system without explicit keys takes its credentials from the AWS default chain,
+which renews temporary credentials (instance profiles, web identity) when they expire.
 """
 
 from __future__ import annotations
 
 import uuid
+from functools import lru_cache
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
@@ -33,13 +40,33 @@ def plain_path(uri: str) -> str:
 
 
 def filesystem(uri: str) -> tuple[pafs.FileSystem, str]:
-    """A pyarrow file system and path for a local path or a URI (``file:``, ``s3://``, ``hdfs://``...)."""
+    """A pyarrow file system and path for a local path or a URI (``file:``, ``s3://``, ``hdfs://``...),
+    the same file system object for the same URI in a process (module docstring).
+
+    Parameters
+    ----------
+    uri:
+        A local path, a ``file:`` URI or a URI that ``pyarrow.fs.FileSystem.from_uri`` opens;
+        Hadoop's ``s3a://`` and ``s3n://`` are read as ``s3://``.
+
+    >>> fs, path = filesystem("file:///tmp/metrics")
+    >>> type(fs).__name__, path
+    ('LocalFileSystem', '/tmp/metrics')
+    >>> filesystem("mock:///m")[0] is filesystem("mock:///m")[0]
+    True
+    """
     uri = plain_path(uri)
     if "://" in uri:
         scheme, rest = uri.split("://", 1)
         # Hadoop's S3 connector names (s3a, s3n) are plain s3 to pyarrow
-        return pafs.FileSystem.from_uri(("s3://" + rest) if scheme in ("s3a", "s3n") else uri)
+        return _from_uri(("s3://" + rest) if scheme in ("s3a", "s3n") else uri)
     return pafs.LocalFileSystem(), uri
+
+
+@lru_cache(maxsize=64)
+def _from_uri(uri: str) -> tuple[pafs.FileSystem, str]:
+    """``FileSystem.from_uri``, once per URI and process (a process reaches a few directories)."""
+    return pafs.FileSystem.from_uri(uri)
 
 
 def write_whole(fs: pafs.FileSystem, path: str, data: bytes) -> None:
