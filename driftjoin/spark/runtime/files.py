@@ -13,11 +13,14 @@ A URI's file system is resolved once per process (:func:`filesystem`): for ``s3:
 resolution asks the bucket for its region, a round trip the control plane and every task would
 otherwise pay on each read of a statistic or a decision. A resolved file system stays valid:
 pyarrow's S3 file system without explicit keys takes its credentials from the AWS default chain,
-which renews temporary credentials (instance profiles, web identity) when they expire.
+which renews temporary credentials (instance profiles, web identity) when they expire. The
+resolved file systems are let go at exit before pyarrow finalizes its S3 support, as pyarrow asks
+(an S3 file system still alive then may abort the interpreter's exit).
 """
 
 from __future__ import annotations
 
+import atexit
 import uuid
 from functools import lru_cache
 from typing import TYPE_CHECKING
@@ -66,7 +69,12 @@ def filesystem(uri: str) -> tuple[pafs.FileSystem, str]:
 @lru_cache(maxsize=64)
 def _from_uri(uri: str) -> tuple[pafs.FileSystem, str]:
     """``FileSystem.from_uri``, once per URI and process (a process reaches a few directories)."""
-    return pafs.FileSystem.from_uri(uri)
+    resolved = pafs.FileSystem.from_uri(uri)
+    if _from_uri.cache_info().currsize == 0:
+        # registered after pyarrow.fs registered its S3 finalizer (importing it above), so run
+        # before it: exit hooks run last registered first
+        atexit.register(_from_uri.cache_clear)
+    return resolved
 
 
 def write_whole(fs: pafs.FileSystem, path: str, data: bytes) -> None:
