@@ -39,7 +39,7 @@ from driftjoin.spark.runtime.heartbeats import split_heartbeats
 from driftjoin.spark.runtime.plan_guard import PLAN_KEY
 from driftjoin.spark.runtime.processor import OperatorProcessor
 from driftjoin.spark.runtime.queries import task_query
-from driftjoin.spark.runtime.state import BlobState, ChunkedState, Chunks, Meta, dumps
+from driftjoin.spark.runtime.state import BlobState, ChunkedState, Chunks, Meta
 from driftjoin.spark.runtime.stats import latency_histogram, write_stats
 
 if TYPE_CHECKING:
@@ -180,14 +180,8 @@ class LinkProcessor(OperatorProcessor):
     def _persist(w: _Worker, chunks: Chunks) -> None:
         """Write the runs the batch added (module docstring)."""
         for lane, store in enumerate(w.core.stores):
-            for g, run in store.added:
-                if g in store.windows:  # else its window closed in this batch
-                    blob = dumps((lane, run.arrays()))
-                    chunks.add_pickled(g, blob, chunk=run.parts[0])
-                    w.sizes[run.parts[0]] = len(blob)
-            store.added.clear()
-        listed = {c for g in chunks.groups() for c in chunks.ids(g)}
-        w.sizes = {c: n for c, n in w.sizes.items() if c in listed}
+            w.sizes.update(chunks.add_runs(store, lambda arrays, lane=lane: (lane, arrays)))
+        w.sizes = chunks.listed(w.sizes)
 
 
 def pair_frames(pairs: LinkPairs, emit: float) -> Iterator[pd.DataFrame]:

@@ -217,6 +217,27 @@ class Chunks:
         self._meta.chunks.setdefault(group, []).append(chunk)
         return chunk
 
+    def add_runs(self, store: Any, encode: Callable[[Any], Any] | None = None) -> dict[int, int]:
+        """Write the runs a batch added to a run store, each once: ``store.added`` lists
+        ``(window, run)`` in the order they were made, a run written under its window (the group)
+        with its first part id as chunk id (drawn as :meth:`add` draws one), unless its window
+        closed in the batch (``store.windows`` no longer has it). Runs merge in memory only, so a
+        run never changes once written. ``encode`` wraps a run's arrays before pickling (e.g. with
+        the lane that holds the store). Clears ``store.added``; returns the bytes per chunk."""
+        sizes: dict[int, int] = {}
+        for window, run in store.added:
+            if window in store.windows:
+                blob = dumps(run.arrays() if encode is None else encode(run.arrays()))
+                self.add_pickled(window, blob, chunk=run.parts[0])
+                sizes[run.parts[0]] = len(blob)
+        store.added.clear()
+        return sizes
+
+    def listed(self, sizes: dict[int, int]) -> dict[int, int]:
+        """``sizes`` (bytes per chunk id) of the chunks still listed."""
+        listed = {c for ids in self._meta.chunks.values() for c in ids}
+        return {c: n for c, n in sizes.items() if c in listed}
+
     def remove(self, group: int, chunk: int) -> None:
         self._store.removeKey((group, chunk))
         self.calls += 1

@@ -369,13 +369,7 @@ class SpaceProcessor(OperatorProcessor):
     @staticmethod
     def _persist(w: _Worker, chunks: Chunks, fresh: list[tuple[int, Any]], first: int | None) -> None:
         """Write what the batch added and remove what it forgot (module docstring)."""
-        store = w.core.store
-        for g, run in store.added:
-            if g in store.windows:  # else its window closed in this batch
-                blob = dumps(run.arrays())
-                chunks.add_pickled(g, blob, chunk=run.parts[0])
-                w.sizes[run.parts[0]] = len(blob)
-        store.added.clear()
+        w.sizes.update(chunks.add_runs(w.core.store))
         for g, piece in fresh:
             blob = dumps(piece)
             c = chunks.add_pickled(g, blob)
@@ -392,8 +386,7 @@ class SpaceProcessor(OperatorProcessor):
                     if MetricRecords(*arrays).window.max() < first:
                         chunks.remove(BUFFER, c)
                         del w.pieces[BUFFER][c]
-        listed = {c for g in chunks.groups() for c in chunks.ids(g)}
-        w.sizes = {c: n for c, n in w.sizes.items() if c in listed}
+        w.sizes = chunks.listed(w.sizes)
 
 
 def _pair_ingest(pdf: pd.DataFrame, pairs: Any, self_join: bool) -> np.ndarray:

@@ -256,3 +256,42 @@ def test_a_stale_copy_keeps_the_items_whose_parts_are_all_listed_and_reads_the_r
     assert new == [(13, "chunk 13")] and store.reads == [13]
     kept, new = Chunks(store, meta).keep_stale(5, [], lambda item: item[1])
     assert kept == [] and [c for c, _ in new] == [11, 12, 13, 14]
+
+
+class _Run:
+    def __init__(self, parts: tuple[int, ...], values: list[int]) -> None:
+        self.parts, self.values = parts, values
+
+    def arrays(self) -> tuple:
+        return (np.array(self.values),)
+
+
+class _WriteStore:
+    def __init__(self) -> None:
+        self.written: dict = {}
+
+    def updateValue(self, key, value):  # noqa: N802 - Spark's name
+        self.written[key] = state_layer.loads(value[0])
+
+    def removeKey(self, key):  # noqa: N802 - Spark's name
+        del self.written[key]
+
+
+def test_a_batch_writes_each_added_run_of_an_open_window_once_under_its_first_part():
+    from types import SimpleNamespace
+
+    from driftjoin.spark.runtime.state import Chunks, Meta
+
+    store = _WriteStore()
+    chunks = Chunks(store, Meta(chunks={3: [7]}))
+    runs = SimpleNamespace(windows={3: [], 4: []},
+                           added=[(3, _Run((21, 22), [1, 2])), (5, _Run((23,), [3])), (4, _Run((24,), [4, 5, 6]))])
+    sizes = chunks.add_runs(runs, lambda arrays: ("lane 1", arrays))
+    assert runs.added == []  # the closed window 5's run is not written
+    assert sorted(store.written) == [(3, 21), (4, 24)]
+    lane, (values,) = store.written[(4, 24)]
+    assert lane == "lane 1" and values.tolist() == [4, 5, 6]
+    assert set(sizes) == {21, 24} and sizes[24] == len(state_layer.dumps(("lane 1", (np.array([4, 5, 6]),))))
+    assert chunks.ids(3) == [7, 21] and chunks.ids(4) == [24]
+    chunks.remove(3, 21)
+    assert chunks.listed({7: 1, 21: 2, 24: 3, 99: 4}) == {7: 1, 24: 3}
