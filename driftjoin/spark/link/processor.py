@@ -180,7 +180,7 @@ class LinkProcessor(OperatorProcessor):
     def _persist(w: _Worker, chunks: Chunks) -> None:
         """Write the runs the batch added (module docstring)."""
         for lane, store in enumerate(w.core.stores):
-            w.sizes.update(chunks.add_runs(store, lambda arrays, lane=lane: (lane, arrays)))
+            w.sizes.update(chunks.add_runs(store, lambda run, lane=lane: (lane, run.arrays())))
         w.sizes = chunks.listed(w.sizes)
 
 

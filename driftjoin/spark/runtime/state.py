@@ -222,12 +222,12 @@ class Chunks:
         ``(window, run)`` in the order they were made, a run written under its window (the group)
         with its first part id as chunk id (drawn as :meth:`add` draws one), unless its window
         closed in the batch (``store.windows`` no longer has it). Runs merge in memory only, so a
-        run never changes once written. ``encode`` wraps a run's arrays before pickling (e.g. with
-        the lane that holds the store). Clears ``store.added``; returns the bytes per chunk."""
+        run never changes once written. ``encode``: what of a run is written (default its
+        ``arrays()``). Clears ``store.added``; returns the bytes written per chunk."""
         sizes: dict[int, int] = {}
         for window, run in store.added:
             if window in store.windows:
-                blob = dumps(run.arrays() if encode is None else encode(run.arrays()))
+                blob = dumps(run.arrays() if encode is None else encode(run))
                 self.add_pickled(window, blob, chunk=run.parts[0])
                 sizes[run.parts[0]] = len(blob)
         store.added.clear()

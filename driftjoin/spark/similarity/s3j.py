@@ -454,12 +454,7 @@ class _Computation:
             rec, workset, role, store = rec.take(on_time), workset[on_time], role[on_time], store[on_time]
         counters = WorksetCounters()
         pairs = self.core.add(rec, workset, role, counters, store=store)
-        written = 0
-        for w, run in self.core.added:
-            if w in self.core.windows:
-                chunks.add(w, run_arrays(run), chunk=run.parts[0])
-                written += run.nbytes()
-        self.core.added.clear()
+        written = sum(chunks.add_runs(self.core, run_arrays).values())
         self.clock.advance(tick_of(top))
         emit = time.time()
         stats = None

@@ -286,7 +286,7 @@ def test_a_batch_writes_each_added_run_of_an_open_window_once_under_its_first_pa
     chunks = Chunks(store, Meta(chunks={3: [7]}))
     runs = SimpleNamespace(windows={3: [], 4: []},
                            added=[(3, _Run((21, 22), [1, 2])), (5, _Run((23,), [3])), (4, _Run((24,), [4, 5, 6]))])
-    sizes = chunks.add_runs(runs, lambda arrays: ("lane 1", arrays))
+    sizes = chunks.add_runs(runs, lambda run: ("lane 1", run.arrays()))
     assert runs.added == []  # the closed window 5's run is not written
     assert sorted(store.written) == [(3, 21), (4, 24)]
     lane, (values,) = store.written[(4, 24)]
