@@ -34,7 +34,7 @@ def test_a_uri_is_resolved_once_per_process_and_keeps_what_was_written(monkeypat
     assert calls == [root]
 
 
-def test_hadoop_s3_names_and_local_paths() -> None:
+def test_local_paths_and_one_file_system_per_uri() -> None:
     fs, path = files.filesystem("file:///tmp/x/y")
     assert isinstance(fs, pafs.LocalFileSystem) and path == "/tmp/x/y"
     fs, path = files.filesystem("/tmp/x")
